@@ -1,0 +1,608 @@
+//! One partition's log: an ordered set of segments, the last one active.
+//!
+//! ```text
+//!  log_start_offset                         durable_offset   next_offset (log end)
+//!  │ seg 0 (sealed) │ seg 1 (sealed) │ seg 2 (active) ....│.............│
+//! ```
+//! Invariants, asserted where they move: `log_start ≤ durable ≤ next_offset`; segments are
+//! in base-offset order and each ends at or before the next one's base.
+//!
+//! The log is synchronous and single-writer (the caller holds it behind a lock). Work that
+//! must not happen under that lock is handed out as values: a [`ReadPlan`] copies data, a
+//! [`FlushJob`] fsyncs. The caller chooses when and on which thread to run them.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use kafka_protocol::records::RecordBatchDecoder;
+
+use crate::batch::{self, check_stored, BatchHeader, ValidatedBatches};
+use crate::checkpoint::{sync_dir, Checkpoint};
+use crate::clock::Clock;
+use crate::config::LogConfig;
+use crate::error::LogError;
+use crate::flush::FlushJob;
+use crate::offset::{LeaderEpoch, Offset};
+use crate::read::ReadPlan;
+use crate::segment::{AppendFailure, OpenMode, Segment};
+
+/// What an append assigned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendInfo {
+    pub base_offset: Offset,
+    pub last_offset: Offset,
+    /// The broker time stamped on the batches, for LogAppendTime topics; -1 otherwise.
+    pub log_append_time_ms: i64,
+}
+
+/// What start-up recovery found and did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    pub segments: usize,
+    pub scanned_segments: usize,
+    pub truncated_bytes: u64,
+    pub removed_segments: usize,
+}
+
+#[derive(Debug)]
+pub struct Log {
+    dir: PathBuf,
+    config: LogConfig,
+    clock: Arc<dyn Clock>,
+    segments: BTreeMap<Offset, Segment>,
+    log_start_offset: Offset,
+    next_offset: Offset,
+    durable_offset: Offset,
+    /// Files written since the last fsync other than the active segment (sealed segments and
+    /// their index files).
+    unsynced: Vec<Arc<fs::File>>,
+    checkpoint: Checkpoint,
+    /// Set when an I/O failure left the files in a state we could not undo.
+    offline: Option<String>,
+}
+
+impl Log {
+    /// Opens (or creates) the log in `dir`, recovering from whatever a crash left behind:
+    /// segments after the recovery point are scanned batch by batch, a torn or corrupt tail is
+    /// cut off (and any later segment dropped), damaged index files are rebuilt.
+    pub fn open(dir: &Path, config: LogConfig, clock: Arc<dyn Clock>) -> Result<(Log, RecoveryReport), LogError> {
+        config.validate()?;
+        fs::create_dir_all(dir).map_err(|e| LogError::io("create log directory", dir, e))?;
+        let bases = list_segments(dir)?;
+        let checkpoint = Checkpoint::read(dir);
+        let now_ms = clock.now_ms();
+        let mut report = RecoveryReport::default();
+        let mut segments = BTreeMap::new();
+        let mut previous_end = Offset(0);
+        let mut damaged = false;
+        for (i, &base) in bases.iter().enumerate() {
+            if damaged || base < previous_end {
+                // Everything after a damaged segment (or overlapping an earlier one) follows a
+                // hole in the log; serving it would skip records silently.
+                tracing::warn!(dir = %dir.display(), base = base.0, "removing segment after damaged log data");
+                for ext in ["log", "index", "timeindex"] {
+                    crate::segment::remove_if_exists(&dir.join(format!("{}.{ext}", crate::segment::file_stem(base))))?;
+                }
+                report.removed_segments += 1;
+                continue;
+            }
+            let successor = bases.get(i + 1).copied();
+            let cleanly_closed = successor.is_none()
+                && checkpoint.clean_active.is_some_and(|(clean_base, clean_bytes)| {
+                    clean_base == base
+                        && fs::metadata(crate::segment::log_path(dir, base)).is_ok_and(|m| m.len() == clean_bytes)
+                });
+            let trusted = cleanly_closed || successor.is_some_and(|next| next <= checkpoint.recovery_point);
+            let mode = if trusted { OpenMode::Trusted } else { OpenMode::Recover };
+            if mode == OpenMode::Recover {
+                report.scanned_segments += 1;
+            }
+            let opened = Segment::open(dir, base, mode, config.index_interval_bytes, now_ms)?;
+            // A scanned segment that stops short of its successor lost its tail in the crash.
+            let short = mode == OpenMode::Recover && successor.is_some_and(|next| opened.segment.next_offset() != next);
+            if opened.truncated_bytes > 0 || short {
+                tracing::warn!(
+                    dir = %dir.display(),
+                    base = base.0,
+                    bytes = opened.truncated_bytes,
+                    "truncated a torn or corrupt tail"
+                );
+                report.truncated_bytes += opened.truncated_bytes;
+                damaged = true;
+            }
+            if mode == OpenMode::Recover {
+                opened
+                    .segment
+                    .file()
+                    .sync_all()
+                    .map_err(|e| LogError::io("fsync", crate::segment::log_path(dir, base), e))?;
+            }
+            previous_end = opened.segment.next_offset();
+            segments.insert(base, opened.segment);
+        }
+        if segments.is_empty() {
+            segments.insert(Offset(0), Segment::create(dir, Offset(0), config.index_interval_bytes)?);
+        }
+        let log_start_offset = *segments.keys().next().unwrap_or(&Offset(0));
+        let next_offset = segments.values().next_back().map_or(Offset(0), Segment::next_offset);
+        let active_base = *segments.keys().next_back().unwrap_or(&Offset(0));
+        // From here on a crash must scan the active segment again.
+        let checkpoint = Checkpoint {
+            recovery_point: active_base,
+            clean_active: None,
+        };
+        checkpoint.write(dir)?;
+        report.segments = segments.len();
+        let log = Log {
+            dir: dir.to_path_buf(),
+            config,
+            clock,
+            segments,
+            log_start_offset,
+            next_offset,
+            durable_offset: next_offset,
+            unsynced: Vec::new(),
+            checkpoint,
+            offline: None,
+        };
+        log.check_invariants();
+        Ok((log, report))
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn config(&self) -> &LogConfig {
+        &self.config
+    }
+
+    /// Applies new settings; they take effect from the next append or retention pass.
+    pub fn set_config(&mut self, config: LogConfig) -> Result<(), LogError> {
+        config.validate()?;
+        self.config = config;
+        Ok(())
+    }
+
+    pub fn log_start_offset(&self) -> Offset {
+        self.log_start_offset
+    }
+
+    /// One past the last stored offset (the log end offset).
+    pub fn next_offset(&self) -> Offset {
+        self.next_offset
+    }
+
+    /// Everything below this offset has been fsynced.
+    pub fn durable_offset(&self) -> Offset {
+        self.durable_offset
+    }
+
+    pub fn size_bytes(&self) -> u64 {
+        self.segments.values().map(Segment::size_bytes).sum()
+    }
+
+    pub fn segment_count(&self) -> usize {
+        self.segments.len()
+    }
+
+    pub fn is_offline(&self) -> bool {
+        self.offline.is_some()
+    }
+
+    fn check_online(&self) -> Result<(), LogError> {
+        match &self.offline {
+            Some(reason) => Err(LogError::Offline {
+                path: self.dir.clone(),
+                reason: reason.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    fn check_invariants(&self) {
+        debug_assert!(self.log_start_offset <= self.durable_offset);
+        debug_assert!(self.durable_offset <= self.next_offset);
+        debug_assert!(self
+            .segments
+            .values()
+            .zip(self.segments.values().skip(1))
+            .all(|(a, b)| a.next_offset() <= b.base_offset));
+    }
+
+    fn active(&self) -> &Segment {
+        self.segments
+            .values()
+            .next_back()
+            .expect("a log always has an active segment")
+    }
+
+    fn active_mut(&mut self) -> &mut Segment {
+        self.segments
+            .values_mut()
+            .next_back()
+            .expect("a log always has an active segment")
+    }
+
+    /// Appends a producer's validated batches, assigning them the next offsets and stamping
+    /// `leader_epoch` (and the broker's time, on LogAppendTime topics).
+    pub fn append(&mut self, mut batches: ValidatedBatches, leader_epoch: LeaderEpoch) -> Result<AppendInfo, LogError> {
+        self.check_online()?;
+        let now_ms = self.clock.now_ms();
+        let log_append_time = self.config.timestamp_type == crate::config::TimestampType::LogAppendTime;
+        let base_offset = self.next_offset;
+        let mut next = base_offset;
+        let mut at = 0;
+        for header in batches.headers.iter_mut() {
+            let total = header.total_bytes();
+            let bytes = &mut batches.bytes[at..at + total];
+            batch::patch_base_offset(bytes, next, leader_epoch);
+            if log_append_time {
+                batch::stamp_log_append_time(bytes, now_ms);
+                header.max_timestamp = now_ms;
+            }
+            header.base_offset = next;
+            header.partition_leader_epoch = leader_epoch;
+            next = header.last_offset().plus(1);
+            at += total;
+        }
+        self.write(&batches.bytes, &batches.headers, now_ms)?;
+        Ok(AppendInfo {
+            base_offset,
+            last_offset: next.plus(-1),
+            log_append_time_ms: if log_append_time { now_ms } else { -1 },
+        })
+    }
+
+    /// Appends batches that already carry their offsets (a follower copying its leader):
+    /// each is checked in full and must continue the log exactly.
+    pub fn append_assigned(&mut self, bytes: &[u8]) -> Result<AppendInfo, LogError> {
+        self.check_online()?;
+        let mut headers = Vec::new();
+        let mut expected = self.next_offset;
+        let mut at = 0;
+        while at < bytes.len() {
+            let extent = batch::peek_extent(&bytes[at..]).ok_or(crate::error::BatchError::Truncated {
+                needed: batch::OFFSET_RANGE_BYTES,
+                available: bytes.len() - at,
+            })?;
+            let end = at + extent.total_bytes;
+            let header = check_stored(bytes.get(at..end).ok_or(crate::error::BatchError::BadLength {
+                declared: (extent.total_bytes - batch::LOG_OVERHEAD) as i32,
+                available: bytes.len() - at,
+            })?)?;
+            if header.base_offset != expected {
+                return Err(LogError::NonContiguous {
+                    expected,
+                    got: header.base_offset,
+                });
+            }
+            expected = header.last_offset().plus(1);
+            headers.push(header);
+            at = end;
+        }
+        let Some(first) = headers.first().copied() else {
+            return Err(crate::error::BatchError::InvalidRecords("no batch to append".into()).into());
+        };
+        let now_ms = self.clock.now_ms();
+        self.write(bytes, &headers, now_ms)?;
+        Ok(AppendInfo {
+            base_offset: first.base_offset,
+            last_offset: expected.plus(-1),
+            log_append_time_ms: -1,
+        })
+    }
+
+    fn write(&mut self, bytes: &[u8], headers: &[BatchHeader], now_ms: i64) -> Result<(), LogError> {
+        let (Some(first), Some(last)) = (headers.first(), headers.last()) else {
+            return Ok(());
+        };
+        self.maybe_roll(bytes.len() as u64, first.base_offset, last.last_offset(), now_ms)?;
+        let dir = self.dir.clone();
+        match self.active_mut().append(bytes, headers, now_ms) {
+            Ok(()) => {}
+            Err(AppendFailure::Undone(e)) => return Err(LogError::io("append to", dir, e)),
+            Err(AppendFailure::Stuck { write, truncate }) => {
+                let reason = format!("append failed ({write}) and the partial write could not be removed ({truncate})");
+                tracing::error!(dir = %dir.display(), %reason, "taking log offline");
+                self.offline = Some(reason.clone());
+                return Err(LogError::Offline { path: dir, reason });
+            }
+        }
+        self.next_offset = last.last_offset().plus(1);
+        self.check_invariants();
+        Ok(())
+    }
+
+    fn maybe_roll(&mut self, incoming_bytes: u64, first: Offset, last: Offset, now_ms: i64) -> Result<(), LogError> {
+        let active = self.active();
+        if active.is_empty() {
+            return Ok(());
+        }
+        let too_big = active.size_bytes() + incoming_bytes > self.config.segment_bytes;
+        let too_old = active
+            .first_append_ms()
+            .is_some_and(|t| now_ms.saturating_sub(t) >= self.config.segment_ms);
+        let offsets_overflow = last.relative_to(active.base_offset).is_none();
+        if too_big || too_old || offsets_overflow {
+            self.roll(first)?;
+        }
+        Ok(())
+    }
+
+    /// Seals the active segment and starts a new one at `base`.
+    fn roll(&mut self, base: Offset) -> Result<(), LogError> {
+        debug_assert!(base >= self.next_offset);
+        let sealed = self.active();
+        let mut to_sync = sealed.write_indexes()?;
+        to_sync.push(Arc::clone(sealed.file()));
+        let segment = Segment::create(&self.dir, base, self.config.index_interval_bytes)?;
+        self.segments.insert(base, segment);
+        self.unsynced.extend(to_sync);
+        tracing::debug!(dir = %self.dir.display(), base = base.0, "rolled segment");
+        Ok(())
+    }
+
+    /// Plans a read of up to `max_bytes` of whole batches starting with the one that holds
+    /// `offset`, showing nothing at or past `upper` (the high watermark of the reader).
+    pub fn read(&self, offset: Offset, max_bytes: usize, upper: Offset, min_one: bool) -> Result<ReadPlan, LogError> {
+        if offset < self.log_start_offset || offset > self.next_offset {
+            return Err(LogError::OffsetOutOfRange {
+                requested: offset,
+                start: self.log_start_offset,
+                end: self.next_offset,
+            });
+        }
+        let upper = upper.min(self.next_offset);
+        if offset >= upper {
+            return Ok(ReadPlan::empty());
+        }
+        for segment in self.segments.range(..=offset).next_back().into_iter().map(|(_, s)| s).chain(
+            self.segments
+                .range((std::ops::Bound::Excluded(offset), std::ops::Bound::Unbounded))
+                .map(|(_, s)| s),
+        ) {
+            if let Some(position) = segment.position_of(offset)? {
+                return Ok(ReadPlan {
+                    file: Some(Arc::clone(segment.file())),
+                    position,
+                    end_position: segment.size_bytes(),
+                    upper,
+                    max_bytes,
+                    min_one,
+                });
+            }
+        }
+        Ok(ReadPlan::empty())
+    }
+
+    /// The first record with a timestamp ≥ `timestamp` below `upper`: its offset and time.
+    pub fn offset_for_timestamp(&self, timestamp: i64, upper: Offset) -> Result<Option<(Offset, i64)>, LogError> {
+        for segment in self.segments.values() {
+            let Some((header, bytes)) = segment.first_batch_at_or_after_time(timestamp, upper)? else {
+                continue;
+            };
+            if header.is_log_append_time() {
+                return Ok(Some((header.base_offset, header.max_timestamp)));
+            }
+            return Ok(Some(first_record_at_or_after(&header, bytes, timestamp)?));
+        }
+        Ok(None)
+    }
+
+    /// The record with the largest timestamp (ListOffsets' MAX_TIMESTAMP, KIP-734).
+    pub fn offset_of_max_timestamp(&self, upper: Offset) -> Result<Option<(Offset, i64)>, LogError> {
+        let Some(segment) = self
+            .segments
+            .values()
+            .filter(|s| !s.is_empty() && s.base_offset < upper)
+            .max_by_key(|s| s.max_timestamp())
+        else {
+            return Ok(None);
+        };
+        let mut best: Option<(BatchHeader, Vec<u8>)> = None;
+        segment.for_each_batch(|header, bytes| {
+            if header.base_offset < upper && best.as_ref().is_none_or(|(b, _)| header.max_timestamp > b.max_timestamp) {
+                best = Some((*header, bytes.to_vec()));
+            }
+        })?;
+        let Some((header, bytes)) = best else {
+            return Ok(None);
+        };
+        if header.is_log_append_time() {
+            return Ok(Some((header.base_offset, header.max_timestamp)));
+        }
+        first_record_at_or_after(&header, bytes, header.max_timestamp).map(Some)
+    }
+
+    /// Removes every batch whose last offset is ≥ `offset` (a follower whose log diverged
+    /// from its leader's). Returns the new log end offset (the base of the first removed batch).
+    pub fn truncate_to(&mut self, offset: Offset) -> Result<Offset, LogError> {
+        self.check_online()?;
+        if offset >= self.next_offset {
+            return Ok(self.next_offset);
+        }
+        let keep_from = if offset < self.log_start_offset {
+            Offset(i64::MIN) // nothing survives: every segment goes
+        } else {
+            offset
+        };
+        let doomed: Vec<Offset> = self
+            .segments
+            .range((std::ops::Bound::Excluded(keep_from), std::ops::Bound::Unbounded))
+            .map(|(b, _)| *b)
+            .collect();
+        for base in doomed {
+            if let Some(segment) = self.segments.remove(&base) {
+                segment.delete_files()?;
+            }
+        }
+        if self.segments.is_empty() {
+            self.segments
+                .insert(offset, Segment::create(&self.dir, offset, self.config.index_interval_bytes)?);
+            self.log_start_offset = offset;
+        }
+        let new_end = self.active_mut().truncate_to(offset)?;
+        self.next_offset = new_end;
+        self.durable_offset = self.durable_offset.min(new_end).max(self.log_start_offset);
+        // The active segment may now be an old one whose sealed index files are stale.
+        let active_base = self.active().base_offset;
+        self.checkpoint.recovery_point = self.checkpoint.recovery_point.min(active_base);
+        self.checkpoint.write(&self.dir)?;
+        self.check_invariants();
+        Ok(new_end)
+    }
+
+    /// Deletes whole segments past `retention.ms` (by their newest timestamp) or beyond
+    /// `retention.bytes` (oldest first); returns how many. The active segment is rolled first
+    /// when it has expired too, so that a quiet topic is emptied as Kafka empties it.
+    pub fn apply_retention(&mut self) -> Result<usize, LogError> {
+        let now_ms = self.clock.now_ms();
+        let mut deleted = 0;
+        if self.config.retention_ms >= 0 {
+            let retention_ms = self.config.retention_ms;
+            let expired = move |s: &Segment| !s.is_empty() && now_ms.saturating_sub(s.max_timestamp()) > retention_ms;
+            if self.segments.values().all(expired) && self.offline.is_none() {
+                let next = self.next_offset;
+                self.roll(next)?;
+            }
+            while self.segments.len() > 1 && self.segments.values().next().is_some_and(expired) {
+                self.delete_oldest()?;
+                deleted += 1;
+            }
+        }
+        if self.config.retention_bytes >= 0 {
+            let limit = self.config.retention_bytes as u64;
+            while self.segments.len() > 1 {
+                let total = self.size_bytes();
+                let oldest = self.segments.values().next().map_or(0, Segment::size_bytes);
+                if total.saturating_sub(oldest) < limit || total <= limit {
+                    break;
+                }
+                self.delete_oldest()?;
+                deleted += 1;
+            }
+        }
+        Ok(deleted)
+    }
+
+    fn delete_oldest(&mut self) -> Result<(), LogError> {
+        let Some((base, segment)) = self.segments.pop_first() else {
+            return Ok(());
+        };
+        debug_assert!(!self.segments.is_empty(), "never delete the active segment");
+        segment.delete_files()?;
+        let new_start = *self.segments.keys().next().unwrap_or(&self.next_offset);
+        tracing::info!(dir = %self.dir.display(), base = base.0, new_start = new_start.0, "retention deleted segment");
+        self.log_start_offset = self.log_start_offset.max(new_start);
+        self.durable_offset = self.durable_offset.max(self.log_start_offset);
+        self.check_invariants();
+        Ok(())
+    }
+
+    /// The fsync that would make everything appended so far durable, or `None` if it is.
+    pub fn flush_job(&mut self) -> Option<FlushJob> {
+        if self.offline.is_some() || (self.durable_offset == self.next_offset && self.unsynced.is_empty()) {
+            return None;
+        }
+        let mut files = std::mem::take(&mut self.unsynced);
+        files.push(Arc::clone(self.active().file()));
+        Some(FlushJob {
+            files,
+            upto: self.next_offset,
+            recovery_point: self.active().base_offset,
+        })
+    }
+
+    /// Records the outcome of a [`FlushJob`]. A failed fsync takes the log offline: after a
+    /// failed fsync the kernel may have dropped the dirty pages, so a retry proves nothing.
+    pub fn complete_flush(&mut self, job: &FlushJob, outcome: std::io::Result<()>) -> Result<(), LogError> {
+        if let Err(e) = outcome {
+            let reason = format!("fsync failed: {e}");
+            tracing::error!(dir = %self.dir.display(), %reason, "taking log offline");
+            self.offline = Some(reason.clone());
+            return Err(LogError::Offline {
+                path: self.dir.clone(),
+                reason,
+            });
+        }
+        // A truncation may have happened while the job ran.
+        self.durable_offset = self.durable_offset.max(job.upto.min(self.next_offset));
+        if job.recovery_point > self.checkpoint.recovery_point && self.segments.contains_key(&job.recovery_point) {
+            self.checkpoint.recovery_point = job.recovery_point;
+            self.checkpoint.write(&self.dir)?;
+        }
+        self.check_invariants();
+        Ok(())
+    }
+
+    /// Fsyncs everything and records a clean shutdown so that the next start need not scan.
+    pub fn close(mut self) -> Result<(), LogError> {
+        if self.offline.is_some() {
+            return Ok(());
+        }
+        if let Some(job) = self.flush_job() {
+            let outcome = job.run();
+            self.complete_flush(&job, outcome)?;
+        }
+        let active = self.active();
+        for file in active.write_indexes()? {
+            file.sync_all().map_err(|e| LogError::io("fsync index", &self.dir, e))?;
+        }
+        let checkpoint = Checkpoint {
+            recovery_point: active.base_offset,
+            clean_active: Some((active.base_offset, active.size_bytes())),
+        };
+        checkpoint.write(&self.dir)
+    }
+
+    /// Deletes the whole log directory (the topic was deleted).
+    pub fn delete(self) -> Result<(), LogError> {
+        let dir = self.dir.clone();
+        drop(self);
+        fs::remove_dir_all(&dir).map_err(|e| LogError::io("remove log directory", &dir, e))?;
+        if let Some(parent) = dir.parent() {
+            sync_dir(parent)?;
+        }
+        Ok(())
+    }
+}
+
+/// The first record of a (possibly compressed) batch with a timestamp ≥ `timestamp`.
+fn first_record_at_or_after(header: &BatchHeader, bytes: Vec<u8>, timestamp: i64) -> Result<(Offset, i64), LogError> {
+    let mut buf = Bytes::from(bytes);
+    let set = RecordBatchDecoder::decode(&mut buf)
+        .map_err(|e| crate::error::BatchError::InvalidRecords(format!("stored batch does not decode: {e}")))?;
+    Ok(set
+        .records
+        .iter()
+        .find(|r| r.timestamp >= timestamp)
+        .map_or((header.base_offset, header.max_timestamp), |r| (Offset(r.offset), r.timestamp)))
+}
+
+/// Base offsets of the segment files in `dir`, ascending; removes leftovers of interrupted
+/// operations (temporary files).
+fn list_segments(dir: &Path) -> Result<Vec<Offset>, LogError> {
+    let mut bases = Vec::new();
+    for entry in fs::read_dir(dir).map_err(|e| LogError::io("list", dir, e))? {
+        let entry = entry.map_err(|e| LogError::io("list", dir, e))?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if name.ends_with(".tmp") {
+            crate::segment::remove_if_exists(&entry.path())?;
+            continue;
+        }
+        if let Some(stem) = name.strip_suffix(".log") {
+            if let Ok(base) = stem.parse::<i64>() {
+                if base >= 0 {
+                    bases.push(Offset(base));
+                }
+            }
+        }
+    }
+    bases.sort();
+    Ok(bases)
+}

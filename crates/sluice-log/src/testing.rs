@@ -1,0 +1,58 @@
+//! Builders of valid record batches for tests and benchmarks (not part of the API).
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
+
+/// A RecordBatch v2 of `count` records with `value_bytes`-byte values and keys `k<i>`,
+/// timestamps `first_timestamp + i`, compressed with codec id `codec` (0 none … 4 zstd).
+pub fn batch_bytes(base_offset: i64, count: usize, first_timestamp: i64, value_bytes: usize, codec: i16) -> Vec<u8> {
+    let records: Vec<Record> = (0..count)
+        .map(|i| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: 0,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: base_offset + i as i64,
+            // The encoder splits batches where offset − sequence changes; -1 is patched in below.
+            sequence: i as i32,
+            timestamp: first_timestamp + i as i64,
+            key: Some(Bytes::from(format!("k{i}"))),
+            value: Some(Bytes::from(vec![b'a' + (i % 26) as u8; value_bytes])),
+            headers: [(StrBytes::from_static_str("h"), Some(Bytes::from_static(b"v")))]
+                .into_iter()
+                .collect(),
+        })
+        .collect();
+    let compression = match codec {
+        1 => Compression::Gzip,
+        2 => Compression::Snappy,
+        3 => Compression::Lz4,
+        4 => Compression::Zstd,
+        _ => Compression::None,
+    };
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        &records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression,
+        },
+    )
+    .expect("encoding test records");
+    let mut bytes = buf.to_vec();
+    assert_eq!(
+        i32::from_be_bytes(bytes[8..12].try_into().expect("4 bytes")) as usize + 12,
+        bytes.len(),
+        "one batch"
+    );
+    // A producer without idempotence sends base sequence -1.
+    bytes[53..57].copy_from_slice(&(-1i32).to_be_bytes());
+    let crc = crc32c::crc32c(&bytes[21..]);
+    bytes[17..21].copy_from_slice(&crc.to_be_bytes());
+    bytes
+}

@@ -1,0 +1,525 @@
+//! Behaviour of a whole log on a real directory: append/read/roll, retention, recovery.
+
+use std::fs;
+use std::path::Path;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use kafka_protocol::records::RecordBatchDecoder;
+use proptest::prelude::*;
+use sluice_log::testing::batch_bytes;
+use sluice_log::{
+    validate_produce, FlushMode, LeaderEpoch, Log, LogConfig, LogError, ManualClock, Offset, TimestampType,
+};
+
+fn config() -> LogConfig {
+    LogConfig {
+        segment_bytes: 4096,
+        index_interval_bytes: 256,
+        retention_ms: -1,
+        ..LogConfig::default()
+    }
+}
+
+fn open(dir: &Path, config: LogConfig, clock: &Arc<ManualClock>) -> Log {
+    Log::open(dir, config, Arc::clone(clock) as Arc<dyn sluice_log::Clock>)
+        .unwrap()
+        .0
+}
+
+fn append(log: &mut Log, count: usize, timestamp: i64, value_bytes: usize, codec: i16) -> sluice_log::AppendInfo {
+    let bytes = batch_bytes(0, count, timestamp, value_bytes, codec);
+    log.append(validate_produce(&bytes, 1 << 20).unwrap(), LeaderEpoch(3))
+        .unwrap()
+}
+
+/// Every record from the log start: (offset, timestamp, value), checking offsets are dense.
+fn read_all(log: &Log) -> Vec<(i64, i64, Bytes)> {
+    let mut out = Vec::new();
+    let mut offset = log.log_start_offset();
+    while offset < log.next_offset() {
+        let bytes = log
+            .read(offset, 1000, log.next_offset(), true)
+            .unwrap()
+            .load()
+            .unwrap();
+        assert!(!bytes.is_empty(), "no progress at offset {offset}");
+        let mut buf = bytes.clone();
+        for set in RecordBatchDecoder::decode_all(&mut buf).unwrap() {
+            for r in set.records {
+                if r.offset >= offset.0 {
+                    assert_eq!(r.offset, out.last().map_or(log.log_start_offset().0, |l: &(i64, i64, Bytes)| l.0 + 1));
+                    out.push((r.offset, r.timestamp, r.value.unwrap()));
+                }
+            }
+        }
+        offset = Offset(out.last().unwrap().0 + 1);
+    }
+    out
+}
+
+#[test]
+fn appends_are_read_back_across_rolled_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(1_000);
+    let mut log = open(dir.path(), config(), &clock);
+    let mut expected = 0;
+    for i in 0..40 {
+        let info = append(&mut log, 3, 1_000 + i, 300, (i % 5) as i16);
+        assert_eq!(info.base_offset, Offset(expected));
+        assert_eq!(info.last_offset, Offset(expected + 2));
+        expected += 3;
+    }
+    assert_eq!(log.next_offset(), Offset(120));
+    assert!(log.segment_count() > 3, "small segments roll: {}", log.segment_count());
+    let records = read_all(&log);
+    assert_eq!(records.len(), 120);
+    assert!(records.iter().all(|(_, _, v)| v.len() == 300));
+    // Every segment file is named by its base offset and starts with that offset.
+    for entry in fs::read_dir(dir.path()).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        if let Some(stem) = name.strip_suffix(".log") {
+            let bytes = fs::read(dir.path().join(&name)).unwrap();
+            assert_eq!(i64::from_be_bytes(bytes[..8].try_into().unwrap()), stem.parse::<i64>().unwrap());
+        }
+    }
+}
+
+#[test]
+fn reads_respect_max_bytes_upper_bound_and_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(0);
+    let mut log = open(dir.path(), config(), &clock);
+    for _ in 0..10 {
+        append(&mut log, 2, 0, 50, 0);
+    }
+    let one = log.read(Offset(0), 1, log.next_offset(), true).unwrap().load().unwrap();
+    let header = sluice_log::batch::check_stored(&one).unwrap();
+    assert_eq!(header.base_offset, Offset(0), "min_one returns the whole first batch");
+    assert!(log.read(Offset(0), 1, log.next_offset(), false).unwrap().load().unwrap().is_empty());
+    let limited = log.read(Offset(3), 1 << 20, Offset(6), true).unwrap().load().unwrap();
+    let mut buf = limited.clone();
+    let sets = RecordBatchDecoder::decode_all(&mut buf).unwrap();
+    assert_eq!(sets.first().unwrap().records[0].offset, 2, "starts with the batch holding offset 3");
+    assert_eq!(sets.last().unwrap().records.last().unwrap().offset, 5, "stops below the upper bound");
+    assert!(log.read(Offset(20), 100, Offset(20), true).unwrap().load().unwrap().is_empty());
+    assert!(matches!(
+        log.read(Offset(21), 100, Offset(21), true),
+        Err(LogError::OffsetOutOfRange { .. })
+    ));
+}
+
+#[test]
+fn log_append_time_is_stamped_and_epoch_patched() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(5_000);
+    let mut log = open(
+        dir.path(),
+        LogConfig {
+            timestamp_type: TimestampType::LogAppendTime,
+            ..config()
+        },
+        &clock,
+    );
+    let info = append(&mut log, 2, 10, 10, 0);
+    assert_eq!(info.log_append_time_ms, 5_000);
+    let bytes = log.read(Offset(0), 1 << 20, log.next_offset(), true).unwrap().load().unwrap();
+    let header = sluice_log::batch::check_stored(&bytes).unwrap();
+    assert!(header.is_log_append_time());
+    assert_eq!(header.max_timestamp, 5_000);
+    assert_eq!(header.partition_leader_epoch, LeaderEpoch(3));
+}
+
+#[test]
+fn rolls_by_age() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(0);
+    let mut log = open(
+        dir.path(),
+        LogConfig {
+            segment_bytes: 1 << 20,
+            segment_ms: 1_000,
+            ..config()
+        },
+        &clock,
+    );
+    append(&mut log, 1, 0, 10, 0);
+    append(&mut log, 1, 0, 10, 0);
+    assert_eq!(log.segment_count(), 1);
+    clock.advance_ms(1_000);
+    append(&mut log, 1, 0, 10, 0);
+    assert_eq!(log.segment_count(), 2);
+}
+
+#[test]
+fn retention_by_time_deletes_old_segments_and_moves_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(100_000);
+    let mut log = open(
+        dir.path(),
+        LogConfig {
+            retention_ms: 10_000,
+            ..config()
+        },
+        &clock,
+    );
+    for _ in 0..20 {
+        append(&mut log, 4, 100_000, 100, 0); // old records
+    }
+    let old_end = log.next_offset();
+    clock.set_ms(200_000);
+    for _ in 0..3 {
+        append(&mut log, 4, 199_000, 100, 0); // recent records
+    }
+    let deleted = log.apply_retention().unwrap();
+    assert!(deleted > 0);
+    assert!(log.log_start_offset() > Offset(0));
+    assert!(log.log_start_offset() <= old_end, "recent records are kept");
+    assert!(matches!(
+        log.read(Offset(0), 100, log.next_offset(), true),
+        Err(LogError::OffsetOutOfRange { .. })
+    ));
+    let files = fs::read_dir(dir.path()).unwrap().filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "log")).count();
+    assert_eq!(files, log.segment_count());
+    // Everything expires: the active segment is rolled and deleted too.
+    clock.set_ms(1_000_000);
+    log.apply_retention().unwrap();
+    assert_eq!(log.log_start_offset(), log.next_offset());
+    assert_eq!(log.segment_count(), 1);
+    append(&mut log, 1, 1_000_000, 10, 0);
+    assert_eq!(read_all(&log).len(), 1);
+}
+
+#[test]
+fn retention_by_bytes_keeps_the_newest_data_within_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(0);
+    let mut log = open(
+        dir.path(),
+        LogConfig {
+            retention_bytes: 8192,
+            ..config()
+        },
+        &clock,
+    );
+    for _ in 0..50 {
+        append(&mut log, 4, 0, 100, 0);
+    }
+    log.apply_retention().unwrap();
+    assert!(log.size_bytes() <= 8192 + 4096, "size {}", log.size_bytes());
+    assert!(log.size_bytes() >= 8192 - 4096);
+    assert_eq!(read_all(&log).last().unwrap().0, 199);
+}
+
+#[test]
+fn clean_reopen_trusts_indexes_and_crash_reopen_scans() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(0);
+    let mut log = open(dir.path(), config(), &clock);
+    for i in 0..30 {
+        append(&mut log, 3, i, 100, 0);
+    }
+    let before = read_all(&log);
+    drop(log); // a crash with nothing ever fsynced: every segment is suspect
+    let (log, report) = Log::open(dir.path(), config(), Arc::clone(&clock) as _).unwrap();
+    assert!(report.segments > 1);
+    assert_eq!(report.scanned_segments, report.segments, "{report:?}");
+    assert_eq!(report.truncated_bytes, 0);
+    assert_eq!(read_all(&log), before);
+    log.close().unwrap();
+    let (log, report) = Log::open(dir.path(), config(), Arc::clone(&clock) as _).unwrap();
+    assert_eq!(report.scanned_segments, 0, "clean shutdown needs no scan: {report:?}");
+    assert_eq!(read_all(&log), before);
+    drop(log); // a crash after a clean start: only the active segment is suspect
+    let (log, report) = Log::open(dir.path(), config(), Arc::clone(&clock) as _).unwrap();
+    assert_eq!(report.scanned_segments, 1, "{report:?}");
+    assert_eq!(read_all(&log), before);
+}
+
+#[test]
+fn flush_jobs_move_the_durable_offset_and_the_recovery_point() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(0);
+    let mut log = open(dir.path(), config(), &clock);
+    assert!(log.flush_job().is_none());
+    for _ in 0..30 {
+        append(&mut log, 3, 0, 100, 0);
+    }
+    assert_eq!(log.durable_offset(), Offset(0));
+    let job = log.flush_job().unwrap();
+    append(&mut log, 1, 0, 100, 0); // lands while the fsync runs
+    let outcome = job.run();
+    log.complete_flush(&job, outcome).unwrap();
+    assert_eq!(log.durable_offset(), Offset(90));
+    let job = log.flush_job().unwrap();
+    log.complete_flush(&job, Ok(())).unwrap();
+    assert_eq!(log.durable_offset(), Offset(91));
+    assert!(log.flush_job().is_none());
+    let segments = log.segment_count();
+    drop(log);
+    let (_, report) = Log::open(dir.path(), config(), Arc::clone(&clock) as _).unwrap();
+    assert_eq!(report.scanned_segments, 1, "only the active segment after a flush: {report:?} of {segments}");
+}
+
+#[test]
+fn a_failed_fsync_takes_the_log_offline_for_writes_but_not_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(0);
+    let mut log = open(dir.path(), config(), &clock);
+    append(&mut log, 3, 0, 100, 0);
+    let job = log.flush_job().unwrap();
+    assert!(log
+        .complete_flush(&job, Err(std::io::Error::other("EIO")))
+        .is_err());
+    let bytes = batch_bytes(0, 1, 0, 1, 0);
+    let err = log
+        .append(validate_produce(&bytes, 1 << 20).unwrap(), LeaderEpoch(0))
+        .unwrap_err();
+    assert!(err.is_storage(), "{err}");
+    assert_eq!(read_all(&log).len(), 3);
+}
+
+#[test]
+fn damaged_index_files_are_rebuilt() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(0);
+    let mut log = open(dir.path(), config(), &clock);
+    for _ in 0..40 {
+        append(&mut log, 3, 0, 100, 0);
+    }
+    let before = read_all(&log);
+    log.close().unwrap();
+    let mut damaged = 0;
+    for entry in fs::read_dir(dir.path()).unwrap() {
+        let path = entry.unwrap().path();
+        match path.extension().and_then(|e| e.to_str()) {
+            Some("index") if damaged % 2 == 0 => {
+                fs::write(&path, b"\xff\xff\xff\xff\xff\xff\xff\xff\x00").unwrap();
+                damaged += 1;
+            }
+            Some("timeindex") => {
+                fs::remove_file(&path).unwrap();
+                damaged += 1;
+            }
+            _ => {}
+        }
+    }
+    assert!(damaged > 2);
+    let log = open(dir.path(), config(), &clock);
+    assert_eq!(read_all(&log), before);
+}
+
+#[test]
+fn offsets_are_found_by_timestamp() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(0);
+    let mut log = open(dir.path(), config(), &clock);
+    // Batch i holds 4 records with timestamps 1000*i + 0..4.
+    for i in 0..30 {
+        append(&mut log, 4, 1_000 * i, 50, (i % 5) as i16);
+    }
+    let end = log.next_offset();
+    assert_eq!(log.offset_for_timestamp(0, end).unwrap(), Some((Offset(0), 0)));
+    assert_eq!(log.offset_for_timestamp(5_002, end).unwrap(), Some((Offset(22), 5_002)));
+    assert_eq!(log.offset_for_timestamp(5_004, end).unwrap(), Some((Offset(24), 6_000)));
+    assert_eq!(log.offset_for_timestamp(29_003, end).unwrap(), Some((Offset(119), 29_003)));
+    assert_eq!(log.offset_for_timestamp(29_004, end).unwrap(), None);
+    assert_eq!(log.offset_for_timestamp(29_000, Offset(100)).unwrap(), None, "hidden past the upper bound");
+    assert_eq!(log.offset_of_max_timestamp(end).unwrap(), Some((Offset(119), 29_003)));
+}
+
+#[test]
+fn truncation_to_an_offset_removes_everything_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(0);
+    let mut log = open(dir.path(), config(), &clock);
+    for _ in 0..40 {
+        append(&mut log, 3, 0, 100, 0);
+    }
+    assert_eq!(log.truncate_to(Offset(60)).unwrap(), Offset(60));
+    assert_eq!(log.next_offset(), Offset(60));
+    assert_eq!(read_all(&log).len(), 60);
+    let info = append(&mut log, 3, 0, 100, 0);
+    assert_eq!(info.base_offset, Offset(60));
+    drop(log);
+    let log = open(dir.path(), config(), &clock);
+    assert_eq!(log.next_offset(), Offset(63));
+    assert_eq!(read_all(&log).len(), 63);
+}
+
+#[test]
+fn replicated_batches_must_continue_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(0);
+    let mut log = open(dir.path(), config(), &clock);
+    let first = batch_bytes(0, 3, 0, 10, 0);
+    let info = log.append_assigned(&first).unwrap();
+    assert_eq!((info.base_offset, info.last_offset), (Offset(0), Offset(2)));
+    assert!(matches!(
+        log.append_assigned(&batch_bytes(5, 1, 0, 10, 0)),
+        Err(LogError::NonContiguous { .. })
+    ));
+    let mut corrupt = batch_bytes(3, 1, 0, 10, 0);
+    let last = corrupt.len() - 1;
+    corrupt[last] ^= 1;
+    assert!(log.append_assigned(&corrupt).is_err());
+    log.append_assigned(&batch_bytes(3, 1, 0, 10, 0)).unwrap();
+    assert_eq!(read_all(&log).len(), 4);
+}
+
+#[test]
+fn garbage_after_the_last_batch_is_cut_on_recovery() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(0);
+    let mut log = open(dir.path(), config(), &clock);
+    for _ in 0..5 {
+        append(&mut log, 3, 0, 100, 0);
+    }
+    let before = read_all(&log);
+    drop(log);
+    let active = last_segment(dir.path());
+    let mut bytes = fs::read(&active).unwrap();
+    let len = bytes.len();
+    bytes.extend_from_slice(&[0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x0f, 0x00, 0x00, 0x10, 0x00, 0xde, 0xad]);
+    fs::write(&active, &bytes).unwrap();
+    let (log, report) = Log::open(dir.path(), config(), Arc::clone(&clock) as _).unwrap();
+    assert_eq!(report.truncated_bytes, 14);
+    assert_eq!(fs::metadata(&active).unwrap().len() as usize, len);
+    assert_eq!(read_all(&log), before);
+}
+
+fn last_segment(dir: &Path) -> std::path::PathBuf {
+    let mut logs: Vec<_> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .collect();
+    logs.sort();
+    logs.pop().unwrap()
+}
+
+/// One batch as written: its offsets and the length of its values.
+#[derive(Debug, Clone)]
+struct Written {
+    first: i64,
+    count: i64,
+    value_bytes: usize,
+}
+
+fn recovery_point(dir: &Path) -> i64 {
+    fs::read_to_string(dir.join("recovery-point"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("recovery_point=").map(|v| v.parse().unwrap()))
+        .unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    /// A crash can leave any segment written since the last fsync cut short at any byte, or
+    /// with any byte damaged. Recovery must keep every batch that lies wholly before the
+    /// damage, serve only intact batches with the right contents, and after a cut serve
+    /// nothing past it.
+    #[test]
+    fn recovery_keeps_every_whole_batch_before_the_damage(
+        batches in prop::collection::vec((1usize..6, 1usize..300, 0i16..5), 1..40),
+        flushed_prefix in 0usize..40,
+        victim in any::<prop::sample::Index>(),
+        cut in any::<prop::sample::Index>(),
+        flip in any::<bool>(),
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new(0);
+        let mut log = open(dir.path(), config(), &clock);
+        let mut written = Vec::new();
+        for (i, &(count, value_bytes, codec)) in batches.iter().enumerate() {
+            let info = append(&mut log, count, i as i64, value_bytes, codec);
+            written.push(Written { first: info.base_offset.0, count: count as i64, value_bytes });
+            if i + 1 == flushed_prefix {
+                let job = log.flush_job().unwrap();
+                let outcome = job.run();
+                log.complete_flush(&job, outcome).unwrap();
+            }
+        }
+        drop(log); // the crash
+
+        // Only segments not wholly below the recovery point can have been torn by a crash.
+        let rp = recovery_point(dir.path());
+        let mut segments: Vec<(i64, std::path::PathBuf)> = fs::read_dir(dir.path()).unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "log"))
+            .map(|p| (p.file_stem().unwrap().to_str().unwrap().parse().unwrap(), p))
+            .collect();
+        segments.sort();
+        let first_untrusted = segments.iter().rposition(|(base, _)| *base <= rp).unwrap_or(0);
+        let (victim_base, victim) = victim.get(&segments[first_untrusted..]).clone();
+        let bytes = fs::read(&victim).unwrap();
+        prop_assume!(!bytes.is_empty());
+        let at = cut.index(bytes.len());
+        // The end of the batches of the victim that lie wholly before byte `at`.
+        let mut intact_end = victim_base;
+        let mut pos = 0usize;
+        while pos < bytes.len() {
+            let header = sluice_log::batch::BatchHeader::parse(&bytes[pos..]).unwrap();
+            if pos + header.total_bytes() > at { break; }
+            intact_end = header.last_offset().0 + 1;
+            pos += header.total_bytes();
+        }
+        if flip {
+            let mut damaged = bytes.clone();
+            damaged[at] ^= 0x5a;
+            fs::write(&victim, &damaged).unwrap();
+        } else {
+            fs::write(&victim, &bytes[..at]).unwrap();
+        }
+
+        let (log, _report) = Log::open(dir.path(), config(), Arc::clone(&clock) as _).unwrap();
+        let end = log.next_offset().0;
+        prop_assert!(end >= intact_end, "lost whole batches: end {} < {}", end, intact_end);
+        if !flip {
+            prop_assert_eq!(end, intact_end, "a cut log ends at the last whole batch before the cut");
+        }
+        let records = read_all_checked(&log);
+        prop_assert_eq!(records.len() as i64, end - log.log_start_offset().0);
+        for (offset, value_len) in records {
+            let w = written.iter().find(|w| w.first <= offset && offset < w.first + w.count).unwrap();
+            prop_assert_eq!(value_len, w.value_bytes, "offset {} has the wrong record", offset);
+        }
+    }
+}
+
+/// Reads everything, checking the CRC of every served batch; returns (offset, value length).
+fn read_all_checked(log: &Log) -> Vec<(i64, usize)> {
+    let mut out = Vec::new();
+    let mut offset = log.log_start_offset();
+    while offset < log.next_offset() {
+        let bytes = log.read(offset, 1 << 20, log.next_offset(), true).unwrap().load().unwrap();
+        assert!(!bytes.is_empty());
+        let mut at = 0;
+        while at < bytes.len() {
+            let extent = sluice_log::batch::peek_extent(&bytes[at..]).unwrap();
+            let batch = &bytes[at..at + extent.total_bytes];
+            sluice_log::batch::check_stored(batch).expect("a served batch is intact");
+            let mut buf = Bytes::copy_from_slice(batch);
+            for r in RecordBatchDecoder::decode(&mut buf).unwrap().records {
+                if r.offset >= offset.0 {
+                    out.push((r.offset, r.value.map_or(0, |v| v.len())));
+                }
+            }
+            at += extent.total_bytes;
+        }
+        offset = Offset(out.last().unwrap().0 + 1);
+    }
+    out
+}
+
+#[test]
+fn an_empty_directory_opens_as_an_empty_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(0);
+    let log = open(&dir.path().join("t-0"), LogConfig { flush: FlushMode::Sync, ..config() }, &clock);
+    assert_eq!(log.next_offset(), Offset(0));
+    assert_eq!(log.log_start_offset(), Offset(0));
+    assert!(read_all(&log).is_empty());
+}
