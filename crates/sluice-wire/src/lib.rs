@@ -1,0 +1,21 @@
+//! `sluice-wire`: the Kafka protocol at the edge of the broker.
+//!
+//! [`frame`] splits the byte stream into size-prefixed frames, [`codec`] turns frames into typed
+//! requests and responses with the `kafka-protocol` crate (no I/O), and [`server`] runs the
+//! accept loop and per-connection pipelining for any [`server::Service`]. Nothing here knows
+//! about storage.
+
+pub mod codec;
+pub mod frame;
+pub mod server;
+pub mod versions;
+
+pub use codec::{decode_request, encode_response, DecodeError, Request};
+pub use server::{serve, Limits, Peer, PendingResponse, Reply, Service};
+pub use versions::{ApiRange, ApiTable};
+pub use kafka_protocol;
+
+// Unit tests decode hostile frames; run them under the allocator the broker uses.
+#[cfg(test)]
+#[global_allocator]
+static ALLOC: sluice_alloc::GuardedAlloc = sluice_alloc::GuardedAlloc;
