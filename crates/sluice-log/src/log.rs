@@ -20,7 +20,7 @@ use bytes::Bytes;
 use kafka_protocol::records::RecordBatchDecoder;
 
 use crate::batch::{self, check_stored, BatchHeader, ValidatedBatches};
-use crate::checkpoint::{sync_dir, Checkpoint};
+use crate::checkpoint::Checkpoint;
 use crate::clock::Clock;
 use crate::config::LogConfig;
 use crate::error::LogError;
@@ -540,7 +540,8 @@ impl Log {
     }
 
     /// Fsyncs everything and records a clean shutdown so that the next start need not scan.
-    pub fn close(mut self) -> Result<(), LogError> {
+    /// The log accepts no writes afterwards.
+    pub fn close(&mut self) -> Result<(), LogError> {
         if self.offline.is_some() {
             return Ok(());
         }
@@ -556,17 +557,8 @@ impl Log {
             recovery_point: active.base_offset,
             clean_active: Some((active.base_offset, active.size_bytes())),
         };
-        checkpoint.write(&self.dir)
-    }
-
-    /// Deletes the whole log directory (the topic was deleted).
-    pub fn delete(self) -> Result<(), LogError> {
-        let dir = self.dir.clone();
-        drop(self);
-        fs::remove_dir_all(&dir).map_err(|e| LogError::io("remove log directory", &dir, e))?;
-        if let Some(parent) = dir.parent() {
-            sync_dir(parent)?;
-        }
+        checkpoint.write(&self.dir)?;
+        self.offline = Some("closed".into());
         Ok(())
     }
 }

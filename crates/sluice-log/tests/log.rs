@@ -226,7 +226,11 @@ fn clean_reopen_trusts_indexes_and_crash_reopen_scans() {
     assert_eq!(report.scanned_segments, report.segments, "{report:?}");
     assert_eq!(report.truncated_bytes, 0);
     assert_eq!(read_all(&log), before);
+    let mut log = log;
     log.close().unwrap();
+    let bytes = batch_bytes(0, 1, 0, 1, 0);
+    assert!(log.append(validate_produce(&bytes, 1 << 20).unwrap(), LeaderEpoch(0)).is_err(), "closed");
+    drop(log);
     let (log, report) = Log::open(dir.path(), config(), Arc::clone(&clock) as _).unwrap();
     assert_eq!(report.scanned_segments, 0, "clean shutdown needs no scan: {report:?}");
     assert_eq!(read_all(&log), before);

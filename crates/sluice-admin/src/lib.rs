@@ -1,0 +1,45 @@
+//! `sluice-admin`: the broker's HTTP admin port. For now a liveness check (`/health`) and a
+//! JSON status of the node and its topics (`/api/status`); the web console and Prometheus
+//! metrics are added here.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::{Json, Router};
+use serde_json::json;
+use sluice_broker::Broker;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+pub fn router(broker: Arc<Broker>) -> Router {
+    Router::new()
+        .route("/health", get(health))
+        .route("/api/status", get(status))
+        .fallback(not_found)
+        .with_state(broker)
+}
+
+async fn health() -> impl IntoResponse {
+    Json(json!({ "status": "ok" }))
+}
+
+async fn status(State(broker): State<Arc<Broker>>) -> impl IntoResponse {
+    Json(broker.status())
+}
+
+async fn not_found(uri: axum::http::Uri) -> impl IntoResponse {
+    (
+        StatusCode::NOT_FOUND,
+        Json(json!({ "error": format!("no such endpoint: {}", uri.path()) })),
+    )
+}
+
+/// Serves the admin API until `shutdown` fires.
+pub async fn serve(listener: TcpListener, broker: Arc<Broker>, shutdown: CancellationToken) -> std::io::Result<()> {
+    axum::serve(listener, router(broker))
+        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+        .await
+}

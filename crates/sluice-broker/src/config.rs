@@ -1,0 +1,44 @@
+//! The broker's settings (the binary builds them from file, environment and flags).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::topic_config::Defaults;
+use crate::topics::TopicLimits;
+
+#[derive(Debug, Clone)]
+pub struct BrokerConfig {
+    pub node_id: i32,
+    /// Host and port clients are told to connect to (Metadata, DescribeCluster).
+    pub advertised_host: String,
+    pub advertised_port: i32,
+    pub data_dir: PathBuf,
+    /// Create unknown topics named in Metadata or Produce requests (`auto.create.topics.enable`).
+    pub auto_create_topics: bool,
+    /// Partitions of an auto-created topic, or of CreateTopics with -1 (`num.partitions`).
+    pub num_partitions: i32,
+    /// Topic config defaults (`log.retention.ms` and friends, under their topic names).
+    pub topic_defaults: Defaults,
+    pub topic_limits: TopicLimits,
+    /// How often retention runs (`log.retention.check.interval.ms`).
+    pub retention_check_interval: Duration,
+    /// How often the interval flusher looks for partitions due a flush.
+    pub flush_check_interval: Duration,
+}
+
+impl Default for BrokerConfig {
+    fn default() -> Self {
+        BrokerConfig {
+            node_id: 1,
+            advertised_host: "127.0.0.1".into(),
+            advertised_port: 9092,
+            data_dir: PathBuf::from("./data"),
+            auto_create_topics: true,
+            num_partitions: 1,
+            topic_defaults: Defaults::default(),
+            topic_limits: TopicLimits::default(),
+            retention_check_interval: Duration::from_secs(60),
+            flush_check_interval: Duration::from_millis(10),
+        }
+    }
+}

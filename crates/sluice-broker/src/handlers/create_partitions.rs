@@ -1,0 +1,41 @@
+//! CreatePartitions: grow a topic; a manual assignment may name only this node.
+
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse, ResponseKind};
+
+use super::str_bytes;
+use crate::broker::Broker;
+use crate::error::BrokerError;
+
+pub fn handle(broker: &Broker, request: CreatePartitionsRequest, _version: i16) -> ResponseKind {
+    let node = broker.node_id();
+    let results = request
+        .topics
+        .into_iter()
+        .map(|topic| {
+            let bad_assignment = topic.assignments.as_ref().and_then(|assignments| {
+                assignments
+                    .iter()
+                    .find(|a| a.broker_ids.len() != 1 || a.broker_ids[0].0 != node)
+                    .map(|a| {
+                        BrokerError::InvalidReplicaAssignment(format!(
+                            "assignment to brokers {:?}: this cluster has only broker {node}",
+                            a.broker_ids.iter().map(|b| b.0).collect::<Vec<_>>()
+                        ))
+                    })
+            });
+            let outcome = match bad_assignment {
+                Some(e) => Err(e),
+                None => broker.topics().add_partitions(&topic.name, topic.count, request.validate_only),
+            };
+            let result = CreatePartitionsTopicResult::default().with_name(topic.name);
+            match outcome {
+                Ok(()) => result,
+                Err(e) => result
+                    .with_error_code(e.code())
+                    .with_error_message(Some(str_bytes(&e.to_string()))),
+            }
+        })
+        .collect();
+    ResponseKind::CreatePartitions(CreatePartitionsResponse::default().with_results(results))
+}

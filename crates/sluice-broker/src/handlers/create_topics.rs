@@ -1,0 +1,111 @@
+//! CreateTopics: validated like Kafka validates them; on one node the replication factor is 1
+//! and a manual assignment may name only this node.
+
+use std::collections::BTreeMap;
+
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::create_topics_response::{CreatableTopicConfigs, CreatableTopicResult};
+use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse, ResponseKind};
+
+use super::{describe_configs::topic_entries, str_bytes};
+use crate::broker::Broker;
+use crate::error::BrokerError;
+
+pub fn handle(broker: &Broker, request: CreateTopicsRequest, version: i16) -> ResponseKind {
+    let validate_only = request.validate_only;
+    let mut seen = std::collections::HashSet::new();
+    let topics = request
+        .topics
+        .into_iter()
+        .map(|topic| {
+            let name = topic.name.clone();
+            let result = CreatableTopicResult::default()
+                .with_name(name.clone())
+                .with_num_partitions(-1)
+                .with_replication_factor(-1);
+            if !seen.insert(name.clone()) {
+                let e = BrokerError::InvalidRequest(format!("topic '{}' appears more than once in the request", &*name));
+                return result.with_error_code(e.code()).with_error_message(Some(str_bytes(&e.to_string())));
+            }
+            match create(broker, topic, validate_only) {
+                Ok((partitions, id)) => {
+                    let mut result = result
+                        .with_num_partitions(partitions)
+                        .with_replication_factor(1)
+                        .with_topic_id(id);
+                    if version >= 5 {
+                        let overrides = broker.topics().get(&name).map(|t| t.overrides()).unwrap_or_default();
+                        result = result.with_configs(Some(
+                            topic_entries(broker, &overrides, None)
+                                .into_iter()
+                                .map(|e| {
+                                    CreatableTopicConfigs::default()
+                                        .with_name(e.name)
+                                        .with_value(e.value)
+                                        .with_config_source(e.config_source)
+                                })
+                                .collect(),
+                        ));
+                    }
+                    result
+                }
+                Err(e) => result.with_error_code(e.code()).with_error_message(Some(str_bytes(&e.to_string()))),
+            }
+        })
+        .collect();
+    ResponseKind::CreateTopics(CreateTopicsResponse::default().with_topics(topics))
+}
+
+fn create(broker: &Broker, topic: CreatableTopic, validate_only: bool) -> Result<(i32, uuid::Uuid), BrokerError> {
+    let node = broker.node_id();
+    let partitions = if topic.assignments.is_empty() {
+        if !(topic.replication_factor == -1 || topic.replication_factor == 1) {
+            return Err(BrokerError::InvalidReplicationFactor(format!(
+                "replication factor {} is larger than the 1 available broker",
+                topic.replication_factor
+            )));
+        }
+        if topic.num_partitions == -1 {
+            broker.config().num_partitions
+        } else {
+            topic.num_partitions
+        }
+    } else {
+        if topic.num_partitions != -1 || topic.replication_factor != -1 {
+            return Err(BrokerError::InvalidRequest(
+                "with a manual assignment, numPartitions and replicationFactor must be -1".into(),
+            ));
+        }
+        let mut indexes: Vec<i32> = topic.assignments.iter().map(|a| a.partition_index).collect();
+        indexes.sort_unstable();
+        if indexes.iter().enumerate().any(|(i, &p)| p != i as i32) {
+            return Err(BrokerError::InvalidReplicaAssignment(
+                "partitions of a manual assignment must be numbered 0..n".into(),
+            ));
+        }
+        if let Some(bad) = topic
+            .assignments
+            .iter()
+            .find(|a| a.broker_ids.len() != 1 || a.broker_ids[0].0 != node)
+        {
+            return Err(BrokerError::InvalidReplicaAssignment(format!(
+                "partition {} is assigned to brokers {:?}; this cluster has only broker {node}",
+                bad.partition_index,
+                bad.broker_ids.iter().map(|b| b.0).collect::<Vec<_>>()
+            )));
+        }
+        indexes.len() as i32
+    };
+    let mut configs = BTreeMap::new();
+    for c in topic.configs {
+        let Some(value) = c.value else {
+            return Err(BrokerError::InvalidConfig(crate::topic_config::ConfigError(format!(
+                "config '{}' has a null value",
+                &*c.name
+            ))));
+        };
+        configs.insert(c.name.to_string(), value.to_string());
+    }
+    let created = broker.topics().create(&topic.name, partitions, configs, validate_only)?;
+    Ok((partitions, created.map_or(uuid::Uuid::nil(), |t| t.id)))
+}

@@ -1,0 +1,52 @@
+//! DeleteTopics, by name (v0-5) or by name or id (v6+).
+
+use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, ResponseKind};
+
+use super::{str_bytes, topic_name};
+use crate::broker::Broker;
+use crate::error::BrokerError;
+
+pub fn handle(broker: &Broker, request: DeleteTopicsRequest, version: i16) -> ResponseKind {
+    let wanted: Vec<(Option<String>, uuid::Uuid)> = if version >= 6 {
+        request
+            .topics
+            .into_iter()
+            .map(|t| (t.name.map(|n| n.to_string()), t.topic_id))
+            .collect()
+    } else {
+        request
+            .topic_names
+            .into_iter()
+            .map(|n| (Some(n.to_string()), uuid::Uuid::nil()))
+            .collect()
+    };
+    let responses = wanted
+        .into_iter()
+        .map(|(name, id)| {
+            let name = match name {
+                Some(name) => Ok(name),
+                None => broker
+                    .topics()
+                    .get_by_id(id)
+                    .map(|t| t.name.to_string())
+                    .ok_or(BrokerError::UnknownTopicId(id)),
+            };
+            let outcome = name.and_then(|n| broker.topics().delete(&n));
+            match outcome {
+                Ok(topic) => DeletableTopicResult::default()
+                    .with_name(Some(topic_name(&topic.name)))
+                    .with_topic_id(topic.id),
+                Err(e) => DeletableTopicResult::default()
+                    .with_name(match &e {
+                        BrokerError::UnknownTopic(n) => Some(topic_name(n)),
+                        _ => None,
+                    })
+                    .with_topic_id(id)
+                    .with_error_code(e.code())
+                    .with_error_message(Some(str_bytes(&e.to_string()))),
+            }
+        })
+        .collect();
+    ResponseKind::DeleteTopics(DeleteTopicsResponse::default().with_responses(responses))
+}

@@ -1,0 +1,158 @@
+//! DescribeConfigs for topics (their overrides over the broker defaults) and for this broker
+//! (its settings, read-only).
+
+use std::collections::BTreeMap;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::describe_configs_response::{DescribeConfigsResourceResult, DescribeConfigsResult};
+use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse, ResponseKind};
+use kafka_protocol::protocol::StrBytes;
+
+use super::{str_bytes, RESOURCE_BROKER, RESOURCE_TOPIC};
+use crate::broker::Broker;
+use crate::topic_config::{self, DEFS};
+
+/// ConfigSource values (KIP-226).
+const DYNAMIC_TOPIC_CONFIG: i8 = 1;
+const STATIC_BROKER_CONFIG: i8 = 4;
+const DEFAULT_CONFIG: i8 = 5;
+
+/// One described config.
+pub(crate) struct Entry {
+    pub name: StrBytes,
+    pub value: Option<StrBytes>,
+    pub config_source: i8,
+    pub config_type: i8,
+    pub doc: &'static str,
+    pub read_only: bool,
+}
+
+/// Every topic config (or just `keys`) with its effective value and where it comes from.
+pub(crate) fn topic_entries(broker: &Broker, overrides: &BTreeMap<String, String>, keys: Option<&[StrBytes]>) -> Vec<Entry> {
+    let defaults = broker.topics().defaults();
+    DEFS.iter()
+        .filter(|d| keys.is_none_or(|k| k.iter().any(|k| &**k == d.name)))
+        .map(|d| {
+            let (value, source) = match overrides.get(d.name) {
+                Some(v) => (v.as_str(), DYNAMIC_TOPIC_CONFIG),
+                None => {
+                    let v = defaults.get(d.name).unwrap_or(d.default);
+                    (v, if v == d.default { DEFAULT_CONFIG } else { STATIC_BROKER_CONFIG })
+                }
+            };
+            Entry {
+                name: str_bytes(d.name),
+                value: Some(str_bytes(value)),
+                config_source: source,
+                config_type: d.kind.type_code(),
+                doc: d.doc,
+                read_only: false,
+            }
+        })
+        .collect()
+}
+
+/// The broker's settings under Kafka's broker config names.
+fn broker_entries(broker: &Broker, keys: Option<&[StrBytes]>) -> Vec<Entry> {
+    let config = broker.config();
+    let defaults = broker.topics().defaults();
+    let topic_default = |name: &str| defaults.get(name).unwrap_or("").to_string();
+    let settings: Vec<(&'static str, String, i8)> = vec![
+        ("broker.id", config.node_id.to_string(), 3),
+        ("node.id", config.node_id.to_string(), 3),
+        ("auto.create.topics.enable", config.auto_create_topics.to_string(), 1),
+        ("num.partitions", config.num_partitions.to_string(), 3),
+        ("default.replication.factor", "1".into(), 3),
+        ("log.dirs", config.data_dir.display().to_string(), 2),
+        ("log.retention.ms", topic_default(topic_config::RETENTION_MS), 5),
+        ("log.retention.bytes", topic_default(topic_config::RETENTION_BYTES), 5),
+        ("log.segment.bytes", topic_default(topic_config::SEGMENT_BYTES), 3),
+        ("log.roll.ms", topic_default(topic_config::SEGMENT_MS), 5),
+        ("log.index.interval.bytes", topic_default(topic_config::INDEX_INTERVAL_BYTES), 3),
+        ("log.message.timestamp.type", topic_default(topic_config::TIMESTAMP_TYPE), 2),
+        ("log.flush.mode", topic_default(topic_config::FLUSH_MODE), 2),
+        ("log.flush.interval.ms", topic_default(topic_config::FLUSH_INTERVAL_MS), 5),
+        ("message.max.bytes", topic_default(topic_config::MAX_MESSAGE_BYTES), 3),
+        ("min.insync.replicas", topic_default(topic_config::MIN_INSYNC_REPLICAS), 3),
+        (
+            "log.retention.check.interval.ms",
+            config.retention_check_interval.as_millis().to_string(),
+            5,
+        ),
+    ];
+    settings
+        .into_iter()
+        .filter(|(name, _, _)| keys.is_none_or(|k| k.iter().any(|k| &**k == *name)))
+        .map(|(name, value, config_type)| Entry {
+            name: str_bytes(name),
+            value: Some(str_bytes(&value)),
+            config_source: STATIC_BROKER_CONFIG,
+            config_type,
+            doc: "",
+            read_only: true,
+        })
+        .collect()
+}
+
+pub fn handle(broker: &Broker, request: DescribeConfigsRequest, version: i16) -> ResponseKind {
+    let results = request
+        .resources
+        .into_iter()
+        .map(|resource| {
+            let result = DescribeConfigsResult::default()
+                .with_resource_type(resource.resource_type)
+                .with_resource_name(resource.resource_name.clone());
+            // Null asks for every config; so does an empty list (as the Java admin client's
+            // describe-all sends null, an empty list can only mean the same).
+            let keys = resource.configuration_keys.as_deref().filter(|k| !k.is_empty());
+            let entries = match resource.resource_type {
+                RESOURCE_TOPIC => match broker.topics().get(&resource.resource_name) {
+                    Some(topic) => topic_entries(broker, &topic.overrides(), keys),
+                    None => {
+                        return result
+                            .with_error_code(ResponseError::UnknownTopicOrPartition.code())
+                            .with_error_message(Some(str_bytes(&format!(
+                                "unknown topic '{}'",
+                                &*resource.resource_name
+                            ))))
+                    }
+                },
+                RESOURCE_BROKER
+                    if resource.resource_name.is_empty()
+                        || *resource.resource_name == *broker.node_id().to_string() =>
+                {
+                    broker_entries(broker, keys)
+                }
+                RESOURCE_BROKER => {
+                    return result
+                        .with_error_code(ResponseError::InvalidRequest.code())
+                        .with_error_message(Some(str_bytes(&format!(
+                            "this is broker {}, not '{}'",
+                            broker.node_id(),
+                            &*resource.resource_name
+                        ))))
+                }
+                other => {
+                    return result
+                        .with_error_code(ResponseError::InvalidRequest.code())
+                        .with_error_message(Some(str_bytes(&format!("resource type {other} has no configs here"))))
+                }
+            };
+            result.with_configs(
+                entries
+                    .into_iter()
+                    .map(|e| {
+                        DescribeConfigsResourceResult::default()
+                            .with_name(e.name)
+                            .with_value(e.value)
+                            .with_read_only(e.read_only)
+                            .with_config_source(e.config_source)
+                            .with_config_type(if version >= 3 { e.config_type } else { 0 })
+                            .with_documentation((version >= 3 && request.include_documentation).then(|| str_bytes(e.doc)))
+                    })
+                    .collect(),
+            )
+        })
+        .collect();
+    ResponseKind::DescribeConfigs(DescribeConfigsResponse::default().with_results(results))
+}

@@ -1,0 +1,201 @@
+//! Fetch: stored batches, unchanged, below each partition's high watermark; a long poll
+//! (`max_wait_ms`, `min_bytes`) woken by appends; byte limits per response (`max_bytes`) and
+//! per partition (`partition_max_bytes`), with the first batch always returned whole so that a
+//! consumer makes progress (KIP-74).
+//!
+//! Fetch sessions (KIP-227) are not kept: every fetch is answered in full with session id 0,
+//! which clients treat as "the broker did not create a session" and keep sending full fetches.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::future::select_all;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::fetch_request::FetchTopic;
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::{FetchRequest, FetchResponse, ResponseKind, TopicName};
+use sluice_log::{LogError, Offset};
+use sluice_wire::Reply;
+use tokio::sync::watch;
+use uuid::Uuid;
+
+use crate::broker::Broker;
+use crate::error::log_error;
+use crate::partition::{Partition, Progress};
+
+/// What a fetch asked of one partition, resolved against this broker.
+struct Wanted {
+    index: i32,
+    fetch_offset: Offset,
+    max_bytes: usize,
+    current_leader_epoch: i32,
+    target: Result<Arc<Partition>, ResponseError>,
+}
+
+struct WantedTopic {
+    name: TopicName,
+    id: Uuid,
+    partitions: Vec<Wanted>,
+}
+
+const READ_COMMITTED: i8 = 1;
+
+pub fn handle(broker: &Broker, request: FetchRequest, version: i16) -> Reply {
+    // An incremental fetch (epoch > 0) refers to a session we never created.
+    if version >= 7 && request.session_epoch > 0 {
+        return Reply::Ready(ResponseKind::Fetch(
+            FetchResponse::default()
+                .with_error_code(ResponseError::FetchSessionIdNotFound.code())
+                .with_session_id(0),
+        ));
+    }
+    let topics: Vec<WantedTopic> = request
+        .topics
+        .into_iter()
+        .map(|t| resolve(broker, t, version))
+        .collect();
+    let max_bytes = if version >= 3 {
+        usize::try_from(request.max_bytes).unwrap_or(0)
+    } else {
+        usize::MAX
+    };
+    let min_bytes = usize::try_from(request.min_bytes).unwrap_or(0);
+    let max_wait = Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0));
+    let read_committed = request.isolation_level == READ_COMMITTED;
+    Reply::Later(Box::pin(async move {
+        let deadline = tokio::time::Instant::now() + max_wait;
+        // Subscribe before the first read so that no append between reading and waiting is missed.
+        let mut watchers: Vec<watch::Receiver<Progress>> = topics
+            .iter()
+            .flat_map(|t| t.partitions.iter())
+            .filter_map(|w| w.target.as_ref().ok().map(|p| p.subscribe()))
+            .collect();
+        loop {
+            for w in &mut watchers {
+                w.mark_unchanged();
+            }
+            let (response, bytes, errors) = gather(&topics, max_bytes, read_committed, version);
+            let now = tokio::time::Instant::now();
+            if bytes >= min_bytes || errors || now >= deadline || watchers.is_empty() {
+                return Some(ResponseKind::Fetch(response));
+            }
+            let changed = select_all(watchers.iter_mut().map(|w| Box::pin(w.changed())));
+            if tokio::time::timeout_at(deadline, changed).await.is_err() {
+                let (response, _, _) = gather(&topics, max_bytes, read_committed, version);
+                return Some(ResponseKind::Fetch(response));
+            }
+        }
+    }))
+}
+
+fn resolve(broker: &Broker, topic: FetchTopic, version: i16) -> WantedTopic {
+    let found = if version >= 13 {
+        broker
+            .topics()
+            .get_by_id(topic.topic_id)
+            .ok_or(ResponseError::UnknownTopicId)
+    } else {
+        broker
+            .topics()
+            .get(&topic.topic)
+            .ok_or(ResponseError::UnknownTopicOrPartition)
+    };
+    WantedTopic {
+        name: topic.topic,
+        id: topic.topic_id,
+        partitions: topic
+            .partitions
+            .into_iter()
+            .map(|p| Wanted {
+                index: p.partition,
+                fetch_offset: Offset(p.fetch_offset),
+                max_bytes: usize::try_from(p.partition_max_bytes).unwrap_or(0),
+                current_leader_epoch: p.current_leader_epoch,
+                target: found.as_ref().map_err(|e| *e).and_then(|t| {
+                    t.partition(p.partition)
+                        .ok_or(ResponseError::UnknownTopicOrPartition)
+                }),
+            })
+            .collect(),
+    }
+}
+
+/// Reads every wanted partition once; returns the response, its data bytes, and whether any
+/// partition had an error (which ends a long poll at once).
+fn gather(topics: &[WantedTopic], max_bytes: usize, read_committed: bool, version: i16) -> (FetchResponse, usize, bool) {
+    let mut remaining = max_bytes;
+    let mut total = 0usize;
+    let mut errors = false;
+    let responses = topics
+        .iter()
+        .map(|topic| {
+            let partitions = topic
+                .partitions
+                .iter()
+                .map(|w| {
+                    let data = read_one(w, &mut remaining, total == 0, read_committed);
+                    total += data.records.as_ref().map_or(0, Bytes::len);
+                    errors |= data.error_code != 0;
+                    data
+                })
+                .collect();
+            FetchableTopicResponse::default()
+                .with_topic(if version >= 13 { TopicName::default() } else { topic.name.clone() })
+                .with_topic_id(if version >= 13 { topic.id } else { Uuid::nil() })
+                .with_partitions(partitions)
+        })
+        .collect();
+    (FetchResponse::default().with_session_id(0).with_responses(responses), total, errors)
+}
+
+fn read_one(wanted: &Wanted, remaining: &mut usize, first: bool, read_committed: bool) -> PartitionData {
+    let base = PartitionData::default()
+        .with_partition_index(wanted.index)
+        .with_high_watermark(-1)
+        .with_last_stable_offset(-1)
+        .with_log_start_offset(-1)
+        .with_preferred_read_replica(kafka_protocol::messages::BrokerId(-1))
+        .with_aborted_transactions(read_committed.then(Vec::new));
+    let partition = match &wanted.target {
+        Ok(p) => p,
+        Err(e) => return base.with_error_code(e.code()),
+    };
+    let epoch = partition.leader_epoch().0;
+    if wanted.current_leader_epoch >= 0 && wanted.current_leader_epoch != epoch {
+        let error = if wanted.current_leader_epoch < epoch {
+            ResponseError::FencedLeaderEpoch
+        } else {
+            ResponseError::UnknownLeaderEpoch
+        };
+        return base.with_error_code(error.code());
+    }
+    let limit = wanted.max_bytes.min(*remaining);
+    let result = partition
+        .read(wanted.fetch_offset, limit, first)
+        .and_then(|(plan, progress)| {
+            let bytes = plan.load().map_err(|e| LogError::Io {
+                op: "read",
+                path: std::path::PathBuf::from(format!("{}-{}", partition.topic, partition.index)),
+                source: e,
+            })?;
+            Ok((bytes, progress))
+        });
+    let progress = partition.progress();
+    let base = base
+        .with_high_watermark(progress.visible.0)
+        .with_last_stable_offset(progress.visible.0)
+        .with_log_start_offset(progress.log_start.0);
+    match result {
+        Ok((bytes, _)) => {
+            *remaining = remaining.saturating_sub(bytes.len());
+            base.with_records(Some(bytes))
+        }
+        Err(e) => {
+            if e.is_storage() {
+                tracing::warn!(?partition, error = %e, "fetch failed");
+            }
+            base.with_error_code(log_error(&e).code()).with_records(Some(Bytes::new()))
+        }
+    }
+}

@@ -1,0 +1,66 @@
+//! ListOffsets: the earliest (-2) and latest (-1) offsets, the record with the largest
+//! timestamp (-3, KIP-734), or the first record at or after a timestamp (KIP-79).
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse};
+use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse, ResponseKind};
+
+use crate::broker::Broker;
+use crate::error::log_error;
+
+const LATEST: i64 = -1;
+const EARLIEST: i64 = -2;
+const MAX_TIMESTAMP: i64 = -3;
+
+pub fn handle(broker: &Broker, request: ListOffsetsRequest, _version: i16) -> ResponseKind {
+    let topics = request
+        .topics
+        .into_iter()
+        .map(|topic| {
+            let found = broker.topics().get(&topic.name);
+            let partitions = topic
+                .partitions
+                .into_iter()
+                .map(|p| {
+                    let response = ListOffsetsPartitionResponse::default()
+                        .with_partition_index(p.partition_index)
+                        .with_timestamp(-1)
+                        .with_offset(-1)
+                        .with_leader_epoch(-1);
+                    let Some(partition) = found.as_ref().and_then(|t| t.partition(p.partition_index)) else {
+                        return response.with_error_code(ResponseError::UnknownTopicOrPartition.code());
+                    };
+                    let epoch = partition.leader_epoch().0;
+                    if p.current_leader_epoch >= 0 && p.current_leader_epoch != epoch {
+                        let error = if p.current_leader_epoch < epoch {
+                            ResponseError::FencedLeaderEpoch
+                        } else {
+                            ResponseError::UnknownLeaderEpoch
+                        };
+                        return response.with_error_code(error.code());
+                    }
+                    let progress = partition.progress();
+                    let found = match p.timestamp {
+                        LATEST => Ok(Some((progress.visible, -1))),
+                        EARLIEST => Ok(Some((progress.log_start, -1))),
+                        MAX_TIMESTAMP => partition.offset_of_max_timestamp(),
+                        ts if ts >= 0 => partition.offset_for_timestamp(ts),
+                        _ => return response.with_error_code(ResponseError::InvalidRequest.code()),
+                    };
+                    match found {
+                        Ok(Some((offset, timestamp))) => response
+                            .with_offset(offset.0)
+                            .with_timestamp(timestamp)
+                            .with_leader_epoch(epoch),
+                        Ok(None) => response,
+                        Err(e) => response.with_error_code(log_error(&e).code()),
+                    }
+                })
+                .collect();
+            ListOffsetsTopicResponse::default()
+                .with_name(topic.name)
+                .with_partitions(partitions)
+        })
+        .collect();
+    ResponseKind::ListOffsets(ListOffsetsResponse::default().with_topics(topics))
+}

@@ -1,0 +1,156 @@
+//! Produce: validate each partition's batches, append them, and answer per `acks`:
+//! 0 → no response; 1 / -1 → once appended (interval mode) or once fsynced (sync mode, where
+//! concurrent producers share fsyncs). A single node is the whole ISR, so 1 and -1 coincide.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse, ResponseKind, TopicName};
+use sluice_log::{validate_produce, FlushMode, LogError, Offset};
+use sluice_wire::Reply;
+
+use super::str_bytes;
+use crate::broker::Broker;
+use crate::error::{log_error, BrokerError};
+use crate::partition::Partition;
+
+/// A partition's answer, possibly still waiting for its fsync.
+struct Pending {
+    response: PartitionProduceResponse,
+    wait_for: Option<(Arc<Partition>, Offset)>,
+}
+
+fn failed(index: i32, error: ResponseError, message: String) -> Pending {
+    Pending {
+        response: PartitionProduceResponse::default()
+            .with_index(index)
+            .with_error_code(error.code())
+            .with_base_offset(-1)
+            .with_log_append_time_ms(-1)
+            .with_log_start_offset(-1)
+            .with_error_message(Some(str_bytes(&message))),
+        wait_for: None,
+    }
+}
+
+pub fn handle(broker: &Broker, request: ProduceRequest, version: i16) -> Reply {
+    let acks = request.acks;
+    let mut topics: Vec<(TopicName, uuid::Uuid, Vec<Pending>)> = Vec::with_capacity(request.topic_data.len());
+    for topic_data in request.topic_data {
+        let topic = if version >= 13 {
+            broker
+                .topics()
+                .get_by_id(topic_data.topic_id)
+                .ok_or(BrokerError::UnknownTopicId(topic_data.topic_id))
+        } else {
+            broker.topic_or_auto_create(&topic_data.name, true)
+        };
+        let partitions = topic_data
+            .partition_data
+            .into_iter()
+            .map(|data| {
+                if !matches!(acks, -1..=1) {
+                    return failed(data.index, ResponseError::InvalidRequiredAcks, format!("acks must be -1, 0 or 1, not {acks}"));
+                }
+                let topic = match &topic {
+                    Ok(topic) => topic,
+                    Err(e) => return failed(data.index, e.response_error(), e.to_string()),
+                };
+                let Some(partition) = topic.partition(data.index) else {
+                    return failed(
+                        data.index,
+                        ResponseError::UnknownTopicOrPartition,
+                        format!("topic '{}' has no partition {}", topic.name, data.index),
+                    );
+                };
+                append(&partition, data.records.as_deref().unwrap_or_default())
+            })
+            .collect();
+        topics.push((topic_data.name, topic_data.topic_id, partitions));
+    }
+    if acks == 0 {
+        return Reply::Silent;
+    }
+    let respond = move |topics: Vec<(TopicName, uuid::Uuid, Vec<PartitionProduceResponse>)>| {
+        ResponseKind::Produce(
+            ProduceResponse::default().with_responses(
+                topics
+                    .into_iter()
+                    .map(|(name, id, partitions)| {
+                        TopicProduceResponse::default()
+                            .with_name(if version >= 13 { TopicName::default() } else { name })
+                            .with_topic_id(if version >= 13 { id } else { uuid::Uuid::nil() })
+                            .with_partition_responses(partitions)
+                    })
+                    .collect(),
+            ),
+        )
+    };
+    if topics.iter().all(|(_, _, ps)| ps.iter().all(|p| p.wait_for.is_none())) {
+        return Reply::Ready(respond(
+            topics
+                .into_iter()
+                .map(|(n, id, ps)| (n, id, ps.into_iter().map(|p| p.response).collect()))
+                .collect(),
+        ));
+    }
+    let timeout = Duration::from_millis(u64::try_from(request.timeout_ms).unwrap_or(0).max(1));
+    Reply::Later(Box::pin(async move {
+        let mut answered = Vec::with_capacity(topics.len());
+        for (name, id, partitions) in topics {
+            let mut responses = Vec::with_capacity(partitions.len());
+            for Pending { mut response, wait_for } in partitions {
+                if let Some((partition, end)) = wait_for {
+                    match tokio::time::timeout(timeout, partition.wait_durable(end)).await {
+                        Ok(true) => {}
+                        Ok(false) => {
+                            response = failed(response.index, ResponseError::KafkaStorageError, "fsync failed".into()).response;
+                        }
+                        Err(_) => {
+                            response = failed(
+                                response.index,
+                                ResponseError::RequestTimedOut,
+                                format!("not on disk within the request timeout of {timeout:?}"),
+                            )
+                            .response;
+                        }
+                    }
+                }
+                responses.push(response);
+            }
+            answered.push((name, id, responses));
+        }
+        Some(respond(answered))
+    }))
+}
+
+fn append(partition: &Arc<Partition>, records: &[u8]) -> Pending {
+    let index = partition.index;
+    let config = partition.config();
+    let validated = match validate_produce(records, config.max_message_bytes) {
+        Ok(v) => v,
+        Err(e) => {
+            let e = LogError::Batch(e);
+            tracing::debug!(?partition, error = %e, "rejected produce");
+            return failed(index, log_error(&e), e.to_string());
+        }
+    };
+    match partition.append(validated) {
+        Ok(info) => Pending {
+            response: PartitionProduceResponse::default()
+                .with_index(index)
+                .with_base_offset(info.base_offset.0)
+                .with_log_append_time_ms(info.log_append_time_ms)
+                .with_log_start_offset(partition.progress().log_start.0),
+            wait_for: (config.flush == FlushMode::Sync).then(|| (Arc::clone(partition), info.last_offset.plus(1))),
+        },
+        Err(e) => {
+            if e.is_storage() {
+                tracing::warn!(?partition, error = %e, "append failed");
+            }
+            failed(index, log_error(&e), e.to_string())
+        }
+    }
+}

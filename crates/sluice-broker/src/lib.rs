@@ -1,0 +1,19 @@
+//! `sluice-broker`: the broker's state machines and the Kafka API handlers.
+//!
+//! [`Broker`] owns the [`topics::Topics`] (each topic's [`partition::Partition`]s and their
+//! logs), implements [`sluice_wire::Service`] by dispatching each request to its handler in
+//! [`handlers`], and runs the background flusher and retention. Kafka error codes are assigned
+//! in [`error`] only. Sockets belong to `sluice-wire`.
+
+pub mod broker;
+pub mod config;
+pub mod error;
+pub mod handlers;
+pub mod metadata_store;
+pub mod partition;
+pub mod topic_config;
+pub mod topics;
+
+pub use broker::{Broker, BrokerStatus};
+pub use config::BrokerConfig;
+pub use error::BrokerError;

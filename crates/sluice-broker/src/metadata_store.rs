@@ -1,0 +1,183 @@
+//! The single node's durable metadata: which topics exist, their ids, partition counts and
+//! config overrides (`data/meta/topics.json`), and the cluster identity
+//! (`data/meta/cluster.json`). Replaced atomically on every change. The cluster issue moves
+//! this into the Raft metadata group; its shape stays the same.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::error::BrokerError;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredTopic {
+    pub name: String,
+    pub id: Uuid,
+    pub partitions: i32,
+    #[serde(default)]
+    pub configs: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct TopicsFile {
+    version: u32,
+    topics: Vec<StoredTopic>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterIdentity {
+    pub cluster_id: String,
+    pub node_id: i32,
+}
+
+#[derive(Debug)]
+pub struct MetadataStore {
+    dir: PathBuf,
+}
+
+impl MetadataStore {
+    pub fn open(dir: &Path) -> Result<MetadataStore, BrokerError> {
+        fs::create_dir_all(dir).map_err(|source| BrokerError::Metadata {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        Ok(MetadataStore { dir: dir.to_path_buf() })
+    }
+
+    fn topics_path(&self) -> PathBuf {
+        self.dir.join("topics.json")
+    }
+
+    pub fn load_topics(&self) -> Result<Vec<StoredTopic>, BrokerError> {
+        let path = self.topics_path();
+        let text = match fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(source) => return Err(BrokerError::Metadata { path, source }),
+        };
+        let file: TopicsFile = serde_json::from_str(&text).map_err(|e| BrokerError::CorruptMetadata {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
+        if file.version != 1 {
+            return Err(BrokerError::CorruptMetadata {
+                path,
+                reason: format!("unknown version {}", file.version),
+            });
+        }
+        Ok(file.topics)
+    }
+
+    pub fn save_topics(&self, topics: &[StoredTopic]) -> Result<(), BrokerError> {
+        let file = TopicsFile {
+            version: 1,
+            topics: topics.to_vec(),
+        };
+        let text = serde_json::to_string_pretty(&file).map_err(|e| BrokerError::CorruptMetadata {
+            path: self.topics_path(),
+            reason: e.to_string(),
+        })?;
+        self.replace("topics.json", text.as_bytes())
+    }
+
+    /// The cluster id and node id this data directory belongs to, created on first start.
+    /// A directory written by another node id is refused rather than silently adopted.
+    pub fn identity(&self, node_id: i32) -> Result<ClusterIdentity, BrokerError> {
+        let path = self.dir.join("cluster.json");
+        match fs::read_to_string(&path) {
+            Ok(text) => {
+                let identity: ClusterIdentity = serde_json::from_str(&text).map_err(|e| BrokerError::CorruptMetadata {
+                    path: path.clone(),
+                    reason: e.to_string(),
+                })?;
+                if identity.node_id != node_id {
+                    return Err(BrokerError::CorruptMetadata {
+                        path,
+                        reason: format!(
+                            "this data directory belongs to node {}, not node {node_id}",
+                            identity.node_id
+                        ),
+                    });
+                }
+                Ok(identity)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let identity = ClusterIdentity {
+                    cluster_id: new_cluster_id(),
+                    node_id,
+                };
+                let text = serde_json::to_string_pretty(&identity).unwrap_or_default();
+                self.replace("cluster.json", text.as_bytes())?;
+                Ok(identity)
+            }
+            Err(source) => Err(BrokerError::Metadata { path, source }),
+        }
+    }
+
+    /// Write to a temporary file, fsync, rename over, fsync the directory.
+    fn replace(&self, name: &str, bytes: &[u8]) -> Result<(), BrokerError> {
+        let path = self.dir.join(name);
+        let tmp = self.dir.join(format!("{name}.tmp"));
+        let io = |source| BrokerError::Metadata {
+            path: path.clone(),
+            source,
+        };
+        let mut file = File::create(&tmp).map_err(io)?;
+        file.write_all(bytes).map_err(io)?;
+        file.sync_all().map_err(io)?;
+        fs::rename(&tmp, &path).map_err(io)?;
+        File::open(&self.dir).and_then(|d| d.sync_all()).map_err(io)?;
+        Ok(())
+    }
+}
+
+/// A Kafka-style cluster id: 16 random bytes, URL-safe base64 without padding.
+fn new_cluster_id() -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let bytes = Uuid::new_v4().into_bytes();
+    let mut out = String::with_capacity(22);
+    let mut acc: u32 = 0;
+    let mut bits = 0;
+    for b in bytes {
+        acc = (acc << 8) | u32::from(b);
+        bits += 8;
+        while bits >= 6 {
+            bits -= 6;
+            out.push(ALPHABET[((acc >> bits) & 0x3f) as usize] as char);
+        }
+    }
+    if bits > 0 {
+        out.push(ALPHABET[((acc << (6 - bits)) & 0x3f) as usize] as char);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topics_and_identity_persist() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = MetadataStore::open(dir.path()).unwrap();
+        assert!(store.load_topics().unwrap().is_empty());
+        let topics = vec![StoredTopic {
+            name: "t".into(),
+            id: Uuid::new_v4(),
+            partitions: 3,
+            configs: BTreeMap::from([("retention.ms".into(), "1".into())]),
+        }];
+        store.save_topics(&topics).unwrap();
+        assert_eq!(store.load_topics().unwrap(), topics);
+        let id = store.identity(1).unwrap();
+        assert_eq!(id.cluster_id.len(), 22);
+        assert_eq!(store.identity(1).unwrap(), id);
+        assert!(store.identity(2).is_err());
+        fs::write(dir.path().join("topics.json"), "{").unwrap();
+        assert!(matches!(store.load_topics(), Err(BrokerError::CorruptMetadata { .. })));
+    }
+}

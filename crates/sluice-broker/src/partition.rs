@@ -1,0 +1,258 @@
+//! One partition on this broker: its log behind a lock, and the progress readers and
+//! producers wait on.
+//!
+//! ```text
+//!   append ──► log (page cache) ──► flush job (fsync, off the lock) ──► durable
+//!                 │                                                     │
+//!                 └─ interval mode: visible at once     sync mode: visible when durable
+//! ```
+//! `visible` is the high watermark consumers read up to; `durable` is what fsync has covered.
+//! Both only move forward and are published on a watch channel that long-polling fetches and
+//! sync-mode producers wait on. In sync mode one fsync covers every append made before it
+//! started (group commit): while it runs, new appends accumulate for the next one.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use sluice_log::{AppendInfo, FlushMode, LeaderEpoch, Log, LogConfig, LogError, Offset, ReadPlan, ValidatedBatches};
+use tokio::sync::watch;
+
+/// Where a partition's readable and durable ends are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    /// The high watermark: consumers see offsets below it.
+    pub visible: Offset,
+    /// Offsets below this are on disk.
+    pub durable: Offset,
+    pub log_start: Offset,
+    /// The log went offline (I/O failure): writes fail, waiters should stop waiting.
+    pub failed: bool,
+}
+
+struct State {
+    log: Log,
+    flush_in_flight: bool,
+    last_flush_ms: i64,
+}
+
+pub struct Partition {
+    pub topic: Arc<str>,
+    pub index: i32,
+    state: Mutex<State>,
+    progress: watch::Sender<Progress>,
+    /// Appended since the last flush started (for the interval flusher's quick check).
+    dirty: AtomicBool,
+    leader_epoch: LeaderEpoch,
+}
+
+impl std::fmt::Debug for Partition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Partition({}-{})", self.topic, self.index)
+    }
+}
+
+/// Facts about a partition for Metadata, ListOffsets and status pages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartitionInfo {
+    pub log_start: Offset,
+    pub log_end: Offset,
+    pub high_watermark: Offset,
+    pub size_bytes: u64,
+    pub segments: usize,
+    pub offline: bool,
+}
+
+impl Partition {
+    pub fn new(topic: Arc<str>, index: i32, log: Log, now_ms: i64) -> Arc<Partition> {
+        let end = log.next_offset();
+        let (progress, _) = watch::channel(Progress {
+            visible: end,
+            durable: log.durable_offset(),
+            log_start: log.log_start_offset(),
+            failed: log.is_offline(),
+        });
+        Arc::new(Partition {
+            topic,
+            index,
+            state: Mutex::new(State {
+                log,
+                flush_in_flight: false,
+                last_flush_ms: now_ms,
+            }),
+            progress,
+            dirty: AtomicBool::new(false),
+            leader_epoch: LeaderEpoch(0),
+        })
+    }
+
+    pub fn leader_epoch(&self) -> LeaderEpoch {
+        self.leader_epoch
+    }
+
+    pub fn progress(&self) -> Progress {
+        *self.progress.borrow()
+    }
+
+    pub fn subscribe(&self) -> watch::Receiver<Progress> {
+        self.progress.subscribe()
+    }
+
+    pub fn config(&self) -> LogConfig {
+        self.state.lock().log.config().clone()
+    }
+
+    pub fn set_config(self: &Arc<Self>, config: LogConfig) -> Result<(), LogError> {
+        let mut state = self.state.lock();
+        state.log.set_config(config)?;
+        self.publish(&state.log);
+        Ok(())
+    }
+
+    pub fn info(&self) -> PartitionInfo {
+        let state = self.state.lock();
+        PartitionInfo {
+            log_start: state.log.log_start_offset(),
+            log_end: state.log.next_offset(),
+            high_watermark: self.progress().visible,
+            size_bytes: state.log.size_bytes(),
+            segments: state.log.segment_count(),
+            offline: state.log.is_offline(),
+        }
+    }
+
+    /// Appends a producer's batches. In sync mode this also makes sure an fsync that will
+    /// cover them is under way; the caller waits with [`Partition::wait_durable`].
+    pub fn append(self: &Arc<Self>, batches: ValidatedBatches) -> Result<AppendInfo, LogError> {
+        let mut state = self.state.lock();
+        let info = state.log.append(batches, self.leader_epoch)?;
+        match state.log.config().flush {
+            FlushMode::Sync => {
+                if !state.flush_in_flight {
+                    state.flush_in_flight = true;
+                    tokio::spawn(Arc::clone(self).run_flushes());
+                }
+            }
+            FlushMode::Interval { .. } => self.dirty.store(true, Ordering::Release),
+        }
+        self.publish(&state.log);
+        Ok(info)
+    }
+
+    /// Waits until everything below `end` is on disk; `false` if the log failed first.
+    pub async fn wait_durable(&self, end: Offset) -> bool {
+        let mut rx = self.progress.subscribe();
+        let reached = match rx.wait_for(|p| p.durable >= end || p.failed).await {
+            Ok(p) => p.durable >= end,
+            Err(_) => false,
+        };
+        reached
+    }
+
+    /// Plans a read of whole batches from `offset` below the high watermark.
+    pub fn read(&self, offset: Offset, max_bytes: usize, min_one: bool) -> Result<(ReadPlan, Progress), LogError> {
+        let state = self.state.lock();
+        let progress = self.progress();
+        let plan = state.log.read(offset, max_bytes, progress.visible, min_one)?;
+        Ok((plan, progress))
+    }
+
+    pub fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<(Offset, i64)>, LogError> {
+        let upper = self.progress().visible;
+        self.state.lock().log.offset_for_timestamp(timestamp, upper)
+    }
+
+    pub fn offset_of_max_timestamp(&self) -> Result<Option<(Offset, i64)>, LogError> {
+        let upper = self.progress().visible;
+        self.state.lock().log.offset_of_max_timestamp(upper)
+    }
+
+    /// Starts an interval-mode flush if one is due; called by the broker's flush ticker.
+    pub fn flush_if_due(self: &Arc<Self>, now_ms: i64) {
+        if !self.dirty.load(Ordering::Acquire) {
+            return;
+        }
+        let mut state = self.state.lock();
+        let FlushMode::Interval { interval_ms } = state.log.config().flush else {
+            return;
+        };
+        if state.flush_in_flight || now_ms.saturating_sub(state.last_flush_ms) < interval_ms as i64 {
+            return;
+        }
+        state.flush_in_flight = true;
+        state.last_flush_ms = now_ms;
+        self.dirty.store(false, Ordering::Release);
+        tokio::spawn(Arc::clone(self).run_flushes());
+    }
+
+    /// Runs flush jobs until the log is fully durable. At most one runs per partition.
+    async fn run_flushes(self: Arc<Self>) {
+        loop {
+            let job = {
+                let mut state = self.state.lock();
+                match state.log.flush_job() {
+                    Some(job) => job,
+                    None => {
+                        state.flush_in_flight = false;
+                        return;
+                    }
+                }
+            };
+            let (job, outcome) = match tokio::task::spawn_blocking(move || {
+                let outcome = job.run();
+                (job, outcome)
+            })
+            .await
+            {
+                Ok(done) => done,
+                Err(e) => {
+                    tracing::error!(partition = ?self, error = %e, "flush task failed");
+                    self.state.lock().flush_in_flight = false;
+                    return;
+                }
+            };
+            let mut state = self.state.lock();
+            if let Err(e) = state.log.complete_flush(&job, outcome) {
+                tracing::error!(partition = ?self, error = %e, "flush failed");
+            }
+            self.publish(&state.log);
+            if state.log.is_offline() {
+                state.flush_in_flight = false;
+                return;
+            }
+        }
+    }
+
+    /// Deletes segments past retention; returns how many.
+    pub fn apply_retention(&self) -> Result<usize, LogError> {
+        let mut state = self.state.lock();
+        let deleted = state.log.apply_retention()?;
+        if deleted > 0 {
+            self.publish(&state.log);
+        }
+        Ok(deleted)
+    }
+
+    /// Flushes and closes the log cleanly (shutdown); later appends fail.
+    pub fn close(&self) -> Result<(), LogError> {
+        let mut state = self.state.lock();
+        state.log.close()
+    }
+
+    /// Publishes the log's current ends; both only ever move forward.
+    fn publish(&self, log: &Log) {
+        let sync = log.config().flush == FlushMode::Sync;
+        self.progress.send_if_modified(|p| {
+            let visible = if sync { log.durable_offset() } else { log.next_offset() };
+            let next = Progress {
+                visible: p.visible.max(visible),
+                durable: p.durable.max(log.durable_offset()),
+                log_start: log.log_start_offset(),
+                failed: log.is_offline(),
+            };
+            let changed = next != *p;
+            *p = next;
+            changed
+        });
+    }
+}

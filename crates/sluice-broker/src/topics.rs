@@ -1,0 +1,462 @@
+//! The topics this broker hosts: create, delete, grow, reconfigure, look up.
+//!
+//! The metadata store is the source of truth. A change is made on disk first (partition
+//! directories, then the metadata file), then published in memory, all under one lock so that
+//! concurrent admin requests apply in some order. Lookups on the produce/fetch paths take only
+//! a read lock.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+use sluice_log::{Clock, Log, LogConfig};
+use uuid::Uuid;
+
+use crate::error::BrokerError;
+use crate::metadata_store::{MetadataStore, StoredTopic};
+use crate::partition::Partition;
+use crate::topic_config::{self, Defaults};
+
+/// Longest legal topic name (Kafka's limit, so that `<topic>-<partition>` fits a file name).
+pub const MAX_TOPIC_NAME_BYTES: usize = 249;
+
+pub struct Topic {
+    pub name: Arc<str>,
+    pub id: Uuid,
+    partitions: RwLock<Vec<Arc<Partition>>>,
+    overrides: RwLock<BTreeMap<String, String>>,
+}
+
+impl std::fmt::Debug for Topic {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Topic({})", self.name)
+    }
+}
+
+impl Topic {
+    pub fn partition(&self, index: i32) -> Option<Arc<Partition>> {
+        usize::try_from(index)
+            .ok()
+            .and_then(|i| self.partitions.read().get(i).cloned())
+    }
+
+    pub fn partitions(&self) -> Vec<Arc<Partition>> {
+        self.partitions.read().clone()
+    }
+
+    pub fn partition_count(&self) -> i32 {
+        self.partitions.read().len() as i32
+    }
+
+    /// The topic's own config values (not the defaults).
+    pub fn overrides(&self) -> BTreeMap<String, String> {
+        self.overrides.read().clone()
+    }
+}
+
+/// Limits on what one admin request may ask for.
+#[derive(Debug, Clone)]
+pub struct TopicLimits {
+    pub max_partitions_per_topic: i32,
+}
+
+impl Default for TopicLimits {
+    fn default() -> Self {
+        TopicLimits {
+            max_partitions_per_topic: 10_000,
+        }
+    }
+}
+
+pub struct Topics {
+    topics_dir: PathBuf,
+    store: MetadataStore,
+    defaults: Defaults,
+    limits: TopicLimits,
+    clock: Arc<dyn Clock>,
+    by_name: RwLock<HashMap<Arc<str>, Arc<Topic>>>,
+    /// Serializes changes (and the metadata file writes).
+    changes: Mutex<()>,
+}
+
+impl std::fmt::Debug for Topics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Topics({} topics)", self.by_name.read().len())
+    }
+}
+
+/// Checks a topic name by Kafka's rules.
+pub fn validate_topic_name(name: &str) -> Result<(), BrokerError> {
+    let bad = |why: &str| Err(BrokerError::InvalidTopic(format!("invalid topic name '{name}': {why}")));
+    if name.is_empty() {
+        return bad("empty");
+    }
+    if name == "." || name == ".." {
+        return bad("'.' and '..' are not allowed");
+    }
+    if name.len() > MAX_TOPIC_NAME_BYTES {
+        return bad("longer than 249 characters");
+    }
+    if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-') {
+        return bad("only ASCII letters, digits, '.', '_' and '-' are allowed");
+    }
+    Ok(())
+}
+
+impl Topics {
+    /// Loads the topic list and opens (recovering) every partition's log.
+    pub fn open(
+        data_dir: &Path,
+        store: MetadataStore,
+        defaults: Defaults,
+        limits: TopicLimits,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Topics, BrokerError> {
+        let topics_dir = data_dir.join("topics");
+        fs::create_dir_all(&topics_dir).map_err(|source| BrokerError::Metadata {
+            path: topics_dir.clone(),
+            source,
+        })?;
+        remove_deleted_dirs(&topics_dir);
+        let topics = Topics {
+            topics_dir,
+            store,
+            defaults,
+            limits,
+            clock,
+            by_name: RwLock::new(HashMap::new()),
+            changes: Mutex::new(()),
+        };
+        let mut known_dirs = std::collections::HashSet::new();
+        for stored in topics.store.load_topics()? {
+            let config = topic_config::resolve(&stored.configs, &topics.defaults)?;
+            let name: Arc<str> = Arc::from(stored.name.as_str());
+            let mut partitions = Vec::new();
+            for index in 0..stored.partitions {
+                known_dirs.insert(topics.partition_dir(&name, index));
+                partitions.push(topics.open_partition(&name, index, config.clone())?);
+            }
+            let topic = Arc::new(Topic {
+                name: Arc::clone(&name),
+                id: stored.id,
+                partitions: RwLock::new(partitions),
+                overrides: RwLock::new(stored.configs),
+            });
+            topics.by_name.write().insert(name, topic);
+        }
+        if let Ok(entries) = fs::read_dir(&topics.topics_dir) {
+            for entry in entries.flatten() {
+                if !known_dirs.contains(&entry.path()) {
+                    tracing::warn!(dir = %entry.path().display(), "directory belongs to no topic; leaving it alone");
+                }
+            }
+        }
+        Ok(topics)
+    }
+
+    fn partition_dir(&self, topic: &str, index: i32) -> PathBuf {
+        self.topics_dir.join(format!("{topic}-{index}"))
+    }
+
+    fn open_partition(&self, topic: &Arc<str>, index: i32, config: LogConfig) -> Result<Arc<Partition>, BrokerError> {
+        let dir = self.partition_dir(topic, index);
+        let (log, report) = Log::open(&dir, config, Arc::clone(&self.clock))?;
+        if report.truncated_bytes > 0 || report.removed_segments > 0 {
+            tracing::warn!(%topic, partition = index, ?report, "recovered partition after an unclean shutdown");
+        }
+        Ok(Partition::new(Arc::clone(topic), index, log, self.clock.now_ms()))
+    }
+
+    pub fn defaults(&self) -> &Defaults {
+        &self.defaults
+    }
+
+    pub fn get(&self, name: &str) -> Option<Arc<Topic>> {
+        self.by_name.read().get(name).cloned()
+    }
+
+    pub fn get_by_id(&self, id: Uuid) -> Option<Arc<Topic>> {
+        self.by_name.read().values().find(|t| t.id == id).cloned()
+    }
+
+    /// All topics, by name.
+    pub fn list(&self) -> Vec<Arc<Topic>> {
+        let mut all: Vec<_> = self.by_name.read().values().cloned().collect();
+        all.sort_by(|a, b| a.name.cmp(&b.name));
+        all
+    }
+
+    fn check_partition_count(&self, count: i32) -> Result<(), BrokerError> {
+        if count < 1 {
+            return Err(BrokerError::InvalidPartitions(format!(
+                "number of partitions must be at least 1, not {count}"
+            )));
+        }
+        if count > self.limits.max_partitions_per_topic {
+            return Err(BrokerError::InvalidPartitions(format!(
+                "{count} partitions exceed this broker's limit of {} per topic",
+                self.limits.max_partitions_per_topic
+            )));
+        }
+        Ok(())
+    }
+
+    fn stored(&self) -> Vec<StoredTopic> {
+        self.list()
+            .iter()
+            .map(|t| StoredTopic {
+                name: t.name.to_string(),
+                id: t.id,
+                partitions: t.partition_count(),
+                configs: t.overrides(),
+            })
+            .collect()
+    }
+
+    /// Creates a topic (or, with `validate_only`, only checks that it could be created).
+    pub fn create(
+        &self,
+        name: &str,
+        partitions: i32,
+        configs: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<Option<Arc<Topic>>, BrokerError> {
+        validate_topic_name(name)?;
+        self.check_partition_count(partitions)?;
+        let config = topic_config::resolve(&configs, &self.defaults)?;
+        let _changes = self.changes.lock();
+        if self.get(name).is_some() {
+            return Err(BrokerError::TopicExists(name.to_string()));
+        }
+        if validate_only {
+            return Ok(None);
+        }
+        let name: Arc<str> = Arc::from(name);
+        let mut opened = Vec::new();
+        for index in 0..partitions {
+            let dir = self.partition_dir(&name, index);
+            // A directory no topic owns is debris of an interrupted create or delete.
+            if dir.exists() {
+                tracing::warn!(dir = %dir.display(), "removing stale partition directory");
+                let _ = fs::remove_dir_all(&dir);
+            }
+            match self.open_partition(&name, index, config.clone()) {
+                Ok(p) => opened.push(p),
+                Err(e) => {
+                    self.remove_partition_dirs(&name, 0..=index);
+                    return Err(e);
+                }
+            }
+        }
+        let topic = Arc::new(Topic {
+            name: Arc::clone(&name),
+            id: Uuid::new_v4(),
+            partitions: RwLock::new(opened),
+            overrides: RwLock::new(configs),
+        });
+        let mut stored = self.stored();
+        stored.push(StoredTopic {
+            name: name.to_string(),
+            id: topic.id,
+            partitions,
+            configs: topic.overrides(),
+        });
+        if let Err(e) = self.store.save_topics(&stored) {
+            self.remove_partition_dirs(&name, 0..=partitions - 1);
+            return Err(e);
+        }
+        self.by_name.write().insert(Arc::clone(&name), Arc::clone(&topic));
+        tracing::info!(topic = %name, partitions, "created topic");
+        Ok(Some(topic))
+    }
+
+    /// Deletes a topic: forgotten in the metadata first, then its data removed.
+    pub fn delete(&self, name: &str) -> Result<Arc<Topic>, BrokerError> {
+        let _changes = self.changes.lock();
+        let Some(topic) = self.get(name) else {
+            return Err(BrokerError::UnknownTopic(name.to_string()));
+        };
+        let stored: Vec<StoredTopic> = self.stored().into_iter().filter(|t| t.name != name).collect();
+        self.store.save_topics(&stored)?;
+        self.by_name.write().remove(name);
+        let mut doomed = Vec::new();
+        for partition in topic.partitions() {
+            let dir = self.partition_dir(name, partition.index);
+            let aside = self
+                .topics_dir
+                .join(format!("{name}-{}.{}.deleted", partition.index, topic.id.simple()));
+            match fs::rename(&dir, &aside) {
+                Ok(()) => doomed.push(aside),
+                Err(e) => tracing::warn!(dir = %dir.display(), error = %e, "cannot move deleted partition aside"),
+            }
+        }
+        std::thread::spawn(move || {
+            for dir in doomed {
+                if let Err(e) = fs::remove_dir_all(&dir) {
+                    tracing::warn!(dir = %dir.display(), error = %e, "cannot remove deleted partition");
+                }
+            }
+        });
+        tracing::info!(topic = %name, "deleted topic");
+        Ok(topic)
+    }
+
+    /// Grows a topic to `count` partitions.
+    pub fn add_partitions(&self, name: &str, count: i32, validate_only: bool) -> Result<(), BrokerError> {
+        let _changes = self.changes.lock();
+        let Some(topic) = self.get(name) else {
+            return Err(BrokerError::UnknownTopic(name.to_string()));
+        };
+        let current = topic.partition_count();
+        if count <= current {
+            return Err(BrokerError::InvalidPartitions(format!(
+                "topic '{name}' has {current} partitions; the new count must be larger, not {count}"
+            )));
+        }
+        self.check_partition_count(count)?;
+        if validate_only {
+            return Ok(());
+        }
+        let config = topic_config::resolve(&topic.overrides(), &self.defaults)?;
+        let mut added = Vec::new();
+        for index in current..count {
+            match self.open_partition(&topic.name, index, config.clone()) {
+                Ok(p) => added.push(p),
+                Err(e) => {
+                    self.remove_partition_dirs(&topic.name, current..=index);
+                    return Err(e);
+                }
+            }
+        }
+        let mut stored = self.stored();
+        if let Some(t) = stored.iter_mut().find(|t| t.name == name) {
+            t.partitions = count;
+        }
+        if let Err(e) = self.store.save_topics(&stored) {
+            self.remove_partition_dirs(&topic.name, current..=count - 1);
+            return Err(e);
+        }
+        topic.partitions.write().extend(added);
+        tracing::info!(topic = %name, from = current, to = count, "added partitions");
+        Ok(())
+    }
+
+    /// Replaces a topic's config overrides.
+    pub fn set_configs(&self, name: &str, configs: BTreeMap<String, String>, validate_only: bool) -> Result<(), BrokerError> {
+        let config = topic_config::resolve(&configs, &self.defaults)?;
+        let _changes = self.changes.lock();
+        let Some(topic) = self.get(name) else {
+            return Err(BrokerError::UnknownTopic(name.to_string()));
+        };
+        if validate_only {
+            return Ok(());
+        }
+        let mut stored = self.stored();
+        if let Some(t) = stored.iter_mut().find(|t| t.name == name) {
+            t.configs = configs.clone();
+        }
+        self.store.save_topics(&stored)?;
+        *topic.overrides.write() = configs;
+        for partition in topic.partitions() {
+            partition.set_config(config.clone())?;
+        }
+        tracing::info!(topic = %name, "altered topic configs");
+        Ok(())
+    }
+
+    fn remove_partition_dirs(&self, topic: &str, indexes: std::ops::RangeInclusive<i32>) {
+        for index in indexes {
+            let _ = fs::remove_dir_all(self.partition_dir(topic, index));
+        }
+    }
+
+    /// Every partition of every topic.
+    pub fn all_partitions(&self) -> Vec<Arc<Partition>> {
+        self.list().iter().flat_map(|t| t.partitions()).collect()
+    }
+}
+
+/// Removes what a delete interrupted by a crash left behind.
+fn remove_deleted_dirs(topics_dir: &Path) {
+    let Ok(entries) = fs::read_dir(topics_dir) else { return };
+    for entry in entries.flatten() {
+        if entry.file_name().to_string_lossy().ends_with(".deleted") {
+            if let Err(e) = fs::remove_dir_all(entry.path()) {
+                tracing::warn!(dir = %entry.path().display(), error = %e, "cannot remove deleted partition");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_log::SystemClock;
+
+    fn open(dir: &Path) -> Topics {
+        Topics::open(
+            dir,
+            MetadataStore::open(&dir.join("meta")).unwrap(),
+            Defaults::default(),
+            TopicLimits::default(),
+            Arc::new(SystemClock),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn topic_names_follow_kafkas_rules() {
+        for ok in ["a", "a.b_c-D9", &"x".repeat(249)] {
+            validate_topic_name(ok).unwrap();
+        }
+        for bad in ["", ".", "..", "a b", "a/b", "ü", &"x".repeat(250)] {
+            assert!(validate_topic_name(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn topics_survive_a_restart_and_deletes_do_not_come_back() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let topics = open(dir.path());
+            topics
+                .create("a", 3, BTreeMap::from([("retention.ms".into(), "1000".into())]), false)
+                .unwrap();
+            topics.create("b", 1, BTreeMap::new(), false).unwrap();
+            assert!(matches!(
+                topics.create("a", 1, BTreeMap::new(), false),
+                Err(BrokerError::TopicExists(_))
+            ));
+            topics.add_partitions("b", 2, false).unwrap();
+            topics.delete("a").unwrap();
+            topics.create("c", 1, BTreeMap::new(), true).unwrap();
+            assert!(topics.get("c").is_none(), "validate_only creates nothing");
+        }
+        let topics = open(dir.path());
+        assert!(topics.get("a").is_none());
+        assert_eq!(topics.get("b").unwrap().partition_count(), 2);
+        let again = topics.create("a", 1, BTreeMap::new(), false).unwrap().unwrap();
+        assert_eq!(again.partition_count(), 1);
+    }
+
+    #[test]
+    fn bad_requests_are_refused_with_reasons() {
+        let dir = tempfile::tempdir().unwrap();
+        let topics = open(dir.path());
+        assert!(matches!(topics.create("x", 0, BTreeMap::new(), false), Err(BrokerError::InvalidPartitions(_))));
+        assert!(matches!(
+            topics.create("x", 100_000, BTreeMap::new(), false),
+            Err(BrokerError::InvalidPartitions(_))
+        ));
+        assert!(matches!(
+            topics.create("x", 1, BTreeMap::from([("nope".into(), "1".into())]), false),
+            Err(BrokerError::InvalidConfig(_))
+        ));
+        topics.create("x", 2, BTreeMap::new(), false).unwrap();
+        assert!(matches!(topics.add_partitions("x", 2, false), Err(BrokerError::InvalidPartitions(_))));
+        assert!(matches!(topics.add_partitions("y", 3, false), Err(BrokerError::UnknownTopic(_))));
+        assert!(matches!(topics.delete("y"), Err(BrokerError::UnknownTopic(_))));
+    }
+}

@@ -1,0 +1,14 @@
+//! `sluice-client`: a small async Kafka client on the `kafka-protocol` crate. It knows nothing
+//! of Sluice's internals, so whatever it drives — the CLI, the benchmark — works against any
+//! Kafka-compatible broker.
+
+pub mod client;
+pub mod connection;
+pub mod error;
+pub mod partitioner;
+pub mod records;
+
+pub use client::{Client, ConfigEntry, Fetched, PartitionMeta};
+pub use connection::Connection;
+pub use error::ClientError;
+pub use records::{InRecord, OutRecord};

@@ -1,0 +1,110 @@
+//! The `sluice` command: the broker (`serve`) and the tools people use at a terminal.
+
+mod consume_cmd;
+mod produce_cmd;
+mod serve;
+mod settings;
+mod topic_cmd;
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+
+/// Decoders pre-size vectors from wire counts; see `sluice-alloc` for why this matters.
+#[global_allocator]
+static ALLOC: sluice_alloc::GuardedAlloc = sluice_alloc::GuardedAlloc;
+
+#[derive(Debug, Parser)]
+#[command(name = "sluice", version, about = "A Kafka-compatible message broker")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, clap::Args)]
+struct ServeArgs {
+    /// TOML settings file; SLUICE_* environment variables and flags override it
+    #[arg(long, env = "SLUICE_CONFIG")]
+    config: Option<PathBuf>,
+    #[command(flatten)]
+    settings: settings::Settings,
+}
+
+#[derive(Debug, clap::Args)]
+struct Bootstrap {
+    /// A broker to talk to
+    #[arg(long, short = 'b', env = "SLUICE_BOOTSTRAP", default_value = "127.0.0.1:9092", global = true)]
+    bootstrap_server: String,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the broker (single node; data under ./data unless told otherwise)
+    Serve(Box<ServeArgs>),
+    /// Create, list, describe, delete and configure topics
+    Topic {
+        #[command(flatten)]
+        bootstrap: Bootstrap,
+        #[command(subcommand)]
+        command: topic_cmd::TopicCommand,
+    },
+    /// Send stdin lines as records
+    Produce {
+        #[command(flatten)]
+        bootstrap: Bootstrap,
+        #[command(flatten)]
+        args: produce_cmd::ProduceArgs,
+    },
+    /// Print a topic's records
+    Consume {
+        #[command(flatten)]
+        bootstrap: Bootstrap,
+        #[command(flatten)]
+        args: consume_cmd::ConsumeArgs,
+    },
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Serve(args) => serve_main(*args),
+        Command::Topic { bootstrap, command } => cli_runtime().and_then(|rt| rt.block_on(topic_cmd::run(&bootstrap.bootstrap_server, command))),
+        Command::Produce { bootstrap, args } => cli_runtime().and_then(|rt| rt.block_on(produce_cmd::run(&bootstrap.bootstrap_server, args))),
+        Command::Consume { bootstrap, args } => cli_runtime().and_then(|rt| rt.block_on(consume_cmd::run(&bootstrap.bootstrap_server, args))),
+    };
+    if let Err(e) = result {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn cli_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")
+}
+
+fn serve_main(args: ServeArgs) -> anyhow::Result<()> {
+    let file = match &args.config {
+        Some(path) => settings::Settings::from_file(path)?,
+        None => settings::Settings::default(),
+    };
+    let resolved = args.settings.over(file).resolve()?;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .or_else(|_| tracing_subscriber::EnvFilter::try_new(&resolved.log_level))
+        .context("bad log level")?;
+    use std::io::IsTerminal;
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("sluice")
+        .build()
+        .context("starting the runtime")?;
+    runtime.block_on(serve::run(resolved))
+}

@@ -1,0 +1,239 @@
+//! `sluice serve` settings. Each comes from, in rising precedence: the built-in default, the
+//! TOML file given with `--config`, a `SLUICE_*` environment variable, a command-line flag.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use serde::Deserialize;
+use sluice_broker::topic_config::{self, Defaults};
+use sluice_broker::BrokerConfig;
+use sluice_wire::Limits;
+
+/// Every setting is optional here; [`Settings::resolve`] fills in defaults.
+#[derive(Debug, Default, Clone, clap::Args, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    /// Kafka protocol listener [default: 127.0.0.1:9092]
+    #[arg(long, env = "SLUICE_LISTEN")]
+    pub listen: Option<SocketAddr>,
+    /// host:port that clients are told to connect to [default: the listener's address]
+    #[arg(long, env = "SLUICE_ADVERTISED_LISTENER")]
+    pub advertised_listener: Option<String>,
+    /// HTTP admin listener (health, status) [default: 127.0.0.1:8080]
+    #[arg(long, env = "SLUICE_ADMIN_LISTEN")]
+    pub admin_listen: Option<SocketAddr>,
+    /// Data directory [default: ./data]
+    #[arg(long, env = "SLUICE_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// This node's id [default: 1]
+    #[arg(long, env = "SLUICE_NODE_ID")]
+    pub node_id: Option<i32>,
+    /// Create unknown topics on Metadata and Produce requests [default: true]
+    #[arg(long, env = "SLUICE_AUTO_CREATE_TOPICS", action = clap::ArgAction::Set)]
+    pub auto_create_topics: Option<bool>,
+    /// Partitions of auto-created topics [default: 1]
+    #[arg(long, env = "SLUICE_NUM_PARTITIONS")]
+    pub num_partitions: Option<i32>,
+    /// Default segment.bytes [default: 1073741824]
+    #[arg(long, env = "SLUICE_LOG_SEGMENT_BYTES")]
+    pub log_segment_bytes: Option<u64>,
+    /// Default segment.ms [default: 604800000]
+    #[arg(long, env = "SLUICE_LOG_ROLL_MS")]
+    pub log_roll_ms: Option<i64>,
+    /// Default retention.ms; -1 keeps forever [default: 604800000]
+    #[arg(long, env = "SLUICE_LOG_RETENTION_MS", allow_negative_numbers = true)]
+    pub log_retention_ms: Option<i64>,
+    /// Default retention.bytes; -1 for no limit [default: -1]
+    #[arg(long, env = "SLUICE_LOG_RETENTION_BYTES", allow_negative_numbers = true)]
+    pub log_retention_bytes: Option<i64>,
+    /// How often retention runs [default: 60000]
+    #[arg(long, env = "SLUICE_LOG_RETENTION_CHECK_INTERVAL_MS")]
+    pub log_retention_check_interval_ms: Option<u64>,
+    /// Default flush.mode: interval or sync [default: interval]
+    #[arg(long, env = "SLUICE_LOG_FLUSH_MODE")]
+    pub log_flush_mode: Option<String>,
+    /// Default flush.interval.ms [default: 100]
+    #[arg(long, env = "SLUICE_LOG_FLUSH_INTERVAL_MS")]
+    pub log_flush_interval_ms: Option<u64>,
+    /// Default max.message.bytes [default: 1048588]
+    #[arg(long, env = "SLUICE_MESSAGE_MAX_BYTES")]
+    pub message_max_bytes: Option<i32>,
+    /// Default message.timestamp.type: CreateTime or LogAppendTime [default: CreateTime]
+    #[arg(long, env = "SLUICE_LOG_MESSAGE_TIMESTAMP_TYPE")]
+    pub log_message_timestamp_type: Option<String>,
+    /// Largest request frame accepted [default: 104857600]
+    #[arg(long, env = "SLUICE_SOCKET_REQUEST_MAX_BYTES")]
+    pub socket_request_max_bytes: Option<usize>,
+    /// Most client connections at once [default: 10000]
+    #[arg(long, env = "SLUICE_MAX_CONNECTIONS")]
+    pub max_connections: Option<usize>,
+    /// Close connections idle this long [default: 600000]
+    #[arg(long, env = "SLUICE_CONNECTIONS_MAX_IDLE_MS")]
+    pub connections_max_idle_ms: Option<u64>,
+    /// Log filter, e.g. info or sluice_broker=debug [default: info; RUST_LOG also works]
+    #[arg(long, env = "SLUICE_LOG_LEVEL")]
+    pub log_level: Option<String>,
+}
+
+/// Everything `serve` needs, resolved.
+#[derive(Debug)]
+pub struct Resolved {
+    pub broker: BrokerConfig,
+    pub listen: SocketAddr,
+    pub admin_listen: SocketAddr,
+    pub limits: Limits,
+    pub log_level: String,
+}
+
+macro_rules! overlay {
+    ($high:expr, $low:expr, $($field:ident),*) => {
+        Settings { $($field: $high.$field.or($low.$field)),* }
+    };
+}
+
+impl Settings {
+    /// Reads a TOML settings file (keys as the flag names with `_`, e.g. `data_dir`).
+    pub fn from_file(path: &Path) -> anyhow::Result<Settings> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading config file {}", path.display()))?;
+        toml::from_str(&text).with_context(|| format!("in config file {}", path.display()))
+    }
+
+    /// `self` (flags and environment) over `file`.
+    pub fn over(self, file: Settings) -> Settings {
+        overlay!(
+            self,
+            file,
+            listen,
+            advertised_listener,
+            admin_listen,
+            data_dir,
+            node_id,
+            auto_create_topics,
+            num_partitions,
+            log_segment_bytes,
+            log_roll_ms,
+            log_retention_ms,
+            log_retention_bytes,
+            log_retention_check_interval_ms,
+            log_flush_mode,
+            log_flush_interval_ms,
+            message_max_bytes,
+            log_message_timestamp_type,
+            socket_request_max_bytes,
+            max_connections,
+            connections_max_idle_ms,
+            log_level
+        )
+    }
+
+    pub fn resolve(self) -> anyhow::Result<Resolved> {
+        let listen = self.listen.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 9092)));
+        let (advertised_host, advertised_port) = match &self.advertised_listener {
+            Some(a) => {
+                let (host, port) = a
+                    .rsplit_once(':')
+                    .with_context(|| format!("advertised_listener '{a}' is not host:port"))?;
+                let port: u16 = port.parse().with_context(|| format!("advertised_listener '{a}' has a bad port"))?;
+                (host.to_string(), i32::from(port))
+            }
+            None if listen.ip().is_unspecified() => {
+                bail!("listen is {listen}: set advertised_listener to the host:port clients should connect to")
+            }
+            None => (listen.ip().to_string(), i32::from(listen.port())),
+        };
+        let mut defaults = Defaults::default();
+        let mut set = |name: &str, value: Option<String>| -> anyhow::Result<()> {
+            if let Some(v) = value {
+                defaults.set(name, v).with_context(|| format!("broker default for {name}"))?;
+            }
+            Ok(())
+        };
+        set(topic_config::SEGMENT_BYTES, self.log_segment_bytes.map(|v| v.to_string()))?;
+        set(topic_config::SEGMENT_MS, self.log_roll_ms.map(|v| v.to_string()))?;
+        set(topic_config::RETENTION_MS, self.log_retention_ms.map(|v| v.to_string()))?;
+        set(topic_config::RETENTION_BYTES, self.log_retention_bytes.map(|v| v.to_string()))?;
+        set(topic_config::FLUSH_MODE, self.log_flush_mode.clone())?;
+        set(topic_config::FLUSH_INTERVAL_MS, self.log_flush_interval_ms.map(|v| v.to_string()))?;
+        set(topic_config::MAX_MESSAGE_BYTES, self.message_max_bytes.map(|v| v.to_string()))?;
+        set(topic_config::TIMESTAMP_TYPE, self.log_message_timestamp_type.clone())?;
+        let num_partitions = self.num_partitions.unwrap_or(1);
+        if num_partitions < 1 {
+            bail!("num_partitions must be at least 1, not {num_partitions}");
+        }
+        let retention_check_ms = self.log_retention_check_interval_ms.unwrap_or(60_000);
+        if retention_check_ms == 0 {
+            bail!("log_retention_check_interval_ms must be at least 1");
+        }
+        let broker = BrokerConfig {
+            node_id: self.node_id.unwrap_or(1),
+            advertised_host,
+            advertised_port,
+            data_dir: self.data_dir.unwrap_or_else(|| PathBuf::from("./data")),
+            auto_create_topics: self.auto_create_topics.unwrap_or(true),
+            num_partitions,
+            topic_defaults: defaults,
+            retention_check_interval: Duration::from_millis(retention_check_ms),
+            ..BrokerConfig::default()
+        };
+        let limits = Limits {
+            max_frame_bytes: self.socket_request_max_bytes.unwrap_or(100 * 1024 * 1024),
+            max_connections: self.max_connections.unwrap_or(10_000),
+            idle_timeout: Duration::from_millis(self.connections_max_idle_ms.unwrap_or(600_000)),
+            ..Limits::default()
+        };
+        if limits.max_connections == 0 || limits.max_frame_bytes < 64 {
+            bail!("max_connections must be at least 1 and socket_request_max_bytes at least 64");
+        }
+        Ok(Resolved {
+            broker,
+            listen,
+            admin_listen: self.admin_listen.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080))),
+            limits,
+            log_level: self.log_level.unwrap_or_else(|| "info".into()),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_log::FlushMode;
+
+    #[test]
+    fn flags_beat_the_file_and_the_file_beats_defaults() {
+        let file: Settings = toml::from_str(
+            "listen = \"127.0.0.1:19092\"\ndata_dir = \"/tmp/x\"\nlog_flush_mode = \"sync\"\nnum_partitions = 4\n",
+        )
+        .unwrap();
+        let flags = Settings {
+            listen: Some("127.0.0.1:29092".parse().unwrap()),
+            ..Settings::default()
+        };
+        let r = flags.over(file).resolve().unwrap();
+        assert_eq!(r.listen.port(), 29092);
+        assert_eq!(r.broker.advertised_port, 29092);
+        assert_eq!(r.broker.data_dir, PathBuf::from("/tmp/x"));
+        assert_eq!(r.broker.num_partitions, 4);
+        let log = topic_config::resolve(&Default::default(), &r.broker.topic_defaults).unwrap();
+        assert_eq!(log.flush, FlushMode::Sync);
+        assert_eq!(r.admin_listen.port(), 8080);
+    }
+
+    #[test]
+    fn bad_settings_are_named() {
+        let err = toml::from_str::<Settings>("listne = \"x\"").unwrap_err().to_string();
+        assert!(err.contains("listne"), "{err}");
+        let bad = Settings {
+            log_flush_mode: Some("never".into()),
+            ..Settings::default()
+        };
+        assert!(format!("{:#}", bad.resolve().unwrap_err()).contains("flush.mode"));
+        let unspecified = Settings {
+            listen: Some("0.0.0.0:9092".parse().unwrap()),
+            ..Settings::default()
+        };
+        assert!(unspecified.resolve().unwrap_err().to_string().contains("advertised_listener"));
+    }
+}

@@ -1,0 +1,114 @@
+//! `sluice topic create|list|describe|delete|alter-config`, over the Kafka protocol, so they
+//! work against any Kafka-compatible broker.
+
+use std::collections::BTreeMap;
+
+use anyhow::{bail, Context};
+use clap::Subcommand;
+use sluice_client::Client;
+
+#[derive(Debug, Subcommand)]
+pub enum TopicCommand {
+    /// Create a topic
+    Create {
+        name: String,
+        #[arg(long, short = 'p', default_value_t = 1)]
+        partitions: i32,
+        #[arg(long, short = 'r', default_value_t = 1)]
+        replication_factor: i16,
+        /// A topic config, name=value (repeatable), e.g. --config retention.ms=60000
+        #[arg(long = "config", short = 'c', value_parser = parse_pair)]
+        configs: Vec<(String, String)>,
+    },
+    /// List topics
+    List,
+    /// Show a topic's partitions, offsets and configs
+    Describe { name: String },
+    /// Delete a topic and its data
+    Delete { name: String },
+    /// Change a topic's configs
+    AlterConfig {
+        name: String,
+        /// Set a config, name=value (repeatable)
+        #[arg(long = "set", value_parser = parse_pair)]
+        set: Vec<(String, String)>,
+        /// Remove an override, going back to the broker default (repeatable)
+        #[arg(long = "delete")]
+        delete: Vec<String>,
+    },
+}
+
+pub fn parse_pair(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => Err(format!("'{s}' is not name=value")),
+    }
+}
+
+pub async fn run(bootstrap: &str, command: TopicCommand) -> anyhow::Result<()> {
+    let mut client = Client::connect(bootstrap, "sluice-cli").await?;
+    match command {
+        TopicCommand::Create {
+            name,
+            partitions,
+            replication_factor,
+            configs,
+        } => {
+            let configs: BTreeMap<String, String> = configs.into_iter().collect();
+            client.create_topic(&name, partitions, replication_factor, &configs).await?;
+            println!("created topic {name} with {partitions} partition(s)");
+        }
+        TopicCommand::List => {
+            let metadata = client.metadata(None).await?;
+            let mut names: Vec<String> = metadata.topics.iter().filter_map(|t| t.name.as_ref().map(|n| n.to_string())).collect();
+            names.sort();
+            for name in names {
+                println!("{name}");
+            }
+        }
+        TopicCommand::Describe { name } => describe(&mut client, &name).await?,
+        TopicCommand::Delete { name } => {
+            client.delete_topic(&name).await?;
+            println!("deleted topic {name}");
+        }
+        TopicCommand::AlterConfig { name, set, delete } => {
+            if set.is_empty() && delete.is_empty() {
+                bail!("nothing to change: give --set name=value and/or --delete name");
+            }
+            client.alter_topic_configs(&name, &set, &delete).await?;
+            println!("altered configs of {name}");
+        }
+    }
+    Ok(())
+}
+
+async fn describe(client: &mut Client, name: &str) -> anyhow::Result<()> {
+    let partitions = client.partitions(name).await?;
+    let ids: Vec<i32> = partitions.iter().map(|p| p.partition).collect();
+    let earliest = client.list_offsets(name, &ids, -2).await.context("earliest offsets")?;
+    let latest = client.list_offsets(name, &ids, -1).await.context("latest offsets")?;
+    println!("Topic: {name}  Partitions: {}", partitions.len());
+    println!("{:>9}  {:>6}  {:>10}  {:>10}  {:>14}  {:>14}", "PARTITION", "LEADER", "REPLICAS", "ISR", "START OFFSET", "END OFFSET");
+    for (p, ((_, start, _), (_, end, _))) in partitions.iter().zip(earliest.iter().zip(latest.iter())) {
+        let list = |v: &[i32]| v.iter().map(i32::to_string).collect::<Vec<_>>().join(",");
+        println!(
+            "{:>9}  {:>6}  {:>10}  {:>10}  {:>14}  {:>14}",
+            p.partition,
+            p.leader,
+            list(&p.replicas),
+            list(&p.isr),
+            start,
+            end
+        );
+    }
+    println!("Configs:");
+    for c in client.topic_configs(name).await? {
+        let source = match c.source {
+            1 => "topic",
+            4 => "broker",
+            _ => "default",
+        };
+        println!("  {} = {}  ({source})", c.name, c.value.unwrap_or_default());
+    }
+    Ok(())
+}
