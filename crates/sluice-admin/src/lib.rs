@@ -38,7 +38,11 @@ async fn not_found(uri: axum::http::Uri) -> impl IntoResponse {
 }
 
 /// Serves the admin API until `shutdown` fires.
-pub async fn serve(listener: TcpListener, broker: Arc<Broker>, shutdown: CancellationToken) -> std::io::Result<()> {
+pub async fn serve(
+    listener: TcpListener,
+    broker: Arc<Broker>,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
     axum::serve(listener, router(broker))
         .with_graceful_shutdown(async move { shutdown.cancelled().await })
         .await

@@ -13,6 +13,7 @@ use crate::config::BrokerConfig;
 use crate::error::BrokerError;
 use crate::handlers;
 use crate::metadata_store::MetadataStore;
+use crate::producer_ids::ProducerIds;
 use crate::topics::{Topic, Topics};
 
 pub struct Broker {
@@ -20,6 +21,7 @@ pub struct Broker {
     pub(crate) cluster_id: String,
     pub(crate) topics: Topics,
     pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) producer_ids: ProducerIds,
     api_table: ApiTable,
     started_at_ms: i64,
 }
@@ -47,14 +49,16 @@ fn api_table() -> ApiTable {
         r(ApiKey::CreatePartitions, 0, 3),
         r(ApiKey::IncrementalAlterConfigs, 0, 1),
         r(ApiKey::DescribeCluster, 0, 2),
+        r(ApiKey::InitProducerId, 0, 5),
     ])
 }
 
 impl Broker {
     /// Opens the data directory, recovering every partition's log.
     pub fn open(config: BrokerConfig, clock: Arc<dyn Clock>) -> Result<Arc<Broker>, BrokerError> {
-        let store = MetadataStore::open(&config.data_dir.join("meta"))?;
+        let store = Arc::new(MetadataStore::open(&config.data_dir.join("meta"))?);
         let identity = store.identity(config.node_id)?;
+        let producer_ids = ProducerIds::open(Arc::clone(&store))?;
         let topics = Topics::open(
             &config.data_dir,
             store,
@@ -68,6 +72,7 @@ impl Broker {
             cluster_id: identity.cluster_id,
             topics,
             clock,
+            producer_ids,
             api_table: api_table(),
         }))
     }
@@ -89,7 +94,11 @@ impl Broker {
     }
 
     /// Looks a topic up, creating it when the broker auto-creates topics and the name is legal.
-    pub(crate) fn topic_or_auto_create(&self, name: &str, allow: bool) -> Result<Arc<Topic>, BrokerError> {
+    pub(crate) fn topic_or_auto_create(
+        &self,
+        name: &str,
+        allow: bool,
+    ) -> Result<Arc<Topic>, BrokerError> {
         if let Some(topic) = self.topics.get(name) {
             return Ok(topic);
         }
@@ -103,9 +112,10 @@ impl Broker {
         {
             Ok(Some(topic)) => Ok(topic),
             // Created by a concurrent request in between.
-            Err(BrokerError::TopicExists(_)) | Ok(None) => {
-                self.topics.get(name).ok_or_else(|| BrokerError::UnknownTopic(name.to_string()))
-            }
+            Err(BrokerError::TopicExists(_)) | Ok(None) => self
+                .topics
+                .get(name)
+                .ok_or_else(|| BrokerError::UnknownTopic(name.to_string())),
             Err(e) => Err(e),
         }
     }
@@ -137,10 +147,15 @@ impl Broker {
                     () = shutdown.cancelled() => return,
                     _ = tick.tick() => {}
                 }
+                let producer_cutoff_ms =
+                    broker.clock.now_ms() - broker.config.producer_id_expiration_ms;
                 for partition in broker.topics.all_partitions() {
+                    partition.expire_producers(producer_cutoff_ms);
                     match partition.apply_retention() {
                         Ok(0) => {}
-                        Ok(n) => tracing::info!(?partition, segments = n, "retention deleted segments"),
+                        Ok(n) => {
+                            tracing::info!(?partition, segments = n, "retention deleted segments")
+                        }
                         Err(e) => tracing::warn!(?partition, error = %e, "retention failed"),
                     }
                 }
@@ -189,7 +204,10 @@ impl Broker {
             cluster_id: self.cluster_id.clone(),
             version: env!("CARGO_PKG_VERSION"),
             uptime_ms: self.clock.now_ms().saturating_sub(self.started_at_ms),
-            kafka_listener: format!("{}:{}", self.config.advertised_host, self.config.advertised_port),
+            kafka_listener: format!(
+                "{}:{}",
+                self.config.advertised_host, self.config.advertised_port
+            ),
             data_dir: self.config.data_dir.display().to_string(),
             topics,
         }
@@ -235,20 +253,39 @@ impl Service for Broker {
         let version = request.version();
         let ready = |r: ResponseKind| Reply::Ready(r);
         match request.body {
-            RequestKind::ApiVersions(req) => ready(handlers::api_versions::handle(self, req, version)),
+            RequestKind::ApiVersions(req) => {
+                ready(handlers::api_versions::handle(self, req, version))
+            }
             RequestKind::Metadata(req) => ready(handlers::metadata::handle(self, req, version)),
             RequestKind::Produce(req) => handlers::produce::handle(self, req, version),
             RequestKind::Fetch(req) => handlers::fetch::handle(self, req, version),
-            RequestKind::ListOffsets(req) => ready(handlers::list_offsets::handle(self, req, version)),
-            RequestKind::CreateTopics(req) => ready(handlers::create_topics::handle(self, req, version)),
-            RequestKind::DeleteTopics(req) => ready(handlers::delete_topics::handle(self, req, version)),
-            RequestKind::CreatePartitions(req) => ready(handlers::create_partitions::handle(self, req, version)),
-            RequestKind::DescribeConfigs(req) => ready(handlers::describe_configs::handle(self, req, version)),
-            RequestKind::AlterConfigs(req) => ready(handlers::alter_configs::handle(self, req, version)),
-            RequestKind::IncrementalAlterConfigs(req) => {
-                ready(handlers::incremental_alter_configs::handle(self, req, version))
+            RequestKind::ListOffsets(req) => {
+                ready(handlers::list_offsets::handle(self, req, version))
             }
-            RequestKind::DescribeCluster(req) => ready(handlers::describe_cluster::handle(self, req, version)),
+            RequestKind::CreateTopics(req) => {
+                ready(handlers::create_topics::handle(self, req, version))
+            }
+            RequestKind::DeleteTopics(req) => {
+                ready(handlers::delete_topics::handle(self, req, version))
+            }
+            RequestKind::CreatePartitions(req) => {
+                ready(handlers::create_partitions::handle(self, req, version))
+            }
+            RequestKind::DescribeConfigs(req) => {
+                ready(handlers::describe_configs::handle(self, req, version))
+            }
+            RequestKind::AlterConfigs(req) => {
+                ready(handlers::alter_configs::handle(self, req, version))
+            }
+            RequestKind::IncrementalAlterConfigs(req) => ready(
+                handlers::incremental_alter_configs::handle(self, req, version),
+            ),
+            RequestKind::DescribeCluster(req) => {
+                ready(handlers::describe_cluster::handle(self, req, version))
+            }
+            RequestKind::InitProducerId(req) => {
+                ready(handlers::init_producer_id::handle(self, req, version))
+            }
             other => {
                 // The API table admits only the requests above; reaching here is our bug.
                 tracing::error!(peer = %peer.addr, request = ?std::mem::discriminant(&other), "request without a handler");

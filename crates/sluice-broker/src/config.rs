@@ -24,6 +24,9 @@ pub struct BrokerConfig {
     pub retention_check_interval: Duration,
     /// How often the interval flusher looks for partitions due a flush.
     pub flush_check_interval: Duration,
+    /// Forget an idempotent producer's sequence state after this long without a write
+    /// (`producer.id.expiration.ms`).
+    pub producer_id_expiration_ms: i64,
 }
 
 impl Default for BrokerConfig {
@@ -39,6 +42,7 @@ impl Default for BrokerConfig {
             topic_limits: TopicLimits::default(),
             retention_check_interval: Duration::from_secs(60),
             flush_check_interval: Duration::from_millis(10),
+            producer_id_expiration_ms: 24 * 3600 * 1000,
         }
     }
 }

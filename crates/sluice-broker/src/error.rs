@@ -1,7 +1,7 @@
 //! Errors of broker operations, and the one place they become Kafka error codes.
 
 use kafka_protocol::error::ResponseError;
-use sluice_log::{BatchErrorKind, LogError};
+use sluice_log::{BatchErrorKind, LogError, ProducerError};
 
 use crate::topic_config::ConfigError;
 
@@ -35,7 +35,10 @@ pub enum BrokerError {
         source: std::io::Error,
     },
     #[error("metadata store {path} is unreadable: {reason}")]
-    CorruptMetadata { path: std::path::PathBuf, reason: String },
+    CorruptMetadata {
+        path: std::path::PathBuf,
+        reason: String,
+    },
 }
 
 impl BrokerError {
@@ -52,7 +55,9 @@ impl BrokerError {
             BrokerError::InvalidConfig(_) => ResponseError::InvalidConfig,
             BrokerError::InvalidRequest(_) => ResponseError::InvalidRequest,
             BrokerError::Log(e) => log_error(e),
-            BrokerError::Metadata { .. } | BrokerError::CorruptMetadata { .. } => ResponseError::KafkaStorageError,
+            BrokerError::Metadata { .. } | BrokerError::CorruptMetadata { .. } => {
+                ResponseError::KafkaStorageError
+            }
         }
     }
 
@@ -73,6 +78,13 @@ pub fn log_error(e: &LogError) -> ResponseError {
         LogError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
         LogError::NonContiguous { .. } => ResponseError::UnknownServerError,
         LogError::Config(_) => ResponseError::InvalidConfig,
+        LogError::Producer(ProducerError::StaleEpoch { .. }) => ResponseError::InvalidProducerEpoch,
+        LogError::Producer(ProducerError::OutOfOrder { .. }) => {
+            ResponseError::OutOfOrderSequenceNumber
+        }
+        LogError::Producer(ProducerError::UnknownProducer { .. }) => {
+            ResponseError::UnknownProducerId
+        }
     }
 }
 

@@ -34,6 +34,11 @@ pub struct ClusterIdentity {
     pub node_id: i32,
 }
 
+#[derive(Debug, Serialize, Deserialize)]
+struct ProducerIdBlock {
+    next_block_start: i64,
+}
+
 #[derive(Debug)]
 pub struct MetadataStore {
     dir: PathBuf,
@@ -45,7 +50,9 @@ impl MetadataStore {
             path: dir.to_path_buf(),
             source,
         })?;
-        Ok(MetadataStore { dir: dir.to_path_buf() })
+        Ok(MetadataStore {
+            dir: dir.to_path_buf(),
+        })
     }
 
     fn topics_path(&self) -> PathBuf {
@@ -59,10 +66,11 @@ impl MetadataStore {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
             Err(source) => return Err(BrokerError::Metadata { path, source }),
         };
-        let file: TopicsFile = serde_json::from_str(&text).map_err(|e| BrokerError::CorruptMetadata {
-            path: path.clone(),
-            reason: e.to_string(),
-        })?;
+        let file: TopicsFile =
+            serde_json::from_str(&text).map_err(|e| BrokerError::CorruptMetadata {
+                path: path.clone(),
+                reason: e.to_string(),
+            })?;
         if file.version != 1 {
             return Err(BrokerError::CorruptMetadata {
                 path,
@@ -77,10 +85,11 @@ impl MetadataStore {
             version: 1,
             topics: topics.to_vec(),
         };
-        let text = serde_json::to_string_pretty(&file).map_err(|e| BrokerError::CorruptMetadata {
-            path: self.topics_path(),
-            reason: e.to_string(),
-        })?;
+        let text =
+            serde_json::to_string_pretty(&file).map_err(|e| BrokerError::CorruptMetadata {
+                path: self.topics_path(),
+                reason: e.to_string(),
+            })?;
         self.replace("topics.json", text.as_bytes())
     }
 
@@ -90,10 +99,11 @@ impl MetadataStore {
         let path = self.dir.join("cluster.json");
         match fs::read_to_string(&path) {
             Ok(text) => {
-                let identity: ClusterIdentity = serde_json::from_str(&text).map_err(|e| BrokerError::CorruptMetadata {
-                    path: path.clone(),
-                    reason: e.to_string(),
-                })?;
+                let identity: ClusterIdentity =
+                    serde_json::from_str(&text).map_err(|e| BrokerError::CorruptMetadata {
+                        path: path.clone(),
+                        reason: e.to_string(),
+                    })?;
                 if identity.node_id != node_id {
                     return Err(BrokerError::CorruptMetadata {
                         path,
@@ -118,6 +128,27 @@ impl MetadataStore {
         }
     }
 
+    /// The first producer id not yet handed out by any earlier run (0 on a new node).
+    pub fn load_next_producer_id_block(&self) -> Result<i64, BrokerError> {
+        let path = self.dir.join("producer-ids.json");
+        match fs::read_to_string(&path) {
+            Ok(text) => serde_json::from_str::<ProducerIdBlock>(&text)
+                .map(|b| b.next_block_start)
+                .map_err(|e| BrokerError::CorruptMetadata {
+                    path,
+                    reason: e.to_string(),
+                }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
+            Err(source) => Err(BrokerError::Metadata { path, source }),
+        }
+    }
+
+    /// Records that ids below `next_block_start` may have been handed out.
+    pub fn save_next_producer_id_block(&self, next_block_start: i64) -> Result<(), BrokerError> {
+        let text = serde_json::to_string(&ProducerIdBlock { next_block_start }).unwrap_or_default();
+        self.replace("producer-ids.json", text.as_bytes())
+    }
+
     /// Write to a temporary file, fsync, rename over, fsync the directory.
     fn replace(&self, name: &str, bytes: &[u8]) -> Result<(), BrokerError> {
         let path = self.dir.join(name);
@@ -130,7 +161,9 @@ impl MetadataStore {
         file.write_all(bytes).map_err(io)?;
         file.sync_all().map_err(io)?;
         fs::rename(&tmp, &path).map_err(io)?;
-        File::open(&self.dir).and_then(|d| d.sync_all()).map_err(io)?;
+        File::open(&self.dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io)?;
         Ok(())
     }
 }
@@ -178,6 +211,9 @@ mod tests {
         assert_eq!(store.identity(1).unwrap(), id);
         assert!(store.identity(2).is_err());
         fs::write(dir.path().join("topics.json"), "{").unwrap();
-        assert!(matches!(store.load_topics(), Err(BrokerError::CorruptMetadata { .. })));
+        assert!(matches!(
+            store.load_topics(),
+            Err(BrokerError::CorruptMetadata { .. })
+        ));
     }
 }

@@ -15,7 +15,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use sluice_log::{AppendInfo, FlushMode, LeaderEpoch, Log, LogConfig, LogError, Offset, ReadPlan, ValidatedBatches};
+use sluice_log::{
+    AppendInfo, FlushMode, LeaderEpoch, Log, LogConfig, LogError, Offset, ReadPlan, ValidatedBatch,
+};
 use tokio::sync::watch;
 
 /// Where a partition's readable and durable ends are.
@@ -123,9 +125,12 @@ impl Partition {
 
     /// Appends a producer's batches. In sync mode this also makes sure an fsync that will
     /// cover them is under way; the caller waits with [`Partition::wait_durable`].
-    pub fn append(self: &Arc<Self>, batches: ValidatedBatches) -> Result<AppendInfo, LogError> {
+    pub fn append(self: &Arc<Self>, batch: ValidatedBatch) -> Result<AppendInfo, LogError> {
         let mut state = self.state.lock();
-        let info = state.log.append(batches, self.leader_epoch)?;
+        let info = state.log.append(batch, self.leader_epoch)?;
+        if info.duplicate {
+            return Ok(info);
+        }
         match state.log.config().flush {
             FlushMode::Sync => {
                 if !state.flush_in_flight {
@@ -150,10 +155,17 @@ impl Partition {
     }
 
     /// Plans a read of whole batches from `offset` below the high watermark.
-    pub fn read(&self, offset: Offset, max_bytes: usize, min_one: bool) -> Result<(ReadPlan, Progress), LogError> {
+    pub fn read(
+        &self,
+        offset: Offset,
+        max_bytes: usize,
+        min_one: bool,
+    ) -> Result<(ReadPlan, Progress), LogError> {
         let state = self.state.lock();
         let progress = self.progress();
-        let plan = state.log.read(offset, max_bytes, progress.visible, min_one)?;
+        let plan = state
+            .log
+            .read(offset, max_bytes, progress.visible, min_one)?;
         Ok((plan, progress))
     }
 
@@ -176,7 +188,8 @@ impl Partition {
         let FlushMode::Interval { interval_ms } = state.log.config().flush else {
             return;
         };
-        if state.flush_in_flight || now_ms.saturating_sub(state.last_flush_ms) < interval_ms as i64 {
+        if state.flush_in_flight || now_ms.saturating_sub(state.last_flush_ms) < interval_ms as i64
+        {
             return;
         }
         state.flush_in_flight = true;
@@ -223,6 +236,14 @@ impl Partition {
         }
     }
 
+    /// Forgets idempotent producers silent since before `cutoff_ms`.
+    pub fn expire_producers(&self, cutoff_ms: i64) {
+        let expired = self.state.lock().log.expire_producers(cutoff_ms);
+        if expired > 0 {
+            tracing::debug!(partition = ?self, expired, "expired idempotent producers");
+        }
+    }
+
     /// Deletes segments past retention; returns how many.
     pub fn apply_retention(&self) -> Result<usize, LogError> {
         let mut state = self.state.lock();
@@ -243,7 +264,11 @@ impl Partition {
     fn publish(&self, log: &Log) {
         let sync = log.config().flush == FlushMode::Sync;
         self.progress.send_if_modified(|p| {
-            let visible = if sync { log.durable_offset() } else { log.next_offset() };
+            let visible = if sync {
+                log.durable_offset()
+            } else {
+                log.next_offset()
+            };
             let next = Progress {
                 visible: p.visible.max(visible),
                 durable: p.durable.max(log.durable_offset()),

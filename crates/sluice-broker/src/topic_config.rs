@@ -143,13 +143,19 @@ pub fn validate(name: &str, value: &str) -> Result<(), ConfigError> {
     let bad = |why: String| ConfigError(format!("invalid value '{value}' for {name}: {why}"));
     match def.kind {
         Kind::Int { min } => {
-            let v: i32 = value.trim().parse().map_err(|_| bad("not a 32-bit integer".into()))?;
+            let v: i32 = value
+                .trim()
+                .parse()
+                .map_err(|_| bad("not a 32-bit integer".into()))?;
             if i64::from(v) < min {
                 return Err(bad(format!("must be at least {min}")));
             }
         }
         Kind::Long { min } => {
-            let v: i64 = value.trim().parse().map_err(|_| bad("not an integer".into()))?;
+            let v: i64 = value
+                .trim()
+                .parse()
+                .map_err(|_| bad("not an integer".into()))?;
             if v < min {
                 return Err(bad(format!("must be at least {min}")));
             }
@@ -162,7 +168,10 @@ pub fn validate(name: &str, value: &str) -> Result<(), ConfigError> {
         Kind::List(choices) => {
             for item in value.split(',').map(str::trim) {
                 if !choices.contains(&item) {
-                    return Err(bad(format!("'{item}' is not one of {}", choices.join(", "))));
+                    return Err(bad(format!(
+                        "'{item}' is not one of {}",
+                        choices.join(", ")
+                    )));
                 }
             }
         }
@@ -180,7 +189,10 @@ pub struct Defaults {
 impl Default for Defaults {
     fn default() -> Self {
         Defaults {
-            values: DEFS.iter().map(|d| (d.name, d.default.to_string())).collect(),
+            values: DEFS
+                .iter()
+                .map(|d| (d.name, d.default.to_string()))
+                .collect(),
         }
     }
 }
@@ -201,12 +213,22 @@ impl Defaults {
 }
 
 /// The value of `name` for a topic: its override, else the broker default.
-pub fn value_of<'a>(name: &str, overrides: &'a BTreeMap<String, String>, defaults: &'a Defaults) -> Option<&'a str> {
-    overrides.get(name).map(String::as_str).or_else(|| defaults.get(name))
+pub fn value_of<'a>(
+    name: &str,
+    overrides: &'a BTreeMap<String, String>,
+    defaults: &'a Defaults,
+) -> Option<&'a str> {
+    overrides
+        .get(name)
+        .map(String::as_str)
+        .or_else(|| defaults.get(name))
 }
 
 /// Resolves a topic's overrides over the defaults into the log's settings.
-pub fn resolve(overrides: &BTreeMap<String, String>, defaults: &Defaults) -> Result<LogConfig, ConfigError> {
+pub fn resolve(
+    overrides: &BTreeMap<String, String>,
+    defaults: &Defaults,
+) -> Result<LogConfig, ConfigError> {
     for (name, value) in overrides {
         validate(name, value)?;
     }
@@ -249,7 +271,10 @@ mod tests {
         for d in DEFS {
             validate(d.name, d.default).unwrap();
         }
-        assert_eq!(resolve(&BTreeMap::new(), &Defaults::default()).unwrap(), LogConfig::default());
+        assert_eq!(
+            resolve(&BTreeMap::new(), &Defaults::default()).unwrap(),
+            LogConfig::default()
+        );
     }
 
     #[test]
@@ -265,11 +290,23 @@ mod tests {
 
     #[test]
     fn bad_names_and_values_are_explained() {
-        assert!(validate("no.such", "1").unwrap_err().0.contains("unknown topic config"));
-        assert!(validate(RETENTION_MS, "soon").unwrap_err().0.contains("not an integer"));
-        assert!(validate(SEGMENT_BYTES, "10").unwrap_err().0.contains("at least 1024"));
+        assert!(validate("no.such", "1")
+            .unwrap_err()
+            .0
+            .contains("unknown topic config"));
+        assert!(validate(RETENTION_MS, "soon")
+            .unwrap_err()
+            .0
+            .contains("not an integer"));
+        assert!(validate(SEGMENT_BYTES, "10")
+            .unwrap_err()
+            .0
+            .contains("at least 1024"));
         assert!(validate(SEGMENT_BYTES, "3000000000").is_err());
-        assert!(validate(FLUSH_MODE, "sometimes").unwrap_err().0.contains("interval, sync"));
+        assert!(validate(FLUSH_MODE, "sometimes")
+            .unwrap_err()
+            .0
+            .contains("interval, sync"));
         assert!(validate(CLEANUP_POLICY, "compact").is_err());
         validate(CLEANUP_POLICY, "delete").unwrap();
     }

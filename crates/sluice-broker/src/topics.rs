@@ -72,7 +72,7 @@ impl Default for TopicLimits {
 
 pub struct Topics {
     topics_dir: PathBuf,
-    store: MetadataStore,
+    store: Arc<MetadataStore>,
     defaults: Defaults,
     limits: TopicLimits,
     clock: Arc<dyn Clock>,
@@ -89,7 +89,11 @@ impl std::fmt::Debug for Topics {
 
 /// Checks a topic name by Kafka's rules.
 pub fn validate_topic_name(name: &str) -> Result<(), BrokerError> {
-    let bad = |why: &str| Err(BrokerError::InvalidTopic(format!("invalid topic name '{name}': {why}")));
+    let bad = |why: &str| {
+        Err(BrokerError::InvalidTopic(format!(
+            "invalid topic name '{name}': {why}"
+        )))
+    };
     if name.is_empty() {
         return bad("empty");
     }
@@ -99,7 +103,10 @@ pub fn validate_topic_name(name: &str) -> Result<(), BrokerError> {
     if name.len() > MAX_TOPIC_NAME_BYTES {
         return bad("longer than 249 characters");
     }
-    if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-') {
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+    {
         return bad("only ASCII letters, digits, '.', '_' and '-' are allowed");
     }
     Ok(())
@@ -109,7 +116,7 @@ impl Topics {
     /// Loads the topic list and opens (recovering) every partition's log.
     pub fn open(
         data_dir: &Path,
-        store: MetadataStore,
+        store: Arc<MetadataStore>,
         defaults: Defaults,
         limits: TopicLimits,
         clock: Arc<dyn Clock>,
@@ -160,13 +167,23 @@ impl Topics {
         self.topics_dir.join(format!("{topic}-{index}"))
     }
 
-    fn open_partition(&self, topic: &Arc<str>, index: i32, config: LogConfig) -> Result<Arc<Partition>, BrokerError> {
+    fn open_partition(
+        &self,
+        topic: &Arc<str>,
+        index: i32,
+        config: LogConfig,
+    ) -> Result<Arc<Partition>, BrokerError> {
         let dir = self.partition_dir(topic, index);
         let (log, report) = Log::open(&dir, config, Arc::clone(&self.clock))?;
         if report.truncated_bytes > 0 || report.removed_segments > 0 {
             tracing::warn!(%topic, partition = index, ?report, "recovered partition after an unclean shutdown");
         }
-        Ok(Partition::new(Arc::clone(topic), index, log, self.clock.now_ms()))
+        Ok(Partition::new(
+            Arc::clone(topic),
+            index,
+            log,
+            self.clock.now_ms(),
+        ))
     }
 
     pub fn defaults(&self) -> &Defaults {
@@ -267,7 +284,9 @@ impl Topics {
             self.remove_partition_dirs(&name, 0..=partitions - 1);
             return Err(e);
         }
-        self.by_name.write().insert(Arc::clone(&name), Arc::clone(&topic));
+        self.by_name
+            .write()
+            .insert(Arc::clone(&name), Arc::clone(&topic));
         tracing::info!(topic = %name, partitions, "created topic");
         Ok(Some(topic))
     }
@@ -278,18 +297,26 @@ impl Topics {
         let Some(topic) = self.get(name) else {
             return Err(BrokerError::UnknownTopic(name.to_string()));
         };
-        let stored: Vec<StoredTopic> = self.stored().into_iter().filter(|t| t.name != name).collect();
+        let stored: Vec<StoredTopic> = self
+            .stored()
+            .into_iter()
+            .filter(|t| t.name != name)
+            .collect();
         self.store.save_topics(&stored)?;
         self.by_name.write().remove(name);
         let mut doomed = Vec::new();
         for partition in topic.partitions() {
             let dir = self.partition_dir(name, partition.index);
-            let aside = self
-                .topics_dir
-                .join(format!("{name}-{}.{}.deleted", partition.index, topic.id.simple()));
+            let aside = self.topics_dir.join(format!(
+                "{name}-{}.{}.deleted",
+                partition.index,
+                topic.id.simple()
+            ));
             match fs::rename(&dir, &aside) {
                 Ok(()) => doomed.push(aside),
-                Err(e) => tracing::warn!(dir = %dir.display(), error = %e, "cannot move deleted partition aside"),
+                Err(e) => {
+                    tracing::warn!(dir = %dir.display(), error = %e, "cannot move deleted partition aside")
+                }
             }
         }
         std::thread::spawn(move || {
@@ -304,7 +331,12 @@ impl Topics {
     }
 
     /// Grows a topic to `count` partitions.
-    pub fn add_partitions(&self, name: &str, count: i32, validate_only: bool) -> Result<(), BrokerError> {
+    pub fn add_partitions(
+        &self,
+        name: &str,
+        count: i32,
+        validate_only: bool,
+    ) -> Result<(), BrokerError> {
         let _changes = self.changes.lock();
         let Some(topic) = self.get(name) else {
             return Err(BrokerError::UnknownTopic(name.to_string()));
@@ -344,7 +376,12 @@ impl Topics {
     }
 
     /// Replaces a topic's config overrides.
-    pub fn set_configs(&self, name: &str, configs: BTreeMap<String, String>, validate_only: bool) -> Result<(), BrokerError> {
+    pub fn set_configs(
+        &self,
+        name: &str,
+        configs: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<(), BrokerError> {
         let config = topic_config::resolve(&configs, &self.defaults)?;
         let _changes = self.changes.lock();
         let Some(topic) = self.get(name) else {
@@ -380,7 +417,9 @@ impl Topics {
 
 /// Removes what a delete interrupted by a crash left behind.
 fn remove_deleted_dirs(topics_dir: &Path) {
-    let Ok(entries) = fs::read_dir(topics_dir) else { return };
+    let Ok(entries) = fs::read_dir(topics_dir) else {
+        return;
+    };
     for entry in entries.flatten() {
         if entry.file_name().to_string_lossy().ends_with(".deleted") {
             if let Err(e) = fs::remove_dir_all(entry.path()) {
@@ -398,7 +437,7 @@ mod tests {
     fn open(dir: &Path) -> Topics {
         Topics::open(
             dir,
-            MetadataStore::open(&dir.join("meta")).unwrap(),
+            Arc::new(MetadataStore::open(&dir.join("meta")).unwrap()),
             Defaults::default(),
             TopicLimits::default(),
             Arc::new(SystemClock),
@@ -422,7 +461,12 @@ mod tests {
         {
             let topics = open(dir.path());
             topics
-                .create("a", 3, BTreeMap::from([("retention.ms".into(), "1000".into())]), false)
+                .create(
+                    "a",
+                    3,
+                    BTreeMap::from([("retention.ms".into(), "1000".into())]),
+                    false,
+                )
                 .unwrap();
             topics.create("b", 1, BTreeMap::new(), false).unwrap();
             assert!(matches!(
@@ -437,7 +481,10 @@ mod tests {
         let topics = open(dir.path());
         assert!(topics.get("a").is_none());
         assert_eq!(topics.get("b").unwrap().partition_count(), 2);
-        let again = topics.create("a", 1, BTreeMap::new(), false).unwrap().unwrap();
+        let again = topics
+            .create("a", 1, BTreeMap::new(), false)
+            .unwrap()
+            .unwrap();
         assert_eq!(again.partition_count(), 1);
     }
 
@@ -445,7 +492,10 @@ mod tests {
     fn bad_requests_are_refused_with_reasons() {
         let dir = tempfile::tempdir().unwrap();
         let topics = open(dir.path());
-        assert!(matches!(topics.create("x", 0, BTreeMap::new(), false), Err(BrokerError::InvalidPartitions(_))));
+        assert!(matches!(
+            topics.create("x", 0, BTreeMap::new(), false),
+            Err(BrokerError::InvalidPartitions(_))
+        ));
         assert!(matches!(
             topics.create("x", 100_000, BTreeMap::new(), false),
             Err(BrokerError::InvalidPartitions(_))
@@ -455,8 +505,17 @@ mod tests {
             Err(BrokerError::InvalidConfig(_))
         ));
         topics.create("x", 2, BTreeMap::new(), false).unwrap();
-        assert!(matches!(topics.add_partitions("x", 2, false), Err(BrokerError::InvalidPartitions(_))));
-        assert!(matches!(topics.add_partitions("y", 3, false), Err(BrokerError::UnknownTopic(_))));
-        assert!(matches!(topics.delete("y"), Err(BrokerError::UnknownTopic(_))));
+        assert!(matches!(
+            topics.add_partitions("x", 2, false),
+            Err(BrokerError::InvalidPartitions(_))
+        ));
+        assert!(matches!(
+            topics.add_partitions("y", 3, false),
+            Err(BrokerError::UnknownTopic(_))
+        ));
+        assert!(matches!(
+            topics.delete("y"),
+            Err(BrokerError::UnknownTopic(_))
+        ));
     }
 }

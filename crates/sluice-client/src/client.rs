@@ -8,13 +8,16 @@ use bytes::Bytes;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use kafka_protocol::messages::incremental_alter_configs_request::{AlterConfigsResource, AlterableConfig};
+use kafka_protocol::messages::incremental_alter_configs_request::{
+    AlterConfigsResource, AlterableConfig,
+};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    BrokerId, CreateTopicsRequest, DeleteTopicsRequest, DescribeConfigsRequest, FetchRequest, IncrementalAlterConfigsRequest,
-    ListOffsetsRequest, MetadataRequest, MetadataResponse, ProduceRequest, TopicName,
+    BrokerId, CreateTopicsRequest, DeleteTopicsRequest, DescribeConfigsRequest, FetchRequest,
+    IncrementalAlterConfigsRequest, ListOffsetsRequest, MetadataRequest, MetadataResponse,
+    ProduceRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -26,11 +29,19 @@ fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
 }
 
-fn check(context: impl Into<String>, code: i16, message: Option<&StrBytes>) -> Result<(), ClientError> {
+fn check(
+    context: impl Into<String>,
+    code: i16,
+    message: Option<&StrBytes>,
+) -> Result<(), ClientError> {
     if code == 0 {
         Ok(())
     } else {
-        Err(ClientError::kafka(context, code, message.map(|m| m.to_string())))
+        Err(ClientError::kafka(
+            context,
+            code,
+            message.map(|m| m.to_string()),
+        ))
     }
 }
 
@@ -82,7 +93,10 @@ impl Client {
     }
 
     /// Metadata for `topics` (all when `None`), without auto-creating anything.
-    pub async fn metadata(&mut self, topics: Option<&[String]>) -> Result<MetadataResponse, ClientError> {
+    pub async fn metadata(
+        &mut self,
+        topics: Option<&[String]>,
+    ) -> Result<MetadataResponse, ClientError> {
         let request = MetadataRequest::default()
             .with_topics(topics.map(|t| {
                 t.iter()
@@ -131,13 +145,21 @@ impl Client {
                 .with_configs(
                     configs
                         .iter()
-                        .map(|(k, v)| CreatableTopicConfig::default().with_name(s(k)).with_value(Some(s(v))))
+                        .map(|(k, v)| {
+                            CreatableTopicConfig::default()
+                                .with_name(s(k))
+                                .with_value(Some(s(v)))
+                        })
                         .collect(),
                 )])
             .with_timeout_ms(30_000);
         let response = self.conn.call(&request, 2, 7).await?;
         for t in response.topics {
-            check(format!("creating topic '{name}'"), t.error_code, t.error_message.as_ref())?;
+            check(
+                format!("creating topic '{name}'"),
+                t.error_code,
+                t.error_message.as_ref(),
+            )?;
         }
         Ok(())
     }
@@ -148,23 +170,33 @@ impl Client {
             .with_timeout_ms(30_000);
         let response = self.conn.call(&request, 1, 5).await?;
         for t in response.responses {
-            check(format!("deleting topic '{name}'"), t.error_code, t.error_message.as_ref())?;
+            check(
+                format!("deleting topic '{name}'"),
+                t.error_code,
+                t.error_message.as_ref(),
+            )?;
         }
         Ok(())
     }
 
     pub async fn topic_configs(&mut self, name: &str) -> Result<Vec<ConfigEntry>, ClientError> {
-        let request = DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
-            .with_resource_type(2)
-            .with_resource_name(s(name))
-            .with_configuration_keys(None)]);
+        let request = DescribeConfigsRequest::default().with_resources(vec![
+            DescribeConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(s(name))
+                .with_configuration_keys(None),
+        ]);
         let response = self.conn.call(&request, 1, 4).await?;
         let result = response
             .results
             .into_iter()
             .next()
             .ok_or_else(|| ClientError::Protocol("DescribeConfigs without a result".into()))?;
-        check(format!("configs of '{name}'"), result.error_code, result.error_message.as_ref())?;
+        check(
+            format!("configs of '{name}'"),
+            result.error_code,
+            result.error_message.as_ref(),
+        )?;
         Ok(result
             .configs
             .into_iter()
@@ -177,39 +209,75 @@ impl Client {
     }
 
     /// Sets and removes topic config overrides (IncrementalAlterConfigs).
-    pub async fn alter_topic_configs(&mut self, name: &str, set: &[(String, String)], delete: &[String]) -> Result<(), ClientError> {
+    pub async fn alter_topic_configs(
+        &mut self,
+        name: &str,
+        set: &[(String, String)],
+        delete: &[String],
+    ) -> Result<(), ClientError> {
         let mut configs: Vec<AlterableConfig> = set
             .iter()
-            .map(|(k, v)| AlterableConfig::default().with_name(s(k)).with_config_operation(0).with_value(Some(s(v))))
+            .map(|(k, v)| {
+                AlterableConfig::default()
+                    .with_name(s(k))
+                    .with_config_operation(0)
+                    .with_value(Some(s(v)))
+            })
             .collect();
-        configs.extend(delete.iter().map(|k| AlterableConfig::default().with_name(s(k)).with_config_operation(1)));
-        let request = IncrementalAlterConfigsRequest::default().with_resources(vec![AlterConfigsResource::default()
-            .with_resource_type(2)
-            .with_resource_name(s(name))
-            .with_configs(configs)]);
+        configs.extend(delete.iter().map(|k| {
+            AlterableConfig::default()
+                .with_name(s(k))
+                .with_config_operation(1)
+        }));
+        let request = IncrementalAlterConfigsRequest::default().with_resources(vec![
+            AlterConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(s(name))
+                .with_configs(configs),
+        ]);
         let response = self.conn.call(&request, 0, 1).await?;
         for r in response.responses {
-            check(format!("altering configs of '{name}'"), r.error_code, r.error_message.as_ref())?;
+            check(
+                format!("altering configs of '{name}'"),
+                r.error_code,
+                r.error_message.as_ref(),
+            )?;
         }
         Ok(())
     }
 
     /// ListOffsets for each partition: -1 latest, -2 earliest, or a timestamp. Returns
     /// `(partition, offset, timestamp)`; offset -1 when no record is that recent.
-    pub async fn list_offsets(&mut self, topic: &str, partitions: &[i32], timestamp: i64) -> Result<Vec<(i32, i64, i64)>, ClientError> {
+    pub async fn list_offsets(
+        &mut self,
+        topic: &str,
+        partitions: &[i32],
+        timestamp: i64,
+    ) -> Result<Vec<(i32, i64, i64)>, ClientError> {
         let request = ListOffsetsRequest::default()
             .with_replica_id(BrokerId(-1))
-            .with_topics(vec![ListOffsetsTopic::default().with_name(TopicName(s(topic))).with_partitions(
-                partitions
-                    .iter()
-                    .map(|&p| ListOffsetsPartition::default().with_partition_index(p).with_timestamp(timestamp).with_current_leader_epoch(-1))
-                    .collect(),
-            )]);
+            .with_topics(vec![ListOffsetsTopic::default()
+                .with_name(TopicName(s(topic)))
+                .with_partitions(
+                    partitions
+                        .iter()
+                        .map(|&p| {
+                            ListOffsetsPartition::default()
+                                .with_partition_index(p)
+                                .with_timestamp(timestamp)
+                                .with_current_leader_epoch(-1)
+                        })
+                        .collect(),
+                )]);
         let response = self.conn.call(&request, 1, 7).await?;
         let mut out = Vec::new();
         for t in response.topics {
             for p in t.partitions {
-                check(format!("offsets of {topic}-{}", p.partition_index), p.error_code, None)?;
+                check(
+                    format!("offsets of {topic}-{}", p.partition_index),
+                    p.error_code,
+                    None,
+                )?;
                 out.push((p.partition_index, p.offset, p.timestamp));
             }
         }
@@ -218,15 +286,25 @@ impl Client {
     }
 
     /// Produces one encoded batch to one partition; returns its base offset (-1 with acks=0).
-    pub async fn produce(&mut self, topic: &str, partition: i32, batch: Bytes, acks: i16) -> Result<i64, ClientError> {
+    pub async fn produce(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        batch: Bytes,
+        acks: i16,
+    ) -> Result<i64, ClientError> {
         let request = ProduceRequest::default()
             .with_acks(acks)
             .with_timeout_ms(30_000)
             .with_topic_data(vec![TopicProduceData::default()
                 .with_name(TopicName(s(topic)))
-                .with_partition_data(vec![PartitionProduceData::default().with_index(partition).with_records(Some(batch))])]);
+                .with_partition_data(vec![PartitionProduceData::default()
+                    .with_index(partition)
+                    .with_records(Some(batch))])]);
         if acks == 0 {
-            let version = self.conn.version_for(kafka_protocol::messages::ApiKey::Produce, 3, 12)?;
+            let version =
+                self.conn
+                    .version_for(kafka_protocol::messages::ApiKey::Produce, 3, 12)?;
             self.conn.send(&request, version, false).await?;
             return Ok(-1);
         }
@@ -236,36 +314,57 @@ impl Client {
             .into_iter()
             .flat_map(|t| t.partition_responses)
             .next()
-            .ok_or_else(|| ClientError::Protocol("Produce response without the partition".into()))?;
-        check(format!("producing to {topic}-{partition}"), p.error_code, p.error_message.as_ref())?;
+            .ok_or_else(|| {
+                ClientError::Protocol("Produce response without the partition".into())
+            })?;
+        check(
+            format!("producing to {topic}-{partition}"),
+            p.error_code,
+            p.error_message.as_ref(),
+        )?;
         Ok(p.base_offset)
     }
 
     /// Fetches from one partition, waiting up to `max_wait` for at least one byte.
-    pub async fn fetch(&mut self, topic: &str, partition: i32, offset: i64, max_wait: Duration, max_bytes: i32) -> Result<Fetched, ClientError> {
+    pub async fn fetch(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        offset: i64,
+        max_wait: Duration,
+        max_bytes: i32,
+    ) -> Result<Fetched, ClientError> {
         let request = FetchRequest::default()
             .with_replica_id(BrokerId(-1))
             .with_max_wait_ms(max_wait.as_millis() as i32)
             .with_min_bytes(1)
             .with_max_bytes(max_bytes)
             .with_session_epoch(-1)
-            .with_topics(vec![FetchTopic::default().with_topic(TopicName(s(topic))).with_partitions(vec![
-                FetchPartition::default()
+            .with_topics(vec![FetchTopic::default()
+                .with_topic(TopicName(s(topic)))
+                .with_partitions(vec![FetchPartition::default()
                     .with_partition(partition)
                     .with_fetch_offset(offset)
                     .with_current_leader_epoch(-1)
                     .with_log_start_offset(-1)
-                    .with_partition_max_bytes(max_bytes),
-            ])]);
+                    .with_partition_max_bytes(max_bytes)])]);
         let response = self.conn.call(&request, 4, 12).await?;
-        check(format!("fetching {topic}-{partition}"), response.error_code, None)?;
+        check(
+            format!("fetching {topic}-{partition}"),
+            response.error_code,
+            None,
+        )?;
         let p = response
             .responses
             .into_iter()
             .flat_map(|t| t.partitions)
             .next()
             .ok_or_else(|| ClientError::Protocol("Fetch response without the partition".into()))?;
-        check(format!("fetching {topic}-{partition} at {offset}"), p.error_code, None)?;
+        check(
+            format!("fetching {topic}-{partition} at {offset}"),
+            p.error_code,
+            None,
+        )?;
         let records = match &p.records {
             Some(bytes) => decode_batches(bytes)?,
             None => Vec::new(),

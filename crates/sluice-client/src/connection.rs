@@ -5,7 +5,9 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader,
+};
 use kafka_protocol::protocol::{Decodable, Encodable, Request, StrBytes};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -33,7 +35,11 @@ impl std::fmt::Debug for Connection {
 
 impl Connection {
     /// Connects and negotiates API versions (ApiVersions v3, falling back to v0, KIP-511).
-    pub async fn connect(addr: &str, client_id: &str, timeout: Duration) -> Result<Connection, ClientError> {
+    pub async fn connect(
+        addr: &str,
+        client_id: &str,
+        timeout: Duration,
+    ) -> Result<Connection, ClientError> {
         let stream = tokio::time::timeout(timeout, TcpStream::connect(addr))
             .await
             .map_err(|_| ClientError::Timeout {
@@ -95,20 +101,34 @@ impl Connection {
     }
 
     /// Sends `request` at the best common version in `min..=max` and waits for its response.
-    pub async fn call<R: Request>(&mut self, request: &R, min: i16, max: i16) -> Result<R::Response, ClientError> {
+    pub async fn call<R: Request>(
+        &mut self,
+        request: &R,
+        min: i16,
+        max: i16,
+    ) -> Result<R::Response, ClientError> {
         let api = api_key::<R>()?;
         let version = self.version_for(api, min, max)?;
         self.exchange(request, version).await
     }
 
-    async fn exchange<R: Request>(&mut self, request: &R, version: i16) -> Result<R::Response, ClientError> {
+    async fn exchange<R: Request>(
+        &mut self,
+        request: &R,
+        version: i16,
+    ) -> Result<R::Response, ClientError> {
         self.send(request, version, true).await?;
         let frame = self.receive_frame().await?;
         self.decode::<R>(frame)
     }
 
     /// Writes a request without waiting; `expect_response` is false for Produce with acks=0.
-    pub async fn send<R: Request>(&mut self, request: &R, version: i16, expect_response: bool) -> Result<i32, ClientError> {
+    pub async fn send<R: Request>(
+        &mut self,
+        request: &R,
+        version: i16,
+        expect_response: bool,
+    ) -> Result<i32, ClientError> {
         let api = api_key::<R>()?;
         let correlation_id = self.next_correlation_id;
         self.next_correlation_id = self.next_correlation_id.wrapping_add(1);
@@ -140,12 +160,13 @@ impl Connection {
     }
 
     fn decode<R: Request>(&mut self, mut frame: Bytes) -> Result<R::Response, ClientError> {
-        let (correlation_id, api, version) = self
-            .in_flight
-            .pop_front()
-            .ok_or_else(|| ClientError::Protocol("a response arrived that nobody asked for".into()))?;
+        let (correlation_id, api, version) = self.in_flight.pop_front().ok_or_else(|| {
+            ClientError::Protocol("a response arrived that nobody asked for".into())
+        })?;
         if api as i16 != R::KEY {
-            return Err(ClientError::Protocol(format!("expected a {api:?} response")));
+            return Err(ClientError::Protocol(format!(
+                "expected a {api:?} response"
+            )));
         }
         let header = ResponseHeader::decode(&mut frame, api.response_header_version(version))
             .map_err(|e| ClientError::Protocol(format!("{api:?} response header: {e:#}")))?;
@@ -155,7 +176,8 @@ impl Connection {
                 header.correlation_id
             )));
         }
-        R::Response::decode(&mut frame, version).map_err(|e| ClientError::Protocol(format!("{api:?} v{version} response: {e:#}")))
+        R::Response::decode(&mut frame, version)
+            .map_err(|e| ClientError::Protocol(format!("{api:?} v{version} response: {e:#}")))
     }
 
     async fn write(&mut self, bytes: &[u8]) -> Result<(), ClientError> {
@@ -178,7 +200,12 @@ impl Connection {
             let size = usize::try_from(size)
                 .ok()
                 .filter(|s| *s <= MAX_RESPONSE_BYTES)
-                .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("response size {size}")))?;
+                .ok_or_else(|| {
+                    std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        format!("response size {size}"),
+                    )
+                })?;
             let mut buf = BytesMut::zeroed(size);
             stream.read_exact(&mut buf).await?;
             Ok::<_, std::io::Error>(buf.freeze())
@@ -194,5 +221,6 @@ impl Connection {
 }
 
 fn api_key<R: Request>() -> Result<ApiKey, ClientError> {
-    ApiKey::try_from(R::KEY).map_err(|()| ClientError::Protocol(format!("unknown API key {}", R::KEY)))
+    ApiKey::try_from(R::KEY)
+        .map_err(|()| ClientError::Protocol(format!("unknown API key {}", R::KEY)))
 }

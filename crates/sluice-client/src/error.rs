@@ -18,7 +18,9 @@ pub enum ClientError {
     Timeout { addr: String, timeout_ms: u64 },
     #[error("protocol error: {0}")]
     Protocol(String),
-    #[error("the broker does not support {api:?} at any version this client speaks ({min}..={max})")]
+    #[error(
+        "the broker does not support {api:?} at any version this client speaks ({min}..={max})"
+    )]
     Unsupported { api: ApiKey, min: i16, max: i16 },
     #[error("{context}: {name} ({code}){}", message.as_deref().map(|m| format!(": {m}")).unwrap_or_default())]
     Kafka {

@@ -59,11 +59,19 @@ mod tests {
             (b"foobar", -790332482),
             (b"a-little-bit-long-string", -985981536),
             (b"a-little-bit-longer-string", -1486304829),
-            (b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8", -58897971),
+            (
+                b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8",
+                -58897971,
+            ),
             (&[b'a', b'b', b'c'], 479470107),
         ];
         for (data, expected) in cases {
-            assert_eq!(murmur2(data), *expected, "{:?}", String::from_utf8_lossy(data));
+            assert_eq!(
+                murmur2(data),
+                *expected,
+                "{:?}",
+                String::from_utf8_lossy(data)
+            );
         }
     }
 }

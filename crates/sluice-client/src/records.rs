@@ -2,7 +2,9 @@
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
 
 use crate::error::ClientError;
 
@@ -63,8 +65,15 @@ pub fn encode_batch(records: &[OutRecord], compression: Compression) -> Result<B
         })
         .collect();
     let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(&mut buf, &records, &RecordEncodeOptions { version: 2, compression })
-        .map_err(|e| ClientError::Protocol(format!("encoding records: {e:#}")))?;
+    RecordBatchEncoder::encode(
+        &mut buf,
+        &records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression,
+        },
+    )
+    .map_err(|e| ClientError::Protocol(format!("encoding records: {e:#}")))?;
     // Not idempotent: the base sequence of a plain producer's batch is -1; the CRC covers it.
     if buf.len() >= 61 {
         buf[53..57].copy_from_slice(&(-1i32).to_be_bytes());
@@ -80,13 +89,17 @@ pub fn decode_batches(bytes: &Bytes) -> Result<Vec<InRecord>, ClientError> {
     let mut out = Vec::new();
     let mut at = 0usize;
     while bytes.len() >= at + 12 {
-        let length = i32::from_be_bytes([bytes[at + 8], bytes[at + 9], bytes[at + 10], bytes[at + 11]]);
-        let total = 12 + usize::try_from(length).map_err(|_| ClientError::Protocol("negative batch length".into()))?;
+        let length =
+            i32::from_be_bytes([bytes[at + 8], bytes[at + 9], bytes[at + 10], bytes[at + 11]]);
+        let total = 12
+            + usize::try_from(length)
+                .map_err(|_| ClientError::Protocol("negative batch length".into()))?;
         if bytes.len() < at + total {
             break;
         }
         let mut batch = bytes.slice(at..at + total);
-        let set = RecordBatchDecoder::decode(&mut batch).map_err(|e| ClientError::Protocol(format!("decoding records: {e:#}")))?;
+        let set = RecordBatchDecoder::decode(&mut batch)
+            .map_err(|e| ClientError::Protocol(format!("decoding records: {e:#}")))?;
         for r in set.records {
             if r.control {
                 continue;
@@ -96,7 +109,11 @@ pub fn decode_batches(bytes: &Bytes) -> Result<Vec<InRecord>, ClientError> {
                 timestamp_ms: r.timestamp,
                 key: r.key,
                 value: r.value,
-                headers: r.headers.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+                headers: r
+                    .headers
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v))
+                    .collect(),
             });
         }
         at += total;

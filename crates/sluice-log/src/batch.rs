@@ -159,7 +159,9 @@ pub fn check_stored(batch: &[u8]) -> Result<BatchHeader, BatchError> {
     if header.magic != MAGIC_V2 {
         return Err(BatchError::UnsupportedMagic(header.magic));
     }
-    if header.total_bytes() != batch.len() || header.batch_length < (HEADER_BYTES - LOG_OVERHEAD) as i32 {
+    if header.total_bytes() != batch.len()
+        || header.batch_length < (HEADER_BYTES - LOG_OVERHEAD) as i32
+    {
         return Err(BatchError::BadLength {
             declared: header.batch_length,
             available: batch.len(),
@@ -180,20 +182,20 @@ pub fn check_stored(batch: &[u8]) -> Result<BatchHeader, BatchError> {
     Ok(header)
 }
 
-/// A produce request's records, checked and ready to append.
+/// A produce request's batch for one partition, checked and ready to append.
 #[derive(Debug)]
-pub struct ValidatedBatches {
+pub struct ValidatedBatch {
     pub(crate) bytes: Vec<u8>,
-    pub(crate) headers: Vec<BatchHeader>,
+    pub(crate) header: BatchHeader,
 }
 
-impl ValidatedBatches {
-    pub fn headers(&self) -> &[BatchHeader] {
-        &self.headers
+impl ValidatedBatch {
+    pub fn header(&self) -> &BatchHeader {
+        &self.header
     }
 
     pub fn record_count(&self) -> i64 {
-        self.headers.iter().map(|h| i64::from(h.record_count)).sum()
+        i64::from(self.header.record_count)
     }
 
     pub fn total_bytes(&self) -> usize {
@@ -201,80 +203,84 @@ impl ValidatedBatches {
     }
 }
 
-/// Validates the records of one partition of a Produce request before anything is written:
-/// every batch is magic v2, complete, CRC-correct, at most `max_batch_bytes`, not a control
-/// batch, and its record count agrees with its offsets (and, uncompressed, with its records).
-pub fn validate_produce(records: &[u8], max_batch_bytes: usize) -> Result<ValidatedBatches, BatchError> {
+/// Validates the records of one partition of a Produce request before anything is written.
+/// As in Kafka, a v3+ Produce carries exactly one batch per partition; it must be magic v2,
+/// whole, CRC-correct, at most `max_batch_bytes`, not a control batch, and its record count
+/// must agree with its offsets (and, uncompressed, with its records).
+pub fn validate_produce(
+    records: &[u8],
+    max_batch_bytes: usize,
+) -> Result<ValidatedBatch, BatchError> {
     if records.is_empty() {
-        return Err(BatchError::InvalidRecords("no record batch in the request".into()));
+        return Err(BatchError::InvalidRecords(
+            "no record batch in the request".into(),
+        ));
     }
-    let mut headers = Vec::with_capacity(1);
-    let mut at = 0;
-    while at < records.len() {
-        let rest = &records[at..];
-        if rest.len() < LOG_OVERHEAD {
-            return Err(BatchError::Truncated {
-                needed: LOG_OVERHEAD,
-                available: rest.len(),
-            });
-        }
-        let declared = i32_at(rest, 8);
-        if declared < (HEADER_BYTES - LOG_OVERHEAD) as i32 {
-            return Err(BatchError::BadLength {
-                declared,
-                available: rest.len(),
-            });
-        }
-        let total = LOG_OVERHEAD + declared as usize;
-        if total > max_batch_bytes {
-            return Err(BatchError::TooLarge {
-                bytes: total,
-                max: max_batch_bytes,
-            });
-        }
-        if total > rest.len() {
-            return Err(BatchError::BadLength {
-                declared,
-                available: rest.len(),
-            });
-        }
-        let batch = &rest[..total];
-        // Magic is checked before the CRC: an old-format message set has no CRC-32C.
-        if batch.len() > 16 && batch[16] as i8 != MAGIC_V2 {
-            return Err(BatchError::UnsupportedMagic(batch[16] as i8));
-        }
-        let header = check_stored(batch)?;
-        if header.is_control() {
-            return Err(BatchError::InvalidRecords(
-                "clients may not write control batches".into(),
-            ));
-        }
-        if header.record_count <= 0 {
-            return Err(BatchError::InvalidRecords(format!(
-                "record count {} in a batch",
-                header.record_count
-            )));
-        }
-        if i64::from(header.last_offset_delta) != i64::from(header.record_count) - 1 {
-            return Err(BatchError::InvalidRecords(format!(
-                "lastOffsetDelta {} does not match record count {}",
-                header.last_offset_delta, header.record_count
-            )));
-        }
-        if header.compression() == 0 {
-            check_uncompressed_records(&batch[HEADER_BYTES..], header.record_count)?;
-        } else if header.compression() > 4 {
-            return Err(BatchError::InvalidRecords(format!(
-                "unknown compression codec {}",
-                header.compression()
-            )));
-        }
-        headers.push(header);
-        at += total;
+    if records.len() < LOG_OVERHEAD {
+        return Err(BatchError::Truncated {
+            needed: LOG_OVERHEAD,
+            available: records.len(),
+        });
     }
-    Ok(ValidatedBatches {
+    let declared = i32_at(records, 8);
+    if declared < (HEADER_BYTES - LOG_OVERHEAD) as i32 {
+        return Err(BatchError::BadLength {
+            declared,
+            available: records.len(),
+        });
+    }
+    let total = LOG_OVERHEAD + declared as usize;
+    if total > max_batch_bytes {
+        return Err(BatchError::TooLarge {
+            bytes: total,
+            max: max_batch_bytes,
+        });
+    }
+    if total > records.len() {
+        return Err(BatchError::BadLength {
+            declared,
+            available: records.len(),
+        });
+    }
+    if total < records.len() {
+        return Err(BatchError::InvalidRecords(
+            "a produce request carries exactly one record batch per partition".into(),
+        ));
+    }
+    // Magic is checked before the CRC: an old-format message set has no CRC-32C.
+    if records[16] as i8 != MAGIC_V2 {
+        return Err(BatchError::UnsupportedMagic(records[16] as i8));
+    }
+    let header = check_stored(records)?;
+    if header.is_control() {
+        return Err(BatchError::InvalidRecords(
+            "clients may not write control batches".into(),
+        ));
+    }
+    if header.record_count <= 0 {
+        return Err(BatchError::InvalidRecords(format!(
+            "record count {} in a batch",
+            header.record_count
+        )));
+    }
+    if i64::from(header.last_offset_delta) != i64::from(header.record_count) - 1 {
+        return Err(BatchError::InvalidRecords(format!(
+            "lastOffsetDelta {} does not match record count {}",
+            header.last_offset_delta, header.record_count
+        )));
+    }
+    match header.compression() {
+        0 => check_uncompressed_records(&records[HEADER_BYTES..], header.record_count)?,
+        1..=4 => {}
+        other => {
+            return Err(BatchError::InvalidRecords(format!(
+                "unknown compression codec {other}"
+            )))
+        }
+    }
+    Ok(ValidatedBatch {
         bytes: records.to_vec(),
-        headers,
+        header,
     })
 }
 
@@ -293,10 +299,12 @@ fn check_uncompressed_records(mut body: &[u8], record_count: i32) -> Result<(), 
         }
         let mut record = &body[..length];
         record = &record[1..]; // attributes
-        read_varint(&mut record)
-            .ok_or_else(|| BatchError::InvalidRecords(format!("record {index}: bad timestamp delta")))?;
-        let offset_delta = read_varint(&mut record)
-            .ok_or_else(|| BatchError::InvalidRecords(format!("record {index}: bad offset delta")))?;
+        read_varint(&mut record).ok_or_else(|| {
+            BatchError::InvalidRecords(format!("record {index}: bad timestamp delta"))
+        })?;
+        let offset_delta = read_varint(&mut record).ok_or_else(|| {
+            BatchError::InvalidRecords(format!("record {index}: bad offset delta"))
+        })?;
         if offset_delta != index {
             return Err(BatchError::InvalidRecords(format!(
                 "record {index} has offset delta {offset_delta}"
@@ -366,7 +374,7 @@ mod tests {
             let bytes = batch_bytes(0, 5, 1_000, 64, codec);
             let v = validate_produce(&bytes, 1 << 20).unwrap();
             assert_eq!(v.record_count(), 5, "codec {codec}");
-            assert_eq!(v.headers()[0].compression(), codec);
+            assert_eq!(v.header().compression(), codec);
         }
     }
 
@@ -376,7 +384,10 @@ mod tests {
         for at in CRC_START..bytes.len() {
             let mut bad = bytes.clone();
             bad[at] ^= 0x01;
-            assert!(validate_produce(&bad, 1 << 20).is_err(), "flip at {at} accepted");
+            assert!(
+                validate_produce(&bad, 1 << 20).is_err(),
+                "flip at {at} accepted"
+            );
         }
     }
 
@@ -398,6 +409,11 @@ mod tests {
             Err(BatchError::UnsupportedMagic(1))
         ));
         assert!(validate_produce(&[], 1 << 20).is_err());
+        let two = [bytes.clone(), bytes.clone()].concat();
+        assert!(matches!(
+            validate_produce(&two, 1 << 20),
+            Err(BatchError::InvalidRecords(_))
+        ));
     }
 
     #[test]

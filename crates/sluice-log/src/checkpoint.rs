@@ -47,7 +47,10 @@ impl Checkpoint {
     pub(crate) fn write(&self, dir: &Path) -> Result<(), LogError> {
         let mut text = format!("recovery_point={}\n", self.recovery_point.0);
         if let Some((base, size)) = self.clean_active {
-            text.push_str(&format!("clean_active_base={}\nclean_active_bytes={size}\n", base.0));
+            text.push_str(&format!(
+                "clean_active_base={}\nclean_active_bytes={size}\n",
+                base.0
+            ));
         }
         let tmp = dir.join(format!("{FILE_NAME}.tmp"));
         let path = dir.join(FILE_NAME);

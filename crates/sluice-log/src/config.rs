@@ -66,10 +66,14 @@ impl LogConfig {
             return Err(LogError::Config("segment.ms must be at least 1".into()));
         }
         if self.max_message_bytes == 0 || self.max_message_bytes > i32::MAX as usize {
-            return Err(LogError::Config("max.message.bytes must be in [1, 2147483647]".into()));
+            return Err(LogError::Config(
+                "max.message.bytes must be in [1, 2147483647]".into(),
+            ));
         }
         if let FlushMode::Interval { interval_ms: 0 } = self.flush {
-            return Err(LogError::Config("flush.interval.ms must be at least 1".into()));
+            return Err(LogError::Config(
+                "flush.interval.ms must be at least 1".into(),
+            ));
         }
         Ok(())
     }

@@ -35,10 +35,12 @@ pub enum BatchErrorKind {
 impl BatchError {
     pub fn kind(&self) -> BatchErrorKind {
         match self {
-            BatchError::Truncated { .. } | BatchError::BadLength { .. } | BatchError::CrcMismatch { .. } => {
-                BatchErrorKind::Corrupt
+            BatchError::Truncated { .. }
+            | BatchError::BadLength { .. }
+            | BatchError::CrcMismatch { .. } => BatchErrorKind::Corrupt,
+            BatchError::UnsupportedMagic(_) | BatchError::InvalidRecords(_) => {
+                BatchErrorKind::Invalid
             }
-            BatchError::UnsupportedMagic(_) | BatchError::InvalidRecords(_) => BatchErrorKind::Invalid,
             BatchError::TooLarge { .. } => BatchErrorKind::TooLarge,
         }
     }
@@ -68,6 +70,8 @@ pub enum LogError {
     NonContiguous { expected: Offset, got: Offset },
     #[error("invalid log config: {0}")]
     Config(String),
+    #[error(transparent)]
+    Producer(#[from] crate::producer_state::ProducerError),
 }
 
 impl LogError {

@@ -31,7 +31,9 @@ impl OffsetIndex {
 
     /// The last entry whose offset is at or before `relative_offset`.
     pub fn floor(&self, relative_offset: u32) -> Option<IndexEntry> {
-        let after = self.entries.partition_point(|e| e.relative_offset <= relative_offset);
+        let after = self
+            .entries
+            .partition_point(|e| e.relative_offset <= relative_offset);
         after.checked_sub(1).map(|i| self.entries[i])
     }
 
@@ -81,7 +83,9 @@ impl OffsetIndex {
                 last.relative_offset < entry.relative_offset && last.position < entry.position
             });
             if !ordered || u64::from(entry.position) >= log_bytes {
-                return Err(LogError::Config("offset index entries are inconsistent".into()));
+                return Err(LogError::Config(
+                    "offset index entries are inconsistent".into(),
+                ));
             }
             index.entries.push(entry);
         }
@@ -120,7 +124,10 @@ mod tests {
         let bytes = i.encode();
         assert_eq!(OffsetIndex::decode(&bytes, 9000).unwrap(), i);
         assert!(OffsetIndex::decode(&bytes[..bytes.len() - 1], 9000).is_err());
-        assert!(OffsetIndex::decode(&bytes, 8000).is_err(), "position past the log end");
+        assert!(
+            OffsetIndex::decode(&bytes, 8000).is_err(),
+            "position past the log end"
+        );
         let mut swapped = bytes.clone();
         swapped.swap(3, 11);
         assert!(OffsetIndex::decode(&swapped, 9000).is_err());

@@ -15,6 +15,7 @@ mod flush;
 pub mod index;
 mod log;
 pub mod offset;
+pub mod producer_state;
 mod read;
 mod scan;
 mod segment;
@@ -23,11 +24,12 @@ pub mod time_index;
 #[doc(hidden)]
 pub mod testing;
 
-pub use batch::{validate_produce, BatchHeader, ValidatedBatches};
+pub use batch::{validate_produce, BatchHeader, ValidatedBatch};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{FlushMode, LogConfig, TimestampType};
 pub use error::{BatchError, BatchErrorKind, LogError};
 pub use flush::FlushJob;
 pub use log::{AppendInfo, Log, RecoveryReport};
 pub use offset::{LeaderEpoch, Offset};
+pub use producer_state::ProducerError;
 pub use read::ReadPlan;

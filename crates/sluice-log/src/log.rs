@@ -19,13 +19,14 @@ use std::sync::Arc;
 use bytes::Bytes;
 use kafka_protocol::records::RecordBatchDecoder;
 
-use crate::batch::{self, check_stored, BatchHeader, ValidatedBatches};
+use crate::batch::{self, check_stored, BatchHeader, ValidatedBatch};
 use crate::checkpoint::Checkpoint;
 use crate::clock::Clock;
 use crate::config::LogConfig;
 use crate::error::LogError;
 use crate::flush::FlushJob;
 use crate::offset::{LeaderEpoch, Offset};
+use crate::producer_state::{self, ProducerStates, SequenceCheck};
 use crate::read::ReadPlan;
 use crate::segment::{AppendFailure, OpenMode, Segment};
 
@@ -36,6 +37,9 @@ pub struct AppendInfo {
     pub last_offset: Offset,
     /// The broker time stamped on the batches, for LogAppendTime topics; -1 otherwise.
     pub log_append_time_ms: i64,
+    /// The batch was a producer's retry of one already in the log: nothing was written and
+    /// the offsets are the original ones.
+    pub duplicate: bool,
 }
 
 /// What start-up recovery found and did.
@@ -60,6 +64,7 @@ pub struct Log {
     /// their index files).
     unsynced: Vec<Arc<fs::File>>,
     checkpoint: Checkpoint,
+    producers: ProducerStates,
     /// Set when an I/O failure left the files in a state we could not undo.
     offline: Option<String>,
 }
@@ -68,7 +73,11 @@ impl Log {
     /// Opens (or creates) the log in `dir`, recovering from whatever a crash left behind:
     /// segments after the recovery point are scanned batch by batch, a torn or corrupt tail is
     /// cut off (and any later segment dropped), damaged index files are rebuilt.
-    pub fn open(dir: &Path, config: LogConfig, clock: Arc<dyn Clock>) -> Result<(Log, RecoveryReport), LogError> {
+    pub fn open(
+        dir: &Path,
+        config: LogConfig,
+        clock: Arc<dyn Clock>,
+    ) -> Result<(Log, RecoveryReport), LogError> {
         config.validate()?;
         fs::create_dir_all(dir).map_err(|e| LogError::io("create log directory", dir, e))?;
         let bases = list_segments(dir)?;
@@ -84,25 +93,36 @@ impl Log {
                 // hole in the log; serving it would skip records silently.
                 tracing::warn!(dir = %dir.display(), base = base.0, "removing segment after damaged log data");
                 for ext in ["log", "index", "timeindex"] {
-                    crate::segment::remove_if_exists(&dir.join(format!("{}.{ext}", crate::segment::file_stem(base))))?;
+                    crate::segment::remove_if_exists(
+                        &dir.join(format!("{}.{ext}", crate::segment::file_stem(base))),
+                    )?;
                 }
                 report.removed_segments += 1;
                 continue;
             }
             let successor = bases.get(i + 1).copied();
             let cleanly_closed = successor.is_none()
-                && checkpoint.clean_active.is_some_and(|(clean_base, clean_bytes)| {
-                    clean_base == base
-                        && fs::metadata(crate::segment::log_path(dir, base)).is_ok_and(|m| m.len() == clean_bytes)
-                });
-            let trusted = cleanly_closed || successor.is_some_and(|next| next <= checkpoint.recovery_point);
-            let mode = if trusted { OpenMode::Trusted } else { OpenMode::Recover };
+                && checkpoint
+                    .clean_active
+                    .is_some_and(|(clean_base, clean_bytes)| {
+                        clean_base == base
+                            && fs::metadata(crate::segment::log_path(dir, base))
+                                .is_ok_and(|m| m.len() == clean_bytes)
+                    });
+            let trusted =
+                cleanly_closed || successor.is_some_and(|next| next <= checkpoint.recovery_point);
+            let mode = if trusted {
+                OpenMode::Trusted
+            } else {
+                OpenMode::Recover
+            };
             if mode == OpenMode::Recover {
                 report.scanned_segments += 1;
             }
             let opened = Segment::open(dir, base, mode, config.index_interval_bytes, now_ms)?;
             // A scanned segment that stops short of its successor lost its tail in the crash.
-            let short = mode == OpenMode::Recover && successor.is_some_and(|next| opened.segment.next_offset() != next);
+            let short = mode == OpenMode::Recover
+                && successor.is_some_and(|next| opened.segment.next_offset() != next);
             if opened.truncated_bytes > 0 || short {
                 tracing::warn!(
                     dir = %dir.display(),
@@ -124,10 +144,16 @@ impl Log {
             segments.insert(base, opened.segment);
         }
         if segments.is_empty() {
-            segments.insert(Offset(0), Segment::create(dir, Offset(0), config.index_interval_bytes)?);
+            segments.insert(
+                Offset(0),
+                Segment::create(dir, Offset(0), config.index_interval_bytes)?,
+            );
         }
         let log_start_offset = *segments.keys().next().unwrap_or(&Offset(0));
-        let next_offset = segments.values().next_back().map_or(Offset(0), Segment::next_offset);
+        let next_offset = segments
+            .values()
+            .next_back()
+            .map_or(Offset(0), Segment::next_offset);
         let active_base = *segments.keys().next_back().unwrap_or(&Offset(0));
         // From here on a crash must scan the active segment again.
         let checkpoint = Checkpoint {
@@ -136,7 +162,7 @@ impl Log {
         };
         checkpoint.write(dir)?;
         report.segments = segments.len();
-        let log = Log {
+        let mut log = Log {
             dir: dir.to_path_buf(),
             config,
             clock,
@@ -146,8 +172,10 @@ impl Log {
             durable_offset: next_offset,
             unsynced: Vec::new(),
             checkpoint,
+            producers: ProducerStates::default(),
             offline: None,
         };
+        log.rebuild_producer_state()?;
         log.check_invariants();
         Ok((log, report))
     }
@@ -227,33 +255,45 @@ impl Log {
             .expect("a log always has an active segment")
     }
 
-    /// Appends a producer's validated batches, assigning them the next offsets and stamping
-    /// `leader_epoch` (and the broker's time, on LogAppendTime topics).
-    pub fn append(&mut self, mut batches: ValidatedBatches, leader_epoch: LeaderEpoch) -> Result<AppendInfo, LogError> {
+    /// Appends a producer's validated batch, assigning it the next offsets and stamping
+    /// `leader_epoch` (and the broker's time, on LogAppendTime topics). An idempotent
+    /// producer's retry of a batch already here is not written again: its original offsets
+    /// come back with `duplicate` set.
+    pub fn append(
+        &mut self,
+        mut batch: ValidatedBatch,
+        leader_epoch: LeaderEpoch,
+    ) -> Result<AppendInfo, LogError> {
         self.check_online()?;
-        let now_ms = self.clock.now_ms();
-        let log_append_time = self.config.timestamp_type == crate::config::TimestampType::LogAppendTime;
-        let base_offset = self.next_offset;
-        let mut next = base_offset;
-        let mut at = 0;
-        for header in batches.headers.iter_mut() {
-            let total = header.total_bytes();
-            let bytes = &mut batches.bytes[at..at + total];
-            batch::patch_base_offset(bytes, next, leader_epoch);
-            if log_append_time {
-                batch::stamp_log_append_time(bytes, now_ms);
-                header.max_timestamp = now_ms;
-            }
-            header.base_offset = next;
-            header.partition_leader_epoch = leader_epoch;
-            next = header.last_offset().plus(1);
-            at += total;
+        if let SequenceCheck::Duplicate {
+            base_offset,
+            last_offset,
+        } = self.producers.check(&batch.header)?
+        {
+            return Ok(AppendInfo {
+                base_offset,
+                last_offset,
+                log_append_time_ms: -1,
+                duplicate: true,
+            });
         }
-        self.write(&batches.bytes, &batches.headers, now_ms)?;
+        let now_ms = self.clock.now_ms();
+        let log_append_time =
+            self.config.timestamp_type == crate::config::TimestampType::LogAppendTime;
+        let base_offset = self.next_offset;
+        batch::patch_base_offset(&mut batch.bytes, base_offset, leader_epoch);
+        if log_append_time {
+            batch::stamp_log_append_time(&mut batch.bytes, now_ms);
+            batch.header.max_timestamp = now_ms;
+        }
+        batch.header.base_offset = base_offset;
+        batch.header.partition_leader_epoch = leader_epoch;
+        self.write(&batch.bytes, std::slice::from_ref(&batch.header), now_ms)?;
         Ok(AppendInfo {
             base_offset,
-            last_offset: next.plus(-1),
+            last_offset: batch.header.last_offset(),
             log_append_time_ms: if log_append_time { now_ms } else { -1 },
+            duplicate: false,
         })
     }
 
@@ -265,15 +305,18 @@ impl Log {
         let mut expected = self.next_offset;
         let mut at = 0;
         while at < bytes.len() {
-            let extent = batch::peek_extent(&bytes[at..]).ok_or(crate::error::BatchError::Truncated {
-                needed: batch::OFFSET_RANGE_BYTES,
-                available: bytes.len() - at,
-            })?;
+            let extent =
+                batch::peek_extent(&bytes[at..]).ok_or(crate::error::BatchError::Truncated {
+                    needed: batch::OFFSET_RANGE_BYTES,
+                    available: bytes.len() - at,
+                })?;
             let end = at + extent.total_bytes;
-            let header = check_stored(bytes.get(at..end).ok_or(crate::error::BatchError::BadLength {
-                declared: (extent.total_bytes - batch::LOG_OVERHEAD) as i32,
-                available: bytes.len() - at,
-            })?)?;
+            let header = check_stored(bytes.get(at..end).ok_or(
+                crate::error::BatchError::BadLength {
+                    declared: (extent.total_bytes - batch::LOG_OVERHEAD) as i32,
+                    available: bytes.len() - at,
+                },
+            )?)?;
             if header.base_offset != expected {
                 return Err(LogError::NonContiguous {
                     expected,
@@ -285,7 +328,9 @@ impl Log {
             at = end;
         }
         let Some(first) = headers.first().copied() else {
-            return Err(crate::error::BatchError::InvalidRecords("no batch to append".into()).into());
+            return Err(
+                crate::error::BatchError::InvalidRecords("no batch to append".into()).into(),
+            );
         };
         let now_ms = self.clock.now_ms();
         self.write(bytes, &headers, now_ms)?;
@@ -293,14 +338,25 @@ impl Log {
             base_offset: first.base_offset,
             last_offset: expected.plus(-1),
             log_append_time_ms: -1,
+            duplicate: false,
         })
     }
 
-    fn write(&mut self, bytes: &[u8], headers: &[BatchHeader], now_ms: i64) -> Result<(), LogError> {
+    fn write(
+        &mut self,
+        bytes: &[u8],
+        headers: &[BatchHeader],
+        now_ms: i64,
+    ) -> Result<(), LogError> {
         let (Some(first), Some(last)) = (headers.first(), headers.last()) else {
             return Ok(());
         };
-        self.maybe_roll(bytes.len() as u64, first.base_offset, last.last_offset(), now_ms)?;
+        self.maybe_roll(
+            bytes.len() as u64,
+            first.base_offset,
+            last.last_offset(),
+            now_ms,
+        )?;
         let dir = self.dir.clone();
         match self.active_mut().append(bytes, headers, now_ms) {
             Ok(()) => {}
@@ -313,11 +369,20 @@ impl Log {
             }
         }
         self.next_offset = last.last_offset().plus(1);
+        for header in headers {
+            self.producers.record(header);
+        }
         self.check_invariants();
         Ok(())
     }
 
-    fn maybe_roll(&mut self, incoming_bytes: u64, first: Offset, last: Offset, now_ms: i64) -> Result<(), LogError> {
+    fn maybe_roll(
+        &mut self,
+        incoming_bytes: u64,
+        first: Offset,
+        last: Offset,
+        now_ms: i64,
+    ) -> Result<(), LogError> {
         let active = self.active();
         if active.is_empty() {
             return Ok(());
@@ -342,13 +407,21 @@ impl Log {
         let segment = Segment::create(&self.dir, base, self.config.index_interval_bytes)?;
         self.segments.insert(base, segment);
         self.unsynced.extend(to_sync);
+        // Start-up then replays producer state from here instead of from the log start.
+        producer_state::write_snapshot(&self.dir, base, &self.producers)?;
         tracing::debug!(dir = %self.dir.display(), base = base.0, "rolled segment");
         Ok(())
     }
 
     /// Plans a read of up to `max_bytes` of whole batches starting with the one that holds
     /// `offset`, showing nothing at or past `upper` (the high watermark of the reader).
-    pub fn read(&self, offset: Offset, max_bytes: usize, upper: Offset, min_one: bool) -> Result<ReadPlan, LogError> {
+    pub fn read(
+        &self,
+        offset: Offset,
+        max_bytes: usize,
+        upper: Offset,
+        min_one: bool,
+    ) -> Result<ReadPlan, LogError> {
         if offset < self.log_start_offset || offset > self.next_offset {
             return Err(LogError::OffsetOutOfRange {
                 requested: offset,
@@ -360,11 +433,21 @@ impl Log {
         if offset >= upper {
             return Ok(ReadPlan::empty());
         }
-        for segment in self.segments.range(..=offset).next_back().into_iter().map(|(_, s)| s).chain(
-            self.segments
-                .range((std::ops::Bound::Excluded(offset), std::ops::Bound::Unbounded))
-                .map(|(_, s)| s),
-        ) {
+        for segment in self
+            .segments
+            .range(..=offset)
+            .next_back()
+            .into_iter()
+            .map(|(_, s)| s)
+            .chain(
+                self.segments
+                    .range((
+                        std::ops::Bound::Excluded(offset),
+                        std::ops::Bound::Unbounded,
+                    ))
+                    .map(|(_, s)| s),
+            )
+        {
             if let Some(position) = segment.position_of(offset)? {
                 return Ok(ReadPlan {
                     file: Some(Arc::clone(segment.file())),
@@ -380,9 +463,14 @@ impl Log {
     }
 
     /// The first record with a timestamp ≥ `timestamp` below `upper`: its offset and time.
-    pub fn offset_for_timestamp(&self, timestamp: i64, upper: Offset) -> Result<Option<(Offset, i64)>, LogError> {
+    pub fn offset_for_timestamp(
+        &self,
+        timestamp: i64,
+        upper: Offset,
+    ) -> Result<Option<(Offset, i64)>, LogError> {
         for segment in self.segments.values() {
-            let Some((header, bytes)) = segment.first_batch_at_or_after_time(timestamp, upper)? else {
+            let Some((header, bytes)) = segment.first_batch_at_or_after_time(timestamp, upper)?
+            else {
                 continue;
             };
             if header.is_log_append_time() {
@@ -394,7 +482,10 @@ impl Log {
     }
 
     /// The record with the largest timestamp (ListOffsets' MAX_TIMESTAMP, KIP-734).
-    pub fn offset_of_max_timestamp(&self, upper: Offset) -> Result<Option<(Offset, i64)>, LogError> {
+    pub fn offset_of_max_timestamp(
+        &self,
+        upper: Offset,
+    ) -> Result<Option<(Offset, i64)>, LogError> {
         let Some(segment) = self
             .segments
             .values()
@@ -405,7 +496,11 @@ impl Log {
         };
         let mut best: Option<(BatchHeader, Vec<u8>)> = None;
         segment.for_each_batch(|header, bytes| {
-            if header.base_offset < upper && best.as_ref().is_none_or(|(b, _)| header.max_timestamp > b.max_timestamp) {
+            if header.base_offset < upper
+                && best
+                    .as_ref()
+                    .is_none_or(|(b, _)| header.max_timestamp > b.max_timestamp)
+            {
                 best = Some((*header, bytes.to_vec()));
             }
         })?;
@@ -432,7 +527,10 @@ impl Log {
         };
         let doomed: Vec<Offset> = self
             .segments
-            .range((std::ops::Bound::Excluded(keep_from), std::ops::Bound::Unbounded))
+            .range((
+                std::ops::Bound::Excluded(keep_from),
+                std::ops::Bound::Unbounded,
+            ))
             .map(|(b, _)| *b)
             .collect();
         for base in doomed {
@@ -441,8 +539,10 @@ impl Log {
             }
         }
         if self.segments.is_empty() {
-            self.segments
-                .insert(offset, Segment::create(&self.dir, offset, self.config.index_interval_bytes)?);
+            self.segments.insert(
+                offset,
+                Segment::create(&self.dir, offset, self.config.index_interval_bytes)?,
+            );
             self.log_start_offset = offset;
         }
         let new_end = self.active_mut().truncate_to(offset)?;
@@ -452,6 +552,7 @@ impl Log {
         let active_base = self.active().base_offset;
         self.checkpoint.recovery_point = self.checkpoint.recovery_point.min(active_base);
         self.checkpoint.write(&self.dir)?;
+        self.rebuild_producer_state()?;
         self.check_invariants();
         Ok(new_end)
     }
@@ -464,7 +565,9 @@ impl Log {
         let mut deleted = 0;
         if self.config.retention_ms >= 0 {
             let retention_ms = self.config.retention_ms;
-            let expired = move |s: &Segment| !s.is_empty() && now_ms.saturating_sub(s.max_timestamp()) > retention_ms;
+            let expired = move |s: &Segment| {
+                !s.is_empty() && now_ms.saturating_sub(s.max_timestamp()) > retention_ms
+            };
             if self.segments.values().all(expired) && self.offline.is_none() {
                 let next = self.next_offset;
                 self.roll(next)?;
@@ -505,7 +608,9 @@ impl Log {
 
     /// The fsync that would make everything appended so far durable, or `None` if it is.
     pub fn flush_job(&mut self) -> Option<FlushJob> {
-        if self.offline.is_some() || (self.durable_offset == self.next_offset && self.unsynced.is_empty()) {
+        if self.offline.is_some()
+            || (self.durable_offset == self.next_offset && self.unsynced.is_empty())
+        {
             return None;
         }
         let mut files = std::mem::take(&mut self.unsynced);
@@ -519,7 +624,11 @@ impl Log {
 
     /// Records the outcome of a [`FlushJob`]. A failed fsync takes the log offline: after a
     /// failed fsync the kernel may have dropped the dirty pages, so a retry proves nothing.
-    pub fn complete_flush(&mut self, job: &FlushJob, outcome: std::io::Result<()>) -> Result<(), LogError> {
+    pub fn complete_flush(
+        &mut self,
+        job: &FlushJob,
+        outcome: std::io::Result<()>,
+    ) -> Result<(), LogError> {
         if let Err(e) = outcome {
             let reason = format!("fsync failed: {e}");
             tracing::error!(dir = %self.dir.display(), %reason, "taking log offline");
@@ -531,7 +640,9 @@ impl Log {
         }
         // A truncation may have happened while the job ran.
         self.durable_offset = self.durable_offset.max(job.upto.min(self.next_offset));
-        if job.recovery_point > self.checkpoint.recovery_point && self.segments.contains_key(&job.recovery_point) {
+        if job.recovery_point > self.checkpoint.recovery_point
+            && self.segments.contains_key(&job.recovery_point)
+        {
             self.checkpoint.recovery_point = job.recovery_point;
             self.checkpoint.write(&self.dir)?;
         }
@@ -551,28 +662,69 @@ impl Log {
         }
         let active = self.active();
         for file in active.write_indexes()? {
-            file.sync_all().map_err(|e| LogError::io("fsync index", &self.dir, e))?;
+            file.sync_all()
+                .map_err(|e| LogError::io("fsync index", &self.dir, e))?;
         }
         let checkpoint = Checkpoint {
             recovery_point: active.base_offset,
             clean_active: Some((active.base_offset, active.size_bytes())),
         };
         checkpoint.write(&self.dir)?;
+        producer_state::write_snapshot(&self.dir, self.next_offset, &self.producers)?;
         self.offline = Some("closed".into());
         Ok(())
+    }
+
+    /// Rebuilds the idempotent producers' state: the newest snapshot at or below the log end,
+    /// then every batch after it.
+    fn rebuild_producer_state(&mut self) -> Result<(), LogError> {
+        let (from, mut states) = producer_state::load_snapshot(&self.dir, self.next_offset)?
+            .unwrap_or((self.log_start_offset, ProducerStates::default()));
+        let from = from.max(self.log_start_offset);
+        let mut replayed = 0usize;
+        for segment in self.segments.values().filter(|s| s.next_offset() > from) {
+            segment.for_each_batch_from(from.max(segment.base_offset), |header, _| {
+                if header.base_offset >= from {
+                    states.record(header);
+                    replayed += 1;
+                }
+            })?;
+        }
+        if replayed > 0 {
+            tracing::debug!(dir = %self.dir.display(), from = from.0, batches = replayed, "replayed producer state");
+        }
+        self.producers = states;
+        Ok(())
+    }
+
+    /// Forgets idempotent producers whose newest batch is older than `cutoff_ms`
+    /// (`producer.id.expiration.ms`); returns how many.
+    pub fn expire_producers(&mut self, cutoff_ms: i64) -> usize {
+        self.producers.expire(cutoff_ms)
+    }
+
+    pub fn producer_count(&self) -> usize {
+        self.producers.len()
     }
 }
 
 /// The first record of a (possibly compressed) batch with a timestamp ≥ `timestamp`.
-fn first_record_at_or_after(header: &BatchHeader, bytes: Vec<u8>, timestamp: i64) -> Result<(Offset, i64), LogError> {
+fn first_record_at_or_after(
+    header: &BatchHeader,
+    bytes: Vec<u8>,
+    timestamp: i64,
+) -> Result<(Offset, i64), LogError> {
     let mut buf = Bytes::from(bytes);
-    let set = RecordBatchDecoder::decode(&mut buf)
-        .map_err(|e| crate::error::BatchError::InvalidRecords(format!("stored batch does not decode: {e}")))?;
+    let set = RecordBatchDecoder::decode(&mut buf).map_err(|e| {
+        crate::error::BatchError::InvalidRecords(format!("stored batch does not decode: {e}"))
+    })?;
     Ok(set
         .records
         .iter()
         .find(|r| r.timestamp >= timestamp)
-        .map_or((header.base_offset, header.max_timestamp), |r| (Offset(r.offset), r.timestamp)))
+        .map_or((header.base_offset, header.max_timestamp), |r| {
+            (Offset(r.offset), r.timestamp)
+        }))
 }
 
 /// Base offsets of the segment files in `dir`, ascending; removes leftovers of interrupted

@@ -58,7 +58,9 @@ impl ReadPlan {
         let mut head = [0u8; OFFSET_RANGE_BYTES];
         file.read_exact_at(&mut head, self.position)?;
         match peek_extent(&head) {
-            Some(extent) if extent.base_offset < self.upper && extent.total_bytes as u64 <= available => {
+            Some(extent)
+                if extent.base_offset < self.upper && extent.total_bytes as u64 <= available =>
+            {
                 let mut whole = BytesMut::zeroed(extent.total_bytes);
                 file.read_exact_at(&mut whole, self.position)?;
                 Ok(whole.freeze())

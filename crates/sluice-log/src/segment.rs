@@ -52,7 +52,10 @@ pub(crate) enum AppendFailure {
     /// The write failed and the partial bytes were cut off again.
     Undone(io::Error),
     /// The write failed and so did cutting the partial bytes off.
-    Stuck { write: io::Error, truncate: io::Error },
+    Stuck {
+        write: io::Error,
+        truncate: io::Error,
+    },
 }
 
 #[derive(Debug)]
@@ -75,7 +78,11 @@ pub(crate) struct Segment {
 }
 
 impl Segment {
-    pub(crate) fn create(dir: &Path, base: Offset, index_interval_bytes: u64) -> Result<Segment, LogError> {
+    pub(crate) fn create(
+        dir: &Path,
+        base: Offset,
+        index_interval_bytes: u64,
+    ) -> Result<Segment, LogError> {
         let path = log_path(dir, base);
         let file = OpenOptions::new()
             .read(true)
@@ -164,7 +171,9 @@ impl Segment {
             return Ok(false);
         };
         let start = index.last().map_or(0, |e| u64::from(e.position));
-        let start_offset = self.base_offset.plus(index.last().map_or(0, |e| i64::from(e.relative_offset)));
+        let start_offset = self
+            .base_offset
+            .plus(index.last().map_or(0, |e| i64::from(e.relative_offset)));
         let mut max_timestamp = -1;
         let mut next_offset = self.base_offset;
         let mut scanner = BatchScanner::new(&self.file, start, file_bytes);
@@ -214,7 +223,10 @@ impl Segment {
         let mut scanner = BatchScanner::new(&file, 0, file_bytes);
         loop {
             let scanned = scanner.next_batch().map_err(|e| self.io_error("read", e))?;
-            let Scanned::Batch { position, bytes, .. } = scanned else {
+            let Scanned::Batch {
+                position, bytes, ..
+            } = scanned
+            else {
                 break;
             };
             let Ok(header) = check_stored(bytes) else {
@@ -223,7 +235,9 @@ impl Segment {
             // Offsets continue exactly from the segment base: a batch that does not (a damaged
             // offset field, which the CRC does not cover) is not ours to serve. Compaction,
             // which leaves gaps, must relax this for the segments it rewrites.
-            if header.base_offset != self.next_offset || header.last_offset().relative_to(self.base_offset).is_none() {
+            if header.base_offset != self.next_offset
+                || header.last_offset().relative_to(self.base_offset).is_none()
+            {
                 break;
             }
             debug_assert_eq!(position, self.size_bytes);
@@ -236,7 +250,10 @@ impl Segment {
     /// Updates the indexes and counters for a batch written at `position`.
     fn note_batch(&mut self, position: u64, header: &BatchHeader) {
         if self.size_bytes > 0 && self.bytes_since_index >= self.index_interval_bytes {
-            let relative_offset = header.base_offset.relative_to(self.base_offset).unwrap_or(u32::MAX);
+            let relative_offset = header
+                .base_offset
+                .relative_to(self.base_offset)
+                .unwrap_or(u32::MAX);
             self.index.push(IndexEntry {
                 relative_offset,
                 position: u32::try_from(position).unwrap_or(u32::MAX),
@@ -254,7 +271,12 @@ impl Segment {
 
     /// Appends whole, already-validated batches (`headers` describe `bytes` in order). On a
     /// failed write the file is cut back so that no partial batch remains.
-    pub(crate) fn append(&mut self, bytes: &[u8], headers: &[BatchHeader], now_ms: i64) -> Result<(), AppendFailure> {
+    pub(crate) fn append(
+        &mut self,
+        bytes: &[u8],
+        headers: &[BatchHeader],
+        now_ms: i64,
+    ) -> Result<(), AppendFailure> {
         if let Err(write) = self.file.write_all_at(bytes, self.size_bytes) {
             return match self.file.set_len(self.size_bytes) {
                 Ok(()) => Err(AppendFailure::Undone(write)),
@@ -286,7 +308,9 @@ impl Segment {
         let mut scanner = BatchScanner::with_chunk(&self.file, start, self.size_bytes, walk_chunk);
         loop {
             match scanner.next_batch().map_err(|e| self.io_error("read", e))? {
-                Scanned::Batch { position, extent, .. } if extent.last_offset >= offset => return Ok(Some(position)),
+                Scanned::Batch {
+                    position, extent, ..
+                } if extent.last_offset >= offset => return Ok(Some(position)),
                 Scanned::Batch { .. } => {}
                 Scanned::End | Scanned::Torn => return Ok(None),
             }
@@ -305,7 +329,9 @@ impl Segment {
         let start_offset = self
             .time_index
             .start_for(timestamp)
-            .map_or(self.base_offset, |e| self.base_offset.plus(i64::from(e.relative_offset)));
+            .map_or(self.base_offset, |e| {
+                self.base_offset.plus(i64::from(e.relative_offset))
+            });
         let Some(start) = self.position_of(start_offset)? else {
             return Ok(None);
         };
@@ -324,10 +350,27 @@ impl Segment {
         }
     }
 
-    /// Every batch header from the start, for rare whole-segment queries.
-    pub(crate) fn for_each_batch(&self, mut f: impl FnMut(&BatchHeader, &[u8])) -> Result<(), LogError> {
-        let mut scanner = BatchScanner::new(&self.file, 0, self.size_bytes);
-        while let Scanned::Batch { bytes, .. } = scanner.next_batch().map_err(|e| self.io_error("read", e))? {
+    /// Every batch from the start, for rare whole-segment queries.
+    pub(crate) fn for_each_batch(
+        &self,
+        f: impl FnMut(&BatchHeader, &[u8]),
+    ) -> Result<(), LogError> {
+        self.for_each_batch_from(self.base_offset, f)
+    }
+
+    /// Every batch from the one holding `offset` on.
+    pub(crate) fn for_each_batch_from(
+        &self,
+        offset: Offset,
+        mut f: impl FnMut(&BatchHeader, &[u8]),
+    ) -> Result<(), LogError> {
+        let Some(start) = self.position_of(offset)? else {
+            return Ok(());
+        };
+        let mut scanner = BatchScanner::new(&self.file, start, self.size_bytes);
+        while let Scanned::Batch { bytes, .. } =
+            scanner.next_batch().map_err(|e| self.io_error("read", e))?
+        {
             f(&BatchHeader::parse(bytes)?, bytes);
         }
         Ok(())
@@ -354,7 +397,10 @@ impl Segment {
         let mut written = Vec::with_capacity(2);
         for (path, bytes) in [
             (index_path(&self.dir, self.base_offset), self.index.encode()),
-            (time_index_path(&self.dir, self.base_offset), self.time_index.encode()),
+            (
+                time_index_path(&self.dir, self.base_offset),
+                self.time_index.encode(),
+            ),
         ] {
             let file = File::create(&path).map_err(|e| LogError::io("create index", &path, e))?;
             file.write_all_at(&bytes, 0)

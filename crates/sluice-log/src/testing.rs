@@ -2,11 +2,19 @@
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
 
 /// A RecordBatch v2 of `count` records with `value_bytes`-byte values and keys `k<i>`,
 /// timestamps `first_timestamp + i`, compressed with codec id `codec` (0 none … 4 zstd).
-pub fn batch_bytes(base_offset: i64, count: usize, first_timestamp: i64, value_bytes: usize, codec: i16) -> Vec<u8> {
+pub fn batch_bytes(
+    base_offset: i64,
+    count: usize,
+    first_timestamp: i64,
+    value_bytes: usize,
+    codec: i16,
+) -> Vec<u8> {
     let records: Vec<Record> = (0..count)
         .map(|i| Record {
             transactional: false,
@@ -22,9 +30,12 @@ pub fn batch_bytes(base_offset: i64, count: usize, first_timestamp: i64, value_b
             timestamp: first_timestamp + i as i64,
             key: Some(Bytes::from(format!("k{i}"))),
             value: Some(Bytes::from(vec![b'a' + (i % 26) as u8; value_bytes])),
-            headers: [(StrBytes::from_static_str("h"), Some(Bytes::from_static(b"v")))]
-                .into_iter()
-                .collect(),
+            headers: [(
+                StrBytes::from_static_str("h"),
+                Some(Bytes::from_static(b"v")),
+            )]
+            .into_iter()
+            .collect(),
         })
         .collect();
     let compression = match codec {
@@ -52,6 +63,23 @@ pub fn batch_bytes(base_offset: i64, count: usize, first_timestamp: i64, value_b
     );
     // A producer without idempotence sends base sequence -1.
     bytes[53..57].copy_from_slice(&(-1i32).to_be_bytes());
+    let crc = crc32c::crc32c(&bytes[21..]);
+    bytes[17..21].copy_from_slice(&crc.to_be_bytes());
+    bytes
+}
+
+/// Like [`batch_bytes`], from an idempotent producer: id, epoch and first sequence set.
+pub fn idempotent_batch_bytes(
+    producer_id: i64,
+    epoch: i16,
+    first_sequence: i32,
+    count: usize,
+    value_bytes: usize,
+) -> Vec<u8> {
+    let mut bytes = batch_bytes(0, count, 1_000, value_bytes, 0);
+    bytes[43..51].copy_from_slice(&producer_id.to_be_bytes());
+    bytes[51..53].copy_from_slice(&epoch.to_be_bytes());
+    bytes[53..57].copy_from_slice(&first_sequence.to_be_bytes());
     let crc = crc32c::crc32c(&bytes[21..]);
     bytes[17..21].copy_from_slice(&crc.to_be_bytes());
     bytes

@@ -27,7 +27,8 @@ impl TimeIndex {
     /// Records the running maximum at an index point, if it grew since the last entry.
     pub fn maybe_push(&mut self, entry: TimeEntry) {
         let grew = self.entries.last().is_none_or(|last| {
-            entry.max_timestamp_before > last.max_timestamp_before && entry.relative_offset > last.relative_offset
+            entry.max_timestamp_before > last.max_timestamp_before
+                && entry.relative_offset > last.relative_offset
         });
         if grew {
             self.entries.push(entry);
@@ -37,7 +38,9 @@ impl TimeIndex {
     /// Where to start walking to find the first batch with a timestamp ≥ `timestamp`:
     /// the last entry whose running maximum is still below it.
     pub fn start_for(&self, timestamp: i64) -> Option<TimeEntry> {
-        let after = self.entries.partition_point(|e| e.max_timestamp_before < timestamp);
+        let after = self
+            .entries
+            .partition_point(|e| e.max_timestamp_before < timestamp);
         after.checked_sub(1).map(|i| self.entries[i])
     }
 
@@ -47,7 +50,9 @@ impl TimeIndex {
 
     /// Drops entries at or after `relative_offset` (the log was truncated there).
     pub fn truncate_to_offset(&mut self, relative_offset: u32) {
-        let keep = self.entries.partition_point(|e| e.relative_offset < relative_offset);
+        let keep = self
+            .entries
+            .partition_point(|e| e.relative_offset < relative_offset);
         self.entries.truncate(keep);
     }
 
@@ -63,19 +68,26 @@ impl TimeIndex {
     /// Decodes a time index file whose segment holds offsets below `relative_end`.
     pub fn decode(bytes: &[u8], relative_end: u64) -> Result<TimeIndex, LogError> {
         if bytes.len() % TIME_ENTRY_BYTES != 0 {
-            return Err(LogError::Config("time index is not a whole number of entries".into()));
+            return Err(LogError::Config(
+                "time index is not a whole number of entries".into(),
+            ));
         }
         let mut index = TimeIndex::default();
         for c in bytes.chunks_exact(TIME_ENTRY_BYTES) {
             let entry = TimeEntry {
-                max_timestamp_before: i64::from_be_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]),
+                max_timestamp_before: i64::from_be_bytes([
+                    c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7],
+                ]),
                 relative_offset: u32::from_be_bytes([c[8], c[9], c[10], c[11]]),
             };
             let ordered = index.entries.last().is_none_or(|last| {
-                last.max_timestamp_before < entry.max_timestamp_before && last.relative_offset < entry.relative_offset
+                last.max_timestamp_before < entry.max_timestamp_before
+                    && last.relative_offset < entry.relative_offset
             });
             if !ordered || u64::from(entry.relative_offset) >= relative_end {
-                return Err(LogError::Config("time index entries are inconsistent".into()));
+                return Err(LogError::Config(
+                    "time index entries are inconsistent".into(),
+                ));
             }
             index.entries.push(entry);
         }

@@ -9,7 +9,8 @@ use kafka_protocol::records::RecordBatchDecoder;
 use proptest::prelude::*;
 use sluice_log::testing::batch_bytes;
 use sluice_log::{
-    validate_produce, FlushMode, LeaderEpoch, Log, LogConfig, LogError, ManualClock, Offset, TimestampType,
+    validate_produce, FlushMode, LeaderEpoch, Log, LogConfig, LogError, ManualClock, Offset,
+    TimestampType,
 };
 
 fn config() -> LogConfig {
@@ -27,7 +28,13 @@ fn open(dir: &Path, config: LogConfig, clock: &Arc<ManualClock>) -> Log {
         .0
 }
 
-fn append(log: &mut Log, count: usize, timestamp: i64, value_bytes: usize, codec: i16) -> sluice_log::AppendInfo {
+fn append(
+    log: &mut Log,
+    count: usize,
+    timestamp: i64,
+    value_bytes: usize,
+    codec: i16,
+) -> sluice_log::AppendInfo {
     let bytes = batch_bytes(0, count, timestamp, value_bytes, codec);
     log.append(validate_produce(&bytes, 1 << 20).unwrap(), LeaderEpoch(3))
         .unwrap()
@@ -48,7 +55,11 @@ fn read_all(log: &Log) -> Vec<(i64, i64, Bytes)> {
         for set in RecordBatchDecoder::decode_all(&mut buf).unwrap() {
             for r in set.records {
                 if r.offset >= offset.0 {
-                    assert_eq!(r.offset, out.last().map_or(log.log_start_offset().0, |l: &(i64, i64, Bytes)| l.0 + 1));
+                    assert_eq!(
+                        r.offset,
+                        out.last()
+                            .map_or(log.log_start_offset().0, |l: &(i64, i64, Bytes)| l.0 + 1)
+                    );
                     out.push((r.offset, r.timestamp, r.value.unwrap()));
                 }
             }
@@ -71,7 +82,11 @@ fn appends_are_read_back_across_rolled_segments() {
         expected += 3;
     }
     assert_eq!(log.next_offset(), Offset(120));
-    assert!(log.segment_count() > 3, "small segments roll: {}", log.segment_count());
+    assert!(
+        log.segment_count() > 3,
+        "small segments roll: {}",
+        log.segment_count()
+    );
     let records = read_all(&log);
     assert_eq!(records.len(), 120);
     assert!(records.iter().all(|(_, _, v)| v.len() == 300));
@@ -80,7 +95,10 @@ fn appends_are_read_back_across_rolled_segments() {
         let name = entry.unwrap().file_name().into_string().unwrap();
         if let Some(stem) = name.strip_suffix(".log") {
             let bytes = fs::read(dir.path().join(&name)).unwrap();
-            assert_eq!(i64::from_be_bytes(bytes[..8].try_into().unwrap()), stem.parse::<i64>().unwrap());
+            assert_eq!(
+                i64::from_be_bytes(bytes[..8].try_into().unwrap()),
+                stem.parse::<i64>().unwrap()
+            );
         }
     }
 }
@@ -93,16 +111,46 @@ fn reads_respect_max_bytes_upper_bound_and_range() {
     for _ in 0..10 {
         append(&mut log, 2, 0, 50, 0);
     }
-    let one = log.read(Offset(0), 1, log.next_offset(), true).unwrap().load().unwrap();
+    let one = log
+        .read(Offset(0), 1, log.next_offset(), true)
+        .unwrap()
+        .load()
+        .unwrap();
     let header = sluice_log::batch::check_stored(&one).unwrap();
-    assert_eq!(header.base_offset, Offset(0), "min_one returns the whole first batch");
-    assert!(log.read(Offset(0), 1, log.next_offset(), false).unwrap().load().unwrap().is_empty());
-    let limited = log.read(Offset(3), 1 << 20, Offset(6), true).unwrap().load().unwrap();
+    assert_eq!(
+        header.base_offset,
+        Offset(0),
+        "min_one returns the whole first batch"
+    );
+    assert!(log
+        .read(Offset(0), 1, log.next_offset(), false)
+        .unwrap()
+        .load()
+        .unwrap()
+        .is_empty());
+    let limited = log
+        .read(Offset(3), 1 << 20, Offset(6), true)
+        .unwrap()
+        .load()
+        .unwrap();
     let mut buf = limited.clone();
     let sets = RecordBatchDecoder::decode_all(&mut buf).unwrap();
-    assert_eq!(sets.first().unwrap().records[0].offset, 2, "starts with the batch holding offset 3");
-    assert_eq!(sets.last().unwrap().records.last().unwrap().offset, 5, "stops below the upper bound");
-    assert!(log.read(Offset(20), 100, Offset(20), true).unwrap().load().unwrap().is_empty());
+    assert_eq!(
+        sets.first().unwrap().records[0].offset,
+        2,
+        "starts with the batch holding offset 3"
+    );
+    assert_eq!(
+        sets.last().unwrap().records.last().unwrap().offset,
+        5,
+        "stops below the upper bound"
+    );
+    assert!(log
+        .read(Offset(20), 100, Offset(20), true)
+        .unwrap()
+        .load()
+        .unwrap()
+        .is_empty());
     assert!(matches!(
         log.read(Offset(21), 100, Offset(21), true),
         Err(LogError::OffsetOutOfRange { .. })
@@ -123,7 +171,11 @@ fn log_append_time_is_stamped_and_epoch_patched() {
     );
     let info = append(&mut log, 2, 10, 10, 0);
     assert_eq!(info.log_append_time_ms, 5_000);
-    let bytes = log.read(Offset(0), 1 << 20, log.next_offset(), true).unwrap().load().unwrap();
+    let bytes = log
+        .read(Offset(0), 1 << 20, log.next_offset(), true)
+        .unwrap()
+        .load()
+        .unwrap();
     let header = sluice_log::batch::check_stored(&bytes).unwrap();
     assert!(header.is_log_append_time());
     assert_eq!(header.max_timestamp, 5_000);
@@ -179,7 +231,16 @@ fn retention_by_time_deletes_old_segments_and_moves_the_start() {
         log.read(Offset(0), 100, log.next_offset(), true),
         Err(LogError::OffsetOutOfRange { .. })
     ));
-    let files = fs::read_dir(dir.path()).unwrap().filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "log")).count();
+    let files = fs::read_dir(dir.path())
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "log")
+        })
+        .count();
     assert_eq!(files, log.segment_count());
     // Everything expires: the active segment is rolled and deleted too.
     clock.set_ms(1_000_000);
@@ -229,10 +290,17 @@ fn clean_reopen_trusts_indexes_and_crash_reopen_scans() {
     let mut log = log;
     log.close().unwrap();
     let bytes = batch_bytes(0, 1, 0, 1, 0);
-    assert!(log.append(validate_produce(&bytes, 1 << 20).unwrap(), LeaderEpoch(0)).is_err(), "closed");
+    assert!(
+        log.append(validate_produce(&bytes, 1 << 20).unwrap(), LeaderEpoch(0))
+            .is_err(),
+        "closed"
+    );
     drop(log);
     let (log, report) = Log::open(dir.path(), config(), Arc::clone(&clock) as _).unwrap();
-    assert_eq!(report.scanned_segments, 0, "clean shutdown needs no scan: {report:?}");
+    assert_eq!(
+        report.scanned_segments, 0,
+        "clean shutdown needs no scan: {report:?}"
+    );
     assert_eq!(read_all(&log), before);
     drop(log); // a crash after a clean start: only the active segment is suspect
     let (log, report) = Log::open(dir.path(), config(), Arc::clone(&clock) as _).unwrap();
@@ -262,7 +330,10 @@ fn flush_jobs_move_the_durable_offset_and_the_recovery_point() {
     let segments = log.segment_count();
     drop(log);
     let (_, report) = Log::open(dir.path(), config(), Arc::clone(&clock) as _).unwrap();
-    assert_eq!(report.scanned_segments, 1, "only the active segment after a flush: {report:?} of {segments}");
+    assert_eq!(
+        report.scanned_segments, 1,
+        "only the active segment after a flush: {report:?} of {segments}"
+    );
 }
 
 #[test]
@@ -323,13 +394,32 @@ fn offsets_are_found_by_timestamp() {
         append(&mut log, 4, 1_000 * i, 50, (i % 5) as i16);
     }
     let end = log.next_offset();
-    assert_eq!(log.offset_for_timestamp(0, end).unwrap(), Some((Offset(0), 0)));
-    assert_eq!(log.offset_for_timestamp(5_002, end).unwrap(), Some((Offset(22), 5_002)));
-    assert_eq!(log.offset_for_timestamp(5_004, end).unwrap(), Some((Offset(24), 6_000)));
-    assert_eq!(log.offset_for_timestamp(29_003, end).unwrap(), Some((Offset(119), 29_003)));
+    assert_eq!(
+        log.offset_for_timestamp(0, end).unwrap(),
+        Some((Offset(0), 0))
+    );
+    assert_eq!(
+        log.offset_for_timestamp(5_002, end).unwrap(),
+        Some((Offset(22), 5_002))
+    );
+    assert_eq!(
+        log.offset_for_timestamp(5_004, end).unwrap(),
+        Some((Offset(24), 6_000))
+    );
+    assert_eq!(
+        log.offset_for_timestamp(29_003, end).unwrap(),
+        Some((Offset(119), 29_003))
+    );
     assert_eq!(log.offset_for_timestamp(29_004, end).unwrap(), None);
-    assert_eq!(log.offset_for_timestamp(29_000, Offset(100)).unwrap(), None, "hidden past the upper bound");
-    assert_eq!(log.offset_of_max_timestamp(end).unwrap(), Some((Offset(119), 29_003)));
+    assert_eq!(
+        log.offset_for_timestamp(29_000, Offset(100)).unwrap(),
+        None,
+        "hidden past the upper bound"
+    );
+    assert_eq!(
+        log.offset_of_max_timestamp(end).unwrap(),
+        Some((Offset(119), 29_003))
+    );
 }
 
 #[test]
@@ -384,7 +474,9 @@ fn garbage_after_the_last_batch_is_cut_on_recovery() {
     let active = last_segment(dir.path());
     let mut bytes = fs::read(&active).unwrap();
     let len = bytes.len();
-    bytes.extend_from_slice(&[0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x0f, 0x00, 0x00, 0x10, 0x00, 0xde, 0xad]);
+    bytes.extend_from_slice(&[
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x0f, 0x00, 0x00, 0x10, 0x00, 0xde, 0xad,
+    ]);
     fs::write(&active, &bytes).unwrap();
     let (log, report) = Log::open(dir.path(), config(), Arc::clone(&clock) as _).unwrap();
     assert_eq!(report.truncated_bytes, 14);
@@ -414,7 +506,10 @@ fn recovery_point(dir: &Path) -> i64 {
     fs::read_to_string(dir.join("recovery-point"))
         .unwrap()
         .lines()
-        .find_map(|l| l.strip_prefix("recovery_point=").map(|v| v.parse().unwrap()))
+        .find_map(|l| {
+            l.strip_prefix("recovery_point=")
+                .map(|v| v.parse().unwrap())
+        })
         .unwrap()
 }
 
@@ -498,7 +593,11 @@ fn read_all_checked(log: &Log) -> Vec<(i64, usize)> {
     let mut out = Vec::new();
     let mut offset = log.log_start_offset();
     while offset < log.next_offset() {
-        let bytes = log.read(offset, 1 << 20, log.next_offset(), true).unwrap().load().unwrap();
+        let bytes = log
+            .read(offset, 1 << 20, log.next_offset(), true)
+            .unwrap()
+            .load()
+            .unwrap();
         assert!(!bytes.is_empty());
         let mut at = 0;
         while at < bytes.len() {
@@ -522,8 +621,61 @@ fn read_all_checked(log: &Log) -> Vec<(i64, usize)> {
 fn an_empty_directory_opens_as_an_empty_log() {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(0);
-    let log = open(&dir.path().join("t-0"), LogConfig { flush: FlushMode::Sync, ..config() }, &clock);
+    let log = open(
+        &dir.path().join("t-0"),
+        LogConfig {
+            flush: FlushMode::Sync,
+            ..config()
+        },
+        &clock,
+    );
     assert_eq!(log.next_offset(), Offset(0));
     assert_eq!(log.log_start_offset(), Offset(0));
     assert!(read_all(&log).is_empty());
+}
+
+#[test]
+fn idempotent_retries_are_deduplicated_across_restarts_and_rolls() {
+    use sluice_log::testing::idempotent_batch_bytes;
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(0);
+    let send = |log: &mut Log, seq: i32| {
+        let bytes = idempotent_batch_bytes(42, 0, seq, 2, 300);
+        log.append(validate_produce(&bytes, 1 << 20).unwrap(), LeaderEpoch(0))
+    };
+    let mut log = open(dir.path(), config(), &clock);
+    let mut offsets = Vec::new();
+    for i in 0..30 {
+        offsets.push(send(&mut log, i * 2).unwrap());
+    }
+    assert!(
+        log.segment_count() > 2,
+        "the test crosses segment rolls (snapshots)"
+    );
+    let retry = send(&mut log, 58).unwrap();
+    assert!(retry.duplicate);
+    assert_eq!(retry.base_offset, offsets[29].base_offset);
+    assert!(
+        matches!(send(&mut log, 70), Err(LogError::Producer(_))),
+        "a gap is refused"
+    );
+    drop(log); // crash: state comes from the last roll's snapshot plus replay
+    let mut log = open(dir.path(), config(), &clock);
+    let retry = send(&mut log, 56).unwrap();
+    assert!(retry.duplicate, "a retry after a crash is still recognised");
+    assert_eq!(retry.base_offset, offsets[28].base_offset);
+    assert_eq!(send(&mut log, 60).unwrap().base_offset, Offset(60));
+    log.close().unwrap();
+    drop(log);
+    let mut log = open(dir.path(), config(), &clock);
+    assert!(
+        send(&mut log, 60).unwrap().duplicate,
+        "and after a clean restart"
+    );
+    assert_eq!(log.next_offset(), Offset(62));
+    // A follower cut back below the last batches forgets them.
+    log.truncate_to(Offset(58)).unwrap();
+    assert!(matches!(send(&mut log, 60), Err(LogError::Producer(_))));
+    assert!(!send(&mut log, 58).unwrap().duplicate);
+    assert_eq!(read_all(&log).len(), 60);
 }

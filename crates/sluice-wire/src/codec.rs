@@ -6,7 +6,9 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::api_versions_response::ApiVersion;
-use kafka_protocol::messages::{ApiKey, ApiVersionsResponse, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsResponse, RequestHeader, RequestKind, ResponseHeader, ResponseKind,
+};
 use kafka_protocol::protocol::{Decodable, Encodable};
 
 use crate::versions::ApiTable;
@@ -45,7 +47,9 @@ pub enum DecodeError {
         version: i16,
         correlation_id: i32,
     },
-    #[error("malformed {api_key:?} v{version} request (correlation id {correlation_id}): {reason}")]
+    #[error(
+        "malformed {api_key:?} v{version} request (correlation id {correlation_id}): {reason}"
+    )]
     Malformed {
         api_key: ApiKey,
         version: i16,
@@ -89,8 +93,13 @@ pub fn decode_request(mut frame: Bytes, table: &ApiTable) -> Result<Request, Dec
     };
     let header = RequestHeader::decode(&mut frame, api_key.request_header_version(version))
         .map_err(|e| malformed(format!("header: {e:#}")))?;
-    let body = RequestKind::decode(api_key, &mut frame, version).map_err(|e| malformed(format!("{e:#}")))?;
-    Ok(Request { header, api_key, body })
+    let body = RequestKind::decode(api_key, &mut frame, version)
+        .map_err(|e| malformed(format!("{e:#}")))?;
+    Ok(Request {
+        header,
+        api_key,
+        body,
+    })
 }
 
 /// Encodes a response frame, size prefix included.
@@ -111,7 +120,8 @@ pub fn encode_response(
         .with_correlation_id(correlation_id)
         .encode(&mut out, api_key.response_header_version(version))
         .map_err(|e| error(format!("{e:#}")))?;
-    body.encode(&mut out, version).map_err(|e| error(format!("{e:#}")))?;
+    body.encode(&mut out, version)
+        .map_err(|e| error(format!("{e:#}")))?;
     let size = i32::try_from(out.len() - 4).map_err(|_| error("response over 2 GiB".into()))?;
     out[..4].copy_from_slice(&size.to_be_bytes());
     Ok(out.freeze())
@@ -150,8 +160,8 @@ pub fn api_versions_body(table: &ApiTable, error_code: i16) -> ApiVersionsRespon
 mod tests {
     use super::*;
     use crate::versions::ApiRange;
-    use kafka_protocol::messages::{MetadataRequest, MetadataResponse, TopicName};
     use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+    use kafka_protocol::messages::{MetadataRequest, MetadataResponse, TopicName};
     use kafka_protocol::protocol::StrBytes;
     use proptest::prelude::*;
 
@@ -183,7 +193,10 @@ mod tests {
             .with_topics(Some(
                 topics
                     .iter()
-                    .map(|t| MetadataRequestTopic::default().with_name(Some(TopicName(StrBytes::from_string(t.to_string())))))
+                    .map(|t| {
+                        MetadataRequestTopic::default()
+                            .with_name(Some(TopicName(StrBytes::from_string(t.to_string()))))
+                    })
                     .collect(),
             ))
             .encode(&mut buf, version)
@@ -212,12 +225,21 @@ mod tests {
         ));
         assert!(matches!(
             decode_request(Bytes::from_static(&[0x7f, 0, 0, 0, 0, 0, 0, 9]), &table()),
-            Err(DecodeError::UnknownApiKey { correlation_id: 9, .. })
+            Err(DecodeError::UnknownApiKey {
+                correlation_id: 9,
+                ..
+            })
         ));
         let whole = metadata_frame(12, &["abc"]);
         let cut = whole.slice(..whole.len() - 2);
-        assert!(matches!(decode_request(cut, &table()), Err(DecodeError::Malformed { .. })));
-        assert_eq!(decode_request(Bytes::from_static(&[0, 3]), &table()).unwrap_err(), DecodeError::Short(2));
+        assert!(matches!(
+            decode_request(cut, &table()),
+            Err(DecodeError::Malformed { .. })
+        ));
+        assert_eq!(
+            decode_request(Bytes::from_static(&[0, 3]), &table()).unwrap_err(),
+            DecodeError::Short(2)
+        );
     }
 
     #[test]
@@ -242,8 +264,13 @@ mod tests {
     fn a_huge_array_count_is_a_decode_error_not_an_abort() {
         // Metadata v12: header v2 (key, version, correlation id, client id "", no tags), then
         // a compact topics array claiming 2^32-2 entries in 3 bytes.
-        let frame = Bytes::from_static(&[0, 3, 0, 12, 0, 0, 0, 1, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f, 0, 0]);
-        assert!(matches!(decode_request(frame, &table()), Err(DecodeError::Malformed { .. })));
+        let frame = Bytes::from_static(&[
+            0, 3, 0, 12, 0, 0, 0, 1, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f, 0, 0,
+        ]);
+        assert!(matches!(
+            decode_request(frame, &table()),
+            Err(DecodeError::Malformed { .. })
+        ));
     }
 
     #[test]
@@ -272,4 +299,3 @@ mod tests {
         }
     }
 }
-

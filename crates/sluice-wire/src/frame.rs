@@ -41,17 +41,26 @@ mod tests {
     fn splits_frames_and_waits_for_partial_ones() {
         let mut buf = BytesMut::new();
         buf.extend_from_slice(&[0, 0, 0, 3, b'a', b'b', b'c', 0, 0, 0, 2, b'x']);
-        assert_eq!(next_frame(&mut buf, 10).unwrap().unwrap(), Bytes::from_static(b"abc"));
+        assert_eq!(
+            next_frame(&mut buf, 10).unwrap().unwrap(),
+            Bytes::from_static(b"abc")
+        );
         assert_eq!(next_frame(&mut buf, 10).unwrap(), None);
         buf.extend_from_slice(b"y");
-        assert_eq!(next_frame(&mut buf, 10).unwrap().unwrap(), Bytes::from_static(b"xy"));
+        assert_eq!(
+            next_frame(&mut buf, 10).unwrap().unwrap(),
+            Bytes::from_static(b"xy")
+        );
         assert!(buf.is_empty());
     }
 
     #[test]
     fn rejects_oversized_and_negative_sizes_before_buffering() {
         let mut buf = BytesMut::from(&[0, 0, 0, 11][..]);
-        assert_eq!(next_frame(&mut buf, 10), Err(FrameError::TooLarge { size: 11, max: 10 }));
+        assert_eq!(
+            next_frame(&mut buf, 10),
+            Err(FrameError::TooLarge { size: 11, max: 10 })
+        );
         let mut buf = BytesMut::from(&[0xff, 0xff, 0xff, 0xff][..]);
         assert_eq!(next_frame(&mut buf, 10), Err(FrameError::Negative(-1)));
     }

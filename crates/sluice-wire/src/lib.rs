@@ -11,9 +11,9 @@ pub mod server;
 pub mod versions;
 
 pub use codec::{decode_request, encode_response, DecodeError, Request};
+pub use kafka_protocol;
 pub use server::{serve, Limits, Peer, PendingResponse, Reply, Service};
 pub use versions::{ApiRange, ApiTable};
-pub use kafka_protocol;
 
 // Unit tests decode hostile frames; run them under the allocator the broker uses.
 #[cfg(test)]

@@ -78,7 +78,12 @@ impl Default for Limits {
 
 /// Accepts connections until `shutdown` fires, then waits for open connections to finish
 /// their in-flight responses (they stop reading at once).
-pub async fn serve<S: Service>(listener: TcpListener, service: Arc<S>, limits: Limits, shutdown: CancellationToken) {
+pub async fn serve<S: Service>(
+    listener: TcpListener,
+    service: Arc<S>,
+    limits: Limits,
+    shutdown: CancellationToken,
+) {
     let permits = Arc::new(Semaphore::new(limits.max_connections));
     let mut connections = tokio::task::JoinSet::new();
     loop {
@@ -105,7 +110,10 @@ pub async fn serve<S: Service>(listener: TcpListener, service: Arc<S>, limits: L
         let shutdown = shutdown.clone();
         connections.spawn(async move {
             let _permit = permit;
-            if let Err(reason) = Connection::new(stream, addr, &limits).run(&*service, &limits, &shutdown).await {
+            if let Err(reason) = Connection::new(stream, addr, &limits)
+                .run(&*service, &limits, &shutdown)
+                .await
+            {
                 tracing::info!(%addr, %reason, "closed connection");
             }
         });
@@ -136,7 +144,12 @@ impl Connection {
     }
 
     /// Serves the connection; `Ok` when the client closed it, `Err` with the reason otherwise.
-    async fn run<S: Service>(mut self, service: &S, limits: &Limits, shutdown: &CancellationToken) -> Result<(), String> {
+    async fn run<S: Service>(
+        mut self,
+        service: &S,
+        limits: &Limits,
+        shutdown: &CancellationToken,
+    ) -> Result<(), String> {
         let (mut reader, mut writer) = self.stream.split();
         let mut pending: FuturesOrdered<Outgoing> = FuturesOrdered::new();
         let mut out = BytesMut::new();
@@ -204,7 +217,11 @@ impl Connection {
 }
 
 /// Decodes a frame and starts its handling; `Err` means close the connection.
-fn handle_frame<S: Service>(frame: Bytes, service: &S, peer: &Peer) -> Result<Option<Outgoing>, String> {
+fn handle_frame<S: Service>(
+    frame: Bytes,
+    service: &S,
+    peer: &Peer,
+) -> Result<Option<Outgoing>, String> {
     let request = match decode_request(frame, service.api_table()) {
         Ok(request) => request,
         Err(DecodeError::UnsupportedVersion {
@@ -212,20 +229,23 @@ fn handle_frame<S: Service>(frame: Bytes, service: &S, peer: &Peer) -> Result<Op
             correlation_id,
             ..
         }) => {
-            let frame = api_versions_fallback(correlation_id, service.api_table()).map_err(|e| e.to_string())?;
+            let frame = api_versions_fallback(correlation_id, service.api_table())
+                .map_err(|e| e.to_string())?;
             return Ok(Some(Box::pin(std::future::ready(Some(frame)))));
         }
         Err(e) => return Err(e.to_string()),
     };
-    let (api_key, version, correlation_id) = (request.api_key, request.version(), request.correlation_id());
-    let encode = move |body: ResponseKind| match encode_response(api_key, version, correlation_id, &body) {
-        Ok(frame) => Some(frame),
-        Err(e) => {
-            // A response we built but cannot encode is our bug; the client will time out.
-            tracing::error!(error = %e, "dropping response");
-            None
-        }
-    };
+    let (api_key, version, correlation_id) =
+        (request.api_key, request.version(), request.correlation_id());
+    let encode =
+        move |body: ResponseKind| match encode_response(api_key, version, correlation_id, &body) {
+            Ok(frame) => Some(frame),
+            Err(e) => {
+                // A response we built but cannot encode is our bug; the client will time out.
+                tracing::error!(error = %e, "dropping response");
+                None
+            }
+        };
     Ok(match service.call(request, peer) {
         Reply::Ready(body) => Some(Box::pin(std::future::ready(encode(body)))),
         Reply::Later(future) => Some(Box::pin(future.map(move |body| body.and_then(encode)))),

@@ -36,7 +36,8 @@ impl ApiTable {
     }
 
     pub fn supports(&self, key: ApiKey, version: i16) -> bool {
-        self.get(key).is_some_and(|r| (r.min..=r.max).contains(&version))
+        self.get(key)
+            .is_some_and(|r| (r.min..=r.max).contains(&version))
     }
 
     pub fn ranges(&self) -> &[ApiRange] {

@@ -42,13 +42,22 @@ pub struct ConsumeArgs {
 
 pub async fn run(bootstrap: &str, args: ConsumeArgs) -> anyhow::Result<()> {
     let mut client = Client::connect(bootstrap, "sluice-cli").await?;
-    let all: Vec<i32> = client.partitions(&args.topic).await?.iter().map(|p| p.partition).collect();
+    let all: Vec<i32> = client
+        .partitions(&args.topic)
+        .await?
+        .iter()
+        .map(|p| p.partition)
+        .collect();
     let partitions = if args.partition.is_empty() {
         all.clone()
     } else {
         for p in &args.partition {
             if !all.contains(p) {
-                bail!("topic '{}' has no partition {p} (it has {})", args.topic, all.len());
+                bail!(
+                    "topic '{}' has no partition {p} (it has {})",
+                    args.topic,
+                    all.len()
+                );
             }
         }
         args.partition.clone()
@@ -57,7 +66,9 @@ pub async fn run(bootstrap: &str, args: ConsumeArgs) -> anyhow::Result<()> {
         "beginning" => offsets(&mut client, &args.topic, &partitions, -2).await?,
         "end" => offsets(&mut client, &args.topic, &partitions, -1).await?,
         s if s.starts_with('@') => {
-            let ts: i64 = s[1..].parse().with_context(|| format!("'{s}' is not @TIMESTAMP_MS"))?;
+            let ts: i64 = s[1..]
+                .parse()
+                .with_context(|| format!("'{s}' is not @TIMESTAMP_MS"))?;
             let found = client.list_offsets(&args.topic, &partitions, ts).await?;
             let ends = offsets(&mut client, &args.topic, &partitions, -1).await?;
             found
@@ -67,17 +78,25 @@ pub async fn run(bootstrap: &str, args: ConsumeArgs) -> anyhow::Result<()> {
                 .collect()
         }
         s => {
-            let offset: i64 = s.parse().with_context(|| format!("--from '{s}' is not beginning, end, an offset or @TIMESTAMP_MS"))?;
+            let offset: i64 = s.parse().with_context(|| {
+                format!("--from '{s}' is not beginning, end, an offset or @TIMESTAMP_MS")
+            })?;
             partitions.iter().map(|&p| (p, offset)).collect()
         }
     };
     let mut printed = 0u64;
     let stdout = std::io::stdout();
-    let wait = if positions.len() > 1 { Duration::from_millis(100) } else { Duration::from_millis(500) };
+    let wait = if positions.len() > 1 {
+        Duration::from_millis(100)
+    } else {
+        Duration::from_millis(500)
+    };
     loop {
         let mut at_end = 0;
         for (partition, offset) in positions.iter_mut() {
-            let fetched = client.fetch(&args.topic, *partition, *offset, wait, 1 << 20).await?;
+            let fetched = client
+                .fetch(&args.topic, *partition, *offset, wait, 1 << 20)
+                .await?;
             let mut out = stdout.lock();
             for record in &fetched.records {
                 print_record(&mut out, &args, *partition, record)?;
@@ -98,7 +117,12 @@ pub async fn run(bootstrap: &str, args: ConsumeArgs) -> anyhow::Result<()> {
     }
 }
 
-async fn offsets(client: &mut Client, topic: &str, partitions: &[i32], which: i64) -> anyhow::Result<Vec<(i32, i64)>> {
+async fn offsets(
+    client: &mut Client,
+    topic: &str,
+    partitions: &[i32],
+    which: i64,
+) -> anyhow::Result<Vec<(i32, i64)>> {
     Ok(client
         .list_offsets(topic, partitions, which)
         .await?
@@ -107,9 +131,18 @@ async fn offsets(client: &mut Client, topic: &str, partitions: &[i32], which: i6
         .collect())
 }
 
-fn print_record(out: &mut impl Write, args: &ConsumeArgs, partition: i32, r: &InRecord) -> std::io::Result<()> {
+fn print_record(
+    out: &mut impl Write,
+    args: &ConsumeArgs,
+    partition: i32,
+    r: &InRecord,
+) -> std::io::Result<()> {
     let sep = &args.separator;
-    let text = |b: &Option<bytes::Bytes>| b.as_ref().map(|b| String::from_utf8_lossy(b).into_owned()).unwrap_or_default();
+    let text = |b: &Option<bytes::Bytes>| {
+        b.as_ref()
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+            .unwrap_or_default()
+    };
     if args.print_offset {
         write!(out, "{partition}:{}{sep}", r.offset)?;
     }
@@ -121,7 +154,11 @@ fn print_record(out: &mut impl Write, args: &ConsumeArgs, partition: i32, r: &In
     }
     write!(out, "{}", text(&r.value))?;
     if args.print_headers {
-        let headers: Vec<String> = r.headers.iter().map(|(k, v)| format!("{k}={}", text(v))).collect();
+        let headers: Vec<String> = r
+            .headers
+            .iter()
+            .map(|(k, v)| format!("{k}={}", text(v)))
+            .collect();
         write!(out, "{sep}{}", headers.join(","))?;
     }
     writeln!(out)

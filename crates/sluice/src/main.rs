@@ -34,7 +34,13 @@ struct ServeArgs {
 #[derive(Debug, clap::Args)]
 struct Bootstrap {
     /// A broker to talk to
-    #[arg(long, short = 'b', env = "SLUICE_BOOTSTRAP", default_value = "127.0.0.1:9092", global = true)]
+    #[arg(
+        long,
+        short = 'b',
+        env = "SLUICE_BOOTSTRAP",
+        default_value = "127.0.0.1:9092",
+        global = true
+    )]
     bootstrap_server: String,
 }
 
@@ -69,11 +75,22 @@ fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(args) => serve_main(*args),
-        Command::Topic { bootstrap, command } => cli_runtime().and_then(|rt| rt.block_on(topic_cmd::run(&bootstrap.bootstrap_server, command))),
-        Command::Produce { bootstrap, args } => cli_runtime().and_then(|rt| rt.block_on(produce_cmd::run(&bootstrap.bootstrap_server, args))),
-        Command::Consume { bootstrap, args } => cli_runtime().and_then(|rt| rt.block_on(consume_cmd::run(&bootstrap.bootstrap_server, args))),
+        Command::Topic { bootstrap, command } => cli_runtime()
+            .and_then(|rt| rt.block_on(topic_cmd::run(&bootstrap.bootstrap_server, command))),
+        Command::Produce { bootstrap, args } => cli_runtime()
+            .and_then(|rt| rt.block_on(produce_cmd::run(&bootstrap.bootstrap_server, args))),
+        Command::Consume { bootstrap, args } => cli_runtime()
+            .and_then(|rt| rt.block_on(consume_cmd::run(&bootstrap.bootstrap_server, args))),
     };
     if let Err(e) = result {
+        // A reader that went away (`| head`) is not an error of ours.
+        let broken_pipe = e.chain().any(|c| {
+            c.downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+        });
+        if broken_pipe {
+            return;
+        }
         eprintln!("error: {e:#}");
         std::process::exit(1);
     }

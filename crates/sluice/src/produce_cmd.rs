@@ -44,7 +44,10 @@ pub async fn run(bootstrap: &str, args: ProduceArgs) -> anyhow::Result<()> {
         other => bail!("--acks must be 0, 1 or all, not '{other}'"),
     };
     let Some(compression) = compression_from_name(&args.compression) else {
-        bail!("--compression must be none, gzip, snappy, lz4 or zstd, not '{}'", args.compression);
+        bail!(
+            "--compression must be none, gzip, snappy, lz4 or zstd, not '{}'",
+            args.compression
+        );
     };
     if args.batch_records == 0 {
         bail!("--batch-records must be at least 1");
@@ -57,7 +60,10 @@ pub async fn run(bootstrap: &str, args: ProduceArgs) -> anyhow::Result<()> {
     let partition_count = (partitions.len() as i32).max(1);
     if let Some(p) = args.partition {
         if p < 0 || p >= partition_count {
-            bail!("topic '{}' has {partition_count} partition(s); there is no partition {p}", args.topic);
+            bail!(
+                "topic '{}' has {partition_count} partition(s); there is no partition {p}",
+                args.topic
+            );
         }
     }
     let headers: Vec<(String, Option<Bytes>)> = args

@@ -16,10 +16,11 @@ pub async fn run(settings: Resolved) -> anyhow::Result<()> {
     let data_dir = settings.broker.data_dir.clone();
     tracing::info!(data_dir = %data_dir.display(), "opening data directory");
     let broker_config = settings.broker.clone();
-    let broker = tokio::task::spawn_blocking(move || Broker::open(broker_config, Arc::new(SystemClock)))
-        .await
-        .context("opening the broker")?
-        .with_context(|| format!("opening data directory {}", data_dir.display()))?;
+    let broker =
+        tokio::task::spawn_blocking(move || Broker::open(broker_config, Arc::new(SystemClock)))
+            .await
+            .context("opening the broker")?
+            .with_context(|| format!("opening data directory {}", data_dir.display()))?;
     let kafka = TcpListener::bind(settings.listen)
         .await
         .with_context(|| format!("binding the Kafka listener {}", settings.listen))?;
@@ -37,13 +38,25 @@ pub async fn run(settings: Resolved) -> anyhow::Result<()> {
         cluster_id = %broker.cluster_id(),
         "sluice is serving"
     );
-    let wire = tokio::spawn(sluice_wire::serve(kafka, Arc::clone(&broker), settings.limits.clone(), shutdown.clone()));
-    let http = tokio::spawn(sluice_admin::serve(admin, Arc::clone(&broker), shutdown.clone()));
+    let wire = tokio::spawn(sluice_wire::serve(
+        kafka,
+        Arc::clone(&broker),
+        settings.limits.clone(),
+        shutdown.clone(),
+    ));
+    let http = tokio::spawn(sluice_admin::serve(
+        admin,
+        Arc::clone(&broker),
+        shutdown.clone(),
+    ));
 
     wait_for_signal().await;
     tracing::info!("shutting down");
     shutdown.cancel();
-    if tokio::time::timeout(Duration::from_secs(10), wire).await.is_err() {
+    if tokio::time::timeout(Duration::from_secs(10), wire)
+        .await
+        .is_err()
+    {
         tracing::warn!("connections did not finish within 10 s");
     }
     let _ = tokio::time::timeout(Duration::from_secs(2), http).await;

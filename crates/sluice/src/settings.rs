@@ -46,7 +46,11 @@ pub struct Settings {
     #[arg(long, env = "SLUICE_LOG_RETENTION_MS", allow_negative_numbers = true)]
     pub log_retention_ms: Option<i64>,
     /// Default retention.bytes; -1 for no limit [default: -1]
-    #[arg(long, env = "SLUICE_LOG_RETENTION_BYTES", allow_negative_numbers = true)]
+    #[arg(
+        long,
+        env = "SLUICE_LOG_RETENTION_BYTES",
+        allow_negative_numbers = true
+    )]
     pub log_retention_bytes: Option<i64>,
     /// How often retention runs [default: 60000]
     #[arg(long, env = "SLUICE_LOG_RETENTION_CHECK_INTERVAL_MS")]
@@ -96,7 +100,8 @@ macro_rules! overlay {
 impl Settings {
     /// Reads a TOML settings file (keys as the flag names with `_`, e.g. `data_dir`).
     pub fn from_file(path: &Path) -> anyhow::Result<Settings> {
-        let text = std::fs::read_to_string(path).with_context(|| format!("reading config file {}", path.display()))?;
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading config file {}", path.display()))?;
         toml::from_str(&text).with_context(|| format!("in config file {}", path.display()))
     }
 
@@ -129,13 +134,17 @@ impl Settings {
     }
 
     pub fn resolve(self) -> anyhow::Result<Resolved> {
-        let listen = self.listen.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 9092)));
+        let listen = self
+            .listen
+            .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 9092)));
         let (advertised_host, advertised_port) = match &self.advertised_listener {
             Some(a) => {
                 let (host, port) = a
                     .rsplit_once(':')
                     .with_context(|| format!("advertised_listener '{a}' is not host:port"))?;
-                let port: u16 = port.parse().with_context(|| format!("advertised_listener '{a}' has a bad port"))?;
+                let port: u16 = port
+                    .parse()
+                    .with_context(|| format!("advertised_listener '{a}' has a bad port"))?;
                 (host.to_string(), i32::from(port))
             }
             None if listen.ip().is_unspecified() => {
@@ -146,18 +155,41 @@ impl Settings {
         let mut defaults = Defaults::default();
         let mut set = |name: &str, value: Option<String>| -> anyhow::Result<()> {
             if let Some(v) = value {
-                defaults.set(name, v).with_context(|| format!("broker default for {name}"))?;
+                defaults
+                    .set(name, v)
+                    .with_context(|| format!("broker default for {name}"))?;
             }
             Ok(())
         };
-        set(topic_config::SEGMENT_BYTES, self.log_segment_bytes.map(|v| v.to_string()))?;
-        set(topic_config::SEGMENT_MS, self.log_roll_ms.map(|v| v.to_string()))?;
-        set(topic_config::RETENTION_MS, self.log_retention_ms.map(|v| v.to_string()))?;
-        set(topic_config::RETENTION_BYTES, self.log_retention_bytes.map(|v| v.to_string()))?;
+        set(
+            topic_config::SEGMENT_BYTES,
+            self.log_segment_bytes.map(|v| v.to_string()),
+        )?;
+        set(
+            topic_config::SEGMENT_MS,
+            self.log_roll_ms.map(|v| v.to_string()),
+        )?;
+        set(
+            topic_config::RETENTION_MS,
+            self.log_retention_ms.map(|v| v.to_string()),
+        )?;
+        set(
+            topic_config::RETENTION_BYTES,
+            self.log_retention_bytes.map(|v| v.to_string()),
+        )?;
         set(topic_config::FLUSH_MODE, self.log_flush_mode.clone())?;
-        set(topic_config::FLUSH_INTERVAL_MS, self.log_flush_interval_ms.map(|v| v.to_string()))?;
-        set(topic_config::MAX_MESSAGE_BYTES, self.message_max_bytes.map(|v| v.to_string()))?;
-        set(topic_config::TIMESTAMP_TYPE, self.log_message_timestamp_type.clone())?;
+        set(
+            topic_config::FLUSH_INTERVAL_MS,
+            self.log_flush_interval_ms.map(|v| v.to_string()),
+        )?;
+        set(
+            topic_config::MAX_MESSAGE_BYTES,
+            self.message_max_bytes.map(|v| v.to_string()),
+        )?;
+        set(
+            topic_config::TIMESTAMP_TYPE,
+            self.log_message_timestamp_type.clone(),
+        )?;
         let num_partitions = self.num_partitions.unwrap_or(1);
         if num_partitions < 1 {
             bail!("num_partitions must be at least 1, not {num_partitions}");
@@ -189,7 +221,9 @@ impl Settings {
         Ok(Resolved {
             broker,
             listen,
-            admin_listen: self.admin_listen.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080))),
+            admin_listen: self
+                .admin_listen
+                .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080))),
             limits,
             log_level: self.log_level.unwrap_or_else(|| "info".into()),
         })
@@ -223,7 +257,9 @@ mod tests {
 
     #[test]
     fn bad_settings_are_named() {
-        let err = toml::from_str::<Settings>("listne = \"x\"").unwrap_err().to_string();
+        let err = toml::from_str::<Settings>("listne = \"x\"")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("listne"), "{err}");
         let bad = Settings {
             log_flush_mode: Some("never".into()),
@@ -234,6 +270,10 @@ mod tests {
             listen: Some("0.0.0.0:9092".parse().unwrap()),
             ..Settings::default()
         };
-        assert!(unspecified.resolve().unwrap_err().to_string().contains("advertised_listener"));
+        assert!(unspecified
+            .resolve()
+            .unwrap_err()
+            .to_string()
+            .contains("advertised_listener"));
     }
 }

@@ -2,6 +2,7 @@
 //! work against any Kafka-compatible broker.
 
 use std::collections::BTreeMap;
+use std::io::Write;
 
 use anyhow::{bail, Context};
 use clap::Subcommand;
@@ -47,6 +48,8 @@ pub fn parse_pair(s: &str) -> Result<(String, String), String> {
 
 pub async fn run(bootstrap: &str, command: TopicCommand) -> anyhow::Result<()> {
     let mut client = Client::connect(bootstrap, "sluice-cli").await?;
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
     match command {
         TopicCommand::Create {
             name,
@@ -55,43 +58,62 @@ pub async fn run(bootstrap: &str, command: TopicCommand) -> anyhow::Result<()> {
             configs,
         } => {
             let configs: BTreeMap<String, String> = configs.into_iter().collect();
-            client.create_topic(&name, partitions, replication_factor, &configs).await?;
-            println!("created topic {name} with {partitions} partition(s)");
+            client
+                .create_topic(&name, partitions, replication_factor, &configs)
+                .await?;
+            writeln!(out, "created topic {name} with {partitions} partition(s)")?;
         }
         TopicCommand::List => {
             let metadata = client.metadata(None).await?;
-            let mut names: Vec<String> = metadata.topics.iter().filter_map(|t| t.name.as_ref().map(|n| n.to_string())).collect();
+            let mut names: Vec<String> = metadata
+                .topics
+                .iter()
+                .filter_map(|t| t.name.as_ref().map(|n| n.to_string()))
+                .collect();
             names.sort();
             for name in names {
-                println!("{name}");
+                writeln!(out, "{name}")?;
             }
         }
-        TopicCommand::Describe { name } => describe(&mut client, &name).await?,
+        TopicCommand::Describe { name } => describe(&mut client, &name, &mut out).await?,
         TopicCommand::Delete { name } => {
             client.delete_topic(&name).await?;
-            println!("deleted topic {name}");
+            writeln!(out, "deleted topic {name}")?;
         }
         TopicCommand::AlterConfig { name, set, delete } => {
             if set.is_empty() && delete.is_empty() {
                 bail!("nothing to change: give --set name=value and/or --delete name");
             }
             client.alter_topic_configs(&name, &set, &delete).await?;
-            println!("altered configs of {name}");
+            writeln!(out, "altered configs of {name}")?;
         }
     }
     Ok(())
 }
 
-async fn describe(client: &mut Client, name: &str) -> anyhow::Result<()> {
+async fn describe(client: &mut Client, name: &str, out: &mut impl Write) -> anyhow::Result<()> {
     let partitions = client.partitions(name).await?;
     let ids: Vec<i32> = partitions.iter().map(|p| p.partition).collect();
-    let earliest = client.list_offsets(name, &ids, -2).await.context("earliest offsets")?;
-    let latest = client.list_offsets(name, &ids, -1).await.context("latest offsets")?;
-    println!("Topic: {name}  Partitions: {}", partitions.len());
-    println!("{:>9}  {:>6}  {:>10}  {:>10}  {:>14}  {:>14}", "PARTITION", "LEADER", "REPLICAS", "ISR", "START OFFSET", "END OFFSET");
-    for (p, ((_, start, _), (_, end, _))) in partitions.iter().zip(earliest.iter().zip(latest.iter())) {
+    let earliest = client
+        .list_offsets(name, &ids, -2)
+        .await
+        .context("earliest offsets")?;
+    let latest = client
+        .list_offsets(name, &ids, -1)
+        .await
+        .context("latest offsets")?;
+    writeln!(out, "Topic: {name}  Partitions: {}", partitions.len())?;
+    writeln!(
+        out,
+        "{:>9}  {:>6}  {:>10}  {:>10}  {:>14}  {:>14}",
+        "PARTITION", "LEADER", "REPLICAS", "ISR", "START OFFSET", "END OFFSET"
+    )?;
+    for (p, ((_, start, _), (_, end, _))) in
+        partitions.iter().zip(earliest.iter().zip(latest.iter()))
+    {
         let list = |v: &[i32]| v.iter().map(i32::to_string).collect::<Vec<_>>().join(",");
-        println!(
+        writeln!(
+            out,
             "{:>9}  {:>6}  {:>10}  {:>10}  {:>14}  {:>14}",
             p.partition,
             p.leader,
@@ -99,16 +121,21 @@ async fn describe(client: &mut Client, name: &str) -> anyhow::Result<()> {
             list(&p.isr),
             start,
             end
-        );
+        )?;
     }
-    println!("Configs:");
+    writeln!(out, "Configs:")?;
     for c in client.topic_configs(name).await? {
         let source = match c.source {
             1 => "topic",
             4 => "broker",
             _ => "default",
         };
-        println!("  {} = {}  ({source})", c.name, c.value.unwrap_or_default());
+        writeln!(
+            out,
+            "  {} = {}  ({source})",
+            c.name,
+            c.value.unwrap_or_default()
+        )?;
     }
     Ok(())
 }

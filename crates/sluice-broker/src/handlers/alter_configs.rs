@@ -22,12 +22,23 @@ pub fn handle(broker: &Broker, request: AlterConfigsRequest, _version: i16) -> R
                     .into_iter()
                     .map(|c| match c.value {
                         Some(v) => Ok((c.name.to_string(), v.to_string())),
-                        None => Err(BrokerError::InvalidConfig(ConfigError(format!("config '{}' has a null value", &*c.name)))),
+                        None => Err(BrokerError::InvalidConfig(ConfigError(format!(
+                            "config '{}' has a null value",
+                            &*c.name
+                        )))),
                     })
                     .collect::<Result<BTreeMap<_, _>, _>>()
-                    .and_then(|configs| broker.topics().set_configs(&resource.resource_name, configs, request.validate_only)),
+                    .and_then(|configs| {
+                        broker.topics().set_configs(
+                            &resource.resource_name,
+                            configs,
+                            request.validate_only,
+                        )
+                    }),
                 RESOURCE_BROKER => Err(static_broker_configs()),
-                other => Err(BrokerError::InvalidRequest(format!("resource type {other} has no configs here"))),
+                other => Err(BrokerError::InvalidRequest(format!(
+                    "resource type {other} has no configs here"
+                ))),
             };
             result(resource.resource_type, resource.resource_name, outcome)
         })
@@ -36,7 +47,10 @@ pub fn handle(broker: &Broker, request: AlterConfigsRequest, _version: i16) -> R
 }
 
 pub(crate) fn static_broker_configs() -> BrokerError {
-    BrokerError::InvalidRequest("broker settings are static in Sluice: set them in the config file, environment or flags".into())
+    BrokerError::InvalidRequest(
+        "broker settings are static in Sluice: set them in the config file, environment or flags"
+            .into(),
+    )
 }
 
 fn result(

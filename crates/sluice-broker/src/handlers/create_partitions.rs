@@ -26,7 +26,11 @@ pub fn handle(broker: &Broker, request: CreatePartitionsRequest, _version: i16) 
             });
             let outcome = match bad_assignment {
                 Some(e) => Err(e),
-                None => broker.topics().add_partitions(&topic.name, topic.count, request.validate_only),
+                None => {
+                    broker
+                        .topics()
+                        .add_partitions(&topic.name, topic.count, request.validate_only)
+                }
             };
             let result = CreatePartitionsTopicResult::default().with_name(topic.name);
             match outcome {

@@ -4,7 +4,9 @@
 use std::collections::BTreeMap;
 
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
-use kafka_protocol::messages::create_topics_response::{CreatableTopicConfigs, CreatableTopicResult};
+use kafka_protocol::messages::create_topics_response::{
+    CreatableTopicConfigs, CreatableTopicResult,
+};
 use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse, ResponseKind};
 
 use super::{describe_configs::topic_entries, str_bytes};
@@ -24,8 +26,13 @@ pub fn handle(broker: &Broker, request: CreateTopicsRequest, version: i16) -> Re
                 .with_num_partitions(-1)
                 .with_replication_factor(-1);
             if !seen.insert(name.clone()) {
-                let e = BrokerError::InvalidRequest(format!("topic '{}' appears more than once in the request", &*name));
-                return result.with_error_code(e.code()).with_error_message(Some(str_bytes(&e.to_string())));
+                let e = BrokerError::InvalidRequest(format!(
+                    "topic '{}' appears more than once in the request",
+                    &*name
+                ));
+                return result
+                    .with_error_code(e.code())
+                    .with_error_message(Some(str_bytes(&e.to_string())));
             }
             match create(broker, topic, validate_only) {
                 Ok((partitions, id)) => {
@@ -34,7 +41,11 @@ pub fn handle(broker: &Broker, request: CreateTopicsRequest, version: i16) -> Re
                         .with_replication_factor(1)
                         .with_topic_id(id);
                     if version >= 5 {
-                        let overrides = broker.topics().get(&name).map(|t| t.overrides()).unwrap_or_default();
+                        let overrides = broker
+                            .topics()
+                            .get(&name)
+                            .map(|t| t.overrides())
+                            .unwrap_or_default();
                         result = result.with_configs(Some(
                             topic_entries(broker, &overrides, None)
                                 .into_iter()
@@ -49,14 +60,20 @@ pub fn handle(broker: &Broker, request: CreateTopicsRequest, version: i16) -> Re
                     }
                     result
                 }
-                Err(e) => result.with_error_code(e.code()).with_error_message(Some(str_bytes(&e.to_string()))),
+                Err(e) => result
+                    .with_error_code(e.code())
+                    .with_error_message(Some(str_bytes(&e.to_string()))),
             }
         })
         .collect();
     ResponseKind::CreateTopics(CreateTopicsResponse::default().with_topics(topics))
 }
 
-fn create(broker: &Broker, topic: CreatableTopic, validate_only: bool) -> Result<(i32, uuid::Uuid), BrokerError> {
+fn create(
+    broker: &Broker,
+    topic: CreatableTopic,
+    validate_only: bool,
+) -> Result<(i32, uuid::Uuid), BrokerError> {
     let node = broker.node_id();
     let partitions = if topic.assignments.is_empty() {
         if !(topic.replication_factor == -1 || topic.replication_factor == 1) {
@@ -76,7 +93,11 @@ fn create(broker: &Broker, topic: CreatableTopic, validate_only: bool) -> Result
                 "with a manual assignment, numPartitions and replicationFactor must be -1".into(),
             ));
         }
-        let mut indexes: Vec<i32> = topic.assignments.iter().map(|a| a.partition_index).collect();
+        let mut indexes: Vec<i32> = topic
+            .assignments
+            .iter()
+            .map(|a| a.partition_index)
+            .collect();
         indexes.sort_unstable();
         if indexes.iter().enumerate().any(|(i, &p)| p != i as i32) {
             return Err(BrokerError::InvalidReplicaAssignment(
@@ -99,13 +120,14 @@ fn create(broker: &Broker, topic: CreatableTopic, validate_only: bool) -> Result
     let mut configs = BTreeMap::new();
     for c in topic.configs {
         let Some(value) = c.value else {
-            return Err(BrokerError::InvalidConfig(crate::topic_config::ConfigError(format!(
-                "config '{}' has a null value",
-                &*c.name
-            ))));
+            return Err(BrokerError::InvalidConfig(
+                crate::topic_config::ConfigError(format!("config '{}' has a null value", &*c.name)),
+            ));
         };
         configs.insert(c.name.to_string(), value.to_string());
     }
-    let created = broker.topics().create(&topic.name, partitions, configs, validate_only)?;
+    let created = broker
+        .topics()
+        .create(&topic.name, partitions, configs, validate_only)?;
     Ok((partitions, created.map_or(uuid::Uuid::nil(), |t| t.id)))
 }

@@ -2,7 +2,9 @@
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
-use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse, ResponseKind};
+use kafka_protocol::messages::{
+    BrokerId, DescribeClusterRequest, DescribeClusterResponse, ResponseKind,
+};
 
 use super::str_bytes;
 use crate::broker::Broker;
@@ -21,15 +23,15 @@ pub fn handle(broker: &Broker, request: DescribeClusterRequest, version: i16) ->
             return ResponseKind::DescribeCluster(
                 response
                     .with_error_code(ResponseError::UnsupportedEndpointType.code())
-                    .with_error_message(Some(str_bytes("Sluice brokers serve only the broker endpoint type (1)"))),
+                    .with_error_message(Some(str_bytes(
+                        "Sluice brokers serve only the broker endpoint type (1)",
+                    ))),
             );
         }
     }
     let config = broker.config();
-    ResponseKind::DescribeCluster(
-        response.with_brokers(vec![DescribeClusterBroker::default()
+    ResponseKind::DescribeCluster(response.with_brokers(vec![DescribeClusterBroker::default()
             .with_broker_id(BrokerId(config.node_id))
             .with_host(str_bytes(&config.advertised_host))
-            .with_port(config.advertised_port)]),
-    )
+            .with_port(config.advertised_port)]))
 }

@@ -4,7 +4,9 @@
 use std::collections::BTreeMap;
 
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::describe_configs_response::{DescribeConfigsResourceResult, DescribeConfigsResult};
+use kafka_protocol::messages::describe_configs_response::{
+    DescribeConfigsResourceResult, DescribeConfigsResult,
+};
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse, ResponseKind};
 use kafka_protocol::protocol::StrBytes;
 
@@ -28,7 +30,11 @@ pub(crate) struct Entry {
 }
 
 /// Every topic config (or just `keys`) with its effective value and where it comes from.
-pub(crate) fn topic_entries(broker: &Broker, overrides: &BTreeMap<String, String>, keys: Option<&[StrBytes]>) -> Vec<Entry> {
+pub(crate) fn topic_entries(
+    broker: &Broker,
+    overrides: &BTreeMap<String, String>,
+    keys: Option<&[StrBytes]>,
+) -> Vec<Entry> {
     let defaults = broker.topics().defaults();
     DEFS.iter()
         .filter(|d| keys.is_none_or(|k| k.iter().any(|k| &**k == d.name)))
@@ -37,7 +43,14 @@ pub(crate) fn topic_entries(broker: &Broker, overrides: &BTreeMap<String, String
                 Some(v) => (v.as_str(), DYNAMIC_TOPIC_CONFIG),
                 None => {
                     let v = defaults.get(d.name).unwrap_or(d.default);
-                    (v, if v == d.default { DEFAULT_CONFIG } else { STATIC_BROKER_CONFIG })
+                    (
+                        v,
+                        if v == d.default {
+                            DEFAULT_CONFIG
+                        } else {
+                            STATIC_BROKER_CONFIG
+                        },
+                    )
                 }
             };
             Entry {
@@ -60,20 +73,56 @@ fn broker_entries(broker: &Broker, keys: Option<&[StrBytes]>) -> Vec<Entry> {
     let settings: Vec<(&'static str, String, i8)> = vec![
         ("broker.id", config.node_id.to_string(), 3),
         ("node.id", config.node_id.to_string(), 3),
-        ("auto.create.topics.enable", config.auto_create_topics.to_string(), 1),
+        (
+            "auto.create.topics.enable",
+            config.auto_create_topics.to_string(),
+            1,
+        ),
         ("num.partitions", config.num_partitions.to_string(), 3),
         ("default.replication.factor", "1".into(), 3),
         ("log.dirs", config.data_dir.display().to_string(), 2),
-        ("log.retention.ms", topic_default(topic_config::RETENTION_MS), 5),
-        ("log.retention.bytes", topic_default(topic_config::RETENTION_BYTES), 5),
-        ("log.segment.bytes", topic_default(topic_config::SEGMENT_BYTES), 3),
+        (
+            "log.retention.ms",
+            topic_default(topic_config::RETENTION_MS),
+            5,
+        ),
+        (
+            "log.retention.bytes",
+            topic_default(topic_config::RETENTION_BYTES),
+            5,
+        ),
+        (
+            "log.segment.bytes",
+            topic_default(topic_config::SEGMENT_BYTES),
+            3,
+        ),
         ("log.roll.ms", topic_default(topic_config::SEGMENT_MS), 5),
-        ("log.index.interval.bytes", topic_default(topic_config::INDEX_INTERVAL_BYTES), 3),
-        ("log.message.timestamp.type", topic_default(topic_config::TIMESTAMP_TYPE), 2),
+        (
+            "log.index.interval.bytes",
+            topic_default(topic_config::INDEX_INTERVAL_BYTES),
+            3,
+        ),
+        (
+            "log.message.timestamp.type",
+            topic_default(topic_config::TIMESTAMP_TYPE),
+            2,
+        ),
         ("log.flush.mode", topic_default(topic_config::FLUSH_MODE), 2),
-        ("log.flush.interval.ms", topic_default(topic_config::FLUSH_INTERVAL_MS), 5),
-        ("message.max.bytes", topic_default(topic_config::MAX_MESSAGE_BYTES), 3),
-        ("min.insync.replicas", topic_default(topic_config::MIN_INSYNC_REPLICAS), 3),
+        (
+            "log.flush.interval.ms",
+            topic_default(topic_config::FLUSH_INTERVAL_MS),
+            5,
+        ),
+        (
+            "message.max.bytes",
+            topic_default(topic_config::MAX_MESSAGE_BYTES),
+            3,
+        ),
+        (
+            "min.insync.replicas",
+            topic_default(topic_config::MIN_INSYNC_REPLICAS),
+            3,
+        ),
         (
             "log.retention.check.interval.ms",
             config.retention_check_interval.as_millis().to_string(),
@@ -104,7 +153,10 @@ pub fn handle(broker: &Broker, request: DescribeConfigsRequest, version: i16) ->
                 .with_resource_name(resource.resource_name.clone());
             // Null asks for every config; so does an empty list (as the Java admin client's
             // describe-all sends null, an empty list can only mean the same).
-            let keys = resource.configuration_keys.as_deref().filter(|k| !k.is_empty());
+            let keys = resource
+                .configuration_keys
+                .as_deref()
+                .filter(|k| !k.is_empty());
             let entries = match resource.resource_type {
                 RESOURCE_TOPIC => match broker.topics().get(&resource.resource_name) {
                     Some(topic) => topic_entries(broker, &topic.overrides(), keys),
@@ -135,7 +187,9 @@ pub fn handle(broker: &Broker, request: DescribeConfigsRequest, version: i16) ->
                 other => {
                     return result
                         .with_error_code(ResponseError::InvalidRequest.code())
-                        .with_error_message(Some(str_bytes(&format!("resource type {other} has no configs here"))))
+                        .with_error_message(Some(str_bytes(&format!(
+                            "resource type {other} has no configs here"
+                        ))))
                 }
             };
             result.with_configs(
@@ -148,7 +202,10 @@ pub fn handle(broker: &Broker, request: DescribeConfigsRequest, version: i16) ->
                             .with_read_only(e.read_only)
                             .with_config_source(e.config_source)
                             .with_config_type(if version >= 3 { e.config_type } else { 0 })
-                            .with_documentation((version >= 3 && request.include_documentation).then(|| str_bytes(e.doc)))
+                            .with_documentation(
+                                (version >= 3 && request.include_documentation)
+                                    .then(|| str_bytes(e.doc)),
+                            )
                     })
                     .collect(),
             )

@@ -123,7 +123,12 @@ fn resolve(broker: &Broker, topic: FetchTopic, version: i16) -> WantedTopic {
 
 /// Reads every wanted partition once; returns the response, its data bytes, and whether any
 /// partition had an error (which ends a long poll at once).
-fn gather(topics: &[WantedTopic], max_bytes: usize, read_committed: bool, version: i16) -> (FetchResponse, usize, bool) {
+fn gather(
+    topics: &[WantedTopic],
+    max_bytes: usize,
+    read_committed: bool,
+    version: i16,
+) -> (FetchResponse, usize, bool) {
     let mut remaining = max_bytes;
     let mut total = 0usize;
     let mut errors = false;
@@ -141,15 +146,30 @@ fn gather(topics: &[WantedTopic], max_bytes: usize, read_committed: bool, versio
                 })
                 .collect();
             FetchableTopicResponse::default()
-                .with_topic(if version >= 13 { TopicName::default() } else { topic.name.clone() })
+                .with_topic(if version >= 13 {
+                    TopicName::default()
+                } else {
+                    topic.name.clone()
+                })
                 .with_topic_id(if version >= 13 { topic.id } else { Uuid::nil() })
                 .with_partitions(partitions)
         })
         .collect();
-    (FetchResponse::default().with_session_id(0).with_responses(responses), total, errors)
+    (
+        FetchResponse::default()
+            .with_session_id(0)
+            .with_responses(responses),
+        total,
+        errors,
+    )
 }
 
-fn read_one(wanted: &Wanted, remaining: &mut usize, first: bool, read_committed: bool) -> PartitionData {
+fn read_one(
+    wanted: &Wanted,
+    remaining: &mut usize,
+    first: bool,
+    read_committed: bool,
+) -> PartitionData {
     let base = PartitionData::default()
         .with_partition_index(wanted.index)
         .with_high_watermark(-1)
@@ -195,7 +215,8 @@ fn read_one(wanted: &Wanted, remaining: &mut usize, first: bool, read_committed:
             if e.is_storage() {
                 tracing::warn!(?partition, error = %e, "fetch failed");
             }
-            base.with_error_code(log_error(&e).code()).with_records(Some(Bytes::new()))
+            base.with_error_code(log_error(&e).code())
+                .with_records(Some(Bytes::new()))
         }
     }
 }

@@ -2,7 +2,9 @@
 //! timestamp (-3, KIP-734), or the first record at or after a timestamp (KIP-79).
 
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse};
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse, ResponseKind};
 
 use crate::broker::Broker;
@@ -27,8 +29,11 @@ pub fn handle(broker: &Broker, request: ListOffsetsRequest, _version: i16) -> Re
                         .with_timestamp(-1)
                         .with_offset(-1)
                         .with_leader_epoch(-1);
-                    let Some(partition) = found.as_ref().and_then(|t| t.partition(p.partition_index)) else {
-                        return response.with_error_code(ResponseError::UnknownTopicOrPartition.code());
+                    let Some(partition) =
+                        found.as_ref().and_then(|t| t.partition(p.partition_index))
+                    else {
+                        return response
+                            .with_error_code(ResponseError::UnknownTopicOrPartition.code());
                     };
                     let epoch = partition.leader_epoch().0;
                     if p.current_leader_epoch >= 0 && p.current_leader_epoch != epoch {

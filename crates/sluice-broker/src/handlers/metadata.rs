@@ -5,7 +5,9 @@
 use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::metadata_response::{MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic};
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
 use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, ResponseKind};
 
 use super::{str_bytes, topic_name};
@@ -19,10 +21,18 @@ pub fn handle(broker: &Broker, request: MetadataRequest, version: i16) -> Respon
     let allow_auto_create = version < 4 || request.allow_auto_topic_creation;
     let topics = match request.topics {
         // v0: an empty list means all topics; v1+: null means all, empty means none.
-        None => broker.topics().list().iter().map(|t| describe(broker, t)).collect(),
-        Some(list) if list.is_empty() && version == 0 => {
-            broker.topics().list().iter().map(|t| describe(broker, t)).collect()
-        }
+        None => broker
+            .topics()
+            .list()
+            .iter()
+            .map(|t| describe(broker, t))
+            .collect(),
+        Some(list) if list.is_empty() && version == 0 => broker
+            .topics()
+            .list()
+            .iter()
+            .map(|t| describe(broker, t))
+            .collect(),
         Some(list) => list
             .into_iter()
             .map(|wanted| match wanted.name {

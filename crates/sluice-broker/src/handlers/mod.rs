@@ -10,6 +10,7 @@ pub mod describe_cluster;
 pub mod describe_configs;
 pub mod fetch;
 pub mod incremental_alter_configs;
+pub mod init_producer_id;
 pub mod list_offsets;
 pub mod metadata;
 pub mod produce;

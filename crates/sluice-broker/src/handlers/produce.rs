@@ -37,7 +37,8 @@ fn failed(index: i32, error: ResponseError, message: String) -> Pending {
 
 pub fn handle(broker: &Broker, request: ProduceRequest, version: i16) -> Reply {
     let acks = request.acks;
-    let mut topics: Vec<(TopicName, uuid::Uuid, Vec<Pending>)> = Vec::with_capacity(request.topic_data.len());
+    let mut topics: Vec<(TopicName, uuid::Uuid, Vec<Pending>)> =
+        Vec::with_capacity(request.topic_data.len());
     for topic_data in request.topic_data {
         let topic = if version >= 13 {
             broker
@@ -52,7 +53,11 @@ pub fn handle(broker: &Broker, request: ProduceRequest, version: i16) -> Reply {
             .into_iter()
             .map(|data| {
                 if !matches!(acks, -1..=1) {
-                    return failed(data.index, ResponseError::InvalidRequiredAcks, format!("acks must be -1, 0 or 1, not {acks}"));
+                    return failed(
+                        data.index,
+                        ResponseError::InvalidRequiredAcks,
+                        format!("acks must be -1, 0 or 1, not {acks}"),
+                    );
                 }
                 let topic = match &topic {
                     Ok(topic) => topic,
@@ -80,7 +85,11 @@ pub fn handle(broker: &Broker, request: ProduceRequest, version: i16) -> Reply {
                     .into_iter()
                     .map(|(name, id, partitions)| {
                         TopicProduceResponse::default()
-                            .with_name(if version >= 13 { TopicName::default() } else { name })
+                            .with_name(if version >= 13 {
+                                TopicName::default()
+                            } else {
+                                name
+                            })
                             .with_topic_id(if version >= 13 { id } else { uuid::Uuid::nil() })
                             .with_partition_responses(partitions)
                     })
@@ -88,7 +97,10 @@ pub fn handle(broker: &Broker, request: ProduceRequest, version: i16) -> Reply {
             ),
         )
     };
-    if topics.iter().all(|(_, _, ps)| ps.iter().all(|p| p.wait_for.is_none())) {
+    if topics
+        .iter()
+        .all(|(_, _, ps)| ps.iter().all(|p| p.wait_for.is_none()))
+    {
         return Reply::Ready(respond(
             topics
                 .into_iter()
@@ -101,12 +113,21 @@ pub fn handle(broker: &Broker, request: ProduceRequest, version: i16) -> Reply {
         let mut answered = Vec::with_capacity(topics.len());
         for (name, id, partitions) in topics {
             let mut responses = Vec::with_capacity(partitions.len());
-            for Pending { mut response, wait_for } in partitions {
+            for Pending {
+                mut response,
+                wait_for,
+            } in partitions
+            {
                 if let Some((partition, end)) = wait_for {
                     match tokio::time::timeout(timeout, partition.wait_durable(end)).await {
                         Ok(true) => {}
                         Ok(false) => {
-                            response = failed(response.index, ResponseError::KafkaStorageError, "fsync failed".into()).response;
+                            response = failed(
+                                response.index,
+                                ResponseError::KafkaStorageError,
+                                "fsync failed".into(),
+                            )
+                            .response;
                         }
                         Err(_) => {
                             response = failed(
@@ -130,6 +151,13 @@ fn append(partition: &Arc<Partition>, records: &[u8]) -> Pending {
     let index = partition.index;
     let config = partition.config();
     let validated = match validate_produce(records, config.max_message_bytes) {
+        Ok(v) if v.header().is_transactional() => {
+            return failed(
+                index,
+                ResponseError::InvalidTxnState,
+                "transactional writes need the transaction coordinator, which this broker does not have yet".into(),
+            );
+        }
         Ok(v) => v,
         Err(e) => {
             let e = LogError::Batch(e);
@@ -144,7 +172,8 @@ fn append(partition: &Arc<Partition>, records: &[u8]) -> Pending {
                 .with_base_offset(info.base_offset.0)
                 .with_log_append_time_ms(info.log_append_time_ms)
                 .with_log_start_offset(partition.progress().log_start.0),
-            wait_for: (config.flush == FlushMode::Sync).then(|| (Arc::clone(partition), info.last_offset.plus(1))),
+            wait_for: (config.flush == FlushMode::Sync)
+                .then(|| (Arc::clone(partition), info.last_offset.plus(1))),
         },
         Err(e) => {
             if e.is_storage() {
