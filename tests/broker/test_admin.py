@@ -1,0 +1,163 @@
+"""Topic administration through both clients' admin APIs and through the `sluice` CLI."""
+
+import pytest
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigResource, ConfigEntry,
+                                   NewPartitions, NewTopic)
+from kafka import KafkaAdminClient
+from kafka.admin import ConfigResource as KConfigResource, ConfigResourceType, NewTopic as KNewTopic
+import kafka.errors
+
+from conftest import sluice_cli
+from .clients import consume_confluent, create_topic, produce_confluent
+
+
+def error_code(future):
+    with pytest.raises(KafkaException) as e:
+        future.result(15)
+    return e.value.args[0].code()
+
+
+def test_confluent_admin_lifecycle(broker):
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("adm", 2, 1, config={"retention.ms": "60000"})])["adm"].result(15)
+    assert "adm" in admin.list_topics(timeout=10).topics
+    assert len(admin.list_topics(timeout=10).topics["adm"].partitions) == 2
+
+    # Errors a client expects.
+    assert error_code(admin.create_topics([NewTopic("adm", 1, 1)])["adm"]) == 36  # TOPIC_ALREADY_EXISTS
+    assert error_code(admin.create_topics([NewTopic("bad name", 1, 1)])["bad name"]) == 17  # INVALID_TOPIC
+    assert error_code(admin.create_topics([NewTopic("rf3", 1, 3)])["rf3"]) == 38  # INVALID_REPLICATION_FACTOR
+    assert error_code(admin.create_topics([NewTopic("zero", 0, 1)])["zero"]) == 37  # INVALID_PARTITIONS
+    assert error_code(admin.create_topics([NewTopic("badcfg", 1, 1, config={"no.such": "1"})])["badcfg"]) == 40
+    assert error_code(admin.create_topics([NewTopic("badval", 1, 1, config={"retention.ms": "soon"})])["badval"]) == 40
+
+    # Configs: describe, incremental alter, errors.
+    res = ConfigResource(ConfigResource.Type.TOPIC, "adm")
+    configs = admin.describe_configs([res])[res].result(15)
+    assert configs["retention.ms"].value == "60000"
+    assert configs["flush.mode"].value == "interval"
+    assert configs["segment.bytes"].value == "1073741824"
+    alter = ConfigResource(ConfigResource.Type.TOPIC, "adm", incremental_configs=[
+        ConfigEntry("flush.mode", "sync", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE)])
+    admin.incremental_alter_configs([alter])[alter].result(15)
+    configs = admin.describe_configs([res])[res].result(15)
+    assert configs["flush.mode"].value == "sync"
+    assert configs["retention.ms"].value == "604800000"
+    bad = ConfigResource(ConfigResource.Type.TOPIC, "adm", incremental_configs=[
+        ConfigEntry("flush.mode", "never", incremental_operation=AlterConfigOpType.SET)])
+    assert error_code(admin.incremental_alter_configs([bad])[bad]) == 40
+    missing = ConfigResource(ConfigResource.Type.TOPIC, "nope")
+    assert error_code(admin.describe_configs([missing])[missing]) == 3
+
+    # The sync topic still takes writes (acknowledged after fsync).
+    produce_confluent(broker.bootstrap, "adm", 500)
+
+    # Partitions grow, never shrink.
+    admin.create_partitions([NewPartitions("adm", 4)])["adm"].result(15)
+    assert len(admin.list_topics(timeout=10).topics["adm"].partitions) == 4
+    assert error_code(admin.create_partitions([NewPartitions("adm", 3)])["adm"]) == 37
+
+    # Broker configs are readable.
+    b = ConfigResource(ConfigResource.Type.BROKER, "1")
+    broker_configs = admin.describe_configs([b])[b].result(15)
+    assert broker_configs["num.partitions"].value == "1"
+
+    admin.delete_topics(["adm"])["adm"].result(15)
+    assert "adm" not in admin.list_topics(timeout=10).topics
+    assert error_code(admin.delete_topics(["adm"])["adm"]) == 3
+    assert not (broker.data_dir / "topics" / "adm-0").exists()
+
+
+def test_kafka_python_admin(broker):
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        admin.create_topics([KNewTopic("kpa", 3, 1, topic_configs={"segment.bytes": "1048576"})])
+        assert "kpa" in admin.list_topics()
+        described = admin.describe_topics(["kpa"])
+        assert len(described[0]["partitions"]) == 3
+        with pytest.raises(kafka.errors.TopicAlreadyExistsError):
+            admin.create_topics([KNewTopic("kpa", 3, 1)])
+        admin.alter_configs([KConfigResource(ConfigResourceType.TOPIC, "kpa", configs={"retention.ms": "1234"})])
+        result = admin.describe_configs([KConfigResource(ConfigResourceType.TOPIC, "kpa")])
+        text = repr(result)
+        assert "1234" in text and "retention.ms" in text
+        admin.delete_topics(["kpa"])
+        assert "kpa" not in admin.list_topics()
+        cluster = admin.describe_cluster()
+        assert cluster["controller_id"] == 1 and len(cluster["brokers"]) == 1
+    finally:
+        admin.close()
+
+
+def test_topic_recreated_after_delete_is_empty(broker):
+    create_topic(broker.bootstrap, "again", 1)
+    produce_confluent(broker.bootstrap, "again", 100)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.delete_topics(["again"])["again"].result(15)
+    create_topic(broker.bootstrap, "again", 1)
+    produce_confluent(broker.bootstrap, "again", 3)
+    records = consume_confluent(broker.bootstrap, "again", 1, 3, timeout=10)
+    assert [r[1] for r in records] == [0, 1, 2]
+
+
+def test_topics_survive_a_clean_restart(start_broker, tmp_path):
+    broker = start_broker()
+    create_topic(broker.bootstrap, "durable", 3, {"retention.ms": "-1"})
+    produce_confluent(broker.bootstrap, "durable", 3000)
+    assert broker.stop() == 0
+    assert "stopped cleanly" in broker.log()
+    broker.start()
+    assert len(consume_confluent(broker.bootstrap, "durable", 3, 3000)) == 3000
+    status = broker.status()
+    topic = [t for t in status["topics"] if t["name"] == "durable"][0]
+    assert topic["configs"] == {"retention.ms": "-1"}
+
+
+def test_cli_topic_commands(broker):
+    b = ["-b", broker.bootstrap]
+    out = sluice_cli("topic", "create", "cli-t", "--partitions", "3", "--config", "retention.ms=5000", *b).stdout
+    assert "created topic cli-t" in out
+    assert "cli-t" in sluice_cli("topic", "list", *b).stdout.split()
+    r = sluice_cli("topic", "create", "cli-t", *b, check=False)
+    assert r.returncode != 0 and "TopicAlreadyExists" in r.stderr
+    sluice_cli("topic", "alter-config", "cli-t", "--set", "flush.mode=sync", "--delete", "retention.ms", *b)
+    desc = sluice_cli("topic", "describe", "cli-t", *b).stdout
+    assert "Partitions: 3" in desc
+    assert "flush.mode = sync  (topic)" in desc
+    assert "retention.ms = 604800000  (default)" in desc
+    r = sluice_cli("topic", "alter-config", "cli-t", "--set", "bogus=1", *b, check=False)
+    assert r.returncode == 1 and "unknown topic config 'bogus'" in r.stderr
+    r = sluice_cli("topic", "alter-config", "cli-t", *b, check=False)
+    assert r.returncode == 1 and "nothing to change" in r.stderr
+    r = sluice_cli("topic", "describe", "missing", *b, check=False)
+    assert r.returncode == 1 and "UnknownTopicOrPartition" in r.stderr
+    sluice_cli("topic", "delete", "cli-t", *b)
+    assert "cli-t" not in sluice_cli("topic", "list", *b).stdout.split()
+    r = sluice_cli("topic", "list", "-b", "127.0.0.1:1", check=False)
+    assert r.returncode == 1 and "cannot connect" in r.stderr
+
+
+def test_cli_produce_and_consume(broker):
+    b = ["-b", broker.bootstrap]
+    sluice_cli("topic", "create", "lines", "--partitions", "2", *b)
+    lines = "".join(f"k{i % 5}:value {i}\n" for i in range(500))
+    r = sluice_cli("produce", "-t", "lines", "-K", ":", "-H", "src=cli", "-z", "zstd", *b, stdin=lines)
+    assert "produced 500 record(s)" in r.stderr
+    out = sluice_cli("consume", "-t", "lines", "-e", "--print-key", "--print-headers", *b).stdout.splitlines()
+    assert len(out) == 500
+    assert sorted(out) == sorted(f"k{i % 5}\tvalue {i}\tsrc=cli" for i in range(500))
+    # Same key → same partition, in order (the Java client's partitioner).
+    for key in range(5):
+        values = [int(l.split("\t")[1].split()[1]) for l in out if l.startswith(f"k{key}\t")]
+        assert values == sorted(values)
+    assert len(sluice_cli("consume", "-t", "lines", "-c", "7", *b).stdout.splitlines()) == 7
+    tail = sluice_cli("consume", "-t", "lines", "-p", "0", "-o", "end", "-e", *b).stdout
+    assert tail == ""
+    r = sluice_cli("consume", "-t", "lines", "-p", "9", "-e", *b, check=False)
+    assert r.returncode == 1 and "no partition 9" in r.stderr
+    r = sluice_cli("produce", "-t", "lines", "--acks", "2", *b, stdin="x\n", check=False)
+    assert r.returncode == 1 and "--acks" in r.stderr
+    # Records produced by the CLI are ordinary records to a real client.
+    assert len(consume_confluent(broker.bootstrap, "lines", 2, 500, timeout=10)) == 500

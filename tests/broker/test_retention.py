@@ -1,0 +1,86 @@
+"""Retention by time and by size deletes whole segments; the log start moves and reads below
+it get OFFSET_OUT_OF_RANGE (which a consumer resolves with auto.offset.reset)."""
+
+import os
+import time
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+from conftest import wait_until
+from .clients import create_topic, value_for
+
+
+def segment_files(broker, topic, partition=0):
+    d = broker.data_dir / "topics" / f"{topic}-{partition}"
+    return sorted(f for f in os.listdir(d) if f.endswith(".log"))
+
+
+def fill(bootstrap, topic, count, timestamp=None):
+    # Small batches, so that segments hold several (a batch larger than segment.bytes gets a
+    # segment of its own, as in Kafka).
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1, "batch.size": 4096})
+    for i in range(count):
+        kwargs = {"timestamp": timestamp} if timestamp else {}
+        p.produce(topic, value=value_for(i) * 4, partition=0, **kwargs)
+    assert p.flush(20) == 0
+
+
+def test_retention_by_time_deletes_old_segments(start_broker):
+    broker = start_broker(["--log-retention-check-interval-ms", "200"])
+    topic = "expiring"
+    create_topic(broker.bootstrap, topic, 1, {"segment.bytes": "16384", "retention.ms": "3600000"})
+    old = int(time.time() * 1000) - 2 * 3600 * 1000
+    fill(broker.bootstrap, topic, 2000, timestamp=old)      # two hours old
+    fill(broker.bootstrap, topic, 200)                      # now
+    before = segment_files(broker, topic)
+    assert len(before) > 5
+
+    def trimmed():
+        s = broker.status()
+        p = [t for t in s["topics"] if t["name"] == topic][0]["partitions"][0]
+        return p if p["log_start_offset"] > 0 else None
+    p = wait_until(trimmed, 20, "retention to delete old segments")
+    assert p["log_end_offset"] == 2200
+    assert p["log_start_offset"] <= 2000, "recent records are kept"
+    after = segment_files(broker, topic)
+    assert len(after) < len(before)
+    assert after[0] > before[0], "the oldest segment files are gone from disk"
+
+    # Reading below the log start: OFFSET_OUT_OF_RANGE, resolved by auto.offset.reset.
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "g", "auto.offset.reset": "error"})
+    c.assign([TopicPartition(topic, 0, 0)])
+    try:
+        def out_of_range():
+            m = c.poll(0.5)
+            return m is not None and m.error() is not None and m.error().code() == KafkaError._AUTO_OFFSET_RESET
+        wait_until(out_of_range, 15, "an offset-out-of-range error")
+    finally:
+        c.close()
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "g2", "auto.offset.reset": "earliest"})
+    c.assign([TopicPartition(topic, 0, 0)])
+    try:
+        first = wait_until(lambda: (lambda m: m if m is not None and not m.error() else None)(c.poll(0.5)),
+                           15, "a record after reset")
+        assert first.offset() == p["log_start_offset"]
+    finally:
+        c.close()
+
+
+def test_retention_by_bytes(start_broker):
+    broker = start_broker(["--log-retention-check-interval-ms", "200"])
+    topic = "bounded"
+    create_topic(broker.bootstrap, topic, 1, {"segment.bytes": "16384", "retention.bytes": "65536"})
+    fill(broker.bootstrap, topic, 3000)
+
+    limit = 65536
+
+    def bounded():
+        s = broker.status()
+        p = [t for t in s["topics"] if t["name"] == topic][0]["partitions"][0]
+        sizes = [os.path.getsize(broker.data_dir / "topics" / f"{topic}-0" / f) for f in segment_files(broker, topic)]
+        # Kafka's rule: delete the oldest segment while the rest would still hold `limit`.
+        return (p, sizes) if p["log_start_offset"] > 0 and sum(sizes) - sizes[0] < limit else None
+    p, sizes = wait_until(bounded, 20, "retention.bytes to bound the partition")
+    assert p["log_end_offset"] == 3000
+    assert sum(sizes) >= limit, f"more deleted than needed: {sizes}"
+    assert p["size_bytes"] == sum(sizes)

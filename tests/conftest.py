@@ -1,0 +1,144 @@
+"""Shared fixtures: start a real `sluice serve` process on free loopback ports with its own
+data directory, and helpers that wait on conditions with deadlines (never bare sleeps)."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SLUICE = Path(os.environ.get("SLUICE_BIN", ROOT / "target" / "release" / "sluice"))
+ARTIFACTS = ROOT / "tests" / "artifacts"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until(predicate, timeout, what):
+    """Polls `predicate` until it returns a truthy value or `timeout` seconds pass."""
+    deadline = time.monotonic() + timeout
+    last_error = None
+    while time.monotonic() < deadline:
+        try:
+            value = predicate()
+            if value:
+                return value
+        except Exception as e:  # the condition may raise until it holds
+            last_error = e
+        time.sleep(0.02)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last error: {last_error!r})")
+
+
+class Broker:
+    """One broker process. `extra` are extra `sluice serve` flags; `env` extra environment."""
+
+    def __init__(self, data_dir, extra=(), env=None, name="broker"):
+        self.data_dir = Path(data_dir)
+        self.port = free_port()
+        self.admin_port = free_port()
+        self.extra = list(extra)
+        self.env = dict(env or {})
+        self.name = name
+        self.proc = None
+        self.log_path = None
+        self.starts = 0
+
+    @property
+    def bootstrap(self):
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def admin_url(self):
+        return f"http://127.0.0.1:{self.admin_port}"
+
+    def command(self):
+        return [
+            str(SLUICE), "serve",
+            "--listen", self.bootstrap,
+            "--admin-listen", f"127.0.0.1:{self.admin_port}",
+            "--data-dir", str(self.data_dir),
+            *self.extra,
+        ]
+
+    def start(self, wait=True):
+        assert SLUICE.exists(), f"{SLUICE} is missing: build it with `cargo build --release -p sluice`"
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        self.starts += 1
+        self.log_path = ARTIFACTS / f"{self.name}-{self.port}-{self.starts}.log"
+        env = {**os.environ, "RUST_LOG": os.environ.get("SLUICE_TEST_LOG", "info"), **self.env}
+        self.proc = subprocess.Popen(self.command(), stdout=subprocess.DEVNULL,
+                                     stderr=open(self.log_path, "wb"), env=env)
+        if wait:
+            self.wait_ready()
+        return self
+
+    def wait_ready(self, timeout=30):
+        def ready():
+            if self.proc.poll() is not None:
+                raise AssertionError(f"broker exited with {self.proc.returncode}: {self.log()}")
+            return self.status() is not None
+        wait_until(ready, timeout, "the broker to serve")
+
+    def status(self):
+        with urllib.request.urlopen(self.admin_url + "/api/status", timeout=2) as r:
+            return json.load(r)
+
+    def log(self):
+        return self.log_path.read_text(errors="replace") if self.log_path and self.log_path.exists() else ""
+
+    def kill(self):
+        """SIGKILL: the crash case."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+    def stop(self):
+        """SIGTERM: a clean shutdown; returns the exit code."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                return self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                raise AssertionError("broker did not stop within 20 s of SIGTERM")
+        return self.proc.returncode if self.proc else None
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+
+@pytest.fixture
+def start_broker(tmp_path):
+    """Factory: start_broker(extra_flags, env=...) -> Broker; all are stopped at teardown."""
+    started = []
+
+    def start(extra=(), env=None, data_dir=None, name="broker"):
+        b = Broker(data_dir or tmp_path / f"data{len(started)}", extra, env, name)
+        started.append(b)
+        return b.start()
+
+    yield start
+    for b in started:
+        b.kill()
+
+
+@pytest.fixture
+def broker(start_broker):
+    return start_broker()
+
+
+def sluice_cli(*args, stdin=None, check=True, timeout=60):
+    """Runs the `sluice` binary; returns CompletedProcess with text output."""
+    r = subprocess.run([str(SLUICE), *args], input=stdin, capture_output=True, text=True, timeout=timeout)
+    if check and r.returncode != 0:
+        raise AssertionError(f"sluice {' '.join(args)} failed ({r.returncode}): {r.stderr}")
+    return r
