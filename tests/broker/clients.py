@@ -112,3 +112,12 @@ def check_complete_and_ordered(records, count, key=lambda i: f"key-{i}".encode()
         seqs = [s for _, s in items]
         assert seqs == sorted(seqs), f"partition {partition}: records not in production order"
     return by_partition
+
+
+def total_records(bootstrap, topic, partitions):
+    """Sum of the high watermarks (every partition starts at 0 here)."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "watermarks"})
+    try:
+        return sum(c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions))
+    finally:
+        c.close()

@@ -251,7 +251,7 @@ impl Service for Broker {
 
     fn call(&self, request: Request, peer: &Peer) -> Reply {
         let version = request.version();
-        let ready = |r: ResponseKind| Reply::Ready(r);
+        let ready = |r: ResponseKind| Reply::Ready(Box::new(r));
         match request.body {
             RequestKind::ApiVersions(req) => {
                 ready(handlers::api_versions::handle(self, req, version))

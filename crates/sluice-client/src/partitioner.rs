@@ -44,7 +44,7 @@ pub fn murmur2(data: &[u8]) -> i32 {
 
 /// The partition the Java client's default partitioner picks for `key`.
 pub fn partition_for_key(key: &[u8], partitions: i32) -> i32 {
-    ((murmur2(key) & 0x7fff_ffff) % partitions.max(1)) as i32
+    (murmur2(key) & 0x7fff_ffff) % partitions.max(1)
 }
 
 #[cfg(test)]
@@ -63,7 +63,7 @@ mod tests {
                 b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8",
                 -58897971,
             ),
-            (&[b'a', b'b', b'c'], 479470107),
+            (b"abc", 479470107),
         ];
         for (data, expected) in cases {
             assert_eq!(

@@ -67,7 +67,7 @@ impl OffsetIndex {
     /// Decodes an index file, refusing anything that cannot be right for a log of
     /// `log_bytes`: a partial entry, entries out of order, or a position past the end.
     pub fn decode(bytes: &[u8], log_bytes: u64) -> Result<OffsetIndex, LogError> {
-        if bytes.len() % OFFSET_ENTRY_BYTES != 0 {
+        if !bytes.len().is_multiple_of(OFFSET_ENTRY_BYTES) {
             return Err(LogError::Config(format!(
                 "offset index of {} bytes is not a whole number of entries",
                 bytes.len()

@@ -20,6 +20,7 @@ mod read;
 mod scan;
 mod segment;
 pub mod time_index;
+mod writeback;
 
 #[doc(hidden)]
 pub mod testing;

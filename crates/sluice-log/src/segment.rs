@@ -75,6 +75,8 @@ pub(crate) struct Segment {
     max_timestamp: i64,
     /// Wall-clock time of the first append (or of opening, for a recovered segment).
     first_append_ms: Option<i64>,
+    /// Bytes before this position have had their writeback started.
+    writeback_started: u64,
 }
 
 impl Segment {
@@ -106,6 +108,7 @@ impl Segment {
             bytes_since_index: 0,
             max_timestamp: -1,
             first_append_ms: None,
+            writeback_started: 0,
         })
     }
 
@@ -138,6 +141,7 @@ impl Segment {
             bytes_since_index: 0,
             max_timestamp: -1,
             first_append_ms: Some(now_ms),
+            writeback_started: file_bytes,
         };
         if mode == OpenMode::Trusted && segment.load_indexes(file_bytes)? {
             return Ok(Opened {
@@ -291,6 +295,14 @@ impl Segment {
         }
         debug_assert_eq!(self.size_bytes, position);
         self.first_append_ms.get_or_insert(now_ms);
+        if self.size_bytes - self.writeback_started >= crate::writeback::WRITEBACK_CHUNK_BYTES {
+            crate::writeback::start_writeback(
+                &self.file,
+                self.writeback_started,
+                self.size_bytes - self.writeback_started,
+            );
+            self.writeback_started = self.size_bytes;
+        }
         Ok(())
     }
 
@@ -386,6 +398,7 @@ impl Segment {
             .set_len(position)
             .map_err(|e| self.io_error("truncate", e))?;
         let file_bytes = position;
+        self.writeback_started = self.writeback_started.min(position);
         // The cut is rare (replication divergence): rebuild the in-memory state from the file.
         let valid = self.rebuild(file_bytes)?;
         debug_assert_eq!(valid, file_bytes);

@@ -67,7 +67,7 @@ impl TimeIndex {
 
     /// Decodes a time index file whose segment holds offsets below `relative_end`.
     pub fn decode(bytes: &[u8], relative_end: u64) -> Result<TimeIndex, LogError> {
-        if bytes.len() % TIME_ENTRY_BYTES != 0 {
+        if !bytes.len().is_multiple_of(TIME_ENTRY_BYTES) {
             return Err(LogError::Config(
                 "time index is not a whole number of entries".into(),
             ));

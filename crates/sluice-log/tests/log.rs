@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 //! Behaviour of a whole log on a real directory: append/read/roll, retention, recovery.
 
 use std::fs;

@@ -32,7 +32,7 @@ pub type PendingResponse = Pin<Box<dyn Future<Output = Option<ResponseKind>> + S
 /// What a service does with a request.
 pub enum Reply {
     /// Respond with this.
-    Ready(ResponseKind),
+    Ready(Box<ResponseKind>),
     /// Respond with what this future yields (`None`: no response).
     Later(PendingResponse),
     /// The request takes no response (Produce with acks=0).
@@ -247,7 +247,7 @@ fn handle_frame<S: Service>(
             }
         };
     Ok(match service.call(request, peer) {
-        Reply::Ready(body) => Some(Box::pin(std::future::ready(encode(body)))),
+        Reply::Ready(body) => Some(Box::pin(std::future::ready(encode(*body)))),
         Reply::Later(future) => Some(Box::pin(future.map(move |body| body.and_then(encode)))),
         Reply::Silent => None,
     })

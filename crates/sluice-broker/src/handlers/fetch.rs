@@ -44,11 +44,11 @@ const READ_COMMITTED: i8 = 1;
 pub fn handle(broker: &Broker, request: FetchRequest, version: i16) -> Reply {
     // An incremental fetch (epoch > 0) refers to a session we never created.
     if version >= 7 && request.session_epoch > 0 {
-        return Reply::Ready(ResponseKind::Fetch(
+        return Reply::Ready(Box::new(ResponseKind::Fetch(
             FetchResponse::default()
                 .with_error_code(ResponseError::FetchSessionIdNotFound.code())
                 .with_session_id(0),
-        ));
+        )));
     }
     let topics: Vec<WantedTopic> = request
         .topics

@@ -101,12 +101,12 @@ pub fn handle(broker: &Broker, request: ProduceRequest, version: i16) -> Reply {
         .iter()
         .all(|(_, _, ps)| ps.iter().all(|p| p.wait_for.is_none()))
     {
-        return Reply::Ready(respond(
+        return Reply::Ready(Box::new(respond(
             topics
                 .into_iter()
                 .map(|(n, id, ps)| (n, id, ps.into_iter().map(|p| p.response).collect()))
                 .collect(),
-        ));
+        )));
     }
     let timeout = Duration::from_millis(u64::try_from(request.timeout_ms).unwrap_or(0).max(1));
     Reply::Later(Box::pin(async move {
