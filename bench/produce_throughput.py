@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""Produce throughput of a real client (confluent-kafka / librdkafka) into a Sluice broker.
+
+Starts `target/release/sluice serve` on a fresh data directory, then per round creates a topic
+and times producing `--count` records of `--size` bytes (from the first produce() to the end
+of flush(), every delivery report checked). Prints msg/s and MB/s per round and the median;
+writes bench/results/<date>-produce-throughput.json.
+
+    python3 bench/produce_throughput.py [--count 500000] [--size 1024] [--acks 1] [--rounds 3]
+        [--flush-mode interval|sync] [--partitions 1]
+
+Needs tests/.venv (scripts/python-env) for confluent-kafka.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main():
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--count", type=int, default=500_000)
+    ap.add_argument("--size", type=int, default=1024)
+    ap.add_argument("--acks", default="1")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--partitions", type=int, default=1)
+    ap.add_argument("--flush-mode", default="interval")
+    ap.add_argument("--linger-ms", default="5")
+    args = ap.parse_args()
+
+    binary = ROOT / "target" / "release" / "sluice"
+    data = Path(tempfile.mkdtemp(prefix="sluice-bench-", dir=ROOT / "target"))
+    port, admin = free_port(), free_port()
+    cmd = [str(binary), "serve", "--listen", f"127.0.0.1:{port}", "--admin-listen", f"127.0.0.1:{admin}",
+           "--data-dir", str(data), "--log-level", "warn"]
+    broker = subprocess.Popen(cmd)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{admin}/health", timeout=1)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        bootstrap = f"127.0.0.1:{port}"
+        value = os.urandom(args.size)
+        rounds = []
+        for r in range(args.rounds):
+            topic = f"bench-{r}"
+            admin_client = AdminClient({"bootstrap.servers": bootstrap})
+            admin_client.create_topics(
+                [NewTopic(topic, args.partitions, 1, config={"flush.mode": args.flush_mode})])[topic].result(15)
+            p = Producer({"bootstrap.servers": bootstrap, "acks": args.acks, "linger.ms": args.linger_ms,
+                          "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 1_048_576})
+            errors = []
+
+            def report(err, _msg):
+                if err:
+                    errors.append(err)
+
+            start = time.perf_counter()
+            for _ in range(args.count):
+                while True:
+                    try:
+                        p.produce(topic, value=value, on_delivery=report)
+                        break
+                    except BufferError:
+                        p.poll(0.001)
+            left = p.flush(120)
+            elapsed = time.perf_counter() - start
+            assert left == 0 and not errors, (left, errors[:3])
+            rate = args.count / elapsed
+            rounds.append(rate)
+            print(f"round {r + 1}: {rate:,.0f} msg/s, {rate * args.size / 1e6:.1f} MB/s ({elapsed:.2f} s)")
+        median = statistics.median(rounds)
+        print(f"median {median:,.0f} msg/s ({median * args.size / 1e6:.1f} MB/s), "
+              f"min {min(rounds):,.0f}, max {max(rounds):,.0f}")
+    finally:
+        broker.terminate()
+        broker.wait(20)
+        shutil.rmtree(data, ignore_errors=True)
+    import confluent_kafka
+    report = {
+        "date": datetime.date.today().isoformat(),
+        "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip(),
+        "machine": {"nproc": os.cpu_count(), "mem_total_kb": int(re.search(r"MemTotal:\s+(\d+)", Path("/proc/meminfo").read_text()).group(1)),
+                    "kernel": platform.release()},
+        "client": f"confluent-kafka {confluent_kafka.version()[0]} (librdkafka {confluent_kafka.libversion()[0]})",
+        "command": "python3 bench/produce_throughput.py " + " ".join(sys.argv[1:]),
+        "settings": vars(args),
+        "msg_per_s": rounds,
+        "median_msg_per_s": median,
+    }
+    name = f"{report['date']}-produce-{args.size}B-acks{args.acks}-{args.flush_mode}.json"
+    out = ROOT / "bench" / "results" / name
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {out.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
