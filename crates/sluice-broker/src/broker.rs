@@ -34,7 +34,7 @@ impl std::fmt::Debug for Broker {
 
 /// The API versions Sluice implements; ApiVersions advertises exactly these. Each is the
 /// range current clients negotiate, capped where a later version needs something we lack.
-fn api_table() -> ApiTable {
+pub fn api_table() -> ApiTable {
     let r = |key, min, max| ApiRange { key, min, max };
     ApiTable::new(vec![
         r(ApiKey::Produce, 3, 13),

@@ -4,18 +4,14 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use bytes::{BufMut, Bytes, BytesMut};
-use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader,
-};
-use kafka_protocol::protocol::{Decodable, Encodable, Request, StrBytes};
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
+use kafka_protocol::protocol::{Request, StrBytes};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use crate::codec::{api_key, decode_response, encode_request, frame_size};
 use crate::error::ClientError;
-
-/// Responses larger than this are refused (a broken or hostile peer).
-const MAX_RESPONSE_BYTES: usize = 256 * 1024 * 1024;
 
 pub struct Connection {
     addr: String,
@@ -85,6 +81,17 @@ impl Connection {
         &self.addr
     }
 
+    /// Gives up the connection for pipelining by hand: the stream, the next correlation id
+    /// and the client id. Requests still awaiting responses are an error.
+    pub fn into_parts(self) -> Result<(TcpStream, i32, StrBytes), ClientError> {
+        if !self.in_flight.is_empty() {
+            return Err(ClientError::Protocol(
+                "responses are still outstanding".into(),
+            ));
+        }
+        Ok((self.stream, self.next_correlation_id, self.client_id))
+    }
+
     /// The version to use for `api`: the highest both this client (`max`) and the broker
     /// speak, at least `min`.
     pub fn version_for(&self, api: ApiKey, min: i16, max: i16) -> Result<i16, ClientError> {
@@ -132,21 +139,8 @@ impl Connection {
         let api = api_key::<R>()?;
         let correlation_id = self.next_correlation_id;
         self.next_correlation_id = self.next_correlation_id.wrapping_add(1);
-        let mut buf = BytesMut::with_capacity(256);
-        buf.put_i32(0);
-        RequestHeader::default()
-            .with_request_api_key(R::KEY)
-            .with_request_api_version(version)
-            .with_correlation_id(correlation_id)
-            .with_client_id(Some(self.client_id.clone()))
-            .encode(&mut buf, R::header_version(version))
-            .map_err(|e| ClientError::Protocol(format!("encoding {api:?} header: {e:#}")))?;
-        request
-            .encode(&mut buf, version)
-            .map_err(|e| ClientError::Protocol(format!("encoding {api:?} v{version}: {e:#}")))?;
-        let size = (buf.len() - 4) as i32;
-        buf[..4].copy_from_slice(&size.to_be_bytes());
-        self.write(&buf).await?;
+        let frame = encode_request(request, version, correlation_id, &self.client_id)?;
+        self.write(&frame).await?;
         if expect_response {
             self.in_flight.push_back((correlation_id, api, version));
         }
@@ -159,7 +153,7 @@ impl Connection {
         self.decode::<R>(frame)
     }
 
-    fn decode<R: Request>(&mut self, mut frame: Bytes) -> Result<R::Response, ClientError> {
+    fn decode<R: Request>(&mut self, frame: Bytes) -> Result<R::Response, ClientError> {
         let (correlation_id, api, version) = self.in_flight.pop_front().ok_or_else(|| {
             ClientError::Protocol("a response arrived that nobody asked for".into())
         })?;
@@ -168,16 +162,7 @@ impl Connection {
                 "expected a {api:?} response"
             )));
         }
-        let header = ResponseHeader::decode(&mut frame, api.response_header_version(version))
-            .map_err(|e| ClientError::Protocol(format!("{api:?} response header: {e:#}")))?;
-        if header.correlation_id != correlation_id {
-            return Err(ClientError::Protocol(format!(
-                "correlation id {} answers {correlation_id}",
-                header.correlation_id
-            )));
-        }
-        R::Response::decode(&mut frame, version)
-            .map_err(|e| ClientError::Protocol(format!("{api:?} v{version} response: {e:#}")))
+        decode_response::<R>(frame, version, correlation_id)
     }
 
     async fn write(&mut self, bytes: &[u8]) -> Result<(), ClientError> {
@@ -196,17 +181,9 @@ impl Connection {
         let timeout = self.timeout;
         let stream = &mut self.stream;
         let read = async move {
-            let size = stream.read_i32().await?;
-            let size = usize::try_from(size)
-                .ok()
-                .filter(|s| *s <= MAX_RESPONSE_BYTES)
-                .ok_or_else(|| {
-                    std::io::Error::new(
-                        std::io::ErrorKind::InvalidData,
-                        format!("response size {size}"),
-                    )
-                })?;
-            let mut buf = BytesMut::zeroed(size);
+            let mut head = [0u8; 4];
+            stream.read_exact(&mut head).await?;
+            let mut buf = BytesMut::zeroed(frame_size(head)?);
             stream.read_exact(&mut buf).await?;
             Ok::<_, std::io::Error>(buf.freeze())
         };
@@ -218,9 +195,4 @@ impl Connection {
             }),
         }
     }
-}
-
-fn api_key<R: Request>() -> Result<ApiKey, ClientError> {
-    ApiKey::try_from(R::KEY)
-        .map_err(|()| ClientError::Protocol(format!("unknown API key {}", R::KEY)))
 }

@@ -2,9 +2,12 @@
 //! of Sluice's internals, so whatever it drives — the CLI, the benchmark — works against any
 //! Kafka-compatible broker.
 
+pub mod blocking;
 pub mod client;
+pub mod codec;
 pub mod connection;
 pub mod error;
+pub mod lean;
 pub mod partitioner;
 pub mod records;
 

@@ -1,5 +1,6 @@
 //! The `sluice` command: the broker (`serve`) and the tools people use at a terminal.
 
+mod bench_cmd;
 mod consume_cmd;
 mod produce_cmd;
 mod serve;
@@ -62,6 +63,9 @@ enum Command {
         #[command(flatten)]
         args: produce_cmd::ProduceArgs,
     },
+    /// Benchmarks that speak only the Kafka protocol (aim them at any compatible broker)
+    #[command(subcommand)]
+    Bench(bench_cmd::BenchCommand),
     /// Print a topic's records
     Consume {
         #[command(flatten)]
@@ -79,6 +83,7 @@ fn main() {
             .and_then(|rt| rt.block_on(topic_cmd::run(&bootstrap.bootstrap_server, command))),
         Command::Produce { bootstrap, args } => cli_runtime()
             .and_then(|rt| rt.block_on(produce_cmd::run(&bootstrap.bootstrap_server, args))),
+        Command::Bench(command) => bench_cmd::run(command),
         Command::Consume { bootstrap, args } => cli_runtime()
             .and_then(|rt| rt.block_on(consume_cmd::run(&bootstrap.bootstrap_server, args))),
     };

@@ -1,0 +1,165 @@
+//! What the benchmark needs to know of the cluster, asked over the Kafka protocol: partition
+//! leaders, end offsets, and a topic created when missing.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::{
+    BrokerId, CreateTopicsRequest, ListOffsetsRequest, MetadataRequest, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use sluice_client::blocking::BlockingConnection;
+
+use crate::error::BenchError;
+
+pub const CLIENT_ID: &str = "sluice-bench";
+pub const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A topic's partitions and the address of each one's leader.
+#[derive(Debug, Clone)]
+pub struct TopicLayout {
+    pub topic: String,
+    pub leaders: Vec<(i32, String)>,
+}
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_string())
+}
+
+pub fn connect(addr: &str) -> Result<BlockingConnection, BenchError> {
+    Ok(BlockingConnection::connect(addr, CLIENT_ID, TIMEOUT)?)
+}
+
+/// Creates `topic` with `partitions` partitions unless it exists; returns its layout.
+pub fn ensure_topic(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    configs: &[(String, String)],
+) -> Result<TopicLayout, BenchError> {
+    let mut conn = connect(bootstrap)?;
+    if layout(&mut conn, topic).is_err() {
+        let request = CreateTopicsRequest::default().with_timeout_ms(30_000).with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(s(topic)))
+            .with_num_partitions(partitions)
+            .with_replication_factor(1)
+            .with_configs(
+                configs
+                    .iter()
+                    .map(|(k, v)| {
+                        kafka_protocol::messages::create_topics_request::CreatableTopicConfig::default()
+                            .with_name(s(k))
+                            .with_value(Some(s(v)))
+                    })
+                    .collect(),
+            )]);
+        let response = conn.call(&request, 2, 7)?;
+        for t in response.topics {
+            if t.error_code != 0 && t.error_code != 36 {
+                return Err(BenchError::Kafka(format!(
+                    "creating topic {topic}: error {} {}",
+                    t.error_code,
+                    t.error_message.map(|m| m.to_string()).unwrap_or_default()
+                )));
+            }
+        }
+    }
+    // A new topic's leaders can take a moment to appear (Kafka elects them asynchronously).
+    let deadline = std::time::Instant::now() + TIMEOUT;
+    loop {
+        match layout(&mut conn, topic) {
+            Ok(l)
+                if l.leaders.len() == partitions as usize
+                    || std::time::Instant::now() > deadline =>
+            {
+                return Ok(l)
+            }
+            Err(e) if std::time::Instant::now() > deadline => return Err(e),
+            _ => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
+}
+
+/// The topic's partitions with a known leader.
+pub fn layout(conn: &mut BlockingConnection, topic: &str) -> Result<TopicLayout, BenchError> {
+    let request = MetadataRequest::default()
+        .with_topics(Some(vec![
+            MetadataRequestTopic::default().with_name(Some(TopicName(s(topic))))
+        ]))
+        .with_allow_auto_topic_creation(false);
+    let response = conn.call(&request, 4, 12)?;
+    let brokers: HashMap<i32, String> = response
+        .brokers
+        .iter()
+        .map(|b| (b.node_id.0, format!("{}:{}", b.host, b.port)))
+        .collect();
+    let t = response
+        .topics
+        .into_iter()
+        .next()
+        .ok_or_else(|| BenchError::Kafka("metadata without the topic".into()))?;
+    if t.error_code != 0 {
+        return Err(BenchError::Kafka(format!(
+            "topic {topic}: metadata error {}",
+            t.error_code
+        )));
+    }
+    let mut leaders: Vec<(i32, String)> = t
+        .partitions
+        .iter()
+        .filter(|p| p.error_code == 0 && p.leader_id.0 >= 0)
+        .filter_map(|p| {
+            brokers
+                .get(&p.leader_id.0)
+                .map(|a| (p.partition_index, a.clone()))
+        })
+        .collect();
+    leaders.sort();
+    Ok(TopicLayout {
+        topic: topic.to_string(),
+        leaders,
+    })
+}
+
+/// Latest (-1) or earliest (-2) offset of each partition, asked of its leader.
+pub fn offsets(layout: &TopicLayout, which: i64) -> Result<HashMap<i32, i64>, BenchError> {
+    let mut out = HashMap::new();
+    let mut by_leader: HashMap<&str, Vec<i32>> = HashMap::new();
+    for (p, addr) in &layout.leaders {
+        by_leader.entry(addr).or_default().push(*p);
+    }
+    for (addr, partitions) in by_leader {
+        let mut conn = connect(addr)?;
+        let request = ListOffsetsRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_topics(vec![ListOffsetsTopic::default()
+                .with_name(TopicName(s(&layout.topic)))
+                .with_partitions(
+                    partitions
+                        .iter()
+                        .map(|&p| {
+                            ListOffsetsPartition::default()
+                                .with_partition_index(p)
+                                .with_timestamp(which)
+                                .with_current_leader_epoch(-1)
+                        })
+                        .collect(),
+                )]);
+        let response = conn.call(&request, 1, 7)?;
+        for t in response.topics {
+            for p in t.partitions {
+                if p.error_code != 0 {
+                    return Err(BenchError::Kafka(format!(
+                        "ListOffsets partition {}: error {}",
+                        p.partition_index, p.error_code
+                    )));
+                }
+                out.insert(p.partition_index, p.offset);
+            }
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,133 @@
+//! A blocking connection on a plain `std::net::TcpStream`, for load generators that run on
+//! their own threads and need sub-millisecond timing (the async runtime's timer has 1 ms
+//! granularity). Same codec as the async connection.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::net::TcpStream;
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
+use kafka_protocol::protocol::{Request, StrBytes};
+
+use crate::codec::{api_key, decode_response, encode_request, read_frame};
+use crate::error::ClientError;
+
+pub struct BlockingConnection {
+    addr: String,
+    stream: TcpStream,
+    client_id: StrBytes,
+    next_correlation_id: i32,
+    versions: HashMap<i16, (i16, i16)>,
+}
+
+impl std::fmt::Debug for BlockingConnection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "BlockingConnection({})", self.addr)
+    }
+}
+
+impl BlockingConnection {
+    pub fn connect(
+        addr: &str,
+        client_id: &str,
+        timeout: Duration,
+    ) -> Result<BlockingConnection, ClientError> {
+        let io = |source| ClientError::Io {
+            addr: addr.to_string(),
+            source,
+        };
+        let stream = TcpStream::connect(addr).map_err(|source| ClientError::Connect {
+            addr: addr.to_string(),
+            source,
+        })?;
+        stream.set_nodelay(true).map_err(io)?;
+        stream.set_read_timeout(Some(timeout)).map_err(io)?;
+        stream.set_write_timeout(Some(timeout)).map_err(io)?;
+        let mut conn = BlockingConnection {
+            addr: addr.to_string(),
+            stream,
+            client_id: StrBytes::from_string(client_id.to_string()),
+            next_correlation_id: 1,
+            versions: HashMap::new(),
+        };
+        let response: ApiVersionsResponse = conn.exchange(&ApiVersionsRequest::default(), 0)?;
+        if response.error_code != 0 {
+            return Err(ClientError::kafka("ApiVersions", response.error_code, None));
+        }
+        conn.versions = response
+            .api_keys
+            .iter()
+            .map(|k| (k.api_key, (k.min_version, k.max_version)))
+            .collect();
+        Ok(conn)
+    }
+
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    /// The highest version of `api` in `min..=max` that the broker speaks.
+    pub fn version_for(&self, api: ApiKey, min: i16, max: i16) -> Result<i16, ClientError> {
+        let (broker_min, broker_max) = self
+            .versions
+            .get(&(api as i16))
+            .copied()
+            .ok_or(ClientError::Unsupported { api, min, max })?;
+        let version = max.min(broker_max);
+        if version < min.max(broker_min) {
+            return Err(ClientError::Unsupported { api, min, max });
+        }
+        Ok(version)
+    }
+
+    pub fn call<R: Request>(
+        &mut self,
+        request: &R,
+        min: i16,
+        max: i16,
+    ) -> Result<R::Response, ClientError> {
+        let version = self.version_for(api_key::<R>()?, min, max)?;
+        self.exchange(request, version)
+    }
+
+    fn exchange<R: Request>(
+        &mut self,
+        request: &R,
+        version: i16,
+    ) -> Result<R::Response, ClientError> {
+        let correlation_id = self.send(request, version)?;
+        let frame = self.receive_frame()?;
+        decode_response::<R>(frame, version, correlation_id)
+    }
+
+    /// Writes a request; returns its correlation id (pipelining: read responses in order).
+    pub fn send<R: Request>(&mut self, request: &R, version: i16) -> Result<i32, ClientError> {
+        let correlation_id = self.next_correlation_id;
+        self.next_correlation_id = self.next_correlation_id.wrapping_add(1);
+        let frame = encode_request(request, version, correlation_id, &self.client_id)?;
+        self.stream
+            .write_all(&frame)
+            .map_err(|source| ClientError::Io {
+                addr: self.addr.clone(),
+                source,
+            })?;
+        Ok(correlation_id)
+    }
+
+    pub fn receive_frame(&mut self) -> Result<Bytes, ClientError> {
+        read_frame(&mut self.stream).map_err(|source| ClientError::Io {
+            addr: self.addr.clone(),
+            source,
+        })
+    }
+
+    /// A second handle on the same socket, for reading responses on another thread.
+    pub fn try_clone_stream(&self) -> Result<TcpStream, ClientError> {
+        self.stream.try_clone().map_err(|source| ClientError::Io {
+            addr: self.addr.clone(),
+            source,
+        })
+    }
+}
