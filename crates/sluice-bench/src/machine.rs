@@ -56,7 +56,7 @@ pub fn machine() -> Machine {
 /// Measures the floor: `rounds` loopback round trips and `syncs` appends with fdatasync in
 /// `dir` (put it on the disk the broker uses).
 pub fn floor(dir: &Path, rounds: usize, syncs: usize) -> Result<Floor, BenchError> {
-    crate::timing::precise_timers_for_this_thread();
+    let _ = crate::timing::precise_timers_for_this_thread();
     let clock = RunClock::start();
     let listener = TcpListener::bind("127.0.0.1:0")
         .map_err(|e| BenchError::io("binding a loopback socket", e))?;

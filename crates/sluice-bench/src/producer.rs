@@ -25,7 +25,7 @@ use crate::cluster::{connect, TopicLayout};
 use crate::error::BenchError;
 use crate::payload::{self, Stamp};
 use crate::schedule::Schedule;
-use crate::timing::{precise_timers_for_this_thread, sleep_until};
+use crate::timing::{precise_timers_for_this_thread, Waiter};
 
 #[derive(Debug, Clone)]
 pub struct ProducerConfig {
@@ -193,7 +193,8 @@ fn run(
     stop: Arc<AtomicBool>,
     counters: Arc<ProducerCounters>,
 ) -> Result<ProducerOutcome, BenchError> {
-    precise_timers_for_this_thread();
+    let _ = precise_timers_for_this_thread();
+    let mut waiter = Waiter::default();
     if config.record_bytes < payload::HEADER_BYTES {
         return Err(BenchError::Setup(format!(
             "records must be at least {} bytes",
@@ -242,7 +243,7 @@ fn run(
                 let now = clock.now_ns().saturating_sub(start_ns);
                 let due = s.due_by(now);
                 if due <= seq {
-                    sleep_until(&clock, start_ns + s.due_ns(seq));
+                    waiter.wait_until(&clock, start_ns + s.due_ns(seq));
                     continue;
                 }
                 let first_due = s.due_ns(seq);
@@ -251,7 +252,7 @@ fn run(
                     && now < first_due + config.linger_ns
                 {
                     let full_at = s.due_ns((seq + max_records - 1).min(s.total() - 1));
-                    sleep_until(
+                    waiter.wait_until(
                         &clock,
                         start_ns + (first_due + config.linger_ns).min(full_at),
                     );
