@@ -55,7 +55,7 @@ impl Default for E2eConfig {
             partitions: 1,
             acks: 1,
             linger_ms: 0.0,
-            batch_bytes: 1 << 20,
+            batch_bytes: 1_000_000,
             max_in_flight: 5,
             compression: "none".into(),
             drain_s: 5.0,

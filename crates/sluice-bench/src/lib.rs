@@ -8,15 +8,19 @@
 
 pub mod clock;
 pub mod cluster;
+pub mod compare;
 pub mod consumer;
 pub mod e2e;
 pub mod error;
+pub mod html;
 pub mod latency;
 pub mod machine;
 pub mod payload;
 pub mod producer;
 pub mod report;
 pub mod schedule;
+pub mod sweep;
+pub mod throughput;
 pub mod timing;
 pub mod tracker;
 

@@ -223,7 +223,10 @@ fn run(
     let schedule = config
         .rate_per_s
         .map(|r| Schedule::new(r, config.total as f64 / r));
-    let max_records = (config.batch_bytes / config.record_bytes).max(1) as u64;
+    // Stay under batch_bytes counting the batch header (61 B) and each record's framing
+    // (length, attributes, deltas, key, headers: at most 16 B for these sizes).
+    let max_records =
+        (config.batch_bytes.saturating_sub(61) / (config.record_bytes + 16)).max(1) as u64;
     // Padding that does not compress away: a fixed pseudo-random pattern per producer.
     let mut filler = vec![0u8; config.record_bytes * max_records as usize];
     let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ u64::from(config.id);

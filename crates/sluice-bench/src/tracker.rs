@@ -102,7 +102,7 @@ mod tests {
             2,
             "producer 0 lost 3, producer 1 lost 1"
         );
-        assert_eq!(t.missing(&[131, 1], &[]), 127);
+        assert_eq!(t.missing(&[131, 1], &[]), 126);
         assert_eq!(
             t.missing(&[5, 2], &[vec![(3, 1)], vec![]]),
             1,

@@ -12,6 +12,97 @@ use sluice_bench::{machine, E2eConfig};
 pub enum BenchCommand {
     /// End-to-end latency at a fixed offered rate (open loop, no coordinated omission)
     E2e(E2eArgs),
+    /// Maximum produce throughput (closed loop)
+    Produce(ProduceArgs),
+    /// Maximum consume throughput: read a topic from its start to its end
+    Consume(ConsumeArgs),
+    /// Latency at each offered rate × record size, with a JSON and an HTML report
+    Sweep(SweepArgs),
+    /// Install and start Apache Kafka, run the same sweep against it and against Sluice, report both
+    Compare(CompareArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ProduceArgs {
+    #[arg(long, default_value = "127.0.0.1:9092")]
+    pub brokers: String,
+    #[arg(long, default_value = "sluice-bench-max")]
+    pub topic: String,
+    #[arg(long, default_value_t = 1024)]
+    pub size: usize,
+    #[arg(long, default_value_t = 10.0)]
+    pub duration: f64,
+    #[arg(long, default_value_t = 1)]
+    pub producers: usize,
+    #[arg(long, default_value_t = 1)]
+    pub partitions: i32,
+    #[arg(long, default_value = "1")]
+    pub acks: String,
+    #[arg(long, default_value_t = 1_000_000)]
+    pub batch_bytes: usize,
+    #[arg(long, default_value_t = 5)]
+    pub max_in_flight: usize,
+    #[arg(long, default_value = "none")]
+    pub compression: String,
+    #[arg(long = "topic-config", value_parser = crate::topic_cmd::parse_pair)]
+    pub topic_configs: Vec<(String, String)>,
+}
+
+#[derive(Debug, Args)]
+pub struct ConsumeArgs {
+    #[arg(long, default_value = "127.0.0.1:9092")]
+    pub brokers: String,
+    #[arg(long, default_value = "sluice-bench-max")]
+    pub topic: String,
+    #[arg(long, default_value_t = 1)]
+    pub consumers: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct SweepArgs {
+    #[command(flatten)]
+    pub e2e: E2eArgs,
+    /// Offered rates, msg/s [default: 5000,10000,50000,100000,200000,300000,450000]
+    #[arg(long, value_delimiter = ',')]
+    pub rates: Vec<f64>,
+    /// Record sizes, bytes [default: 128,512,1024,2048]
+    #[arg(long, value_delimiter = ',')]
+    pub sizes: Vec<usize>,
+    /// Write the HTML report here
+    #[arg(long)]
+    pub html: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    #[command(flatten)]
+    pub sweep: SweepArgs,
+    /// Apache Kafka version to fetch from Maven Central
+    #[arg(long, default_value = sluice_bench::compare::DEFAULT_KAFKA_VERSION)]
+    pub kafka_version: String,
+    /// Where Kafka is installed (and cached between runs) [default: ~/.cache/sluice/kafka-VERSION]
+    #[arg(long)]
+    pub kafka_dir: Option<PathBuf>,
+    /// Scratch directory for both brokers' data and logs [default: a new temporary directory]
+    #[arg(long)]
+    pub work_dir: Option<PathBuf>,
+    /// Where to write compare.json and compare.html [default: the work directory]
+    #[arg(long)]
+    pub out_dir: Option<PathBuf>,
+    /// interval (fsync every 100 ms on both), sync (fsync before acknowledging, both) or defaults
+    #[arg(long, default_value = "interval")]
+    pub durability: String,
+    /// Record sizes for the maximum-throughput runs
+    #[arg(long, value_delimiter = ',', default_value = "128,1024")]
+    pub throughput_sizes: Vec<usize>,
+    #[arg(long, default_value_t = 10.0)]
+    pub throughput_seconds: f64,
+    /// Seconds of load before measuring each broker (lets the JVM compile its hot paths)
+    #[arg(long, default_value_t = 10.0)]
+    pub warmup_run: f64,
+    /// Show the plan and stop: nothing is downloaded or started
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 #[derive(Debug, Args)]
@@ -46,8 +137,8 @@ pub struct E2eArgs {
     /// Wait this long for more records before sending a batch
     #[arg(long, default_value_t = 0.0)]
     pub linger_ms: f64,
-    /// Largest batch
-    #[arg(long, default_value_t = 1 << 20)]
+    /// Largest batch in bytes (keep it under the broker's max.message.bytes)
+    #[arg(long, default_value_t = 1_000_000)]
     pub batch_bytes: usize,
     /// Produce requests awaiting a response, per connection
     #[arg(long, default_value_t = 5)]
@@ -109,8 +200,100 @@ pub fn write_json(path: &std::path::Path, report: &Report) -> anyhow::Result<()>
     std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))
 }
 
+fn print_throughput(r: &sluice_bench::throughput::ThroughputResult) {
+    println!(
+        "{}: {} records in {:.2} s = {:.0} msg/s, {:.1} MB/s",
+        r.what, r.records, r.seconds, r.msg_per_s, r.mb_per_s
+    );
+    for (e, n) in &r.errors {
+        println!("  errors: {n} × {e}");
+    }
+}
+
+fn sweep_config(args: &SweepArgs) -> anyhow::Result<sluice_bench::sweep::SweepConfig> {
+    let mut base = args.e2e.config()?;
+    base.rate_per_s = 1.0;
+    base.record_bytes = 128;
+    sluice_bench::e2e::validate(&base)?;
+    Ok(sluice_bench::sweep::SweepConfig {
+        base,
+        rates: if args.rates.is_empty() {
+            sluice_bench::sweep::DEFAULT_RATES.to_vec()
+        } else {
+            args.rates.clone()
+        },
+        sizes: if args.sizes.is_empty() {
+            sluice_bench::sweep::DEFAULT_SIZES.to_vec()
+        } else {
+            args.sizes.clone()
+        },
+    })
+}
+
+fn one_line(broker: &str, r: &sluice_bench::E2eResult) {
+    let l = &r.latency;
+    println!(
+        "{broker:>8} {:>5} B {:>8.0}/s -> {:>8.0}/s  AVG {:>8.1}  P50 {:>8.1}  P99 {:>8.1}  P99.9 {:>8.1} µs  lost {} {}",
+        r.config.record_bytes,
+        r.offered_rate_per_s,
+        r.receive_rate_per_s,
+        l.avg_us,
+        l.p50_us,
+        l.p99_us,
+        l.p999_us,
+        r.lost,
+        if r.sustained() { "" } else { "NOT sustained" }
+    );
+}
+
 pub fn run(command: BenchCommand) -> anyhow::Result<()> {
     match command {
+        BenchCommand::Produce(a) => {
+            let r = sluice_bench::throughput::produce(&sluice_bench::throughput::ProduceConfig {
+                bootstrap: a.brokers,
+                topic: a.topic,
+                record_bytes: a.size,
+                duration_s: a.duration,
+                producers: a.producers,
+                partitions: a.partitions,
+                acks: parse_acks(&a.acks)?,
+                batch_bytes: a.batch_bytes,
+                max_in_flight: a.max_in_flight,
+                compression: a.compression,
+                topic_configs: a.topic_configs,
+            })?;
+            print_throughput(&r);
+        }
+        BenchCommand::Consume(a) => print_throughput(&sluice_bench::throughput::consume(
+            &a.brokers,
+            &a.topic,
+            a.consumers,
+        )?),
+        BenchCommand::Sweep(a) => {
+            let config = sweep_config(&a)?;
+            let floor = match &a.e2e.floor_dir {
+                Some(dir) => Some(machine::floor(dir, 20_000, 2_000)?),
+                None => None,
+            };
+            let mut report = Report::new(machine::machine(), floor);
+            if let Some(f) = &report.floor {
+                print!("{}", floor_table(f));
+            }
+            let runs = sluice_bench::sweep::run(&config, |r| one_line(&a.e2e.label, r))?;
+            report.series.push(Series {
+                broker: a.e2e.label.clone(),
+                runs,
+            });
+            if let Some(path) = &a.e2e.json {
+                write_json(path, &report)?;
+            }
+            if let Some(path) = &a.html {
+                let html = sluice_bench::html::render(&report, "sluice bench sweep", "");
+                std::fs::write(path, html)
+                    .with_context(|| format!("writing {}", path.display()))?;
+            }
+        }
+        BenchCommand::Compare(a) => compare(a)?,
         BenchCommand::E2e(args) => {
             let config = args.config()?;
             sluice_bench::e2e::validate(&config)?;
@@ -133,5 +316,108 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
             }
         }
     }
+    Ok(())
+}
+
+#[derive(serde::Serialize)]
+struct CompareReport<'a> {
+    report: &'a Report,
+    kafka_version: &'a str,
+    durability: &'a str,
+    throughput: Vec<&'a sluice_bench::throughput::ThroughputResult>,
+    ratios: &'a str,
+}
+
+fn compare(a: CompareArgs) -> anyhow::Result<()> {
+    use sluice_bench::compare::{self, CompareConfig, Durability};
+    let durability = Durability::parse(&a.durability)?;
+    let kafka_dir = match &a.kafka_dir {
+        Some(d) => d.clone(),
+        None => {
+            let home = std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from("."));
+            home.join(".cache")
+                .join("sluice")
+                .join(format!("kafka-{}", a.kafka_version))
+        }
+    };
+    let work_dir = match &a.work_dir {
+        Some(d) => d.clone(),
+        None => std::env::temp_dir().join(format!("sluice-compare-{}", std::process::id())),
+    };
+    let mut sweep = sweep_config(&a.sweep)?;
+    sweep.base.topic = "compare".into();
+    let config = CompareConfig {
+        kafka_version: a.kafka_version.clone(),
+        kafka_dir,
+        sluice_exe: std::env::current_exe().context("finding the sluice executable")?,
+        work_dir: work_dir.clone(),
+        sweep,
+        durability,
+        throughput_sizes: a.throughput_sizes.clone(),
+        throughput_seconds: a.throughput_seconds,
+        warmup_run_s: a.warmup_run,
+    };
+    println!("plan:");
+    for (i, step) in compare::plan(&config).iter().enumerate() {
+        println!("  {}. {step}", i + 1);
+    }
+    if a.dry_run {
+        return Ok(());
+    }
+    std::fs::create_dir_all(&work_dir)
+        .with_context(|| format!("creating {}", work_dir.display()))?;
+    let libs = compare::install_kafka(&config.kafka_version, &config.kafka_dir)?;
+    let floor = machine::floor(&work_dir, 20_000, 2_000)?;
+    print!("{}", floor_table(&floor));
+    let kafka_label = format!("kafka {}", config.kafka_version);
+    let kafka = {
+        let (_kafka, addr) = compare::start_kafka(&libs, &work_dir, durability)?;
+        println!("Kafka is up on {addr}");
+        compare::measure(&kafka_label, &addr, &config, one_line)?
+    };
+    let sluice = {
+        let (_sluice, addr) = compare::start_sluice(&config.sluice_exe, &work_dir, durability)?;
+        println!("Sluice is up on {addr}");
+        compare::measure("sluice", &addr, &config, one_line)?
+    };
+    let ratios = compare::ratio_table(&kafka, &sluice);
+    println!("\n{ratios}");
+    let mut report = Report::new(machine::machine(), Some(floor));
+    report.series.push(Series {
+        broker: kafka_label,
+        runs: kafka.sweep.clone(),
+    });
+    report.series.push(Series {
+        broker: "sluice".into(),
+        runs: sluice.sweep.clone(),
+    });
+    let out_dir = a.out_dir.clone().unwrap_or(work_dir);
+    std::fs::create_dir_all(&out_dir)?;
+    let json = serde_json::to_string_pretty(&CompareReport {
+        report: &report,
+        kafka_version: &config.kafka_version,
+        durability: &a.durability,
+        throughput: kafka
+            .throughput
+            .iter()
+            .chain(sluice.throughput.iter())
+            .collect(),
+        ratios: &ratios,
+    })?;
+    std::fs::write(out_dir.join("compare.json"), json + "\n")?;
+    let title = format!(
+        "Sluice vs Apache Kafka {} ({} durability)",
+        config.kafka_version, a.durability
+    );
+    std::fs::write(
+        out_dir.join("compare.html"),
+        sluice_bench::html::render(&report, &title, &ratios),
+    )?;
+    println!(
+        "wrote {} and compare.html",
+        out_dir.join("compare.json").display()
+    );
     Ok(())
 }
