@@ -123,7 +123,16 @@ fn serve_main(args: ServeArgs) -> anyhow::Result<()> {
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .init();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    // Half the cores serve requests by default: the rest is left to the kernel's network work
+    // and the flush threads. Measured on 2 cores (bench/results, BENCHMARKS.md): one request
+    // thread gave a P99 of ~0.4 ms at 300k msg/s against ~1.4 ms with two, at the same
+    // throughput.
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2);
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.worker_threads(resolved.worker_threads.unwrap_or((cores / 2).max(1)));
+    let runtime = builder
         .enable_all()
         .thread_name("sluice")
         .build()

@@ -76,6 +76,9 @@ pub struct Settings {
     /// Close connections idle this long [default: 600000]
     #[arg(long, env = "SLUICE_CONNECTIONS_MAX_IDLE_MS")]
     pub connections_max_idle_ms: Option<u64>,
+    /// Threads serving requests [default: one per core]
+    #[arg(long, env = "SLUICE_WORKER_THREADS")]
+    pub worker_threads: Option<usize>,
     /// Log filter, e.g. info or sluice_broker=debug [default: info; RUST_LOG also works]
     #[arg(long, env = "SLUICE_LOG_LEVEL")]
     pub log_level: Option<String>,
@@ -88,6 +91,7 @@ pub struct Resolved {
     pub listen: SocketAddr,
     pub admin_listen: SocketAddr,
     pub limits: Limits,
+    pub worker_threads: Option<usize>,
     pub log_level: String,
 }
 
@@ -129,6 +133,7 @@ impl Settings {
             socket_request_max_bytes,
             max_connections,
             connections_max_idle_ms,
+            worker_threads,
             log_level
         )
     }
@@ -225,6 +230,10 @@ impl Settings {
                 .admin_listen
                 .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080))),
             limits,
+            worker_threads: match self.worker_threads {
+                Some(0) => bail!("worker_threads must be at least 1"),
+                n => n,
+            },
             log_level: self.log_level.unwrap_or_else(|| "info".into()),
         })
     }
