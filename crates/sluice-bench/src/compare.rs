@@ -143,7 +143,7 @@ pub fn plan(config: &CompareConfig) -> Vec<String> {
         config.throughput_seconds
     );
     steps.push(format!("against Kafka: {sweep}"));
-    steps.push("stop Kafka".into());
+    steps.push("stop Kafka and delete its data".into());
     steps.push(format!(
         "start Sluice ({} serve {}) with data in {}",
         config.sluice_exe.display(),
@@ -151,7 +151,7 @@ pub fn plan(config: &CompareConfig) -> Vec<String> {
         config.work_dir.join("sluice-data").display()
     ));
     steps.push(format!("against Sluice: the same {sweep}"));
-    steps.push("stop Sluice; write the report (terminal table, JSON, HTML with both brokers and the ratio per cell)".into());
+    steps.push("stop Sluice and delete its data; write the report (terminal table, JSON, HTML with both brokers and the ratio per cell)".into());
     steps
 }
 

@@ -131,6 +131,9 @@ impl Partition {
         if info.duplicate {
             return Ok(info);
         }
+        if let Some(job) = state.log.take_writeback() {
+            tokio::task::spawn_blocking(move || job.run());
+        }
         match state.log.config().flush {
             FlushMode::Sync => {
                 if !state.flush_in_flight {

@@ -55,6 +55,10 @@ fn append_batches(c: &mut Criterion) {
                 for _ in 0..iters {
                     let v = validate_produce(&batch, 1 << 20).unwrap();
                     log.append(v, LeaderEpoch(0)).unwrap();
+                    // The broker runs these on a blocking thread; here, inline.
+                    if let Some(job) = log.take_writeback() {
+                        job.run();
+                    }
                 }
                 if durable {
                     let job = log.flush_job().unwrap();

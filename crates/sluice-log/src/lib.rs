@@ -20,7 +20,7 @@ mod read;
 mod scan;
 mod segment;
 pub mod time_index;
-mod writeback;
+pub mod writeback;
 
 #[doc(hidden)]
 pub mod testing;
@@ -34,3 +34,4 @@ pub use log::{AppendInfo, Log, RecoveryReport};
 pub use offset::{LeaderEpoch, Offset};
 pub use producer_state::ProducerError;
 pub use read::ReadPlan;
+pub use writeback::WritebackJob;

@@ -606,6 +606,12 @@ impl Log {
         Ok(())
     }
 
+    /// Starting the disk write of the last few MiB appended, when due (see `writeback.rs`):
+    /// run it off the append path.
+    pub fn take_writeback(&mut self) -> Option<crate::writeback::WritebackJob> {
+        self.active_mut().take_writeback()
+    }
+
     /// The fsync that would make everything appended so far durable, or `None` if it is.
     pub fn flush_job(&mut self) -> Option<FlushJob> {
         if self.offline.is_some()

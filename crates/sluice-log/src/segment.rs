@@ -295,15 +295,23 @@ impl Segment {
         }
         debug_assert_eq!(self.size_bytes, position);
         self.first_append_ms.get_or_insert(now_ms);
-        if self.size_bytes - self.writeback_started >= crate::writeback::WRITEBACK_CHUNK_BYTES {
-            crate::writeback::start_writeback(
-                &self.file,
-                self.writeback_started,
-                self.size_bytes - self.writeback_started,
-            );
-            self.writeback_started = self.size_bytes;
-        }
         Ok(())
+    }
+
+    /// The next chunk of appended bytes whose disk write has not been started, once there is
+    /// at least [`crate::writeback::WRITEBACK_CHUNK_BYTES`] of it.
+    pub(crate) fn take_writeback(&mut self) -> Option<crate::writeback::WritebackJob> {
+        let pending = self.size_bytes - self.writeback_started;
+        if pending < crate::writeback::WRITEBACK_CHUNK_BYTES {
+            return None;
+        }
+        let job = crate::writeback::WritebackJob {
+            file: Arc::clone(&self.file),
+            offset: self.writeback_started,
+            len: pending,
+        };
+        self.writeback_started = self.size_bytes;
+        Some(job)
     }
 
     /// The byte position of the first batch whose last offset is ≥ `offset`, or `None` if

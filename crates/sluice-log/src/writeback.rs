@@ -6,14 +6,31 @@
 
 use std::fs::File;
 use std::os::fd::AsRawFd;
+use std::sync::Arc;
 
 /// Appended bytes between two writeback starts.
 pub(crate) const WRITEBACK_CHUNK_BYTES: u64 = 4 << 20;
 
+/// A range of a segment whose disk write should start; handed out by the log so that the
+/// caller runs it off the append path (the call can block for a fraction of a millisecond
+/// while the device queue is busy).
+#[derive(Debug)]
+pub struct WritebackJob {
+    pub(crate) file: Arc<File>,
+    pub(crate) offset: u64,
+    pub(crate) len: u64,
+}
+
+impl WritebackJob {
+    pub fn run(&self) {
+        start_writeback(&self.file, self.offset, self.len);
+    }
+}
+
 /// Asks the kernel to begin writing `[offset, offset + len)` of `file` to disk, without waiting
 /// (`sync_file_range(SYNC_FILE_RANGE_WRITE)`). A hint: errors are ignored here and surface, if
 /// real, at the fsync that follows.
-pub(crate) fn start_writeback(file: &File, offset: u64, len: u64) {
+fn start_writeback(file: &File, offset: u64, len: u64) {
     let (Ok(offset), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
         return;
     };

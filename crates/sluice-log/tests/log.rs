@@ -680,3 +680,29 @@ fn idempotent_retries_are_deduplicated_across_restarts_and_rolls() {
     assert!(!send(&mut log, 58).unwrap().duplicate);
     assert_eq!(read_all(&log).len(), 60);
 }
+
+#[test]
+fn writeback_is_handed_out_every_few_mib() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(0);
+    let mut log = open(
+        dir.path(),
+        LogConfig {
+            segment_bytes: 64 << 20,
+            ..config()
+        },
+        &clock,
+    );
+    let mut jobs = 0;
+    let mut appended = 0u64;
+    while appended < 10 << 20 {
+        append(&mut log, 16, 0, 1000, 0);
+        appended = log.size_bytes();
+        if let Some(job) = log.take_writeback() {
+            job.run();
+            jobs += 1;
+        }
+    }
+    assert_eq!(jobs, 2, "two 4 MiB chunks in 10 MiB");
+    assert!(log.take_writeback().is_none());
+}

@@ -149,9 +149,13 @@ pub struct E2eArgs {
     /// A config for the topic if it has to be created, name=value (repeatable)
     #[arg(long = "topic-config", value_parser = crate::topic_cmd::parse_pair)]
     pub topic_configs: Vec<(String, String)>,
-    /// Also measure the machine's floor (loopback round trip, append+fdatasync) in this dir
+    /// Where to measure the machine's floor (loopback round trip, append+fdatasync) before
+    /// the run; put it on the broker's disk [default: the temporary directory]
     #[arg(long)]
     pub floor_dir: Option<PathBuf>,
+    /// Skip measuring the floor
+    #[arg(long)]
+    pub no_floor: bool,
     /// Write the report as JSON here
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -193,6 +197,14 @@ impl E2eArgs {
             topic_configs: self.topic_configs.clone(),
         })
     }
+}
+
+fn measure_floor(args: &E2eArgs) -> anyhow::Result<Option<machine::Floor>> {
+    if args.no_floor {
+        return Ok(None);
+    }
+    let dir = args.floor_dir.clone().unwrap_or_else(std::env::temp_dir);
+    Ok(Some(machine::floor(&dir, 20_000, 2_000)?))
 }
 
 pub fn write_json(path: &std::path::Path, report: &Report) -> anyhow::Result<()> {
@@ -271,10 +283,7 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
         )?),
         BenchCommand::Sweep(a) => {
             let config = sweep_config(&a)?;
-            let floor = match &a.e2e.floor_dir {
-                Some(dir) => Some(machine::floor(dir, 20_000, 2_000)?),
-                None => None,
-            };
+            let floor = measure_floor(&a.e2e)?;
             let mut report = Report::new(machine::machine(), floor);
             if let Some(f) = &report.floor {
                 print!("{}", floor_table(f));
@@ -297,10 +306,7 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::E2e(args) => {
             let config = args.config()?;
             sluice_bench::e2e::validate(&config)?;
-            let floor = match &args.floor_dir {
-                Some(dir) => Some(machine::floor(dir, 20_000, 2_000)?),
-                None => None,
-            };
+            let floor = measure_floor(&args)?;
             let mut report = Report::new(machine::machine(), floor);
             if let Some(f) = &report.floor {
                 print!("{}", floor_table(f));
@@ -372,15 +378,22 @@ fn compare(a: CompareArgs) -> anyhow::Result<()> {
     let floor = machine::floor(&work_dir, 20_000, 2_000)?;
     print!("{}", floor_table(&floor));
     let kafka_label = format!("kafka {}", config.kafka_version);
+    // Each broker's data is deleted as soon as it is stopped: a sweep writes tens of GB.
     let kafka = {
-        let (_kafka, addr) = compare::start_kafka(&libs, &work_dir, durability)?;
+        let (kafka, addr) = compare::start_kafka(&libs, &work_dir, durability)?;
         println!("Kafka is up on {addr}");
-        compare::measure(&kafka_label, &addr, &config, one_line)?
+        let measured = compare::measure(&kafka_label, &addr, &config, one_line);
+        drop(kafka);
+        let _ = std::fs::remove_dir_all(work_dir.join("kafka-data"));
+        measured?
     };
     let sluice = {
-        let (_sluice, addr) = compare::start_sluice(&config.sluice_exe, &work_dir, durability)?;
+        let (sluice, addr) = compare::start_sluice(&config.sluice_exe, &work_dir, durability)?;
         println!("Sluice is up on {addr}");
-        compare::measure("sluice", &addr, &config, one_line)?
+        let measured = compare::measure("sluice", &addr, &config, one_line);
+        drop(sluice);
+        let _ = std::fs::remove_dir_all(work_dir.join("sluice-data"));
+        measured?
     };
     let ratios = compare::ratio_table(&kafka, &sluice);
     println!("\n{ratios}");
