@@ -68,16 +68,14 @@ pub fn ensure_topic(
         }
     }
     // A new topic's leaders can take a moment to appear (Kafka elects them asynchronously).
-    let deadline = std::time::Instant::now() + TIMEOUT;
+    let clock = crate::clock::RunClock::start();
+    let deadline = TIMEOUT.as_nanos() as u64;
     loop {
         match layout(&mut conn, topic) {
-            Ok(l)
-                if l.leaders.len() == partitions as usize
-                    || std::time::Instant::now() > deadline =>
-            {
+            Ok(l) if l.leaders.len() == partitions as usize || clock.now_ns() > deadline => {
                 return Ok(l)
             }
-            Err(e) if std::time::Instant::now() > deadline => return Err(e),
+            Err(e) if clock.now_ns() > deadline => return Err(e),
             _ => std::thread::sleep(Duration::from_millis(100)),
         }
     }

@@ -375,6 +375,9 @@ fn compare(a: CompareArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&work_dir)
         .with_context(|| format!("creating {}", work_dir.display()))?;
     let libs = compare::install_kafka(&config.kafka_version, &config.kafka_dir)?;
+    // Leftovers of an earlier run (and their discards) would disturb the first measurements.
+    compare::discard_data(&work_dir.join("kafka-data"));
+    compare::discard_data(&work_dir.join("sluice-data"));
     let floor = machine::floor(&work_dir, 20_000, 2_000)?;
     print!("{}", floor_table(&floor));
     let kafka_label = format!("kafka {}", config.kafka_version);
@@ -384,7 +387,7 @@ fn compare(a: CompareArgs) -> anyhow::Result<()> {
         println!("Kafka is up on {addr}");
         let measured = compare::measure(&kafka_label, &addr, &config, one_line);
         drop(kafka);
-        let _ = std::fs::remove_dir_all(work_dir.join("kafka-data"));
+        compare::discard_data(&work_dir.join("kafka-data"));
         measured?
     };
     let sluice = {
@@ -392,7 +395,7 @@ fn compare(a: CompareArgs) -> anyhow::Result<()> {
         println!("Sluice is up on {addr}");
         let measured = compare::measure("sluice", &addr, &config, one_line);
         drop(sluice);
-        let _ = std::fs::remove_dir_all(work_dir.join("sluice-data"));
+        compare::discard_data(&work_dir.join("sluice-data"));
         measured?
     };
     let ratios = compare::ratio_table(&kafka, &sluice);
