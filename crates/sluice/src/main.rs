@@ -65,7 +65,7 @@ enum Command {
     },
     /// Benchmarks that speak only the Kafka protocol (aim them at any compatible broker)
     #[command(subcommand)]
-    Bench(bench_cmd::BenchCommand),
+    Bench(Box<bench_cmd::BenchCommand>),
     /// Print a topic's records
     Consume {
         #[command(flatten)]
@@ -83,7 +83,7 @@ fn main() {
             .and_then(|rt| rt.block_on(topic_cmd::run(&bootstrap.bootstrap_server, command))),
         Command::Produce { bootstrap, args } => cli_runtime()
             .and_then(|rt| rt.block_on(produce_cmd::run(&bootstrap.bootstrap_server, args))),
-        Command::Bench(command) => bench_cmd::run(command),
+        Command::Bench(command) => bench_cmd::run(*command),
         Command::Consume { bootstrap, args } => cli_runtime()
             .and_then(|rt| rt.block_on(consume_cmd::run(&bootstrap.bootstrap_server, args))),
     };
