@@ -1,10 +1,11 @@
-//! `sluice-admin`: the broker's HTTP admin port. For now a liveness check (`/health`) and a
-//! JSON status of the node and its topics (`/api/status`); the web console and Prometheus
+//! `sluice-admin`: the broker's HTTP admin port: a liveness check (`/health`), a JSON status
+//! of the node and its topics (`/api/status`), and consumer groups (`/api/groups`,
+//! `/api/groups/{group}` with members, assignments and lag). The web console and Prometheus
 //! metrics are added here.
 
 use std::sync::Arc;
 
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::routing::get;
@@ -18,6 +19,8 @@ pub fn router(broker: Arc<Broker>) -> Router {
     Router::new()
         .route("/health", get(health))
         .route("/api/status", get(status))
+        .route("/api/groups", get(groups))
+        .route("/api/groups/{group}", get(group))
         .fallback(not_found)
         .with_state(broker)
 }
@@ -28,6 +31,24 @@ async fn health() -> impl IntoResponse {
 
 async fn status(State(broker): State<Arc<Broker>>) -> impl IntoResponse {
     Json(broker.status())
+}
+
+async fn groups(State(broker): State<Arc<Broker>>) -> impl IntoResponse {
+    Json(broker.groups_summary())
+}
+
+async fn group(
+    State(broker): State<Arc<Broker>>,
+    Path(id): Path<String>,
+) -> axum::response::Response {
+    match broker.group_status(&id) {
+        Some(g) => Json(g).into_response(),
+        None => (
+            StatusCode::NOT_FOUND,
+            Json(json!({ "error": format!("no consumer group '{id}'") })),
+        )
+            .into_response(),
+    }
 }
 
 async fn not_found(uri: axum::http::Uri) -> impl IntoResponse {

@@ -22,6 +22,7 @@ pub struct Broker {
     pub(crate) topics: Topics,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) producer_ids: ProducerIds,
+    pub(crate) groups: crate::group::GroupService,
     api_table: ApiTable,
     started_at_ms: i64,
 }
@@ -50,6 +51,17 @@ pub fn api_table() -> ApiTable {
         r(ApiKey::IncrementalAlterConfigs, 0, 1),
         r(ApiKey::DescribeCluster, 0, 2),
         r(ApiKey::InitProducerId, 0, 5),
+        r(ApiKey::FindCoordinator, 0, 6),
+        r(ApiKey::JoinGroup, 0, 9),
+        r(ApiKey::SyncGroup, 0, 5),
+        r(ApiKey::Heartbeat, 0, 4),
+        r(ApiKey::LeaveGroup, 0, 5),
+        r(ApiKey::OffsetCommit, 2, 9),
+        r(ApiKey::OffsetFetch, 1, 9),
+        r(ApiKey::DescribeGroups, 0, 5),
+        r(ApiKey::ListGroups, 0, 5),
+        r(ApiKey::DeleteGroups, 0, 2),
+        r(ApiKey::OffsetDelete, 0, 0),
     ])
 }
 
@@ -66,7 +78,14 @@ impl Broker {
             config.topic_limits.clone(),
             Arc::clone(&clock),
         )?;
+        let groups = crate::group::GroupService::open(
+            &topics,
+            config.offsets_topic_partitions,
+            config.groups.clone(),
+            Arc::clone(&clock),
+        )?;
         Ok(Arc::new(Broker {
+            groups,
             started_at_ms: clock.now_ms(),
             config,
             cluster_id: identity.cluster_id,
@@ -120,8 +139,35 @@ impl Broker {
         }
     }
 
-    /// Starts the interval flusher and the retention task; both stop with `shutdown`.
+    /// Starts the interval flusher, the retention task, the log cleaner and the group
+    /// coordinator's clock; all stop with `shutdown`.
     pub fn start_background(self: &Arc<Self>, shutdown: CancellationToken) {
+        let broker = Arc::clone(self);
+        let stop = shutdown.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(std::time::Duration::from_millis(100));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    _ = tick.tick() => broker.groups.tick(),
+                }
+            }
+        });
+        let broker = Arc::clone(self);
+        let stop = shutdown.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(broker.config.cleaner_interval);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    _ = tick.tick() => {}
+                }
+                let b = Arc::clone(&broker);
+                let _ = tokio::task::spawn_blocking(move || b.clean_logs()).await;
+            }
+        });
         let broker = Arc::clone(self);
         let stop = shutdown.clone();
         tokio::spawn(async move {
@@ -163,6 +209,24 @@ impl Broker {
         });
     }
 
+    /// One pass of the log cleaner over the compacted topics, paced to
+    /// `cleaner_max_bytes_per_s` so that it does not starve produce and fetch. Blocking.
+    pub fn clean_logs(&self) {
+        let rate = self.config.cleaner_max_bytes_per_s.max(1);
+        for partition in self.topics.all_partitions() {
+            if !partition.config().compact {
+                continue;
+            }
+            let throttle = |bytes: u64| {
+                let pause = std::time::Duration::from_secs_f64(bytes as f64 / rate as f64);
+                std::thread::sleep(pause.min(std::time::Duration::from_secs(10)));
+            };
+            if let Err(e) = partition.compact(throttle) {
+                tracing::warn!(?partition, error = %e, "compaction failed");
+            }
+        }
+    }
+
     /// Flushes and closes every log, recording a clean shutdown.
     pub fn close(&self) {
         for partition in self.topics.all_partitions() {
@@ -170,6 +234,76 @@ impl Broker {
                 tracing::error!(?partition, error = %e, "closing partition failed");
             }
         }
+    }
+
+    pub fn groups_summary(&self) -> Vec<GroupSummary> {
+        let coordinator = self.groups.coordinator.lock();
+        coordinator
+            .group_ids()
+            .into_iter()
+            .map(|id| GroupSummary {
+                state: coordinator.state_of(&id).name(),
+                protocol_type: coordinator
+                    .group(&id)
+                    .map(|g| g.protocol_type.clone())
+                    .unwrap_or_default(),
+                members: coordinator.group(&id).map_or(0, |g| g.members.len()),
+                group: id,
+            })
+            .collect()
+    }
+
+    /// A group's members, assignments and per-partition lag; `None` if there is no such group.
+    pub fn group_status(&self, id: &str) -> Option<GroupStatus> {
+        use crate::group::state::GroupState;
+        let coordinator = self.groups.coordinator.lock();
+        let state = coordinator.state_of(id);
+        if state == GroupState::Dead {
+            return None;
+        }
+        let group = coordinator.group(id);
+        let members = group
+            .map(|g| {
+                g.members
+                    .values()
+                    .map(|m| GroupMemberStatus {
+                        member_id: m.id.clone(),
+                        instance_id: m.instance_id.clone(),
+                        client_id: m.client_id.clone(),
+                        client_host: m.client_host.clone(),
+                        assignment: decode_assignment(&m.assignment),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let offsets = coordinator
+            .committed(id)
+            .into_iter()
+            .flatten()
+            .map(|((topic, partition), c)| {
+                let end = self
+                    .topics
+                    .get(topic)
+                    .and_then(|t| t.partition(*partition))
+                    .map(|p| p.progress().visible.0);
+                GroupOffsetStatus {
+                    topic: topic.clone(),
+                    partition: *partition,
+                    committed_offset: c.offset,
+                    log_end_offset: end,
+                    lag: end.map(|e| (e - c.offset).max(0)),
+                }
+            })
+            .collect();
+        Some(GroupStatus {
+            group: id.to_string(),
+            state: state.name(),
+            protocol_type: group.map(|g| g.protocol_type.clone()).unwrap_or_default(),
+            protocol: group.and_then(|g| g.protocol_name.clone()),
+            generation: group.map_or(0, |g| g.generation),
+            members,
+            offsets,
+        })
     }
 
     pub fn status(&self) -> BrokerStatus {
@@ -215,6 +349,43 @@ impl Broker {
 }
 
 #[derive(Debug, Serialize)]
+pub struct GroupSummary {
+    pub group: String,
+    pub state: &'static str,
+    pub protocol_type: String,
+    pub members: usize,
+}
+
+#[derive(Debug, Serialize)]
+pub struct GroupStatus {
+    pub group: String,
+    pub state: &'static str,
+    pub protocol_type: String,
+    pub protocol: Option<String>,
+    pub generation: i32,
+    pub members: Vec<GroupMemberStatus>,
+    pub offsets: Vec<GroupOffsetStatus>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct GroupMemberStatus {
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub assignment: Vec<(String, Vec<i32>)>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct GroupOffsetStatus {
+    pub topic: String,
+    pub partition: i32,
+    pub committed_offset: i64,
+    pub log_end_offset: Option<i64>,
+    pub lag: Option<i64>,
+}
+
+#[derive(Debug, Serialize)]
 pub struct BrokerStatus {
     pub node_id: i32,
     pub cluster_id: String,
@@ -251,6 +422,12 @@ impl Service for Broker {
 
     fn call(&self, request: Request, peer: &Peer) -> Reply {
         let version = request.version();
+        let client_id = request
+            .header
+            .client_id
+            .as_ref()
+            .map(|c| c.to_string())
+            .unwrap_or_default();
         let ready = |r: ResponseKind| Reply::Ready(Box::new(r));
         match request.body {
             RequestKind::ApiVersions(req) => {
@@ -286,6 +463,37 @@ impl Service for Broker {
             RequestKind::InitProducerId(req) => {
                 ready(handlers::init_producer_id::handle(self, req, version))
             }
+            RequestKind::FindCoordinator(req) => {
+                ready(handlers::find_coordinator::handle(self, req, version))
+            }
+            RequestKind::JoinGroup(req) => handlers::join_group::handle(
+                self,
+                req,
+                version,
+                &client_id,
+                &format!("/{}", peer.addr.ip()),
+            ),
+            RequestKind::SyncGroup(req) => handlers::sync_group::handle(self, req, version),
+            RequestKind::Heartbeat(req) => ready(handlers::heartbeat::handle(self, req, version)),
+            RequestKind::LeaveGroup(req) => {
+                ready(handlers::leave_group::handle(self, req, version))
+            }
+            RequestKind::OffsetCommit(req) => handlers::offset_commit::handle(self, req, version),
+            RequestKind::OffsetFetch(req) => {
+                ready(handlers::offset_fetch::handle(self, req, version))
+            }
+            RequestKind::DescribeGroups(req) => {
+                ready(handlers::describe_groups::handle(self, req, version))
+            }
+            RequestKind::ListGroups(req) => {
+                ready(handlers::list_groups::handle(self, req, version))
+            }
+            RequestKind::DeleteGroups(req) => {
+                ready(handlers::delete_groups::handle(self, req, version))
+            }
+            RequestKind::OffsetDelete(req) => {
+                ready(handlers::offset_delete::handle(self, req, version))
+            }
             other => {
                 // The API table admits only the requests above; reaching here is our bug.
                 tracing::error!(peer = %peer.addr, request = ?std::mem::discriminant(&other), "request without a handler");
@@ -293,4 +501,23 @@ impl Service for Broker {
             }
         }
     }
+}
+
+/// The partitions in a consumer-protocol assignment.
+fn decode_assignment(bytes: &bytes::Bytes) -> Vec<(String, Vec<i32>)> {
+    use kafka_protocol::messages::ConsumerProtocolAssignment;
+    use kafka_protocol::protocol::Decodable;
+    if bytes.len() < 2 {
+        return Vec::new();
+    }
+    let version = i16::from_be_bytes([bytes[0], bytes[1]]).clamp(0, 3);
+    let mut body = bytes.slice(2..);
+    ConsumerProtocolAssignment::decode(&mut body, version)
+        .map(|a| {
+            a.assigned_partitions
+                .iter()
+                .map(|t| (t.topic.to_string(), t.partitions.clone()))
+                .collect()
+        })
+        .unwrap_or_default()
 }

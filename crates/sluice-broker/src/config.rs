@@ -27,6 +27,12 @@ pub struct BrokerConfig {
     /// Forget an idempotent producer's sequence state after this long without a write
     /// (`producer.id.expiration.ms`).
     pub producer_id_expiration_ms: i64,
+    /// How often the cleaner looks for compacted topics with new sealed segments.
+    pub cleaner_interval: Duration,
+    /// The cleaner reads and writes at most this many bytes per second.
+    pub cleaner_max_bytes_per_s: u64,
+    pub offsets_topic_partitions: i32,
+    pub groups: crate::group::coordinator::GroupConfig,
 }
 
 impl Default for BrokerConfig {
@@ -43,6 +49,10 @@ impl Default for BrokerConfig {
             retention_check_interval: Duration::from_secs(60),
             flush_check_interval: Duration::from_millis(10),
             producer_id_expiration_ms: 24 * 3600 * 1000,
+            cleaner_interval: Duration::from_secs(15),
+            cleaner_max_bytes_per_s: 50 * 1024 * 1024,
+            offsets_topic_partitions: 16,
+            groups: Default::default(),
         }
     }
 }

@@ -8,6 +8,7 @@
 pub mod broker;
 pub mod config;
 pub mod error;
+pub mod group;
 pub mod handlers;
 pub mod metadata_store;
 pub mod partition;

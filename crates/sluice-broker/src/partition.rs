@@ -257,6 +257,23 @@ impl Partition {
         Ok(deleted)
     }
 
+    /// Compacts the sealed segments (compacted topics only): plans under the lock, cleans on
+    /// this (blocking) thread without it, swaps in under it. `throttle` paces the I/O.
+    pub fn compact(
+        &self,
+        throttle: impl FnMut(u64),
+    ) -> Result<sluice_log::compaction::CompactionReport, LogError> {
+        let Some(plan) = self.state.lock().log.compaction_plan() else {
+            return Ok(Default::default());
+        };
+        let cleaned = plan.run(throttle)?;
+        let report = self.state.lock().log.finish_compaction(cleaned)?;
+        if report.segments > 0 {
+            tracing::info!(partition = ?self, ?report, "compacted");
+        }
+        Ok(report)
+    }
+
     /// Flushes and closes the log cleanly (shutdown); later appends fail.
     pub fn close(&self) -> Result<(), LogError> {
         let mut state = self.state.lock();

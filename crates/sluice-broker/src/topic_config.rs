@@ -39,6 +39,7 @@ pub struct ConfigDef {
 
 pub const CLEANUP_POLICY: &str = "cleanup.policy";
 pub const COMPRESSION_TYPE: &str = "compression.type";
+pub const DELETE_RETENTION_MS: &str = "delete.retention.ms";
 pub const FLUSH_MODE: &str = "flush.mode";
 pub const FLUSH_INTERVAL_MS: &str = "flush.interval.ms";
 pub const INDEX_INTERVAL_BYTES: &str = "index.interval.bytes";
@@ -54,15 +55,21 @@ pub const SEGMENT_MS: &str = "segment.ms";
 pub const DEFS: &[ConfigDef] = &[
     ConfigDef {
         name: CLEANUP_POLICY,
-        kind: Kind::List(&["delete"]),
+        kind: Kind::List(&["delete", "compact"]),
         default: "delete",
-        doc: "What to do with old segments: delete them (compaction is not available yet).",
+        doc: "delete: remove old segments by retention; compact: keep the newest record per key; or both.",
     },
     ConfigDef {
         name: COMPRESSION_TYPE,
         kind: Kind::Choice(&["producer"]),
         default: "producer",
         doc: "Batches are stored as the producer compressed them.",
+    },
+    ConfigDef {
+        name: DELETE_RETENTION_MS,
+        kind: Kind::Long { min: 0 },
+        default: "86400000",
+        doc: "On compacted topics, how long tombstones are kept after they are written.",
     },
     ConfigDef {
         name: FLUSH_INTERVAL_MS,
@@ -256,6 +263,11 @@ pub fn resolve(
             "LogAppendTime" => TimestampType::LogAppendTime,
             _ => TimestampType::CreateTime,
         },
+        delete_policy: get(CLEANUP_POLICY).split(',').any(|p| p.trim() == "delete"),
+        compact: get(CLEANUP_POLICY)
+            .split(',')
+            .any(|p| p.trim() == "compact"),
+        delete_retention_ms: int(DELETE_RETENTION_MS)?,
     };
     config.validate().map_err(|e| ConfigError(e.to_string()))?;
     Ok(config)
@@ -307,7 +319,14 @@ mod tests {
             .unwrap_err()
             .0
             .contains("interval, sync"));
-        assert!(validate(CLEANUP_POLICY, "compact").is_err());
+        assert!(validate(CLEANUP_POLICY, "shred").is_err());
         validate(CLEANUP_POLICY, "delete").unwrap();
+        validate(CLEANUP_POLICY, "compact,delete").unwrap();
+        let c = resolve(
+            &BTreeMap::from([(CLEANUP_POLICY.into(), "compact".into())]),
+            &Defaults::default(),
+        )
+        .unwrap();
+        assert!(c.compact && !c.delete_policy);
     }
 }

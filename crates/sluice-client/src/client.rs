@@ -13,12 +13,17 @@ use kafka_protocol::messages::incremental_alter_configs_request::{
 };
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    BrokerId, CreateTopicsRequest, DeleteTopicsRequest, DescribeConfigsRequest, FetchRequest,
-    IncrementalAlterConfigsRequest, ListOffsetsRequest, MetadataRequest, MetadataResponse,
-    ProduceRequest, TopicName,
+    BrokerId, ConsumerProtocolAssignment, CreateTopicsRequest, DeleteGroupsRequest,
+    DeleteTopicsRequest, DescribeConfigsRequest, DescribeGroupsRequest, FetchRequest, GroupId,
+    IncrementalAlterConfigsRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest,
+    MetadataResponse, OffsetCommitRequest, OffsetFetchRequest, ProduceRequest, TopicName,
 };
+use kafka_protocol::protocol::Decodable;
 use kafka_protocol::protocol::StrBytes;
 
 use crate::connection::Connection;
@@ -61,6 +66,44 @@ pub struct ConfigEntry {
     pub value: Option<String>,
     /// 1 topic override, 4 broker setting, 5 default.
     pub source: i8,
+}
+
+/// A consumer group as DescribeGroups reports it.
+#[derive(Debug, Clone)]
+pub struct GroupDescription {
+    pub group: String,
+    pub state: String,
+    pub protocol_type: String,
+    pub protocol: String,
+    pub error_code: i16,
+    pub members: Vec<GroupMember>,
+}
+
+#[derive(Debug, Clone)]
+pub struct GroupMember {
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    /// (topic, partitions), decoded from the consumer protocol's assignment.
+    pub assignment: Vec<(String, Vec<i32>)>,
+}
+
+/// Decodes a consumer-protocol assignment (a version, then the body).
+pub fn decode_assignment(bytes: &Bytes) -> Vec<(String, Vec<i32>)> {
+    if bytes.len() < 2 {
+        return Vec::new();
+    }
+    let version = i16::from_be_bytes([bytes[0], bytes[1]]).clamp(0, 3);
+    let mut body = bytes.slice(2..);
+    ConsumerProtocolAssignment::decode(&mut body, version)
+        .map(|a| {
+            a.assigned_partitions
+                .iter()
+                .map(|t| (t.topic.to_string(), t.partitions.clone()))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// What a fetch of one partition returned.
@@ -374,5 +417,130 @@ impl Client {
             high_watermark: p.high_watermark,
             log_start_offset: p.log_start_offset,
         })
+    }
+
+    /// (group, state, protocol type) of every group.
+    pub async fn list_groups(&mut self) -> Result<Vec<(String, String, String)>, ClientError> {
+        let response = self.conn.call(&ListGroupsRequest::default(), 0, 5).await?;
+        check("ListGroups", response.error_code, None)?;
+        let mut groups: Vec<_> = response
+            .groups
+            .into_iter()
+            .map(|g| {
+                (
+                    g.group_id.to_string(),
+                    g.group_state.to_string(),
+                    g.protocol_type.to_string(),
+                )
+            })
+            .collect();
+        groups.sort();
+        Ok(groups)
+    }
+
+    pub async fn describe_group(&mut self, group: &str) -> Result<GroupDescription, ClientError> {
+        let request = DescribeGroupsRequest::default().with_groups(vec![GroupId(s(group))]);
+        let response = self.conn.call(&request, 0, 5).await?;
+        let g = response
+            .groups
+            .into_iter()
+            .next()
+            .ok_or_else(|| ClientError::Protocol("DescribeGroups without the group".into()))?;
+        Ok(GroupDescription {
+            group: g.group_id.to_string(),
+            state: g.group_state.to_string(),
+            protocol_type: g.protocol_type.to_string(),
+            protocol: g.protocol_data.to_string(),
+            error_code: g.error_code,
+            members: g
+                .members
+                .into_iter()
+                .map(|m| GroupMember {
+                    member_id: m.member_id.to_string(),
+                    instance_id: m.group_instance_id.map(|i| i.to_string()),
+                    client_id: m.client_id.to_string(),
+                    client_host: m.client_host.to_string(),
+                    assignment: decode_assignment(&m.member_assignment),
+                })
+                .collect(),
+        })
+    }
+
+    pub async fn delete_group(&mut self, group: &str) -> Result<(), ClientError> {
+        let request = DeleteGroupsRequest::default().with_groups_names(vec![GroupId(s(group))]);
+        let response = self.conn.call(&request, 0, 2).await?;
+        for r in response.results {
+            check(format!("deleting group '{group}'"), r.error_code, None)?;
+        }
+        Ok(())
+    }
+
+    /// Committed offsets of a group: (topic, partition, offset), offset -1 where none.
+    pub async fn committed_offsets(
+        &mut self,
+        group: &str,
+    ) -> Result<Vec<(String, i32, i64)>, ClientError> {
+        let request = OffsetFetchRequest::default()
+            .with_group_id(GroupId(s(group)))
+            .with_topics(None);
+        let response = self.conn.call(&request, 2, 7).await?;
+        check(
+            format!("offsets of group '{group}'"),
+            response.error_code,
+            None,
+        )?;
+        let mut out = Vec::new();
+        for t in response.topics {
+            for p in t.partitions {
+                check(
+                    format!("offset of {}-{}", &*t.name, p.partition_index),
+                    p.error_code,
+                    None,
+                )?;
+                out.push((t.name.to_string(), p.partition_index, p.committed_offset));
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// Commits offsets for a group with no active members (as a standalone consumer would).
+    pub async fn commit_offsets(
+        &mut self,
+        group: &str,
+        offsets: &[(String, i32, i64)],
+    ) -> Result<(), ClientError> {
+        let mut topics: Vec<OffsetCommitRequestTopic> = Vec::new();
+        for (topic, partition, offset) in offsets {
+            let p = OffsetCommitRequestPartition::default()
+                .with_partition_index(*partition)
+                .with_committed_offset(*offset)
+                .with_committed_leader_epoch(-1);
+            match topics.iter_mut().find(|t| *t.name == **topic) {
+                Some(t) => t.partitions.push(p),
+                None => topics.push(
+                    OffsetCommitRequestTopic::default()
+                        .with_name(TopicName(s(topic)))
+                        .with_partitions(vec![p]),
+                ),
+            }
+        }
+        let request = OffsetCommitRequest::default()
+            .with_group_id(GroupId(s(group)))
+            .with_generation_id_or_member_epoch(-1)
+            .with_member_id(StrBytes::default())
+            .with_retention_time_ms(-1)
+            .with_topics(topics);
+        let response = self.conn.call(&request, 2, 7).await?;
+        for t in response.topics {
+            for p in t.partitions {
+                check(
+                    format!("committing {}-{}", &*t.name, p.partition_index),
+                    p.error_code,
+                    None,
+                )?;
+            }
+        }
+        Ok(())
     }
 }

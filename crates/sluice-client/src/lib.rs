@@ -11,7 +11,7 @@ pub mod lean;
 pub mod partitioner;
 pub mod records;
 
-pub use client::{Client, ConfigEntry, Fetched, PartitionMeta};
+pub use client::{Client, ConfigEntry, Fetched, GroupDescription, GroupMember, PartitionMeta};
 pub use connection::Connection;
 pub use error::ClientError;
 pub use records::{InRecord, OutRecord};

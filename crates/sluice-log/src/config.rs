@@ -34,6 +34,12 @@ pub struct LogConfig {
     pub max_message_bytes: usize,
     pub flush: FlushMode,
     pub timestamp_type: TimestampType,
+    /// `cleanup.policy` has `delete`: retention deletes old segments.
+    pub delete_policy: bool,
+    /// `cleanup.policy` has `compact`: the cleaner keeps the newest record per key.
+    pub compact: bool,
+    /// Tombstones older than this are removed by compaction (`delete.retention.ms`).
+    pub delete_retention_ms: i64,
 }
 
 pub const MIN_SEGMENT_BYTES: u64 = 1024;
@@ -50,6 +56,9 @@ impl Default for LogConfig {
             max_message_bytes: 1024 * 1024 + 12,
             flush: FlushMode::Interval { interval_ms: 100 },
             timestamp_type: TimestampType::CreateTime,
+            delete_policy: true,
+            compact: false,
+            delete_retention_ms: 24 * 3600 * 1000,
         }
     }
 }

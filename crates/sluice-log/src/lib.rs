@@ -9,6 +9,7 @@
 pub mod batch;
 mod checkpoint;
 pub mod clock;
+pub mod compaction;
 pub mod config;
 pub mod error;
 mod flush;

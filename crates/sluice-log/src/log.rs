@@ -120,8 +120,10 @@ impl Log {
                 report.scanned_segments += 1;
             }
             let opened = Segment::open(dir, base, mode, config.index_interval_bytes, now_ms)?;
-            // A scanned segment that stops short of its successor lost its tail in the crash.
+            // A scanned segment that stops short of its successor lost its tail in the crash
+            // (a compacted one may legitimately end early).
             let short = mode == OpenMode::Recover
+                && !opened.segment.is_compacted()
                 && successor.is_some_and(|next| opened.segment.next_offset() != next);
             if opened.truncated_bytes > 0 || short {
                 tracing::warn!(
@@ -561,6 +563,9 @@ impl Log {
     /// `retention.bytes` (oldest first); returns how many. The active segment is rolled first
     /// when it has expired too, so that a quiet topic is emptied as Kafka empties it.
     pub fn apply_retention(&mut self) -> Result<usize, LogError> {
+        if !self.config.delete_policy {
+            return Ok(0);
+        }
         let now_ms = self.clock.now_ms();
         let mut deleted = 0;
         if self.config.retention_ms >= 0 {
@@ -604,6 +609,74 @@ impl Log {
         self.durable_offset = self.durable_offset.max(self.log_start_offset);
         self.check_invariants();
         Ok(())
+    }
+
+    /// Phase 1 of compaction: the sealed segments to clean, or `None` when the topic is not
+    /// compacted or nothing new was sealed since the last clean.
+    pub fn compaction_plan(&self) -> Option<crate::compaction::CompactionPlan> {
+        if !self.config.compact || self.offline.is_some() {
+            return None;
+        }
+        let sealed: Vec<&Segment> = self.segments.values().rev().skip(1).rev().collect();
+        if sealed.iter().all(|s| s.is_compacted() || s.is_empty()) {
+            return None;
+        }
+        Some(crate::compaction::CompactionPlan {
+            dir: self.dir.clone(),
+            segments: sealed
+                .iter()
+                .filter(|s| !s.is_empty())
+                .map(|s| crate::compaction::SealedSegment {
+                    base: s.base_offset,
+                    file: Arc::clone(s.file()),
+                    size_bytes: s.size_bytes(),
+                })
+                .collect(),
+            tombstone_cutoff_ms: self
+                .clock
+                .now_ms()
+                .saturating_sub(self.config.delete_retention_ms),
+        })
+    }
+
+    /// Phase 3 of compaction: swaps the cleaned segments in, skipping any that changed while
+    /// they were being cleaned.
+    pub fn finish_compaction(
+        &mut self,
+        cleaned: Vec<crate::compaction::Cleaned>,
+    ) -> Result<crate::compaction::CompactionReport, LogError> {
+        let mut report = crate::compaction::CompactionReport::default();
+        let now_ms = self.clock.now_ms();
+        let active = self.active().base_offset;
+        for c in cleaned {
+            let unchanged = c.base != active
+                && self
+                    .segments
+                    .get(&c.base)
+                    .is_some_and(|s| s.size_bytes() == c.old_size_bytes);
+            if !unchanged || self.offline.is_some() {
+                crate::segment::remove_if_exists(&c.path)?;
+                continue;
+            }
+            crate::compaction::swap_in(&self.dir, &c)?;
+            let opened = Segment::open(
+                &self.dir,
+                c.base,
+                OpenMode::Recover,
+                self.config.index_interval_bytes,
+                now_ms,
+            )?;
+            debug_assert_eq!(opened.truncated_bytes, 0, "a cleaned segment is whole");
+            let to_sync = opened.segment.write_indexes()?;
+            self.unsynced.extend(to_sync);
+            self.segments.insert(c.base, opened.segment);
+            report.segments += 1;
+            report.records_removed += c.records_removed;
+            report.bytes_before += c.old_size_bytes;
+            report.bytes_after += c.new_size_bytes;
+        }
+        self.check_invariants();
+        Ok(report)
     }
 
     /// Starting the disk write of the last few MiB appended, when due (see `writeback.rs`):
@@ -741,7 +814,7 @@ fn list_segments(dir: &Path) -> Result<Vec<Offset>, LogError> {
         let entry = entry.map_err(|e| LogError::io("list", dir, e))?;
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
-        if name.ends_with(".tmp") {
+        if name.ends_with(".tmp") || name.ends_with(".cleaned") {
             crate::segment::remove_if_exists(&entry.path())?;
             continue;
         }

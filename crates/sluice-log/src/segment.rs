@@ -77,6 +77,8 @@ pub(crate) struct Segment {
     first_append_ms: Option<i64>,
     /// Bytes before this position have had their writeback started.
     writeback_started: u64,
+    /// Rewritten by compaction: offsets have gaps (`<base>.compacted` marks it on disk).
+    compacted: bool,
 }
 
 impl Segment {
@@ -109,6 +111,7 @@ impl Segment {
             max_timestamp: -1,
             first_append_ms: None,
             writeback_started: 0,
+            compacted: false,
         })
     }
 
@@ -142,6 +145,7 @@ impl Segment {
             max_timestamp: -1,
             first_append_ms: Some(now_ms),
             writeback_started: file_bytes,
+            compacted: crate::compaction::marker_path(dir, base).exists(),
         };
         if mode == OpenMode::Trusted && segment.load_indexes(file_bytes)? {
             return Ok(Opened {
@@ -237,11 +241,14 @@ impl Segment {
                 break;
             };
             // Offsets continue exactly from the segment base: a batch that does not (a damaged
-            // offset field, which the CRC does not cover) is not ours to serve. Compaction,
-            // which leaves gaps, must relax this for the segments it rewrites.
-            if header.base_offset != self.next_offset
-                || header.last_offset().relative_to(self.base_offset).is_none()
-            {
+            // offset field, which the CRC does not cover) is not ours to serve. A compacted
+            // segment has gaps, so there offsets need only increase.
+            let in_order = if self.compacted {
+                header.base_offset >= self.next_offset
+            } else {
+                header.base_offset == self.next_offset
+            };
+            if !in_order || header.last_offset().relative_to(self.base_offset).is_none() {
                 break;
             }
             debug_assert_eq!(position, self.size_bytes);
@@ -436,6 +443,7 @@ impl Segment {
             log_path(&self.dir, self.base_offset),
             index_path(&self.dir, self.base_offset),
             time_index_path(&self.dir, self.base_offset),
+            crate::compaction::marker_path(&self.dir, self.base_offset),
         ] {
             remove_if_exists(&path)?;
         }
@@ -460,6 +468,10 @@ impl Segment {
 
     pub(crate) fn is_empty(&self) -> bool {
         self.size_bytes == 0
+    }
+
+    pub(crate) fn is_compacted(&self) -> bool {
+        self.compacted
     }
 
     pub(crate) fn first_append_ms(&self) -> Option<i64> {

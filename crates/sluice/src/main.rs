@@ -2,6 +2,7 @@
 
 mod bench_cmd;
 mod consume_cmd;
+mod group_cmd;
 mod produce_cmd;
 mod serve;
 mod settings;
@@ -56,6 +57,13 @@ enum Command {
         #[command(subcommand)]
         command: topic_cmd::TopicCommand,
     },
+    /// List, describe, delete consumer groups and reset their offsets
+    Group {
+        #[command(flatten)]
+        bootstrap: Bootstrap,
+        #[command(subcommand)]
+        command: group_cmd::GroupCommand,
+    },
     /// Send stdin lines as records
     Produce {
         #[command(flatten)]
@@ -81,6 +89,8 @@ fn main() {
         Command::Serve(args) => serve_main(*args),
         Command::Topic { bootstrap, command } => cli_runtime()
             .and_then(|rt| rt.block_on(topic_cmd::run(&bootstrap.bootstrap_server, command))),
+        Command::Group { bootstrap, command } => cli_runtime()
+            .and_then(|rt| rt.block_on(group_cmd::run(&bootstrap.bootstrap_server, command))),
         Command::Produce { bootstrap, args } => cli_runtime()
             .and_then(|rt| rt.block_on(produce_cmd::run(&bootstrap.bootstrap_server, args))),
         Command::Bench(command) => bench_cmd::run(*command),

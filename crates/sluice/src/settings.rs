@@ -76,7 +76,19 @@ pub struct Settings {
     /// Close connections idle this long [default: 600000]
     #[arg(long, env = "SLUICE_CONNECTIONS_MAX_IDLE_MS")]
     pub connections_max_idle_ms: Option<u64>,
-    /// Threads serving requests [default: one per core]
+    /// How often the log cleaner looks for compacted topics to clean [default: 15000]
+    #[arg(long, env = "SLUICE_LOG_CLEANER_INTERVAL_MS")]
+    pub log_cleaner_interval_ms: Option<u64>,
+    /// A new consumer group waits this long for more members before its first rebalance [default: 3000]
+    #[arg(long, env = "SLUICE_GROUP_INITIAL_REBALANCE_DELAY_MS")]
+    pub group_initial_rebalance_delay_ms: Option<i64>,
+    /// Smallest session timeout a consumer may ask for [default: 6000]
+    #[arg(long, env = "SLUICE_GROUP_MIN_SESSION_TIMEOUT_MS")]
+    pub group_min_session_timeout_ms: Option<i64>,
+    /// Committed offsets of an empty group are kept this long [default: 10080 (7 days)]
+    #[arg(long, env = "SLUICE_OFFSETS_RETENTION_MINUTES")]
+    pub offsets_retention_minutes: Option<i64>,
+    /// Threads serving requests [default: half the cores, at least 1]
     #[arg(long, env = "SLUICE_WORKER_THREADS")]
     pub worker_threads: Option<usize>,
     /// Log filter, e.g. info or sluice_broker=debug [default: info; RUST_LOG also works]
@@ -133,6 +145,10 @@ impl Settings {
             socket_request_max_bytes,
             max_connections,
             connections_max_idle_ms,
+            log_cleaner_interval_ms,
+            group_initial_rebalance_delay_ms,
+            group_min_session_timeout_ms,
+            offsets_retention_minutes,
             worker_threads,
             log_level
         )
@@ -203,6 +219,22 @@ impl Settings {
         if retention_check_ms == 0 {
             bail!("log_retention_check_interval_ms must be at least 1");
         }
+        let mut groups = sluice_broker::group::coordinator::GroupConfig::default();
+        if let Some(v) = self.group_initial_rebalance_delay_ms {
+            groups.initial_rebalance_delay_ms = v.max(0);
+        }
+        if let Some(v) = self.group_min_session_timeout_ms {
+            if v < 1 {
+                bail!("group_min_session_timeout_ms must be at least 1");
+            }
+            groups.min_session_timeout_ms = v;
+        }
+        if let Some(v) = self.offsets_retention_minutes {
+            if v < 1 {
+                bail!("offsets_retention_minutes must be at least 1");
+            }
+            groups.offsets_retention_ms = v * 60_000;
+        }
         let broker = BrokerConfig {
             node_id: self.node_id.unwrap_or(1),
             advertised_host,
@@ -212,6 +244,10 @@ impl Settings {
             num_partitions,
             topic_defaults: defaults,
             retention_check_interval: Duration::from_millis(retention_check_ms),
+            cleaner_interval: Duration::from_millis(
+                self.log_cleaner_interval_ms.unwrap_or(15_000).max(1),
+            ),
+            groups,
             ..BrokerConfig::default()
         };
         let limits = Limits {

@@ -32,7 +32,16 @@ pub fn handle(broker: &Broker, request: DeleteTopicsRequest, version: i16) -> Re
                     .map(|t| t.name.to_string())
                     .ok_or(BrokerError::UnknownTopicId(id)),
             };
-            let outcome = name.and_then(|n| broker.topics().delete(&n));
+            let outcome = name.and_then(|n| {
+                if n == crate::group::OFFSETS_TOPIC {
+                    return Err(BrokerError::InvalidTopic(format!(
+                        "{n} is internal and cannot be deleted"
+                    )));
+                }
+                let deleted = broker.topics().delete(&n)?;
+                broker.groups.forget_topic(&n);
+                Ok(deleted)
+            });
             match outcome {
                 Ok(topic) => DeletableTopicResult::default()
                     .with_name(Some(topic_name(&topic.name)))

@@ -158,6 +158,13 @@ fn append(partition: &Arc<Partition>, records: &[u8]) -> Pending {
                 "transactional writes need the transaction coordinator, which this broker does not have yet".into(),
             );
         }
+        Ok(_) if config.compact && !every_record_has_a_key(records) => {
+            return failed(
+                index,
+                ResponseError::InvalidRecord,
+                "a compacted topic needs a key on every record".into(),
+            );
+        }
         Ok(v) => v,
         Err(e) => {
             let e = LogError::Batch(e);
@@ -182,4 +189,12 @@ fn append(partition: &Arc<Partition>, records: &[u8]) -> Pending {
             failed(index, log_error(&e), e.to_string())
         }
     }
+}
+
+/// Compacted topics keep the newest record per key, so every record needs one (as in Kafka).
+fn every_record_has_a_key(records: &[u8]) -> bool {
+    let mut buf = bytes::Bytes::copy_from_slice(records);
+    kafka_protocol::records::RecordBatchDecoder::decode(&mut buf)
+        .map(|set| set.records.iter().all(|r| r.key.is_some()))
+        .unwrap_or(false)
 }

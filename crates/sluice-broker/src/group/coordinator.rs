@@ -1,0 +1,1198 @@
+//! The group coordinator's state machine (STYLE §3): it takes requests and clock ticks and
+//! returns replies (now, or a channel answered when the rebalance moves on) and the records to
+//! write to the offsets topic. It does no I/O; the handlers write the records and the ticker
+//! calls [`Coordinator::tick`].
+//!
+//! The classic protocol, as in Kafka's GroupCoordinator: JoinGroup collects members
+//! (PreparingRebalance) until all known members rejoined or the rebalance timeout passed, then
+//! answers everyone with the new generation, the leader with the member list
+//! (CompletingRebalance); SyncGroup waits for the leader's assignment (Stable). Heartbeats keep
+//! members alive; a member silent for its session timeout is removed and the group rebalances.
+
+use std::collections::{BTreeMap, HashMap};
+
+use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
+use tokio::sync::oneshot;
+
+use super::records::{GroupRecord, MemberRecord, OffsetKey, OffsetValue, Record};
+use super::state::{Group, GroupState, JoinResult, Member, SyncResult};
+
+/// An answer now, or one that arrives when the group's rebalance moves on.
+#[derive(Debug)]
+pub enum Reply<T> {
+    Now(T),
+    Later(oneshot::Receiver<T>),
+}
+
+#[derive(Debug, Clone)]
+pub struct GroupConfig {
+    pub min_session_timeout_ms: i64,
+    pub max_session_timeout_ms: i64,
+    /// A new group waits this long for more members before its first rebalance completes.
+    pub initial_rebalance_delay_ms: i64,
+    pub max_metadata_bytes: usize,
+    /// Offsets of an empty group older than this are deleted (`offsets.retention.minutes`).
+    pub offsets_retention_ms: i64,
+}
+
+impl Default for GroupConfig {
+    fn default() -> Self {
+        GroupConfig {
+            min_session_timeout_ms: 6_000,
+            max_session_timeout_ms: 1_800_000,
+            initial_rebalance_delay_ms: 3_000,
+            max_metadata_bytes: 4096,
+            offsets_retention_ms: 7 * 24 * 3600 * 1000,
+        }
+    }
+}
+
+/// A join as the handler hands it over.
+#[derive(Debug, Clone)]
+pub struct JoinRequest {
+    pub group_id: String,
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub session_timeout_ms: i64,
+    pub rebalance_timeout_ms: i64,
+    pub protocol_type: String,
+    pub protocols: Vec<(String, Bytes)>,
+    /// JoinGroup v4+: an unknown member gets a member id to rejoin with (KIP-394).
+    pub require_known_member_id: bool,
+}
+
+/// A committed offset.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Committed {
+    pub offset: i64,
+    pub leader_epoch: i32,
+    pub metadata: String,
+    pub commit_timestamp_ms: i64,
+}
+
+fn join_error(error: ResponseError, member_id: &str) -> JoinResult {
+    JoinResult {
+        error: error.code(),
+        generation: -1,
+        protocol_type: String::new(),
+        protocol_name: None,
+        leader: String::new(),
+        member_id: member_id.to_string(),
+        members: Vec::new(),
+    }
+}
+
+fn sync_error(error: ResponseError) -> SyncResult {
+    SyncResult {
+        error: error.code(),
+        protocol_type: String::new(),
+        protocol_name: None,
+        assignment: Bytes::new(),
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct Coordinator {
+    pub config: GroupConfig,
+    groups: HashMap<String, Group>,
+    offsets: HashMap<String, BTreeMap<(String, i32), Committed>>,
+    next_member: u64,
+}
+
+impl Coordinator {
+    pub fn new(config: GroupConfig) -> Coordinator {
+        Coordinator {
+            config,
+            ..Coordinator::default()
+        }
+    }
+
+    pub fn group(&self, id: &str) -> Option<&Group> {
+        self.groups.get(id)
+    }
+
+    pub fn groups(&self) -> impl Iterator<Item = &Group> {
+        self.groups.values()
+    }
+
+    /// Every group id known, with members or only offsets.
+    pub fn group_ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self
+            .groups
+            .keys()
+            .chain(self.offsets.keys())
+            .cloned()
+            .collect();
+        ids.sort();
+        ids.dedup();
+        ids
+    }
+
+    pub fn state_of(&self, id: &str) -> GroupState {
+        match self.groups.get(id) {
+            Some(g) => g.state,
+            None if self.offsets.get(id).is_some_and(|o| !o.is_empty()) => GroupState::Empty,
+            None => GroupState::Dead,
+        }
+    }
+
+    pub fn committed(&self, group: &str) -> Option<&BTreeMap<(String, i32), Committed>> {
+        self.offsets.get(group)
+    }
+
+    fn new_member_id(&mut self, client_id: &str) -> String {
+        self.next_member += 1;
+        format!("{client_id}-{}", uuid::Uuid::new_v4())
+    }
+
+    pub fn join(&mut self, req: JoinRequest, now_ms: i64) -> (Reply<JoinResult>, Vec<Record>) {
+        if req.group_id.is_empty() {
+            return (
+                Reply::Now(join_error(ResponseError::InvalidGroupId, &req.member_id)),
+                vec![],
+            );
+        }
+        if req.session_timeout_ms < self.config.min_session_timeout_ms
+            || req.session_timeout_ms > self.config.max_session_timeout_ms
+        {
+            return (
+                Reply::Now(join_error(
+                    ResponseError::InvalidSessionTimeout,
+                    &req.member_id,
+                )),
+                vec![],
+            );
+        }
+        let config_delay = self.config.initial_rebalance_delay_ms;
+        let new_id = if req.member_id.is_empty() {
+            Some(self.new_member_id(&req.client_id))
+        } else {
+            None
+        };
+        let group = self
+            .groups
+            .entry(req.group_id.clone())
+            .or_insert_with(|| Group::new(&req.group_id));
+        if !group.supports(&req.protocol_type, &req.protocols) {
+            return (
+                Reply::Now(join_error(
+                    ResponseError::InconsistentGroupProtocol,
+                    &req.member_id,
+                )),
+                vec![],
+            );
+        }
+        let mut records = Vec::new();
+        let member_id = match (&new_id, &req.instance_id) {
+            (Some(id), Some(instance)) => {
+                // A static member (re)joining: it takes over its old identity.
+                if let Some(old) = group.member_by_instance(instance).map(|m| m.id.clone()) {
+                    let mut member = group.members.remove(&old).expect("found just above");
+                    if let Some(tx) = member.awaiting_join.take() {
+                        let _ = tx.send(join_error(ResponseError::FencedInstanceId, &old));
+                    }
+                    if let Some(tx) = member.awaiting_sync.take() {
+                        let _ = tx.send(sync_error(ResponseError::FencedInstanceId));
+                    }
+                    let unchanged = member.protocols == req.protocols;
+                    member.id = id.clone();
+                    member.last_heartbeat_ms = now_ms;
+                    member.session_timeout_ms = req.session_timeout_ms;
+                    member.rebalance_timeout_ms = req.rebalance_timeout_ms;
+                    member.client_id = req.client_id.clone();
+                    member.client_host = req.client_host.clone();
+                    if group.leader.as_deref() == Some(old.as_str()) {
+                        group.leader = Some(id.clone());
+                    }
+                    group.members.insert(id.clone(), member);
+                    if group.state == GroupState::Stable && unchanged {
+                        // KIP-345: no rebalance; the member gets the current generation back.
+                        let leader = group.leader.clone().unwrap_or_default();
+                        let result = JoinResult {
+                            error: 0,
+                            generation: group.generation,
+                            protocol_type: group.protocol_type.clone(),
+                            protocol_name: group.protocol_name.clone(),
+                            leader: leader.clone(),
+                            member_id: id.clone(),
+                            members: if leader == *id {
+                                leader_members(group)
+                            } else {
+                                Vec::new()
+                            },
+                        };
+                        records.push(Record::Group(group_record(group)));
+                        return (Reply::Now(result), records);
+                    }
+                    id.clone()
+                } else {
+                    id.clone()
+                }
+            }
+            (Some(id), None) if req.require_known_member_id => {
+                group
+                    .pending_member_ids
+                    .insert(id.clone(), now_ms + req.session_timeout_ms);
+                return (
+                    Reply::Now(join_error(ResponseError::MemberIdRequired, id)),
+                    vec![],
+                );
+            }
+            (Some(id), None) => id.clone(),
+            (None, _) => {
+                let known = group.members.contains_key(&req.member_id)
+                    || group.pending_member_ids.remove(&req.member_id).is_some();
+                if !known {
+                    return (
+                        Reply::Now(join_error(ResponseError::UnknownMemberId, &req.member_id)),
+                        vec![],
+                    );
+                }
+                if let (Some(m), Some(instance)) =
+                    (group.members.get(&req.member_id), &req.instance_id)
+                {
+                    if m.instance_id.as_deref() != Some(instance.as_str()) {
+                        return (
+                            Reply::Now(join_error(ResponseError::FencedInstanceId, &req.member_id)),
+                            vec![],
+                        );
+                    }
+                }
+                req.member_id.clone()
+            }
+        };
+        let (tx, rx) = oneshot::channel();
+        let member = group
+            .members
+            .entry(member_id.clone())
+            .or_insert_with(|| Member {
+                id: member_id.clone(),
+                instance_id: req.instance_id.clone(),
+                client_id: req.client_id.clone(),
+                client_host: req.client_host.clone(),
+                session_timeout_ms: req.session_timeout_ms,
+                rebalance_timeout_ms: req.rebalance_timeout_ms,
+                protocols: req.protocols.clone(),
+                assignment: Bytes::new(),
+                last_heartbeat_ms: now_ms,
+                awaiting_join: None,
+                awaiting_sync: None,
+            });
+        member.protocols = req.protocols.clone();
+        member.session_timeout_ms = req.session_timeout_ms;
+        member.rebalance_timeout_ms = req.rebalance_timeout_ms;
+        member.last_heartbeat_ms = now_ms;
+        if let Some(old) = member.awaiting_join.replace(tx) {
+            let _ = old.send(join_error(ResponseError::UnknownMemberId, &member_id));
+        }
+        if group.protocol_type.is_empty() {
+            group.protocol_type = req.protocol_type.clone();
+        }
+        if group.state != GroupState::PreparingRebalance {
+            let delay = if group.state == GroupState::Empty {
+                config_delay
+            } else {
+                0
+            };
+            prepare_rebalance(group, now_ms, delay);
+        }
+        records.extend(maybe_complete_join(group, now_ms));
+        (Reply::Later(rx), records)
+    }
+
+    pub fn sync(
+        &mut self,
+        group_id: &str,
+        generation: i32,
+        member_id: &str,
+        instance_id: Option<&str>,
+        assignments: Vec<(String, Bytes)>,
+    ) -> (Reply<SyncResult>, Vec<Record>) {
+        let Some(group) = self.groups.get_mut(group_id) else {
+            return (
+                Reply::Now(sync_error(ResponseError::UnknownMemberId)),
+                vec![],
+            );
+        };
+        let Some(member) = group.members.get(member_id) else {
+            return (
+                Reply::Now(sync_error(ResponseError::UnknownMemberId)),
+                vec![],
+            );
+        };
+        if instance_id.is_some() && member.instance_id.as_deref() != instance_id {
+            return (
+                Reply::Now(sync_error(ResponseError::FencedInstanceId)),
+                vec![],
+            );
+        }
+        if generation != group.generation {
+            return (
+                Reply::Now(sync_error(ResponseError::IllegalGeneration)),
+                vec![],
+            );
+        }
+        match group.state {
+            GroupState::PreparingRebalance => (
+                Reply::Now(sync_error(ResponseError::RebalanceInProgress)),
+                vec![],
+            ),
+            GroupState::Stable => (
+                Reply::Now(SyncResult {
+                    error: 0,
+                    protocol_type: group.protocol_type.clone(),
+                    protocol_name: group.protocol_name.clone(),
+                    assignment: member.assignment.clone(),
+                }),
+                vec![],
+            ),
+            GroupState::CompletingRebalance => {
+                let (tx, rx) = oneshot::channel();
+                if let Some(m) = group.members.get_mut(member_id) {
+                    m.awaiting_sync = Some(tx);
+                }
+                let mut records = Vec::new();
+                if group.leader.as_deref() == Some(member_id) {
+                    let assigned: HashMap<String, Bytes> = assignments.into_iter().collect();
+                    for m in group.members.values_mut() {
+                        m.assignment = assigned.get(&m.id).cloned().unwrap_or_default();
+                    }
+                    group.state = GroupState::Stable;
+                    group.phase_deadline_ms = None;
+                    let (protocol_type, protocol_name) =
+                        (group.protocol_type.clone(), group.protocol_name.clone());
+                    for m in group.members.values_mut() {
+                        if let Some(tx) = m.awaiting_sync.take() {
+                            let _ = tx.send(SyncResult {
+                                error: 0,
+                                protocol_type: protocol_type.clone(),
+                                protocol_name: protocol_name.clone(),
+                                assignment: m.assignment.clone(),
+                            });
+                        }
+                    }
+                    records.push(Record::Group(group_record(group)));
+                }
+                (Reply::Later(rx), records)
+            }
+            GroupState::Empty | GroupState::Dead => (
+                Reply::Now(sync_error(ResponseError::UnknownMemberId)),
+                vec![],
+            ),
+        }
+    }
+
+    pub fn heartbeat(
+        &mut self,
+        group_id: &str,
+        generation: i32,
+        member_id: &str,
+        instance_id: Option<&str>,
+        now_ms: i64,
+    ) -> Result<(), ResponseError> {
+        let Some(group) = self.groups.get_mut(group_id) else {
+            return Err(ResponseError::UnknownMemberId);
+        };
+        let Some(member) = group.members.get_mut(member_id) else {
+            return Err(ResponseError::UnknownMemberId);
+        };
+        if instance_id.is_some() && member.instance_id.as_deref() != instance_id {
+            return Err(ResponseError::FencedInstanceId);
+        }
+        member.last_heartbeat_ms = now_ms;
+        if generation != group.generation {
+            return Err(ResponseError::IllegalGeneration);
+        }
+        match group.state {
+            GroupState::PreparingRebalance => Err(ResponseError::RebalanceInProgress),
+            _ => Ok(()),
+        }
+    }
+
+    /// Removes members (LeaveGroup); one result per member asked about.
+    pub fn leave(
+        &mut self,
+        group_id: &str,
+        members: &[(String, Option<String>)],
+        now_ms: i64,
+    ) -> (Vec<Result<(), ResponseError>>, Vec<Record>) {
+        let Some(group) = self.groups.get_mut(group_id) else {
+            return (
+                vec![Err(ResponseError::UnknownMemberId); members.len()],
+                vec![],
+            );
+        };
+        let mut results = Vec::new();
+        let mut removed = false;
+        for (member_id, instance_id) in members {
+            let id = match (member_id.is_empty(), instance_id) {
+                (true, Some(instance)) => group.member_by_instance(instance).map(|m| m.id.clone()),
+                _ => Some(member_id.clone()),
+            };
+            let Some(id) = id.filter(|id| group.members.contains_key(id)) else {
+                results.push(Err(ResponseError::UnknownMemberId));
+                continue;
+            };
+            if let (Some(instance), Some(m)) = (instance_id, group.members.get(&id)) {
+                if m.instance_id.as_deref() != Some(instance.as_str()) {
+                    results.push(Err(ResponseError::FencedInstanceId));
+                    continue;
+                }
+            }
+            remove_member(group, &id);
+            removed = true;
+            results.push(Ok(()));
+        }
+        let records = if removed {
+            after_removal(group, now_ms)
+        } else {
+            vec![]
+        };
+        (results, records)
+    }
+
+    /// Advances time: expires silent members, completes joins whose time is up, gives up on
+    /// syncs the leader never sent, and forgets stale offsets of empty groups.
+    pub fn tick(&mut self, now_ms: i64) -> Vec<Record> {
+        let mut records = Vec::new();
+        for group in self.groups.values_mut() {
+            group
+                .pending_member_ids
+                .retain(|_, deadline| *deadline > now_ms);
+            let expired: Vec<String> = group
+                .members
+                .values()
+                .filter(|m| {
+                    m.awaiting_join.is_none() && now_ms - m.last_heartbeat_ms > m.session_timeout_ms
+                })
+                .map(|m| m.id.clone())
+                .collect();
+            for id in &expired {
+                tracing::info!(group = %group.id, member = %id, "member session expired");
+                remove_member(group, id);
+            }
+            if !expired.is_empty() {
+                records.extend(after_removal(group, now_ms));
+            }
+            match (group.state, group.phase_deadline_ms) {
+                (GroupState::PreparingRebalance, Some(deadline)) if now_ms >= deadline => {
+                    // Members that did not rejoin in time are out.
+                    let late: Vec<String> = group
+                        .members
+                        .values()
+                        .filter(|m| m.awaiting_join.is_none())
+                        .map(|m| m.id.clone())
+                        .collect();
+                    for id in &late {
+                        remove_member(group, id);
+                    }
+                    records.extend(complete_join(group, now_ms));
+                }
+                (GroupState::PreparingRebalance, _) => {
+                    records.extend(maybe_complete_join(group, now_ms))
+                }
+                (GroupState::CompletingRebalance, Some(deadline)) if now_ms >= deadline => {
+                    // The leader never sent the assignment: start over.
+                    for m in group.members.values_mut() {
+                        if let Some(tx) = m.awaiting_sync.take() {
+                            let _ = tx.send(sync_error(ResponseError::RebalanceInProgress));
+                        }
+                    }
+                    prepare_rebalance(group, now_ms, 0);
+                }
+                _ => {}
+            }
+        }
+        self.groups.retain(|_, g| {
+            !(g.state == GroupState::Empty && g.members.is_empty() && g.generation == 0)
+        });
+        let cutoff = now_ms - self.config.offsets_retention_ms;
+        for (group_id, offsets) in self.offsets.iter_mut() {
+            let empty = self
+                .groups
+                .get(group_id)
+                .is_none_or(|g| g.members.is_empty());
+            if !empty {
+                continue;
+            }
+            offsets.retain(|(topic, partition), c| {
+                let keep = c.commit_timestamp_ms >= cutoff;
+                if !keep {
+                    records.push(Record::OffsetTombstone(OffsetKey {
+                        group: group_id.clone(),
+                        topic: topic.clone(),
+                        partition: *partition,
+                    }));
+                }
+                keep
+            });
+        }
+        self.offsets.retain(|_, o| !o.is_empty());
+        records
+    }
+
+    /// Checks an OffsetCommit against the group: a group with members takes commits only from
+    /// a member of the current generation; an empty or unknown group takes them from anyone
+    /// (generation -1, a standalone consumer).
+    pub fn check_commit(
+        &self,
+        group_id: &str,
+        generation: i32,
+        member_id: &str,
+        instance_id: Option<&str>,
+    ) -> Result<(), ResponseError> {
+        if group_id.is_empty() {
+            return Err(ResponseError::InvalidGroupId);
+        }
+        let Some(group) = self.groups.get(group_id).filter(|g| !g.members.is_empty()) else {
+            return if generation < 0 || member_id.is_empty() {
+                Ok(())
+            } else {
+                Err(ResponseError::IllegalGeneration)
+            };
+        };
+        let Some(member) = group.members.get(member_id) else {
+            return Err(ResponseError::UnknownMemberId);
+        };
+        if instance_id.is_some() && member.instance_id.as_deref() != instance_id {
+            return Err(ResponseError::FencedInstanceId);
+        }
+        if generation != group.generation {
+            return Err(ResponseError::IllegalGeneration);
+        }
+        if group.state == GroupState::PreparingRebalance {
+            return Err(ResponseError::RebalanceInProgress);
+        }
+        Ok(())
+    }
+
+    /// Applies a record to the in-memory state (on commit, and when replaying the log).
+    pub fn apply(&mut self, record: &Record, now_ms: i64) {
+        match record {
+            Record::Offset(key, value) => {
+                self.offsets.entry(key.group.clone()).or_default().insert(
+                    (key.topic.clone(), key.partition),
+                    Committed {
+                        offset: value.offset,
+                        leader_epoch: value.leader_epoch,
+                        metadata: value.metadata.clone(),
+                        commit_timestamp_ms: value.commit_timestamp_ms,
+                    },
+                );
+            }
+            Record::OffsetTombstone(key) => {
+                if let Some(o) = self.offsets.get_mut(&key.group) {
+                    o.remove(&(key.topic.clone(), key.partition));
+                    if o.is_empty() {
+                        self.offsets.remove(&key.group);
+                    }
+                }
+            }
+            Record::Group(g) => {
+                // Only a restart replays group records into a coordinator without the group.
+                if self.groups.get(&g.group).is_none_or(|existing| {
+                    existing.members.is_empty() && existing.generation <= g.generation
+                }) {
+                    self.groups
+                        .insert(g.group.clone(), restore_group(g, now_ms));
+                }
+            }
+            Record::GroupTombstone(group) => {
+                self.groups.remove(group);
+            }
+        }
+    }
+
+    /// DeleteGroups: only an empty group can go; its offsets go with it.
+    pub fn delete_group(&mut self, group_id: &str) -> Result<Vec<Record>, ResponseError> {
+        match self.state_of(group_id) {
+            GroupState::Dead => return Err(ResponseError::GroupIdNotFound),
+            GroupState::Empty => {}
+            _ => return Err(ResponseError::NonEmptyGroup),
+        }
+        let mut records: Vec<Record> = self
+            .offsets
+            .get(group_id)
+            .map(|o| {
+                o.keys()
+                    .map(|(topic, partition)| {
+                        Record::OffsetTombstone(OffsetKey {
+                            group: group_id.to_string(),
+                            topic: topic.clone(),
+                            partition: *partition,
+                        })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        records.push(Record::GroupTombstone(group_id.to_string()));
+        Ok(records)
+    }
+
+    /// Tombstones for every committed offset of `topic` (the topic was deleted).
+    pub fn forget_topic(&self, topic: &str) -> Vec<Record> {
+        self.offsets
+            .iter()
+            .flat_map(|(group, offsets)| {
+                offsets
+                    .keys()
+                    .filter(|(t, _)| t == topic)
+                    .map(move |(t, p)| {
+                        Record::OffsetTombstone(OffsetKey {
+                            group: group.clone(),
+                            topic: t.clone(),
+                            partition: *p,
+                        })
+                    })
+            })
+            .collect()
+    }
+
+    /// The topics a group's members subscribe to (decoded from consumer-protocol metadata).
+    pub fn subscribed_topics(&self, group_id: &str) -> Vec<String> {
+        use kafka_protocol::messages::ConsumerProtocolSubscription;
+        use kafka_protocol::protocol::Decodable;
+        let Some(group) = self.groups.get(group_id) else {
+            return vec![];
+        };
+        if group.protocol_type != "consumer" {
+            return vec![];
+        }
+        let Some(protocol) = &group.protocol_name else {
+            return vec![];
+        };
+        let mut topics = Vec::new();
+        for m in group.members.values() {
+            let mut metadata = m.metadata_for(protocol);
+            if metadata.len() < 2 {
+                continue;
+            }
+            let version = i16::from_be_bytes([metadata[0], metadata[1]]);
+            let mut body = metadata.split_off(2);
+            if let Ok(sub) = ConsumerProtocolSubscription::decode(&mut body, version.clamp(0, 3)) {
+                topics.extend(sub.topics.iter().map(|t| t.to_string()));
+            }
+        }
+        topics.sort();
+        topics.dedup();
+        topics
+    }
+}
+
+fn leader_members(group: &Group) -> Vec<(String, Option<String>, Bytes)> {
+    let protocol = group.protocol_name.clone().unwrap_or_default();
+    group
+        .members
+        .values()
+        .map(|m| {
+            (
+                m.id.clone(),
+                m.instance_id.clone(),
+                m.metadata_for(&protocol),
+            )
+        })
+        .collect()
+}
+
+fn prepare_rebalance(group: &mut Group, now_ms: i64, initial_delay_ms: i64) {
+    for m in group.members.values_mut() {
+        if let Some(tx) = m.awaiting_sync.take() {
+            let _ = tx.send(sync_error(ResponseError::RebalanceInProgress));
+        }
+    }
+    group.state = GroupState::PreparingRebalance;
+    // Wait for everyone at most the longest rebalance timeout; a new group waits at least the
+    // initial delay so that members starting together land in one generation.
+    let wait = group.rebalance_timeout_ms().max(initial_delay_ms);
+    group.phase_deadline_ms = Some(now_ms + wait);
+    group.join_not_before_ms = now_ms + initial_delay_ms;
+}
+
+fn maybe_complete_join(group: &mut Group, now_ms: i64) -> Vec<Record> {
+    let all_joined =
+        !group.members.is_empty() && group.members.values().all(|m| m.awaiting_join.is_some());
+    if group.state == GroupState::PreparingRebalance
+        && all_joined
+        && now_ms >= group.join_not_before_ms
+    {
+        complete_join(group, now_ms)
+    } else {
+        vec![]
+    }
+}
+
+fn complete_join(group: &mut Group, now_ms: i64) -> Vec<Record> {
+    group.generation += 1;
+    if group.members.is_empty() {
+        group.state = GroupState::Empty;
+        group.protocol_name = None;
+        group.leader = None;
+        group.phase_deadline_ms = None;
+        return vec![Record::Group(group_record(group))];
+    }
+    group.protocol_name = group.select_protocol();
+    if !group
+        .leader
+        .as_ref()
+        .is_some_and(|l| group.members.contains_key(l))
+    {
+        group.leader = group.members.keys().next().cloned();
+    }
+    group.state = GroupState::CompletingRebalance;
+    group.phase_deadline_ms = Some(now_ms + group.rebalance_timeout_ms());
+    let leader = group.leader.clone().unwrap_or_default();
+    let members = leader_members(group);
+    let (generation, protocol_type, protocol_name) = (
+        group.generation,
+        group.protocol_type.clone(),
+        group.protocol_name.clone(),
+    );
+    for m in group.members.values_mut() {
+        m.last_heartbeat_ms = now_ms;
+        if let Some(tx) = m.awaiting_join.take() {
+            let _ = tx.send(JoinResult {
+                error: 0,
+                generation,
+                protocol_type: protocol_type.clone(),
+                protocol_name: protocol_name.clone(),
+                leader: leader.clone(),
+                member_id: m.id.clone(),
+                members: if m.id == leader {
+                    members.clone()
+                } else {
+                    Vec::new()
+                },
+            });
+        }
+    }
+    vec![]
+}
+
+fn remove_member(group: &mut Group, id: &str) {
+    if let Some(mut m) = group.members.remove(id) {
+        if let Some(tx) = m.awaiting_join.take() {
+            let _ = tx.send(join_error(ResponseError::UnknownMemberId, id));
+        }
+        if let Some(tx) = m.awaiting_sync.take() {
+            let _ = tx.send(sync_error(ResponseError::UnknownMemberId));
+        }
+    }
+    if group.leader.as_deref() == Some(id) {
+        group.leader = None;
+    }
+}
+
+fn after_removal(group: &mut Group, now_ms: i64) -> Vec<Record> {
+    if group.members.is_empty() {
+        group.state = GroupState::Empty;
+        group.generation += 1;
+        group.protocol_name = None;
+        group.phase_deadline_ms = None;
+        return vec![Record::Group(group_record(group))];
+    }
+    match group.state {
+        GroupState::Stable | GroupState::CompletingRebalance => {
+            prepare_rebalance(group, now_ms, 0);
+            vec![]
+        }
+        GroupState::PreparingRebalance => maybe_complete_join(group, now_ms),
+        _ => vec![],
+    }
+}
+
+pub(crate) fn group_record(group: &Group) -> GroupRecord {
+    GroupRecord {
+        group: group.id.clone(),
+        generation: group.generation,
+        protocol_type: group.protocol_type.clone(),
+        protocol_name: group.protocol_name.clone(),
+        leader: group.leader.clone(),
+        members: if group.state == GroupState::Stable {
+            group
+                .members
+                .values()
+                .map(|m| MemberRecord {
+                    id: m.id.clone(),
+                    instance_id: m.instance_id.clone(),
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    session_timeout_ms: m.session_timeout_ms,
+                    rebalance_timeout_ms: m.rebalance_timeout_ms,
+                    protocols: m
+                        .protocols
+                        .iter()
+                        .map(|(n, b)| (n.clone(), b.to_vec()))
+                        .collect(),
+                    assignment: m.assignment.to_vec(),
+                })
+                .collect()
+        } else {
+            Vec::new()
+        },
+    }
+}
+
+fn restore_group(g: &GroupRecord, now_ms: i64) -> Group {
+    let mut group = Group::new(&g.group);
+    group.generation = g.generation;
+    group.protocol_type = g.protocol_type.clone();
+    group.protocol_name = g.protocol_name.clone();
+    group.leader = g.leader.clone();
+    for m in &g.members {
+        group.members.insert(
+            m.id.clone(),
+            Member {
+                id: m.id.clone(),
+                instance_id: m.instance_id.clone(),
+                client_id: m.client_id.clone(),
+                client_host: m.client_host.clone(),
+                session_timeout_ms: m.session_timeout_ms,
+                rebalance_timeout_ms: m.rebalance_timeout_ms,
+                protocols: m
+                    .protocols
+                    .iter()
+                    .map(|(n, b)| (n.clone(), Bytes::from(b.clone())))
+                    .collect(),
+                assignment: Bytes::from(m.assignment.clone()),
+                // Restarted: members get a full session to reach us again.
+                last_heartbeat_ms: now_ms,
+                awaiting_join: None,
+                awaiting_sync: None,
+            },
+        );
+    }
+    group.state = if group.members.is_empty() {
+        GroupState::Empty
+    } else {
+        GroupState::Stable
+    };
+    group
+}
+
+/// An offset commit as a record to write.
+pub fn offset_record(group: &str, topic: &str, partition: i32, committed: Committed) -> Record {
+    Record::Offset(
+        OffsetKey {
+            group: group.to_string(),
+            topic: topic.to_string(),
+            partition,
+        },
+        OffsetValue {
+            offset: committed.offset,
+            leader_epoch: committed.leader_epoch,
+            metadata: committed.metadata,
+            commit_timestamp_ms: committed.commit_timestamp_ms,
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> GroupConfig {
+        GroupConfig {
+            initial_rebalance_delay_ms: 0,
+            ..GroupConfig::default()
+        }
+    }
+
+    fn join_req(member: &str, instance: Option<&str>) -> JoinRequest {
+        JoinRequest {
+            group_id: "g".into(),
+            member_id: member.into(),
+            instance_id: instance.map(String::from),
+            client_id: "c".into(),
+            client_host: "/127.0.0.1".into(),
+            session_timeout_ms: 10_000,
+            rebalance_timeout_ms: 30_000,
+            protocol_type: "consumer".into(),
+            protocols: vec![("range".into(), Bytes::from_static(b"meta"))],
+            require_known_member_id: true,
+        }
+    }
+
+    fn now<T: std::fmt::Debug>(reply: Reply<T>) -> T {
+        match reply {
+            Reply::Now(t) => t,
+            Reply::Later(_) => panic!("expected an immediate answer"),
+        }
+    }
+
+    fn later<T>(reply: Reply<T>) -> oneshot::Receiver<T> {
+        match reply {
+            Reply::Later(rx) => rx,
+            Reply::Now(_) => panic!("expected a pending answer"),
+        }
+    }
+
+    /// Joins a new member the KIP-394 way; returns its id and pending join.
+    fn new_member(c: &mut Coordinator, t: i64) -> (String, oneshot::Receiver<JoinResult>) {
+        let first = now(c.join(join_req("", None), t).0);
+        assert_eq!(first.error, ResponseError::MemberIdRequired.code());
+        let id = first.member_id;
+        (id.clone(), later(c.join(join_req(&id, None), t).0))
+    }
+
+    #[test]
+    fn one_member_joins_syncs_and_heartbeats() {
+        let mut c = Coordinator::new(config());
+        let (id, mut rx) = new_member(&mut c, 0);
+        let joined = rx.try_recv().unwrap();
+        assert_eq!(
+            (joined.error, joined.generation, joined.leader.as_str()),
+            (0, 1, id.as_str())
+        );
+        assert_eq!(joined.members.len(), 1, "the leader gets the member list");
+        let (reply, records) = c.sync(
+            "g",
+            1,
+            &id,
+            None,
+            vec![(id.clone(), Bytes::from_static(b"assign"))],
+        );
+        assert_eq!(
+            later(reply).try_recv().unwrap().assignment,
+            Bytes::from_static(b"assign")
+        );
+        assert!(matches!(&records[..], [Record::Group(g)] if g.members.len() == 1));
+        assert_eq!(c.state_of("g"), GroupState::Stable);
+        assert_eq!(c.heartbeat("g", 1, &id, None, 100), Ok(()));
+        assert_eq!(
+            c.heartbeat("g", 0, &id, None, 100),
+            Err(ResponseError::IllegalGeneration)
+        );
+        assert_eq!(
+            c.heartbeat("g", 1, "stranger", None, 100),
+            Err(ResponseError::UnknownMemberId)
+        );
+        assert_eq!(c.check_commit("g", 1, &id, None), Ok(()));
+        assert_eq!(
+            c.check_commit("g", 0, &id, None),
+            Err(ResponseError::IllegalGeneration)
+        );
+        assert_eq!(
+            c.check_commit("g", 1, "stranger", None),
+            Err(ResponseError::UnknownMemberId)
+        );
+        assert_eq!(
+            c.check_commit("other", -1, "", None),
+            Ok(()),
+            "standalone commits to an empty group"
+        );
+    }
+
+    #[test]
+    fn a_second_member_triggers_a_rebalance_that_waits_for_the_first() {
+        let mut c = Coordinator::new(config());
+        let (a, mut a_join) = new_member(&mut c, 0);
+        a_join.try_recv().unwrap();
+        let (reply, _) = c.sync("g", 1, &a, None, vec![]);
+        later(reply).try_recv().unwrap();
+        let (b, mut b_join) = new_member(&mut c, 10);
+        assert!(
+            b_join.try_recv().is_err(),
+            "waits for the existing member to rejoin"
+        );
+        assert_eq!(
+            c.heartbeat("g", 1, &a, None, 20),
+            Err(ResponseError::RebalanceInProgress)
+        );
+        let mut a_join = later(c.join(join_req(&a, None), 30).0);
+        let (ra, rb) = (a_join.try_recv().unwrap(), b_join.try_recv().unwrap());
+        assert_eq!((ra.generation, rb.generation), (2, 2));
+        assert_eq!(ra.leader, a, "the leader stays");
+        assert!(
+            rb.members.is_empty(),
+            "followers do not see the member list"
+        );
+        let mut b_sync = later(c.sync("g", 2, &b, None, vec![]).0);
+        assert!(
+            b_sync.try_recv().is_err(),
+            "a follower waits for the leader's assignment"
+        );
+        let (reply, _) = c.sync(
+            "g",
+            2,
+            &a,
+            None,
+            vec![
+                (a.clone(), Bytes::from_static(b"A")),
+                (b.clone(), Bytes::from_static(b"B")),
+            ],
+        );
+        assert_eq!(
+            later(reply).try_recv().unwrap().assignment,
+            Bytes::from_static(b"A")
+        );
+        assert_eq!(
+            b_sync.try_recv().unwrap().assignment,
+            Bytes::from_static(b"B")
+        );
+    }
+
+    #[test]
+    fn silent_members_expire_and_late_joiners_are_dropped() {
+        let mut c = Coordinator::new(config());
+        let (a, mut a_join) = new_member(&mut c, 0);
+        a_join.try_recv().unwrap();
+        later(c.sync("g", 1, &a, None, vec![]).0)
+            .try_recv()
+            .unwrap();
+        let (b, mut b_join) = new_member(&mut c, 0);
+        // `a` keeps heartbeating but never rejoins: after the rebalance timeout the join
+        // completes without it.
+        for t in [9_000, 18_000, 27_000] {
+            assert_eq!(
+                c.heartbeat("g", 1, &a, None, t),
+                Err(ResponseError::RebalanceInProgress)
+            );
+            assert!(c.tick(t).is_empty());
+        }
+        assert!(c.tick(29_999).is_empty());
+        assert!(b_join.try_recv().is_err());
+        c.tick(30_001);
+        let rb = b_join.try_recv().unwrap();
+        assert_eq!((rb.generation, rb.leader.as_str()), (2, b.as_str()));
+        assert!(!c.group("g").unwrap().members.contains_key(&a));
+        later(c.sync("g", 2, &b, None, vec![]).0)
+            .try_recv()
+            .unwrap();
+        // `b` stops heartbeating: its session expires and the group empties.
+        let records = c.tick(30_001 + 10_001);
+        assert_eq!(c.state_of("g"), GroupState::Empty);
+        assert!(matches!(&records[..], [Record::Group(g)] if g.members.is_empty()));
+    }
+
+    #[test]
+    fn static_members_rejoin_without_a_rebalance_and_fence_their_old_self() {
+        let mut c = Coordinator::new(config());
+        let mut join = later(c.join(join_req("", Some("i1")), 0).0);
+        let first = join.try_recv().unwrap();
+        later(
+            c.sync(
+                "g",
+                1,
+                &first.member_id,
+                Some("i1"),
+                vec![(first.member_id.clone(), Bytes::from_static(b"X"))],
+            )
+            .0,
+        )
+        .try_recv()
+        .unwrap();
+        let again = now(c.join(join_req("", Some("i1")), 100).0);
+        assert_eq!(
+            (again.error, again.generation),
+            (0, 1),
+            "same generation: no rebalance"
+        );
+        assert_ne!(again.member_id, first.member_id);
+        assert_eq!(c.state_of("g"), GroupState::Stable);
+        assert_eq!(
+            c.heartbeat("g", 1, &first.member_id, Some("i1"), 200),
+            Err(ResponseError::UnknownMemberId),
+            "the old id is gone"
+        );
+        assert_eq!(
+            c.heartbeat("g", 1, &again.member_id, Some("i2"), 200),
+            Err(ResponseError::FencedInstanceId)
+        );
+        assert_eq!(
+            c.check_commit("g", 1, &again.member_id, Some("i2")),
+            Err(ResponseError::FencedInstanceId)
+        );
+        let r = now(c.sync("g", 1, &again.member_id, Some("i1"), vec![]).0);
+        assert_eq!(
+            r.assignment,
+            Bytes::from_static(b"X"),
+            "the assignment is kept"
+        );
+    }
+
+    #[test]
+    fn bad_joins_and_deletes_are_refused() {
+        let mut c = Coordinator::new(config());
+        let mut bad = join_req("", None);
+        bad.session_timeout_ms = 10;
+        assert_eq!(
+            now(c.join(bad, 0).0).error,
+            ResponseError::InvalidSessionTimeout.code()
+        );
+        let mut empty = join_req("", None);
+        empty.group_id = String::new();
+        assert_eq!(
+            now(c.join(empty, 0).0).error,
+            ResponseError::InvalidGroupId.code()
+        );
+        assert_eq!(
+            now(c.join(join_req("ghost", None), 0).0).error,
+            ResponseError::UnknownMemberId.code()
+        );
+        let (a, mut rx) = new_member(&mut c, 0);
+        rx.try_recv().unwrap();
+        let mut other = join_req(&a, None);
+        other.protocol_type = "connect".into();
+        assert_eq!(
+            now(c.join(other, 0).0).error,
+            ResponseError::InconsistentGroupProtocol.code()
+        );
+        assert_eq!(
+            c.delete_group("g").unwrap_err(),
+            ResponseError::NonEmptyGroup
+        );
+        assert_eq!(
+            c.delete_group("nope").unwrap_err(),
+            ResponseError::GroupIdNotFound
+        );
+        assert_eq!(
+            c.leave("g", &[("stranger".into(), None)], 0).0,
+            vec![Err(ResponseError::UnknownMemberId)]
+        );
+        let (results, records) = c.leave("g", &[(a, None)], 0);
+        assert_eq!(results, vec![Ok(())]);
+        assert!(!records.is_empty());
+        assert_eq!(c.state_of("g"), GroupState::Empty);
+    }
+
+    #[test]
+    fn offsets_are_applied_replayed_and_expired() {
+        let mut c = Coordinator::new(config());
+        let commit = |c: &mut Coordinator, offset, ts| {
+            let r = offset_record(
+                "g",
+                "t",
+                0,
+                Committed {
+                    offset,
+                    leader_epoch: 0,
+                    metadata: String::new(),
+                    commit_timestamp_ms: ts,
+                },
+            );
+            c.apply(&r, ts);
+            r
+        };
+        let r1 = commit(&mut c, 5, 0);
+        let r2 = commit(&mut c, 9, 10);
+        assert_eq!(c.committed("g").unwrap()[&("t".into(), 0)].offset, 9);
+        // A restart replays the records in order.
+        let mut replayed = Coordinator::new(config());
+        for r in [&r1, &r2] {
+            replayed.apply(r, 100);
+        }
+        assert_eq!(replayed.committed("g"), c.committed("g"));
+        assert_eq!(
+            c.state_of("g"),
+            GroupState::Empty,
+            "a group with only offsets is empty"
+        );
+        assert_eq!(c.forget_topic("t").len(), 1);
+        let expired = c.tick(10 + c.config.offsets_retention_ms + 1);
+        assert_eq!(expired.len(), 1, "offsets of an empty group expire");
+        assert!(c.committed("g").is_none());
+    }
+}

@@ -1,0 +1,195 @@
+//! What the group coordinator writes to `__consumer_offsets`: committed offsets and group
+//! metadata, as keyed records (the topic is compacted, so the newest value per key is what
+//! survives; a null value deletes the key). Replaying the topic rebuilds the coordinator.
+//!
+//! Keys: `[version:i16=1][kind:i8][fields]`, kind 0 = offset (group, topic, partition),
+//! kind 1 = group (group). Values are JSON (small, rare, and readable with `sluice consume`).
+
+use serde::{Deserialize, Serialize};
+
+const KEY_VERSION: i16 = 1;
+const KIND_OFFSET: i8 = 0;
+const KIND_GROUP: i8 = 1;
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct OffsetKey {
+    pub group: String,
+    pub topic: String,
+    pub partition: i32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OffsetValue {
+    pub offset: i64,
+    pub leader_epoch: i32,
+    pub metadata: String,
+    pub commit_timestamp_ms: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberRecord {
+    pub id: String,
+    pub instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub session_timeout_ms: i64,
+    pub rebalance_timeout_ms: i64,
+    pub protocols: Vec<(String, Vec<u8>)>,
+    pub assignment: Vec<u8>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupRecord {
+    pub group: String,
+    pub generation: i32,
+    pub protocol_type: String,
+    pub protocol_name: Option<String>,
+    pub leader: Option<String>,
+    pub members: Vec<MemberRecord>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Record {
+    Offset(OffsetKey, OffsetValue),
+    OffsetTombstone(OffsetKey),
+    Group(GroupRecord),
+    GroupTombstone(String),
+}
+
+fn put_str(out: &mut Vec<u8>, s: &str) {
+    out.extend_from_slice(&(s.len() as u16).to_be_bytes());
+    out.extend_from_slice(s.as_bytes());
+}
+
+fn get_str(buf: &mut &[u8]) -> Option<String> {
+    let (len, rest) = buf.split_first_chunk::<2>()?;
+    let len = u16::from_be_bytes(*len) as usize;
+    let s = std::str::from_utf8(rest.get(..len)?).ok()?.to_string();
+    *buf = &rest[len..];
+    Some(s)
+}
+
+impl Record {
+    /// The group whose partition of the offsets topic this record belongs in.
+    pub fn group(&self) -> &str {
+        match self {
+            Record::Offset(k, _) | Record::OffsetTombstone(k) => &k.group,
+            Record::Group(g) => &g.group,
+            Record::GroupTombstone(g) => g,
+        }
+    }
+
+    pub fn key(&self) -> Vec<u8> {
+        let mut out = KEY_VERSION.to_be_bytes().to_vec();
+        match self {
+            Record::Offset(k, _) | Record::OffsetTombstone(k) => {
+                out.push(KIND_OFFSET as u8);
+                put_str(&mut out, &k.group);
+                put_str(&mut out, &k.topic);
+                out.extend_from_slice(&k.partition.to_be_bytes());
+            }
+            Record::Group(g) => {
+                out.push(KIND_GROUP as u8);
+                put_str(&mut out, &g.group);
+            }
+            Record::GroupTombstone(g) => {
+                out.push(KIND_GROUP as u8);
+                put_str(&mut out, g);
+            }
+        }
+        out
+    }
+
+    /// `None` for a tombstone.
+    pub fn value(&self) -> Option<Vec<u8>> {
+        match self {
+            Record::Offset(_, v) => serde_json::to_vec(v).ok(),
+            Record::Group(g) => serde_json::to_vec(g).ok(),
+            Record::OffsetTombstone(_) | Record::GroupTombstone(_) => None,
+        }
+    }
+
+    /// Reads a record back; `None` for keys that are not ours (or damaged).
+    pub fn decode(key: &[u8], value: Option<&[u8]>) -> Option<Record> {
+        let (version, mut rest) = key.split_first_chunk::<2>()?;
+        if i16::from_be_bytes(*version) != KEY_VERSION {
+            return None;
+        }
+        let (kind, tail) = rest.split_first()?;
+        rest = tail;
+        match *kind as i8 {
+            KIND_OFFSET => {
+                let group = get_str(&mut rest)?;
+                let topic = get_str(&mut rest)?;
+                let partition = i32::from_be_bytes(*rest.first_chunk::<4>()?);
+                let key = OffsetKey {
+                    group,
+                    topic,
+                    partition,
+                };
+                match value {
+                    Some(v) => Some(Record::Offset(key, serde_json::from_slice(v).ok()?)),
+                    None => Some(Record::OffsetTombstone(key)),
+                }
+            }
+            KIND_GROUP => {
+                let group = get_str(&mut rest)?;
+                match value {
+                    Some(v) => Some(Record::Group(serde_json::from_slice(v).ok()?)),
+                    None => Some(Record::GroupTombstone(group)),
+                }
+            }
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip() {
+        let key = OffsetKey {
+            group: "g".into(),
+            topic: "t.x".into(),
+            partition: 7,
+        };
+        let samples = vec![
+            Record::Offset(
+                key.clone(),
+                OffsetValue {
+                    offset: 42,
+                    leader_epoch: 3,
+                    metadata: "m".into(),
+                    commit_timestamp_ms: 5,
+                },
+            ),
+            Record::OffsetTombstone(key),
+            Record::Group(GroupRecord {
+                group: "g".into(),
+                generation: 4,
+                protocol_type: "consumer".into(),
+                protocol_name: Some("range".into()),
+                leader: Some("m1".into()),
+                members: vec![MemberRecord {
+                    id: "m1".into(),
+                    instance_id: None,
+                    client_id: "c".into(),
+                    client_host: "/127.0.0.1".into(),
+                    session_timeout_ms: 10_000,
+                    rebalance_timeout_ms: 30_000,
+                    protocols: vec![("range".into(), vec![0, 1])],
+                    assignment: vec![9],
+                }],
+            }),
+            Record::GroupTombstone("g".into()),
+        ];
+        for r in samples {
+            let value = r.value();
+            assert_eq!(Record::decode(&r.key(), value.as_deref()), Some(r.clone()));
+        }
+        assert_eq!(Record::decode(b"\x00\x09junk", None), None);
+        assert_eq!(Record::decode(b"", None), None);
+    }
+}

@@ -1,0 +1,54 @@
+//! DescribeGroups: state, protocol, and each member's client, host, metadata and assignment.
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
+use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse, ResponseKind};
+
+use super::str_bytes;
+use crate::broker::Broker;
+use crate::group::state::GroupState;
+
+pub fn handle(broker: &Broker, request: DescribeGroupsRequest, version: i16) -> ResponseKind {
+    let coordinator = broker.groups.coordinator.lock();
+    let groups = request
+        .groups
+        .iter()
+        .map(|id| {
+            let state = coordinator.state_of(id);
+            let described = DescribedGroup::default()
+                .with_group_id(id.clone())
+                .with_group_state(str_bytes(state.name()))
+                .with_authorized_operations(i32::MIN);
+            if state == GroupState::Dead && version >= 6 {
+                return described
+                    .with_error_code(ResponseError::GroupIdNotFound.code())
+                    .with_error_message(Some(str_bytes(&format!("no group '{}'", &**id))));
+            }
+            let Some(group) = coordinator.group(id) else {
+                return described;
+            };
+            let protocol = group.protocol_name.clone().unwrap_or_default();
+            described
+                .with_protocol_type(str_bytes(&group.protocol_type))
+                .with_protocol_data(str_bytes(&protocol))
+                .with_members(
+                    group
+                        .members
+                        .values()
+                        .map(|m| {
+                            DescribedGroupMember::default()
+                                .with_member_id(str_bytes(&m.id))
+                                .with_group_instance_id(
+                                    m.instance_id.as_ref().map(|i| str_bytes(i)),
+                                )
+                                .with_client_id(str_bytes(&m.client_id))
+                                .with_client_host(str_bytes(&m.client_host))
+                                .with_member_metadata(m.metadata_for(&protocol))
+                                .with_member_assignment(m.assignment.clone())
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    ResponseKind::DescribeGroups(DescribeGroupsResponse::default().with_groups(groups))
+}

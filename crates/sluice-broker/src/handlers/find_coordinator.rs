@@ -1,0 +1,74 @@
+//! FindCoordinator: this node coordinates every group. Transaction coordinators (key type 1)
+//! are not here yet. Batched keys from v4 (KIP-699).
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::find_coordinator_response::Coordinator;
+use kafka_protocol::messages::{
+    BrokerId, FindCoordinatorRequest, FindCoordinatorResponse, ResponseKind,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use super::str_bytes;
+use crate::broker::Broker;
+
+const KEY_GROUP: i8 = 0;
+
+pub fn handle(broker: &Broker, request: FindCoordinatorRequest, version: i16) -> ResponseKind {
+    let config = broker.config();
+    let answer = |key: &StrBytes| -> (i16, Option<StrBytes>) {
+        if request.key_type != KEY_GROUP {
+            (
+                ResponseError::CoordinatorNotAvailable.code(),
+                Some(str_bytes(
+                    "transaction coordinators are not implemented yet",
+                )),
+            )
+        } else if key.is_empty() {
+            (
+                ResponseError::InvalidGroupId.code(),
+                Some(str_bytes("empty group id")),
+            )
+        } else {
+            (0, None)
+        }
+    };
+    if version >= 4 {
+        let coordinators = request
+            .coordinator_keys
+            .iter()
+            .map(|key| {
+                let (error, message) = answer(key);
+                Coordinator::default()
+                    .with_key(key.clone())
+                    .with_node_id(BrokerId(if error == 0 { config.node_id } else { -1 }))
+                    .with_host(if error == 0 {
+                        str_bytes(&config.advertised_host)
+                    } else {
+                        StrBytes::default()
+                    })
+                    .with_port(if error == 0 {
+                        config.advertised_port
+                    } else {
+                        -1
+                    })
+                    .with_error_code(error)
+                    .with_error_message(message)
+            })
+            .collect();
+        return ResponseKind::FindCoordinator(
+            FindCoordinatorResponse::default().with_coordinators(coordinators),
+        );
+    }
+    let (error, message) = answer(&request.key);
+    let response = FindCoordinatorResponse::default()
+        .with_error_code(error)
+        .with_error_message(message);
+    ResponseKind::FindCoordinator(if error == 0 {
+        response
+            .with_node_id(BrokerId(config.node_id))
+            .with_host(str_bytes(&config.advertised_host))
+            .with_port(config.advertised_port)
+    } else {
+        response.with_node_id(BrokerId(-1)).with_port(-1)
+    })
+}

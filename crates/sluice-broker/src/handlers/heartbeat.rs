@@ -1,0 +1,19 @@
+//! Heartbeat: keeps a member alive and tells it when a rebalance started.
+
+use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse, ResponseKind};
+
+use crate::broker::Broker;
+
+pub fn handle(broker: &Broker, request: HeartbeatRequest, _version: i16) -> ResponseKind {
+    let groups = &broker.groups;
+    let error = groups.coordinator.lock().heartbeat(
+        &request.group_id,
+        request.generation_id,
+        &request.member_id,
+        request.group_instance_id.as_deref(),
+        groups.now_ms(),
+    );
+    ResponseKind::Heartbeat(
+        HeartbeatResponse::default().with_error_code(error.err().map_or(0, |e| e.code())),
+    )
+}

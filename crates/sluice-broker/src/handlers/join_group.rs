@@ -1,0 +1,110 @@
+//! JoinGroup: the first step of a rebalance. Answered when the group's join phase completes
+//! (every member rejoined, or the rebalance timeout passed).
+
+use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
+use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse, ResponseKind};
+use sluice_wire::Reply;
+
+use super::str_bytes;
+use crate::broker::Broker;
+use crate::group::coordinator::{JoinRequest, Reply as GroupReply};
+use crate::group::state::JoinResult;
+use crate::group::GroupService;
+
+pub fn handle(
+    broker: &Broker,
+    request: JoinGroupRequest,
+    version: i16,
+    client_id: &str,
+    client_host: &str,
+) -> Reply {
+    let join = JoinRequest {
+        group_id: request.group_id.to_string(),
+        member_id: request.member_id.to_string(),
+        instance_id: request.group_instance_id.as_ref().map(|s| s.to_string()),
+        client_id: client_id.to_string(),
+        client_host: client_host.to_string(),
+        session_timeout_ms: i64::from(request.session_timeout_ms),
+        // v0 has no rebalance timeout: it is the session timeout.
+        rebalance_timeout_ms: i64::from(if version >= 1 {
+            request.rebalance_timeout_ms
+        } else {
+            request.session_timeout_ms
+        }),
+        protocol_type: request.protocol_type.to_string(),
+        protocols: request
+            .protocols
+            .iter()
+            .map(|p| (p.name.to_string(), p.metadata.clone()))
+            .collect(),
+        require_known_member_id: version >= 4,
+    };
+    let groups = &broker.groups;
+    let mut coordinator = groups.coordinator.lock();
+    let (reply, records) = coordinator.join(join, groups.now_ms());
+    let waits = if records.is_empty() {
+        Vec::new()
+    } else {
+        match groups.write(&records) {
+            Ok(w) => {
+                let now = groups.now_ms();
+                for r in &records {
+                    coordinator.apply(r, now);
+                }
+                w
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot write group state");
+                Vec::new()
+            }
+        }
+    };
+    drop(coordinator);
+    let respond = move |r: JoinResult| ResponseKind::JoinGroup(response(r));
+    match reply {
+        GroupReply::Now(r) if waits.is_empty() => Reply::Ready(Box::new(respond(r))),
+        GroupReply::Now(r) => Reply::Later(Box::pin(async move {
+            GroupService::wait_durable(waits).await;
+            Some(respond(r))
+        })),
+        GroupReply::Later(rx) => {
+            let member_id = request.member_id.to_string();
+            Reply::Later(Box::pin(async move {
+                GroupService::wait_durable(waits).await;
+                let r = rx.await.unwrap_or_else(|_| JoinResult {
+                    error: kafka_protocol::error::ResponseError::UnknownMemberId.code(),
+                    generation: -1,
+                    protocol_type: String::new(),
+                    protocol_name: None,
+                    leader: String::new(),
+                    member_id,
+                    members: Vec::new(),
+                });
+                Some(respond(r))
+            }))
+        }
+    }
+}
+
+fn response(r: JoinResult) -> JoinGroupResponse {
+    JoinGroupResponse::default()
+        .with_error_code(r.error)
+        .with_generation_id(r.generation)
+        .with_protocol_type((!r.protocol_type.is_empty()).then(|| str_bytes(&r.protocol_type)))
+        .with_protocol_name(Some(str_bytes(
+            r.protocol_name.as_deref().unwrap_or_default(),
+        )))
+        .with_leader(str_bytes(&r.leader))
+        .with_member_id(str_bytes(&r.member_id))
+        .with_members(
+            r.members
+                .into_iter()
+                .map(|(id, instance, metadata)| {
+                    JoinGroupResponseMember::default()
+                        .with_member_id(str_bytes(&id))
+                        .with_group_instance_id(instance.map(|i| str_bytes(&i)))
+                        .with_metadata(metadata)
+                })
+                .collect(),
+        )
+}

@@ -1,0 +1,132 @@
+//! OffsetCommit: validated against the group (members must be of the current generation; an
+//! empty group takes commits from standalone consumers), written to `__consumer_offsets`, and
+//! answered once durable.
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse, ResponseKind};
+use sluice_wire::Reply;
+
+use crate::broker::Broker;
+use crate::group::coordinator::{offset_record, Committed};
+use crate::group::GroupService;
+
+pub fn handle(broker: &Broker, request: OffsetCommitRequest, _version: i16) -> Reply {
+    let groups = &broker.groups;
+    let now = groups.now_ms();
+    let max_metadata = groups.coordinator.lock().config.max_metadata_bytes;
+    let mut coordinator = groups.coordinator.lock();
+    let group_error = coordinator.check_commit(
+        &request.group_id,
+        request.generation_id_or_member_epoch,
+        &request.member_id,
+        request.group_instance_id.as_deref(),
+    );
+    let mut records = Vec::new();
+    let topics: Vec<OffsetCommitResponseTopic> = request
+        .topics
+        .iter()
+        .map(|t| {
+            let topic = broker.topics().get(&t.name);
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let error = if let Err(e) = group_error {
+                        Some(e)
+                    } else if topic
+                        .as_ref()
+                        .and_then(|topic| topic.partition(p.partition_index))
+                        .is_none()
+                    {
+                        Some(ResponseError::UnknownTopicOrPartition)
+                    } else if p
+                        .committed_metadata
+                        .as_ref()
+                        .is_some_and(|m| m.len() > max_metadata)
+                    {
+                        Some(ResponseError::OffsetMetadataTooLarge)
+                    } else {
+                        records.push(offset_record(
+                            &request.group_id,
+                            &t.name,
+                            p.partition_index,
+                            Committed {
+                                offset: p.committed_offset,
+                                leader_epoch: p.committed_leader_epoch,
+                                metadata: p
+                                    .committed_metadata
+                                    .as_ref()
+                                    .map(|m| m.to_string())
+                                    .unwrap_or_default(),
+                                commit_timestamp_ms: now,
+                            },
+                        ));
+                        None
+                    };
+                    OffsetCommitResponsePartition::default()
+                        .with_partition_index(p.partition_index)
+                        .with_error_code(error.map_or(0, |e| e.code()))
+                })
+                .collect();
+            OffsetCommitResponseTopic::default()
+                .with_name(t.name.clone())
+                .with_partitions(partitions)
+        })
+        .collect();
+    let written = if records.is_empty() {
+        Ok(Vec::new())
+    } else {
+        groups.write(&records).inspect(|_| {
+            for r in &records {
+                coordinator.apply(r, now);
+            }
+        })
+    };
+    drop(coordinator);
+    let fail_all = |topics: Vec<OffsetCommitResponseTopic>,
+                    error: ResponseError|
+     -> Vec<OffsetCommitResponseTopic> {
+        topics
+            .into_iter()
+            .map(|mut t| {
+                t.partitions = std::mem::take(&mut t.partitions)
+                    .into_iter()
+                    .map(|p| {
+                        if p.error_code == 0 {
+                            p.with_error_code(error.code())
+                        } else {
+                            p
+                        }
+                    })
+                    .collect();
+                t
+            })
+            .collect()
+    };
+    match written {
+        Ok(waits) if waits.is_empty() => Reply::Ready(Box::new(ResponseKind::OffsetCommit(
+            OffsetCommitResponse::default().with_topics(topics),
+        ))),
+        Ok(waits) => Reply::Later(Box::pin(async move {
+            let durable = GroupService::wait_durable(waits).await;
+            let topics = if durable {
+                topics
+            } else {
+                fail_all(topics, ResponseError::KafkaStorageError)
+            };
+            Some(ResponseKind::OffsetCommit(
+                OffsetCommitResponse::default().with_topics(topics),
+            ))
+        })),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot write offsets");
+            Reply::Ready(Box::new(ResponseKind::OffsetCommit(
+                OffsetCommitResponse::default()
+                    .with_topics(fail_all(topics, ResponseError::KafkaStorageError)),
+            )))
+        }
+    }
+}

@@ -1,0 +1,71 @@
+//! OffsetDelete (KIP-496): forget a group's committed offsets for some partitions, unless the
+//! group's members are subscribed to the topic (GROUP_SUBSCRIBED_TO_TOPIC).
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::offset_delete_response::{
+    OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
+};
+use kafka_protocol::messages::{OffsetDeleteRequest, OffsetDeleteResponse, ResponseKind};
+
+use crate::broker::Broker;
+use crate::group::records::{OffsetKey, Record};
+use crate::group::state::GroupState;
+
+pub fn handle(broker: &Broker, request: OffsetDeleteRequest, _version: i16) -> ResponseKind {
+    let groups = &broker.groups;
+    let mut coordinator = groups.coordinator.lock();
+    if coordinator.state_of(&request.group_id) == GroupState::Dead {
+        return ResponseKind::OffsetDelete(
+            OffsetDeleteResponse::default().with_error_code(ResponseError::GroupIdNotFound.code()),
+        );
+    }
+    let subscribed = coordinator.subscribed_topics(&request.group_id);
+    let mut records = Vec::new();
+    let topics: Vec<OffsetDeleteResponseTopic> = request
+        .topics
+        .iter()
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let error = if subscribed.iter().any(|s| s.as_str() == t.name.as_str()) {
+                        Some(ResponseError::GroupSubscribedToTopic)
+                    } else if broker.topics().get(&t.name).is_none() {
+                        Some(ResponseError::UnknownTopicOrPartition)
+                    } else {
+                        records.push(Record::OffsetTombstone(OffsetKey {
+                            group: request.group_id.to_string(),
+                            topic: t.name.to_string(),
+                            partition: p.partition_index,
+                        }));
+                        None
+                    };
+                    OffsetDeleteResponsePartition::default()
+                        .with_partition_index(p.partition_index)
+                        .with_error_code(error.map_or(0, |e| e.code()))
+                })
+                .collect();
+            OffsetDeleteResponseTopic::default()
+                .with_name(t.name.clone())
+                .with_partitions(partitions)
+        })
+        .collect();
+    let mut top = 0;
+    if !records.is_empty() {
+        match groups.write(&records) {
+            Ok(_) => {
+                let now = groups.now_ms();
+                for r in &records {
+                    coordinator.apply(r, now);
+                }
+            }
+            Err(e) => top = e.code(),
+        }
+    }
+    ResponseKind::OffsetDelete(
+        OffsetDeleteResponse::default()
+            .with_error_code(top)
+            .with_topics(topics),
+    )
+}

@@ -1,0 +1,113 @@
+//! OffsetFetch: committed offsets of one group (v0-7) or several (v8+); -1 where none.
+
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic, OffsetFetchResponseTopics,
+};
+use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse, ResponseKind, TopicName};
+
+use super::{str_bytes, topic_name};
+use crate::broker::Broker;
+use crate::group::coordinator::Coordinator;
+
+/// (topic, [(partition, offset, leader epoch, metadata)]) for the asked topics, or all.
+type Fetched = Vec<(String, Vec<(i32, i64, i32, String)>)>;
+
+fn fetch(
+    coordinator: &Coordinator,
+    group: &str,
+    wanted: Option<Vec<(String, Vec<i32>)>>,
+) -> Fetched {
+    let committed = coordinator.committed(group);
+    match wanted {
+        Some(topics) => topics
+            .into_iter()
+            .map(|(topic, partitions)| {
+                let rows = partitions
+                    .into_iter()
+                    .map(
+                        |p| match committed.and_then(|c| c.get(&(topic.clone(), p))) {
+                            Some(c) => (p, c.offset, c.leader_epoch, c.metadata.clone()),
+                            None => (p, -1, -1, String::new()),
+                        },
+                    )
+                    .collect();
+                (topic, rows)
+            })
+            .collect(),
+        None => {
+            let mut out: Fetched = Vec::new();
+            for ((topic, p), c) in committed.into_iter().flatten() {
+                let row = (*p, c.offset, c.leader_epoch, c.metadata.clone());
+                match out.iter_mut().find(|(t, _)| t == topic) {
+                    Some((_, rows)) => rows.push(row),
+                    None => out.push((topic.clone(), vec![row])),
+                }
+            }
+            out
+        }
+    }
+}
+
+pub fn handle(broker: &Broker, request: OffsetFetchRequest, version: i16) -> ResponseKind {
+    let coordinator = broker.groups.coordinator.lock();
+    if version >= 8 {
+        let groups = request
+            .groups
+            .iter()
+            .map(|g| {
+                let wanted = g.topics.as_ref().map(|ts| {
+                    ts.iter()
+                        .map(|t| (t.name.to_string(), t.partition_indexes.clone()))
+                        .collect()
+                });
+                let topics = fetch(&coordinator, &g.group_id, wanted)
+                    .into_iter()
+                    .map(|(topic, rows)| {
+                        OffsetFetchResponseTopics::default()
+                            .with_name(topic_name(&topic))
+                            .with_partitions(
+                                rows.into_iter()
+                                    .map(|(p, o, e, m)| {
+                                        OffsetFetchResponsePartitions::default()
+                                            .with_partition_index(p)
+                                            .with_committed_offset(o)
+                                            .with_committed_leader_epoch(e)
+                                            .with_metadata(Some(str_bytes(&m)))
+                                    })
+                                    .collect(),
+                            )
+                    })
+                    .collect();
+                OffsetFetchResponseGroup::default()
+                    .with_group_id(g.group_id.clone())
+                    .with_topics(topics)
+            })
+            .collect();
+        return ResponseKind::OffsetFetch(OffsetFetchResponse::default().with_groups(groups));
+    }
+    let wanted = request.topics.as_ref().map(|ts| {
+        ts.iter()
+            .map(|t| (t.name.to_string(), t.partition_indexes.clone()))
+            .collect()
+    });
+    let topics = fetch(&coordinator, &request.group_id, wanted)
+        .into_iter()
+        .map(|(topic, rows)| {
+            OffsetFetchResponseTopic::default()
+                .with_name(TopicName(str_bytes(&topic)))
+                .with_partitions(
+                    rows.into_iter()
+                        .map(|(p, o, e, m)| {
+                            OffsetFetchResponsePartition::default()
+                                .with_partition_index(p)
+                                .with_committed_offset(o)
+                                .with_committed_leader_epoch(e)
+                                .with_metadata(Some(str_bytes(&m)))
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    ResponseKind::OffsetFetch(OffsetFetchResponse::default().with_topics(topics))
+}
