@@ -7,6 +7,7 @@
 2. consume throughput: a 3-member group versus a single consumer reading the same records.
 
     python3 bench/group_speed.py [--rounds 3] [--records 300000] [--size 1024] [--session-ms 6000]
+        [--heartbeat-ms 500]
 
 Needs tests/.venv (scripts/python-env). Writes bench/results/<date>-group-speed.json.
 """
@@ -23,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -31,14 +33,14 @@ ROOT = Path(__file__).resolve().parent.parent
 MEMBER = r'''
 import sys, time, signal
 from confluent_kafka import Consumer
-bootstrap, group, topic, out, session = sys.argv[1:6]
+bootstrap, group, topic, out, session, heartbeat = sys.argv[1:7]
 stop = False
 def handler(*_):
     global stop
     stop = True
 signal.signal(signal.SIGTERM, handler)
 c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-              "enable.auto.commit": True, "session.timeout.ms": int(session), "heartbeat.interval.ms": 500,
+              "enable.auto.commit": True, "session.timeout.ms": int(session), "heartbeat.interval.ms": int(heartbeat),
               "fetch.wait.max.ms": 100})
 c.subscribe([topic])
 n = 0
@@ -69,6 +71,7 @@ def main():
     ap.add_argument("--records", type=int, default=300_000)
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--session-ms", type=int, default=6000)
+    ap.add_argument("--heartbeat-ms", type=int, default=500)
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="sluice-groups-", dir=ROOT / "target"))
     port, admin_port = free_port(), free_port()
@@ -82,7 +85,7 @@ def main():
 
     def start_member(group, topic, name):
         out = work / f"{name}.count"
-        p = subprocess.Popen([sys.executable, str(member_py), bootstrap, group, topic, str(out), str(args.session_ms)])
+        p = subprocess.Popen([sys.executable, str(member_py), bootstrap, group, topic, str(out), str(args.session_ms), str(args.heartbeat_ms)])
         procs.append(p)
         return p, out
 
@@ -93,8 +96,11 @@ def main():
             return 0
 
     def group_state(group):
-        with urllib.request.urlopen(f"http://127.0.0.1:{admin_port}/api/groups/{group}", timeout=2) as r:
-            return json.load(r)
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{admin_port}/api/groups/{group}", timeout=2) as r:
+                return json.load(r)
+        except urllib.error.HTTPError:
+            return {"state": "Dead", "members": [], "generation": -1}  # not created yet
 
     failover, three, one = [], [], []
     try:
@@ -196,7 +202,7 @@ def main():
         "consume_three_msg_per_s": three,
         "summary": summary,
     }
-    out = ROOT / "bench" / "results" / f"{report['date']}-group-speed.json"
+    out = ROOT / "bench" / "results" / f"{report['date']}-group-speed-hb{args.heartbeat_ms}.json"
     out.write_text(json.dumps(report, indent=2) + "\n")
     print(f"wrote {out.relative_to(ROOT)}")
 

@@ -362,6 +362,7 @@ impl Coordinator {
                     }
                     group.state = GroupState::Stable;
                     group.phase_deadline_ms = None;
+                    tracing::info!(group = %group.id, generation = group.generation, "group stable");
                     let (protocol_type, protocol_name) =
                         (group.protocol_type.clone(), group.protocol_name.clone());
                     for m in group.members.values_mut() {
@@ -704,6 +705,7 @@ fn prepare_rebalance(group: &mut Group, now_ms: i64, initial_delay_ms: i64) {
         }
     }
     group.state = GroupState::PreparingRebalance;
+    tracing::info!(group = %group.id, members = group.members.len(), "preparing rebalance");
     // Wait for everyone at most the longest rebalance timeout; a new group waits at least the
     // initial delay so that members starting together land in one generation.
     let wait = group.rebalance_timeout_ms().max(initial_delay_ms);
@@ -743,6 +745,7 @@ fn complete_join(group: &mut Group, now_ms: i64) -> Vec<Record> {
     }
     group.state = GroupState::CompletingRebalance;
     group.phase_deadline_ms = Some(now_ms + group.rebalance_timeout_ms());
+    tracing::info!(group = %group.id, generation = group.generation, members = group.members.len(), "rebalance: all members joined");
     let leader = group.leader.clone().unwrap_or_default();
     let members = leader_members(group);
     let (generation, protocol_type, protocol_name) = (
