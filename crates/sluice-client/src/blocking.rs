@@ -70,16 +70,7 @@ impl BlockingConnection {
 
     /// The highest version of `api` in `min..=max` that the broker speaks.
     pub fn version_for(&self, api: ApiKey, min: i16, max: i16) -> Result<i16, ClientError> {
-        let (broker_min, broker_max) = self
-            .versions
-            .get(&(api as i16))
-            .copied()
-            .ok_or(ClientError::Unsupported { api, min, max })?;
-        let version = max.min(broker_max);
-        if version < min.max(broker_min) {
-            return Err(ClientError::Unsupported { api, min, max });
-        }
-        Ok(version)
+        crate::codec::negotiate(&self.versions, api, min, max)
     }
 
     pub fn call<R: Request>(

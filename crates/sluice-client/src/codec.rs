@@ -17,6 +17,20 @@ pub fn api_key<R: Request>() -> Result<ApiKey, ClientError> {
         .map_err(|()| ClientError::Protocol(format!("unknown API key {}", R::KEY)))
 }
 
+/// The highest version of `api` in `min..=max` that a broker advertising `versions`
+/// (ApiVersions: key → (min, max)) also speaks.
+pub fn negotiate(versions: &std::collections::HashMap<i16, (i16, i16)>, api: ApiKey, min: i16, max: i16) -> Result<i16, ClientError> {
+    let (broker_min, broker_max) = versions
+        .get(&(api as i16))
+        .copied()
+        .ok_or(ClientError::Unsupported { api, min, max })?;
+    let version = max.min(broker_max);
+    if version < min.max(broker_min) {
+        return Err(ClientError::Unsupported { api, min, max });
+    }
+    Ok(version)
+}
+
 /// The whole frame of a request: size, header, body.
 pub fn encode_request<R: Request>(
     request: &R,

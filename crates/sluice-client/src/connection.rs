@@ -95,16 +95,7 @@ impl Connection {
     /// The version to use for `api`: the highest both this client (`max`) and the broker
     /// speak, at least `min`.
     pub fn version_for(&self, api: ApiKey, min: i16, max: i16) -> Result<i16, ClientError> {
-        let (broker_min, broker_max) = self
-            .versions
-            .get(&(api as i16))
-            .copied()
-            .ok_or(ClientError::Unsupported { api, min, max })?;
-        let version = max.min(broker_max);
-        if version < min.max(broker_min) {
-            return Err(ClientError::Unsupported { api, min, max });
-        }
-        Ok(version)
+        crate::codec::negotiate(&self.versions, api, min, max)
     }
 
     /// Sends `request` at the best common version in `min..=max` and waits for its response.
