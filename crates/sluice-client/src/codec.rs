@@ -19,7 +19,12 @@ pub fn api_key<R: Request>() -> Result<ApiKey, ClientError> {
 
 /// The highest version of `api` in `min..=max` that a broker advertising `versions`
 /// (ApiVersions: key → (min, max)) also speaks.
-pub fn negotiate(versions: &std::collections::HashMap<i16, (i16, i16)>, api: ApiKey, min: i16, max: i16) -> Result<i16, ClientError> {
+pub fn negotiate(
+    versions: &std::collections::HashMap<i16, (i16, i16)>,
+    api: ApiKey,
+    min: i16,
+    max: i16,
+) -> Result<i16, ClientError> {
     let (broker_min, broker_max) = versions
         .get(&(api as i16))
         .copied()

@@ -397,6 +397,9 @@ impl Coordinator {
         let Some(group) = self.groups.get_mut(group_id) else {
             return Err(ResponseError::UnknownMemberId);
         };
+        if fenced(group, member_id, instance_id) {
+            return Err(ResponseError::FencedInstanceId);
+        }
         let Some(member) = group.members.get_mut(member_id) else {
             return Err(ResponseError::UnknownMemberId);
         };
@@ -555,6 +558,9 @@ impl Coordinator {
                 Err(ResponseError::IllegalGeneration)
             };
         };
+        if fenced(group, member_id, instance_id) {
+            return Err(ResponseError::FencedInstanceId);
+        }
         let Some(member) = group.members.get(member_id) else {
             return Err(ResponseError::UnknownMemberId);
         };
@@ -681,6 +687,16 @@ impl Coordinator {
         topics.dedup();
         topics
     }
+}
+
+/// KIP-345: a request naming a static member's instance id with some other member id comes
+/// from a zombie that was replaced; it is fenced, not merely unknown.
+fn fenced(group: &Group, member_id: &str, instance_id: Option<&str>) -> bool {
+    instance_id.is_some_and(|i| {
+        group
+            .member_by_instance(i)
+            .is_some_and(|m| m.id != member_id)
+    })
 }
 
 fn leader_members(group: &Group) -> Vec<(String, Option<String>, Bytes)> {
@@ -1097,8 +1113,16 @@ mod tests {
         assert_eq!(c.state_of("g"), GroupState::Stable);
         assert_eq!(
             c.heartbeat("g", 1, &first.member_id, Some("i1"), 200),
-            Err(ResponseError::UnknownMemberId),
-            "the old id is gone"
+            Err(ResponseError::FencedInstanceId),
+            "the replaced member is fenced"
+        );
+        assert_eq!(
+            c.check_commit("g", 1, &first.member_id, Some("i1")),
+            Err(ResponseError::FencedInstanceId)
+        );
+        assert_eq!(
+            c.heartbeat("g", 1, &first.member_id, None, 200),
+            Err(ResponseError::UnknownMemberId)
         );
         assert_eq!(
             c.heartbeat("g", 1, &again.member_id, Some("i2"), 200),
