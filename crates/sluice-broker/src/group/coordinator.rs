@@ -288,7 +288,8 @@ impl Coordinator {
         if let Some(old) = member.awaiting_join.replace(tx) {
             let _ = old.send(join_error(ResponseError::UnknownMemberId, &member_id));
         }
-        if group.protocol_type.is_empty() {
+        if group.members.len() == 1 {
+            // The group's first member (again) sets its protocol type.
             group.protocol_type = req.protocol_type.clone();
         }
         if group.state != GroupState::PreparingRebalance {
