@@ -19,6 +19,7 @@ pub fn router(broker: Arc<Broker>) -> Router {
     Router::new()
         .route("/health", get(health))
         .route("/api/status", get(status))
+        .route("/metrics", get(metrics))
         .route("/api/groups", get(groups))
         .route("/api/groups/{group}", get(group))
         .fallback(not_found)
@@ -31,6 +32,16 @@ async fn health() -> impl IntoResponse {
 
 async fn status(State(broker): State<Arc<Broker>>) -> impl IntoResponse {
     Json(broker.status())
+}
+
+async fn metrics(State(broker): State<Arc<Broker>>) -> impl IntoResponse {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        broker.metrics_text(),
+    )
 }
 
 async fn groups(State(broker): State<Arc<Broker>>) -> impl IntoResponse {

@@ -23,6 +23,7 @@ pub struct Broker {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) producer_ids: ProducerIds,
     pub(crate) groups: crate::group::GroupService,
+    pub(crate) metrics: Arc<crate::metrics::Metrics>,
     api_table: ApiTable,
     started_at_ms: i64,
 }
@@ -71,12 +72,14 @@ impl Broker {
         let store = Arc::new(MetadataStore::open(&config.data_dir.join("meta"))?);
         let identity = store.identity(config.node_id)?;
         let producer_ids = ProducerIds::open(Arc::clone(&store))?;
+        let metrics = Arc::new(crate::metrics::Metrics::default());
         let topics = Topics::open(
             &config.data_dir,
             store,
             config.topic_defaults.clone(),
             config.topic_limits.clone(),
             Arc::clone(&clock),
+            Arc::clone(&metrics),
         )?;
         let groups = crate::group::GroupService::open(
             &topics,
@@ -86,6 +89,7 @@ impl Broker {
         )?;
         Ok(Arc::new(Broker {
             groups,
+            metrics,
             started_at_ms: clock.now_ms(),
             config,
             cluster_id: identity.cluster_id,
@@ -306,6 +310,11 @@ impl Broker {
         })
     }
 
+    /// The Prometheus exposition of this broker's metrics.
+    pub fn metrics_text(&self) -> String {
+        crate::metrics::render(self)
+    }
+
     pub fn status(&self) -> BrokerStatus {
         let topics = self
             .topics
@@ -418,6 +427,19 @@ pub struct PartitionStatus {
 impl Service for Broker {
     fn api_table(&self) -> &ApiTable {
         &self.api_table
+    }
+
+    fn request_done(&self, api: ApiKey, elapsed: std::time::Duration) {
+        self.metrics
+            .observe_request(&format!("{api:?}"), elapsed.as_secs_f64());
+    }
+
+    fn connection_opened(&self) {
+        self.metrics.connection_opened();
+    }
+
+    fn connection_closed(&self) {
+        self.metrics.connection_closed();
     }
 
     fn call(&self, request: Request, peer: &Peer) -> Reply {

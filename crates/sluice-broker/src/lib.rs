@@ -11,6 +11,7 @@ pub mod error;
 pub mod group;
 pub mod handlers;
 pub mod metadata_store;
+pub mod metrics;
 pub mod partition;
 pub mod producer_ids;
 pub mod topic_config;

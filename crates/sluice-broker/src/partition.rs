@@ -11,7 +11,7 @@
 //! sync-mode producers wait on. In sync mode one fsync covers every append made before it
 //! started (group commit): while it runs, new appends accumulate for the next one.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -38,6 +38,14 @@ struct State {
     last_flush_ms: i64,
 }
 
+/// Produce and fetch traffic of one partition, for metrics (one atomic add on the hot path).
+#[derive(Debug, Default)]
+pub struct PartitionCounters {
+    pub produced_records: AtomicU64,
+    pub produced_bytes: AtomicU64,
+    pub fetched_bytes: AtomicU64,
+}
+
 pub struct Partition {
     pub topic: Arc<str>,
     pub index: i32,
@@ -46,6 +54,8 @@ pub struct Partition {
     /// Appended since the last flush started (for the interval flusher's quick check).
     dirty: AtomicBool,
     leader_epoch: LeaderEpoch,
+    counters: PartitionCounters,
+    metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl std::fmt::Debug for Partition {
@@ -66,7 +76,13 @@ pub struct PartitionInfo {
 }
 
 impl Partition {
-    pub fn new(topic: Arc<str>, index: i32, log: Log, now_ms: i64) -> Arc<Partition> {
+    pub fn new(
+        topic: Arc<str>,
+        index: i32,
+        log: Log,
+        now_ms: i64,
+        metrics: Arc<crate::metrics::Metrics>,
+    ) -> Arc<Partition> {
         let end = log.next_offset();
         let (progress, _) = watch::channel(Progress {
             visible: end,
@@ -85,7 +101,13 @@ impl Partition {
             progress,
             dirty: AtomicBool::new(false),
             leader_epoch: LeaderEpoch(0),
+            counters: PartitionCounters::default(),
+            metrics,
         })
+    }
+
+    pub fn counters(&self) -> &PartitionCounters {
+        &self.counters
     }
 
     pub fn leader_epoch(&self) -> LeaderEpoch {
@@ -126,11 +148,18 @@ impl Partition {
     /// Appends a producer's batches. In sync mode this also makes sure an fsync that will
     /// cover them is under way; the caller waits with [`Partition::wait_durable`].
     pub fn append(self: &Arc<Self>, batch: ValidatedBatch) -> Result<AppendInfo, LogError> {
+        let (records, bytes) = (batch.record_count() as u64, batch.total_bytes() as u64);
         let mut state = self.state.lock();
         let info = state.log.append(batch, self.leader_epoch)?;
         if info.duplicate {
             return Ok(info);
         }
+        self.counters
+            .produced_records
+            .fetch_add(records, Ordering::Relaxed);
+        self.counters
+            .produced_bytes
+            .fetch_add(bytes, Ordering::Relaxed);
         if let Some(job) = state.log.take_writeback() {
             tokio::task::spawn_blocking(move || job.run());
         }
@@ -214,8 +243,13 @@ impl Partition {
                     }
                 }
             };
+            let metrics = Arc::clone(&self.metrics);
             let (job, outcome) = match tokio::task::spawn_blocking(move || {
+                #[allow(clippy::disallowed_methods)]
+                // fsync latency is measured with the real clock
+                let started = std::time::Instant::now();
                 let outcome = job.run();
+                metrics.observe_fsync(started.elapsed().as_secs_f64());
                 (job, outcome)
             })
             .await

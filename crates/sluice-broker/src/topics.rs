@@ -76,6 +76,7 @@ pub struct Topics {
     defaults: Defaults,
     limits: TopicLimits,
     clock: Arc<dyn Clock>,
+    metrics: Arc<crate::metrics::Metrics>,
     by_name: RwLock<HashMap<Arc<str>, Arc<Topic>>>,
     /// Serializes changes (and the metadata file writes).
     changes: Mutex<()>,
@@ -120,6 +121,7 @@ impl Topics {
         defaults: Defaults,
         limits: TopicLimits,
         clock: Arc<dyn Clock>,
+        metrics: Arc<crate::metrics::Metrics>,
     ) -> Result<Topics, BrokerError> {
         let topics_dir = data_dir.join("topics");
         fs::create_dir_all(&topics_dir).map_err(|source| BrokerError::Metadata {
@@ -133,6 +135,7 @@ impl Topics {
             defaults,
             limits,
             clock,
+            metrics,
             by_name: RwLock::new(HashMap::new()),
             changes: Mutex::new(()),
         };
@@ -183,6 +186,7 @@ impl Topics {
             index,
             log,
             self.clock.now_ms(),
+            Arc::clone(&self.metrics),
         ))
     }
 
@@ -441,6 +445,7 @@ mod tests {
             Defaults::default(),
             TopicLimits::default(),
             Arc::new(SystemClock),
+            Arc::default(),
         )
         .unwrap()
     }

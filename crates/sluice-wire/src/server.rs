@@ -51,6 +51,10 @@ pub trait Service: Send + Sync + 'static {
     fn api_table(&self) -> &ApiTable;
     /// Handles one request; called in arrival order for each connection.
     fn call(&self, request: Request, peer: &Peer) -> Reply;
+    /// A request of `api` was answered `elapsed` after it was decoded (for metrics).
+    fn request_done(&self, _api: ApiKey, _elapsed: Duration) {}
+    fn connection_opened(&self) {}
+    fn connection_closed(&self) {}
 }
 
 /// Bounds on what clients can make the server hold.
@@ -110,10 +114,12 @@ pub async fn serve<S: Service>(
         let shutdown = shutdown.clone();
         connections.spawn(async move {
             let _permit = permit;
-            if let Err(reason) = Connection::new(stream, addr, &limits)
-                .run(&*service, &limits, &shutdown)
-                .await
-            {
+            service.connection_opened();
+            let outcome = Connection::new(stream, addr, &limits)
+                .run(&service, &limits, &shutdown)
+                .await;
+            service.connection_closed();
+            if let Err(reason) = outcome {
                 tracing::info!(%addr, %reason, "closed connection");
             }
         });
@@ -146,7 +152,7 @@ impl Connection {
     /// Serves the connection; `Ok` when the client closed it, `Err` with the reason otherwise.
     async fn run<S: Service>(
         mut self,
-        service: &S,
+        service: &Arc<S>,
         limits: &Limits,
         shutdown: &CancellationToken,
     ) -> Result<(), String> {
@@ -217,11 +223,13 @@ impl Connection {
 }
 
 /// Decodes a frame and starts its handling; `Err` means close the connection.
+#[allow(clippy::disallowed_methods)] // request latency is measured with the real clock
 fn handle_frame<S: Service>(
     frame: Bytes,
-    service: &S,
+    service: &Arc<S>,
     peer: &Peer,
 ) -> Result<Option<Outgoing>, String> {
+    let started = std::time::Instant::now();
     let request = match decode_request(frame, service.api_table()) {
         Ok(request) => request,
         Err(DecodeError::UnsupportedVersion {
@@ -237,9 +245,13 @@ fn handle_frame<S: Service>(
     };
     let (api_key, version, correlation_id) =
         (request.api_key, request.version(), request.correlation_id());
+    let timing = Arc::clone(service);
     let encode =
         move |body: ResponseKind| match encode_response(api_key, version, correlation_id, &body) {
-            Ok(frame) => Some(frame),
+            Ok(frame) => {
+                timing.request_done(api_key, started.elapsed());
+                Some(frame)
+            }
             Err(e) => {
                 // A response we built but cannot encode is our bug; the client will time out.
                 tracing::error!(error = %e, "dropping response");

@@ -209,6 +209,10 @@ fn read_one(
     match result {
         Ok((bytes, _)) => {
             *remaining = remaining.saturating_sub(bytes.len());
+            partition
+                .counters()
+                .fetched_bytes
+                .fetch_add(bytes.len() as u64, std::sync::atomic::Ordering::Relaxed);
             base.with_records(Some(bytes))
         }
         Err(e) => {

@@ -1,0 +1,238 @@
+//! Prometheus metrics (`/metrics`, text format). Two kinds:
+//! - measured as things happen: request latency per API, fsync latency, connections (the
+//!   histograms' own locks; a few per request), and per-partition produce/fetch counters kept as
+//!   plain atomics on the partition so the hot path pays one atomic add;
+//! - read at scrape time: log start/end offsets, high watermarks, sizes, consumer group lag,
+//!   the process's memory and CPU.
+
+use std::fmt::Write;
+use std::sync::atomic::Ordering;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+use crate::broker::Broker;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ApiLabels {
+    api: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PartitionLabels {
+    topic: String,
+    partition: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LagLabels {
+    group: String,
+    topic: String,
+    partition: String,
+}
+
+/// The metrics measured as things happen.
+#[derive(Debug)]
+pub struct Metrics {
+    request_seconds: Family<ApiLabels, Histogram>,
+    fsync_seconds: Histogram,
+    connections: Gauge,
+}
+
+fn latency_buckets() -> impl Iterator<Item = f64> {
+    // 20 µs … ~5 s
+    exponential_buckets(0.000_02, 2.0, 18)
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics {
+            request_seconds: Family::new_with_constructor(|| Histogram::new(latency_buckets())),
+            fsync_seconds: Histogram::new(latency_buckets()),
+            connections: Gauge::default(),
+        }
+    }
+}
+
+impl Metrics {
+    pub fn observe_request(&self, api: &str, seconds: f64) {
+        self.request_seconds
+            .get_or_create(&ApiLabels {
+                api: api.to_string(),
+            })
+            .observe(seconds);
+    }
+
+    pub fn observe_fsync(&self, seconds: f64) {
+        self.fsync_seconds.observe(seconds);
+    }
+
+    pub fn connection_opened(&self) {
+        self.connections.inc();
+    }
+
+    pub fn connection_closed(&self) {
+        self.connections.dec();
+    }
+}
+
+/// The whole exposition, built at scrape time.
+pub fn render(broker: &Broker) -> String {
+    let mut registry = Registry::with_prefix("sluice");
+    let m = &broker.metrics;
+    registry.register(
+        "request_duration_seconds",
+        "Time to answer a request, by API",
+        m.request_seconds.clone(),
+    );
+    registry.register(
+        "fsync_duration_seconds",
+        "Time of one fdatasync of a partition's log",
+        m.fsync_seconds.clone(),
+    );
+    registry.register(
+        "connections",
+        "Open client connections",
+        m.connections.clone(),
+    );
+
+    let produced_records = Family::<PartitionLabels, Counter>::default();
+    let produced_bytes = Family::<PartitionLabels, Counter>::default();
+    let fetched_bytes = Family::<PartitionLabels, Counter>::default();
+    let log_end = Family::<PartitionLabels, Gauge>::default();
+    let log_start = Family::<PartitionLabels, Gauge>::default();
+    let high_watermark = Family::<PartitionLabels, Gauge>::default();
+    let size = Family::<PartitionLabels, Gauge>::default();
+    for topic in broker.topics().list() {
+        for p in topic.partitions() {
+            let labels = PartitionLabels {
+                topic: topic.name.to_string(),
+                partition: p.index.to_string(),
+            };
+            let c = p.counters();
+            produced_records
+                .get_or_create(&labels)
+                .inc_by(c.produced_records.load(Ordering::Relaxed));
+            produced_bytes
+                .get_or_create(&labels)
+                .inc_by(c.produced_bytes.load(Ordering::Relaxed));
+            fetched_bytes
+                .get_or_create(&labels)
+                .inc_by(c.fetched_bytes.load(Ordering::Relaxed));
+            let info = p.info();
+            log_end.get_or_create(&labels).set(info.log_end.0);
+            log_start.get_or_create(&labels).set(info.log_start.0);
+            high_watermark
+                .get_or_create(&labels)
+                .set(info.high_watermark.0);
+            size.get_or_create(&labels)
+                .set(i64::try_from(info.size_bytes).unwrap_or(i64::MAX));
+        }
+    }
+    registry.register(
+        "produce_records",
+        "Records appended, by partition",
+        produced_records,
+    );
+    registry.register(
+        "produce_bytes",
+        "Bytes appended, by partition",
+        produced_bytes,
+    );
+    registry.register(
+        "fetch_bytes",
+        "Bytes returned to fetches, by partition",
+        fetched_bytes,
+    );
+    registry.register(
+        "log_end_offset",
+        "Offset after the last stored record",
+        log_end,
+    );
+    registry.register("log_start_offset", "First offset still stored", log_start);
+    registry.register(
+        "high_watermark",
+        "Offset consumers can read up to",
+        high_watermark,
+    );
+    registry.register("log_size_bytes", "Bytes of the partition's segments", size);
+
+    let lag = Family::<LagLabels, Gauge>::default();
+    for group in broker.groups_summary() {
+        if let Some(status) = broker.group_status(&group.group) {
+            for o in status.offsets {
+                if let Some(l) = o.lag {
+                    lag.get_or_create(&LagLabels {
+                        group: group.group.clone(),
+                        topic: o.topic.clone(),
+                        partition: o.partition.to_string(),
+                    })
+                    .set(l);
+                }
+            }
+        }
+    }
+    registry.register(
+        "consumer_group_lag",
+        "Log end offset minus committed offset",
+        lag,
+    );
+
+    let mut out = String::new();
+    if prometheus_client::encoding::text::encode(&mut out, &registry).is_err() {
+        return String::from("# encoding failed\n");
+    }
+    // The conventional process metrics, unprefixed, before the final # EOF.
+    let process = process_metrics();
+    if let Some(eof) = out.rfind("# EOF") {
+        out.insert_str(eof, &process);
+    } else {
+        out.push_str(&process);
+    }
+    out
+}
+
+/// `process_resident_memory_bytes` and `process_cpu_seconds_total` from /proc/self.
+fn process_metrics() -> String {
+    let mut out = String::new();
+    let page = 4096f64;
+    if let Ok(statm) = std::fs::read_to_string("/proc/self/statm") {
+        if let Some(rss) = statm
+            .split_whitespace()
+            .nth(1)
+            .and_then(|v| v.parse::<f64>().ok())
+        {
+            let _ = writeln!(
+                out,
+                "# HELP process_resident_memory_bytes Resident memory size in bytes."
+            );
+            let _ = writeln!(out, "# TYPE process_resident_memory_bytes gauge");
+            let _ = writeln!(out, "process_resident_memory_bytes {}", rss * page);
+        }
+    }
+    if let Ok(stat) = std::fs::read_to_string("/proc/self/stat") {
+        // Fields after the command name (which may contain spaces): utime is field 14, stime 15.
+        if let Some(rest) = stat.rsplit_once(") ").map(|(_, r)| r) {
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            let ticks = |i: usize| {
+                fields
+                    .get(i)
+                    .and_then(|v| v.parse::<f64>().ok())
+                    .unwrap_or(0.0)
+            };
+            // Linux reports in USER_HZ, which is 100 on every mainstream configuration.
+            let seconds = (ticks(11) + ticks(12)) / 100.0;
+            let _ = writeln!(
+                out,
+                "# HELP process_cpu_seconds Total user and system CPU time spent in seconds."
+            );
+            let _ = writeln!(out, "# TYPE process_cpu_seconds counter");
+            let _ = writeln!(out, "process_cpu_seconds_total {seconds}");
+        }
+    }
+    out
+}
