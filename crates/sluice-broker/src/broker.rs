@@ -430,8 +430,7 @@ impl Service for Broker {
     }
 
     fn request_done(&self, api: ApiKey, elapsed: std::time::Duration) {
-        self.metrics
-            .observe_request(&format!("{api:?}"), elapsed.as_secs_f64());
+        self.metrics.observe_request(api, elapsed.as_secs_f64());
     }
 
     fn connection_opened(&self) {

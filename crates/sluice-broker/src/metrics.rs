@@ -8,7 +8,8 @@
 use std::fmt::Write;
 use std::sync::atomic::Ordering;
 
-use prometheus_client::encoding::EncodeLabelSet;
+use kafka_protocol::messages::ApiKey;
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -19,7 +20,18 @@ use crate::broker::Broker;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ApiLabels {
-    api: String,
+    api: ApiName,
+}
+
+/// An API key as a label value, spelled as Kafka names it ("Produce"), without allocating on
+/// the request path.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+struct ApiName(ApiKey);
+
+impl EncodeLabelValue for ApiName {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        write!(encoder, "{:?}", self.0)
+    }
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -59,11 +71,9 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    pub fn observe_request(&self, api: &str, seconds: f64) {
+    pub fn observe_request(&self, api: ApiKey, seconds: f64) {
         self.request_seconds
-            .get_or_create(&ApiLabels {
-                api: api.to_string(),
-            })
+            .get_or_create(&ApiLabels { api: ApiName(api) })
             .observe(seconds);
     }
 
