@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::time::Duration;
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use sluice_client::{Client, InRecord};
 
 #[derive(Debug, clap::Args)]
@@ -42,26 +42,7 @@ pub struct ConsumeArgs {
 
 pub async fn run(bootstrap: &str, args: ConsumeArgs) -> anyhow::Result<()> {
     let mut client = Client::connect(bootstrap, "sluice-cli").await?;
-    let all: Vec<i32> = client
-        .partitions(&args.topic)
-        .await?
-        .iter()
-        .map(|p| p.partition)
-        .collect();
-    let partitions = if args.partition.is_empty() {
-        all.clone()
-    } else {
-        for p in &args.partition {
-            if !all.contains(p) {
-                bail!(
-                    "topic '{}' has no partition {p} (it has {})",
-                    args.topic,
-                    all.len()
-                );
-            }
-        }
-        args.partition.clone()
-    };
+    let partitions = crate::partitions::select(&mut client, &args.topic, &args.partition).await?;
     let mut positions: Vec<(i32, i64)> = match args.from.as_str() {
         "beginning" => offsets(&mut client, &args.topic, &partitions, -2).await?,
         "end" => offsets(&mut client, &args.topic, &partitions, -1).await?,

@@ -160,22 +160,7 @@ async fn reset(client: &mut Client, args: ResetArgs, out: &mut impl Write) -> an
             d.members.len()
         );
     }
-    let all: Vec<i32> = client
-        .partitions(&args.topic)
-        .await?
-        .iter()
-        .map(|p| p.partition)
-        .collect();
-    let partitions = if args.partition.is_empty() {
-        all.clone()
-    } else {
-        for p in &args.partition {
-            if !all.contains(p) {
-                bail!("topic '{}' has no partition {p}", args.topic);
-            }
-        }
-        args.partition.clone()
-    };
+    let partitions = crate::partitions::select(client, &args.topic, &args.partition).await?;
     let earliest: BTreeMap<i32, i64> = client
         .list_offsets(&args.topic, &partitions, -2)
         .await?

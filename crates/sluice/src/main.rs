@@ -3,6 +3,7 @@
 mod bench_cmd;
 mod consume_cmd;
 mod group_cmd;
+mod partitions;
 mod produce_cmd;
 mod serve;
 mod settings;
