@@ -6,14 +6,20 @@
 //! in [`error`] only. Sockets belong to `sluice-wire`.
 
 pub mod broker;
+pub mod browse;
 pub mod config;
 pub mod error;
 pub mod group;
 pub mod handlers;
 pub mod metadata_store;
 pub mod metrics;
+pub mod offset_reset;
 pub mod partition;
 pub mod producer_ids;
+pub mod publish;
+#[cfg(test)]
+mod test_support;
+pub mod topic_admin;
 pub mod topic_config;
 pub mod topics;
 

@@ -51,6 +51,8 @@ struct LagLabels {
 #[derive(Debug)]
 pub struct Metrics {
     request_seconds: Family<ApiLabels, Histogram>,
+    /// Produce latencies since the console's sampler last took them, in µs (HDR, 3 digits).
+    produce_window: parking_lot::Mutex<hdrhistogram::Histogram<u64>>,
     fsync_seconds: Histogram,
     connections: Gauge,
 }
@@ -64,6 +66,10 @@ impl Default for Metrics {
     fn default() -> Self {
         Metrics {
             request_seconds: Family::new_with_constructor(|| Histogram::new(latency_buckets())),
+            produce_window: parking_lot::Mutex::new(
+                hdrhistogram::Histogram::new_with_max(60_000_000, 3)
+                    .expect("1 µs..60 s at 3 significant digits is a valid HDR range"),
+            ),
             fsync_seconds: Histogram::new(latency_buckets()),
             connections: Gauge::default(),
         }
@@ -72,9 +78,23 @@ impl Default for Metrics {
 
 impl Metrics {
     pub fn observe_request(&self, api: ApiKey, seconds: f64) {
+        if api == ApiKey::Produce {
+            self.produce_window
+                .lock()
+                .saturating_record((seconds * 1e6) as u64);
+        }
         self.request_seconds
             .get_or_create(&ApiLabels { api: ApiName(api) })
             .observe(seconds);
+    }
+
+    /// The 99th percentile of produce latency (µs) since the last call, and the count; the
+    /// window restarts.
+    pub fn take_produce_p99(&self) -> (u64, u64) {
+        let mut window = self.produce_window.lock();
+        let result = (window.value_at_quantile(0.99), window.len());
+        window.reset();
+        result
     }
 
     pub fn observe_fsync(&self, seconds: f64) {
@@ -113,6 +133,7 @@ pub fn render(broker: &Broker) -> String {
     let produced_records = Family::<PartitionLabels, Counter>::default();
     let produced_bytes = Family::<PartitionLabels, Counter>::default();
     let fetched_bytes = Family::<PartitionLabels, Counter>::default();
+    let fetched_records = Family::<PartitionLabels, Counter>::default();
     let log_end = Family::<PartitionLabels, Gauge>::default();
     let log_start = Family::<PartitionLabels, Gauge>::default();
     let high_watermark = Family::<PartitionLabels, Gauge>::default();
@@ -133,6 +154,9 @@ pub fn render(broker: &Broker) -> String {
             fetched_bytes
                 .get_or_create(&labels)
                 .inc_by(c.fetched_bytes.load(Ordering::Relaxed));
+            fetched_records
+                .get_or_create(&labels)
+                .inc_by(c.fetched_records.load(Ordering::Relaxed));
             let info = p.info();
             log_end.get_or_create(&labels).set(info.log_end.0);
             log_start.get_or_create(&labels).set(info.log_start.0);
@@ -157,6 +181,11 @@ pub fn render(broker: &Broker) -> String {
         "fetch_bytes",
         "Bytes returned to fetches, by partition",
         fetched_bytes,
+    );
+    registry.register(
+        "fetch_records",
+        "Records returned to fetches (consumers and followers), by partition",
+        fetched_records,
     );
     registry.register(
         "log_end_offset",

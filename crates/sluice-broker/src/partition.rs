@@ -44,6 +44,7 @@ pub struct PartitionCounters {
     pub produced_records: AtomicU64,
     pub produced_bytes: AtomicU64,
     pub fetched_bytes: AtomicU64,
+    pub fetched_records: AtomicU64,
 }
 
 pub struct Partition {

@@ -32,16 +32,7 @@ pub fn handle(broker: &Broker, request: DeleteTopicsRequest, version: i16) -> Re
                     .map(|t| t.name.to_string())
                     .ok_or(BrokerError::UnknownTopicId(id)),
             };
-            let outcome = name.and_then(|n| {
-                if n == crate::group::OFFSETS_TOPIC {
-                    return Err(BrokerError::InvalidTopic(format!(
-                        "{n} is internal and cannot be deleted"
-                    )));
-                }
-                let deleted = broker.topics().delete(&n)?;
-                broker.groups.forget_topic(&n);
-                Ok(deleted)
-            });
+            let outcome = name.and_then(|n| broker.delete_topic(&n));
             match outcome {
                 Ok(topic) => DeletableTopicResult::default()
                     .with_name(Some(topic_name(&topic.name)))

@@ -209,10 +209,13 @@ fn read_one(
     match result {
         Ok((bytes, _)) => {
             *remaining = remaining.saturating_sub(bytes.len());
-            partition
-                .counters()
+            let counters = partition.counters();
+            counters
                 .fetched_bytes
                 .fetch_add(bytes.len() as u64, std::sync::atomic::Ordering::Relaxed);
+            counters
+                .fetched_records
+                .fetch_add(count_records(&bytes), std::sync::atomic::Ordering::Relaxed);
             base.with_records(Some(bytes))
         }
         Err(e) => {
@@ -223,4 +226,24 @@ fn read_one(
                 .with_records(Some(Bytes::new()))
         }
     }
+}
+
+/// The records in a run of batches, from their headers (a batch's record count is the 4 bytes
+/// at 57; a partial batch at the end is not counted).
+fn count_records(bytes: &[u8]) -> u64 {
+    let mut total = 0u64;
+    let mut at = 0usize;
+    while let Some(header) = bytes.get(at..at + 61) {
+        let length = i32::from_be_bytes([header[8], header[9], header[10], header[11]]);
+        let Ok(length) = usize::try_from(length) else {
+            break;
+        };
+        let count = i32::from_be_bytes([header[57], header[58], header[59], header[60]]);
+        if at + 12 + length > bytes.len() {
+            break;
+        }
+        total += u64::try_from(count).unwrap_or(0);
+        at += 12 + length;
+    }
+    total
 }

@@ -1,0 +1,221 @@
+//! Resetting a consumer group's committed offsets from the admin API, with a preview: what
+//! `kafka-consumer-groups --reset-offsets` does. Only a group without members may be reset
+//! (members would overwrite the new offsets with their next commit).
+
+use serde::Serialize;
+
+use crate::broker::Broker;
+use crate::error::BrokerError;
+use crate::group::coordinator::{offset_record, Committed};
+use crate::group::state::GroupState;
+use crate::group::GroupService;
+
+/// Where to move the offsets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResetTo {
+    Earliest,
+    Latest,
+    Offset(i64),
+    /// The first offset with a timestamp at or after this (ms since the epoch); the end if none.
+    Timestamp(i64),
+    /// The current committed offset (or the end when none) moved by this much.
+    ShiftBy(i64),
+}
+
+/// One partition's offset before and after.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct OffsetChange {
+    pub topic: String,
+    pub partition: i32,
+    pub current_offset: Option<i64>,
+    pub new_offset: i64,
+}
+
+/// Why a reset was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ResetError {
+    #[error("group '{group}' is {state} with {members} member(s); stop its consumers first")]
+    GroupActive {
+        group: String,
+        state: &'static str,
+        members: usize,
+    },
+    #[error(transparent)]
+    Broker(#[from] BrokerError),
+}
+
+impl Broker {
+    /// Computes (and unless `dry_run`, commits and makes durable) new offsets for `group` on
+    /// `topic`'s `partitions` (all when empty). Targets are clamped to the log's range.
+    pub async fn reset_group_offsets(
+        &self,
+        group: &str,
+        topic: &str,
+        partitions: &[i32],
+        to: ResetTo,
+        dry_run: bool,
+    ) -> Result<Vec<OffsetChange>, ResetError> {
+        if group.is_empty() {
+            return Err(BrokerError::InvalidRequest("the group id is empty".into()).into());
+        }
+        let t = self
+            .topics
+            .get(topic)
+            .ok_or_else(|| BrokerError::UnknownTopic(topic.to_string()))?;
+        let targets = if partitions.is_empty() {
+            t.partitions()
+        } else {
+            partitions
+                .iter()
+                .map(|&i| {
+                    t.partition(i)
+                        .ok_or_else(|| BrokerError::UnknownTopic(format!("{topic}-{i}")))
+                })
+                .collect::<Result<Vec<_>, _>>()?
+        };
+        let waits = {
+            let mut coordinator = self.groups.coordinator.lock();
+            let state = coordinator.state_of(group);
+            let members = coordinator.group(group).map_or(0, |g| g.members.len());
+            if !matches!(state, GroupState::Empty | GroupState::Dead) || members > 0 {
+                return Err(ResetError::GroupActive {
+                    group: group.to_string(),
+                    state: state.name(),
+                    members,
+                });
+            }
+            let committed = coordinator.committed(group);
+            let mut changes = Vec::with_capacity(targets.len());
+            for p in &targets {
+                let progress = p.progress();
+                let (start, end) = (progress.log_start.0, progress.visible.0);
+                let current = committed
+                    .and_then(|c| c.get(&(topic.to_string(), p.index)))
+                    .map(|c| c.offset);
+                let wanted = match to {
+                    ResetTo::Earliest => start,
+                    ResetTo::Latest => end,
+                    ResetTo::Offset(o) => o,
+                    ResetTo::Timestamp(ts) => p
+                        .offset_for_timestamp(ts)
+                        .map_err(BrokerError::from)?
+                        .map_or(end, |(o, _)| o.0),
+                    ResetTo::ShiftBy(n) => current.unwrap_or(end).saturating_add(n),
+                };
+                changes.push(OffsetChange {
+                    topic: topic.to_string(),
+                    partition: p.index,
+                    current_offset: current,
+                    new_offset: wanted.clamp(start, end),
+                });
+            }
+            if dry_run {
+                return Ok(changes);
+            }
+            let now = self.groups.now_ms();
+            let records: Vec<_> = changes
+                .iter()
+                .map(|c| {
+                    offset_record(
+                        group,
+                        &c.topic,
+                        c.partition,
+                        Committed {
+                            offset: c.new_offset,
+                            leader_epoch: -1,
+                            metadata: String::new(),
+                            commit_timestamp_ms: now,
+                        },
+                    )
+                })
+                .collect();
+            let waits = self.groups.write(&records)?;
+            for r in &records {
+                coordinator.apply(r, now);
+            }
+            tracing::info!(%group, %topic, partitions = changes.len(), "reset group offsets");
+            (waits, changes)
+        };
+        let (waits, changes) = waits;
+        if !GroupService::wait_durable(waits).await {
+            return Err(BrokerError::Log(sluice_log::LogError::Offline {
+                path: crate::group::OFFSETS_TOPIC.into(),
+                reason: "writing the new offsets failed".into(),
+            })
+            .into());
+        }
+        Ok(changes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::broker_with_records;
+
+    #[tokio::test]
+    async fn preview_then_commit() {
+        let (_dir, broker) = broker_with_records("t", 10);
+        let preview = broker
+            .reset_group_offsets("g", "t", &[], ResetTo::Offset(4), true)
+            .await
+            .unwrap();
+        assert_eq!(
+            preview,
+            vec![OffsetChange {
+                topic: "t".into(),
+                partition: 0,
+                current_offset: None,
+                new_offset: 4
+            }]
+        );
+        assert!(broker.group_status("g").is_none(), "a preview commits nothing");
+        broker
+            .reset_group_offsets("g", "t", &[0], ResetTo::Offset(4), false)
+            .await
+            .unwrap();
+        let status = broker.group_status("g").unwrap();
+        assert_eq!(status.offsets[0].committed_offset, 4);
+        assert_eq!(status.offsets[0].lag, Some(6));
+
+        let shifted = broker
+            .reset_group_offsets("g", "t", &[], ResetTo::ShiftBy(-100), true)
+            .await
+            .unwrap();
+        assert_eq!(shifted[0].current_offset, Some(4));
+        assert_eq!(shifted[0].new_offset, 0, "clamped to the log start");
+        let by_time = broker
+            .reset_group_offsets("g", "t", &[], ResetTo::Timestamp(1_007), true)
+            .await
+            .unwrap();
+        assert_eq!(by_time[0].new_offset, 7);
+        let latest = broker
+            .reset_group_offsets("g", "t", &[], ResetTo::Latest, true)
+            .await
+            .unwrap();
+        assert_eq!(latest[0].new_offset, 10);
+    }
+
+    #[tokio::test]
+    async fn bad_targets() {
+        let (_dir, broker) = broker_with_records("t", 1);
+        assert!(matches!(
+            broker
+                .reset_group_offsets("g", "nope", &[], ResetTo::Earliest, true)
+                .await,
+            Err(ResetError::Broker(BrokerError::UnknownTopic(_)))
+        ));
+        assert!(matches!(
+            broker
+                .reset_group_offsets("g", "t", &[3], ResetTo::Earliest, true)
+                .await,
+            Err(ResetError::Broker(BrokerError::UnknownTopic(_)))
+        ));
+        assert!(matches!(
+            broker
+                .reset_group_offsets("", "t", &[], ResetTo::Earliest, true)
+                .await,
+            Err(ResetError::Broker(BrokerError::InvalidRequest(_)))
+        ));
+    }
+}

@@ -1,0 +1,109 @@
+//! Writing one record from outside the Kafka protocol (the console's "produce a test
+//! record"): encoded as a batch and appended through the same checks as a Produce request.
+
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+use sluice_log::{validate_produce, FlushMode, LogError, Offset};
+
+use crate::broker::Broker;
+use crate::error::BrokerError;
+use crate::partition::Partition;
+
+/// Where a published record landed, and what to wait on for it to be durable.
+#[derive(Debug)]
+pub struct Published {
+    pub partition: i32,
+    pub offset: i64,
+    durable: Option<(Arc<Partition>, Offset)>,
+}
+
+impl Published {
+    /// Waits until the record is on disk when its topic acknowledges only after fsync
+    /// (`flush.mode=sync`); false if the log failed.
+    pub async fn durable(self) -> bool {
+        match self.durable {
+            Some((partition, end)) => partition.wait_durable(end).await,
+            None => true,
+        }
+    }
+}
+
+/// A record to publish.
+#[derive(Debug, Default, Clone)]
+pub struct NewRecord {
+    pub key: Option<Bytes>,
+    pub value: Option<Bytes>,
+    pub headers: Vec<(String, Option<Bytes>)>,
+    /// CreateTime; now when absent.
+    pub timestamp_ms: Option<i64>,
+}
+
+impl Broker {
+    /// Appends one record to a partition of an existing topic.
+    pub fn publish(
+        &self,
+        topic: &str,
+        partition: i32,
+        record: NewRecord,
+    ) -> Result<Published, BrokerError> {
+        if topic.starts_with("__") {
+            return Err(BrokerError::InvalidTopic(format!(
+                "{topic} is internal; only the broker writes to it"
+            )));
+        }
+        let p = self
+            .topics
+            .get(topic)
+            .ok_or_else(|| BrokerError::UnknownTopic(topic.to_string()))?
+            .partition(partition)
+            .ok_or_else(|| BrokerError::UnknownTopic(format!("{topic}-{partition}")))?;
+        let config = p.config();
+        if config.compact && record.key.is_none() {
+            return Err(BrokerError::InvalidRequest(
+                "a compacted topic needs a key on every record".into(),
+            ));
+        }
+        let kafka_record = Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: 0,
+            sequence: -1,
+            timestamp: record.timestamp_ms.unwrap_or_else(|| self.clock.now_ms()),
+            key: record.key,
+            value: record.value,
+            headers: record
+                .headers
+                .into_iter()
+                .map(|(k, v)| (StrBytes::from_string(k), v))
+                .collect(),
+        };
+        let mut buf = BytesMut::new();
+        RecordBatchEncoder::encode(
+            &mut buf,
+            std::slice::from_ref(&kafka_record),
+            &RecordEncodeOptions {
+                version: 2,
+                compression: Compression::None,
+            },
+        )
+        .map_err(|e| BrokerError::InvalidRequest(format!("cannot encode the record: {e:#}")))?;
+        let validated =
+            validate_produce(&buf, config.max_message_bytes).map_err(LogError::from)?;
+        let info = p.append(validated)?;
+        Ok(Published {
+            partition,
+            offset: info.base_offset.0,
+            durable: (config.flush == FlushMode::Sync).then(|| (Arc::clone(&p), info.last_offset.plus(1))),
+        })
+    }
+}

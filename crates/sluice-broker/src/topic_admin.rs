@@ -1,0 +1,42 @@
+//! Topic operations shared by the Kafka admin APIs and the HTTP admin API, with the rules
+//! both must apply (internal topics, replication on this node).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::broker::Broker;
+use crate::error::BrokerError;
+use crate::topics::Topic;
+
+impl Broker {
+    /// Deletes a topic and every group's committed offsets for it; internal topics stay.
+    pub fn delete_topic(&self, name: &str) -> Result<Arc<Topic>, BrokerError> {
+        if name == crate::group::OFFSETS_TOPIC {
+            return Err(BrokerError::InvalidTopic(format!(
+                "{name} is internal and cannot be deleted"
+            )));
+        }
+        let deleted = self.topics.delete(name)?;
+        self.groups.forget_topic(name);
+        Ok(deleted)
+    }
+
+    /// Creates a topic; `partitions` and `replication` of `None` take the broker defaults.
+    pub fn create_topic(
+        &self,
+        name: &str,
+        partitions: Option<i32>,
+        replication: Option<i32>,
+        configs: BTreeMap<String, String>,
+    ) -> Result<Arc<Topic>, BrokerError> {
+        if let Some(r) = replication.filter(|&r| r != 1) {
+            return Err(BrokerError::InvalidReplicationFactor(format!(
+                "replication factor {r} is not possible: this cluster has 1 broker"
+            )));
+        }
+        let partitions = partitions.unwrap_or(self.config.num_partitions);
+        self.topics
+            .create(name, partitions, configs, false)?
+            .ok_or_else(|| BrokerError::TopicExists(name.to_string()))
+    }
+}
