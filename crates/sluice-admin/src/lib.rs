@@ -1,81 +1,138 @@
-//! `sluice-admin`: the broker's HTTP admin port: a liveness check (`/health`), a JSON status
-//! of the node and its topics (`/api/status`), and consumer groups (`/api/groups`,
-//! `/api/groups/{group}` with members, assignments and lag). The web console and Prometheus
-//! metrics are added here.
+//! `sluice-admin`: the broker's HTTP admin port.
+//!
+//! - the web console (`/`, `/assets/*`): static files compiled into the binary ([`console`]);
+//! - the JSON admin API behind it (`/api/*`), described by `/api/openapi.json` ([`openapi`]):
+//!   overview and 15-minute history ([`overview`], [`history`]), topics ([`topics`]), the
+//!   message browser ([`messages`]), consumer groups ([`groups`]), other clusters
+//!   ([`clusters`]); every error is JSON ([`error`]);
+//! - Prometheus `/metrics` and `/health`;
+//! - an optional admin token guarding all but the static files and `/health` ([`auth`]).
+
+pub mod auth;
+pub mod clusters;
+pub mod console;
+pub mod error;
+pub mod groups;
+pub mod history;
+pub mod messages;
+pub mod openapi;
+pub mod overview;
+pub mod topics;
 
 use std::sync::Arc;
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use axum::routing::get;
+use axum::routing::{any, delete, get, post, put};
 use axum::{Json, Router};
 use serde_json::json;
 use sluice_broker::Broker;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-pub fn router(broker: Arc<Broker>) -> Router {
+use crate::auth::AdminToken;
+use crate::clusters::Clusters;
+use crate::error::ApiError;
+use crate::history::History;
+
+/// What every handler can reach.
+#[derive(Clone, Debug)]
+pub struct AppState {
+    pub broker: Arc<Broker>,
+    pub history: Arc<History>,
+    pub clusters: Arc<Clusters>,
+    pub token: Option<AdminToken>,
+    /// Where this admin port listens, as shown on the overview.
+    pub admin_address: String,
+}
+
+impl AppState {
+    pub fn new(broker: Arc<Broker>, token: Option<&str>, admin_address: String) -> AppState {
+        AppState {
+            clusters: Arc::new(Clusters::open(&broker.config().data_dir)),
+            broker,
+            history: Arc::new(History::default()),
+            token: token.map(AdminToken::new),
+            admin_address,
+        }
+    }
+}
+
+pub fn router(state: AppState) -> Router {
     Router::new()
+        .route("/", get(console::index))
+        .route("/assets/{file}", get(console::asset))
         .route("/health", get(health))
-        .route("/api/status", get(status))
         .route("/metrics", get(metrics))
-        .route("/api/groups", get(groups))
-        .route("/api/groups/{group}", get(group))
+        .route("/api/openapi.json", get(openapi::document))
+        .route("/api/status", get(status))
+        .route("/api/overview", get(overview::overview))
+        .route("/api/overview/history", get(overview::history))
+        .route("/api/topics", get(topics::list).post(topics::create))
+        .route("/api/topics/{topic}", get(topics::get).delete(topics::delete))
+        .route("/api/topics/{topic}/configs", put(topics::set_configs))
+        .route("/api/topics/{topic}/partitions", post(topics::add_partitions))
+        .route(
+            "/api/topics/{topic}/partitions/{partition}/messages",
+            get(messages::browse),
+        )
+        .route("/api/topics/{topic}/messages", post(messages::produce))
+        .route("/api/groups", get(groups::list))
+        .route("/api/groups/{group}", get(groups::get))
+        .route("/api/groups/{group}/lag-history", get(groups::lag_history))
+        .route("/api/groups/{group}/reset-offsets", post(groups::reset_offsets))
+        .route("/api/clusters", get(clusters::list).post(clusters::add))
+        .route("/api/clusters/{name}", delete(clusters::remove))
+        .route("/api/clusters/{name}/proxy/{*path}", any(clusters::proxy))
         .fallback(not_found)
-        .with_state(broker)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_token,
+        ))
+        .with_state(state)
 }
 
 async fn health() -> impl IntoResponse {
     Json(json!({ "status": "ok" }))
 }
 
-async fn status(State(broker): State<Arc<Broker>>) -> impl IntoResponse {
-    Json(broker.status())
+async fn status(State(state): State<AppState>) -> impl IntoResponse {
+    Json(state.broker.status())
 }
 
-async fn metrics(State(broker): State<Arc<Broker>>) -> impl IntoResponse {
+async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     (
         [(
             axum::http::header::CONTENT_TYPE,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
-        broker.metrics_text(),
+        state.broker.metrics_text(),
     )
 }
 
-async fn groups(State(broker): State<Arc<Broker>>) -> impl IntoResponse {
-    Json(broker.groups_summary())
+async fn not_found(uri: axum::http::Uri) -> ApiError {
+    ApiError::not_found(format!("no such endpoint: {}", uri.path()))
 }
 
-async fn group(
-    State(broker): State<Arc<Broker>>,
-    Path(id): Path<String>,
-) -> axum::response::Response {
-    match broker.group_status(&id) {
-        Some(g) => Json(g).into_response(),
-        None => (
-            StatusCode::NOT_FOUND,
-            Json(json!({ "error": format!("no consumer group '{id}'") })),
-        )
-            .into_response(),
-    }
-}
-
-async fn not_found(uri: axum::http::Uri) -> impl IntoResponse {
-    (
-        StatusCode::NOT_FOUND,
-        Json(json!({ "error": format!("no such endpoint: {}", uri.path()) })),
+async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!("{method} is not allowed on {}", uri.path()),
     )
 }
 
-/// Serves the admin API until `shutdown` fires.
+/// Serves the admin port until `shutdown` fires; samples the console's history meanwhile.
 pub async fn serve(
     listener: TcpListener,
-    broker: Arc<Broker>,
+    state: AppState,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(broker))
+    state
+        .history
+        .spawn(Arc::clone(&state.broker), shutdown.clone());
+    axum::serve(listener, router(state))
         .with_graceful_shutdown(async move { shutdown.cancelled().await })
         .await
 }

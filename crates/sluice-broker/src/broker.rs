@@ -310,6 +310,10 @@ impl Broker {
         })
     }
 
+    pub fn metrics(&self) -> &crate::metrics::Metrics {
+        &self.metrics
+    }
+
     /// The Prometheus exposition of this broker's metrics.
     pub fn metrics_text(&self) -> String {
         crate::metrics::render(self)

@@ -105,6 +105,10 @@ impl Metrics {
         self.connections.inc();
     }
 
+    pub fn connections(&self) -> i64 {
+        self.connections.get()
+    }
+
     pub fn connection_closed(&self) {
         self.connections.dec();
     }

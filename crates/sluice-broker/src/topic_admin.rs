@@ -8,6 +8,16 @@ use crate::broker::Broker;
 use crate::error::BrokerError;
 use crate::topics::Topic;
 
+/// A topic config's effective value and where it comes from (as DescribeConfigs says it).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ConfigValue {
+    pub name: String,
+    pub value: String,
+    /// `topic` (an override), `broker` (a broker setting) or `default`.
+    pub source: &'static str,
+    pub doc: &'static str,
+}
+
 impl Broker {
     /// Deletes a topic and every group's committed offsets for it; internal topics stay.
     pub fn delete_topic(&self, name: &str) -> Result<Arc<Topic>, BrokerError> {
@@ -38,5 +48,24 @@ impl Broker {
         self.topics
             .create(name, partitions, configs, false)?
             .ok_or_else(|| BrokerError::TopicExists(name.to_string()))
+    }
+
+    /// Every config of a topic with its effective value.
+    pub fn topic_configs(&self, name: &str) -> Result<Vec<ConfigValue>, BrokerError> {
+        let topic = self
+            .topics
+            .get(name)
+            .ok_or_else(|| BrokerError::UnknownTopic(name.to_string()))?;
+        Ok(
+            crate::handlers::describe_configs::topic_entries(self, &topic.overrides(), None)
+                .into_iter()
+                .map(|e| ConfigValue {
+                    name: e.name.to_string(),
+                    value: e.value.map(|v| v.to_string()).unwrap_or_default(),
+                    source: crate::handlers::describe_configs::source_name(e.config_source),
+                    doc: e.doc,
+                })
+                .collect(),
+        )
     }
 }

@@ -44,11 +44,12 @@ pub async fn run(settings: Resolved) -> anyhow::Result<()> {
         settings.limits.clone(),
         shutdown.clone(),
     ));
-    let http = tokio::spawn(sluice_admin::serve(
-        admin,
+    let admin_state = sluice_admin::AppState::new(
         Arc::clone(&broker),
-        shutdown.clone(),
-    ));
+        settings.admin_token.as_deref(),
+        format!("http://{}", admin.local_addr()?),
+    );
+    let http = tokio::spawn(sluice_admin::serve(admin, admin_state, shutdown.clone()));
 
     wait_for_signal().await;
     tracing::info!("shutting down");

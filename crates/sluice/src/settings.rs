@@ -21,9 +21,14 @@ pub struct Settings {
     /// host:port that clients are told to connect to [default: the listener's address]
     #[arg(long, env = "SLUICE_ADVERTISED_LISTENER")]
     pub advertised_listener: Option<String>,
-    /// HTTP admin listener (health, status) [default: 127.0.0.1:8080]
+    /// HTTP admin listener: web console, admin API, /metrics [default: 127.0.0.1:8080]
     #[arg(long, env = "SLUICE_ADMIN_LISTEN")]
     pub admin_listen: Option<SocketAddr>,
+    /// Token the admin port requires (`Authorization: Bearer <token>`); required when the
+    /// admin listener is not on loopback. Prefer the environment variable to the flag (other
+    /// users can read a process's arguments).
+    #[arg(long, env = "SLUICE_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: Option<String>,
     /// Data directory [default: ./data]
     #[arg(long, env = "SLUICE_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
@@ -102,6 +107,7 @@ pub struct Resolved {
     pub broker: BrokerConfig,
     pub listen: SocketAddr,
     pub admin_listen: SocketAddr,
+    pub admin_token: Option<String>,
     pub limits: Limits,
     pub worker_threads: Option<usize>,
     pub log_level: String,
@@ -129,6 +135,7 @@ impl Settings {
             listen,
             advertised_listener,
             admin_listen,
+            admin_token,
             data_dir,
             node_id,
             auto_create_topics,
@@ -259,12 +266,26 @@ impl Settings {
         if limits.max_connections == 0 || limits.max_frame_bytes < 64 {
             bail!("max_connections must be at least 1 and socket_request_max_bytes at least 64");
         }
+        let admin_listen = self
+            .admin_listen
+            .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080)));
+        let admin_token = self.admin_token.filter(|t| !t.is_empty());
+        if let Some(t) = &admin_token {
+            if t.len() < 16 {
+                bail!("admin_token must be at least 16 characters");
+            }
+        }
+        if !admin_listen.ip().is_loopback() && admin_token.is_none() {
+            bail!(
+                "admin_listen {admin_listen} is reachable from other machines: set admin_token \
+                 (SLUICE_ADMIN_TOKEN) so that the console and admin API need it"
+            );
+        }
         Ok(Resolved {
             broker,
             listen,
-            admin_listen: self
-                .admin_listen
-                .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080))),
+            admin_listen,
+            admin_token,
             limits,
             worker_threads: match self.worker_threads {
                 Some(0) => bail!("worker_threads must be at least 1"),

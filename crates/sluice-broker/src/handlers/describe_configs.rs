@@ -19,6 +19,15 @@ const DYNAMIC_TOPIC_CONFIG: i8 = 1;
 const STATIC_BROKER_CONFIG: i8 = 4;
 const DEFAULT_CONFIG: i8 = 5;
 
+/// How the HTTP admin API names a config source.
+pub(crate) fn source_name(source: i8) -> &'static str {
+    match source {
+        DYNAMIC_TOPIC_CONFIG => "topic",
+        STATIC_BROKER_CONFIG => "broker",
+        _ => "default",
+    }
+}
+
 /// One described config.
 pub(crate) struct Entry {
     pub name: StrBytes,

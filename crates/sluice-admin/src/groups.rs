@@ -1,0 +1,123 @@
+//! `/api/groups`: consumer groups with their members, assignments and lag, the lag of the
+//! last 15 minutes, and offset resets with a preview (`dry_run`).
+
+use axum::extract::{Path, State};
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use sluice_broker::broker::GroupStatus;
+use sluice_broker::offset_reset::{OffsetChange, ResetTo};
+
+use crate::error::{ApiError, ApiJson};
+use crate::history::LagPoint;
+use crate::AppState;
+
+#[derive(Debug, Serialize)]
+pub struct GroupRow {
+    pub group: String,
+    pub state: &'static str,
+    pub protocol_type: String,
+    pub members: usize,
+    /// Sum of the lag of every partition the group has committed offsets for.
+    pub lag: i64,
+}
+
+pub async fn list(State(state): State<AppState>) -> Json<Vec<GroupRow>> {
+    let rows = state
+        .broker
+        .groups_summary()
+        .into_iter()
+        .map(|g| {
+            let lag = state
+                .broker
+                .group_status(&g.group)
+                .map_or(0, |s| s.offsets.iter().filter_map(|o| o.lag).sum());
+            GroupRow {
+                group: g.group,
+                state: g.state,
+                protocol_type: g.protocol_type,
+                members: g.members,
+                lag,
+            }
+        })
+        .collect();
+    Json(rows)
+}
+
+fn status(state: &AppState, group: &str) -> Result<GroupStatus, ApiError> {
+    state
+        .broker
+        .group_status(group)
+        .ok_or_else(|| ApiError::not_found(format!("no consumer group '{group}'")))
+}
+
+pub async fn get(
+    State(state): State<AppState>,
+    Path(group): Path<String>,
+) -> Result<Json<GroupStatus>, ApiError> {
+    Ok(Json(status(&state, &group)?))
+}
+
+pub async fn lag_history(
+    State(state): State<AppState>,
+    Path(group): Path<String>,
+) -> Result<Json<Vec<LagPoint>>, ApiError> {
+    status(&state, &group)?;
+    Ok(Json(state.history.lag(&group)))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResetRequest {
+    pub topic: String,
+    /// The partitions to reset; all of the topic's when empty or absent.
+    #[serde(default)]
+    pub partitions: Vec<i32>,
+    /// `earliest`, `latest`, `offset`, `timestamp` or `shift`.
+    pub to: String,
+    /// The offset (`offset`), time in ms since the epoch (`timestamp`) or delta (`shift`).
+    pub value: Option<i64>,
+    /// Only compute the new offsets (the preview).
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ResetResponse {
+    pub dry_run: bool,
+    pub changes: Vec<OffsetChange>,
+}
+
+fn reset_to(req: &ResetRequest) -> Result<ResetTo, ApiError> {
+    let value = || {
+        req.value
+            .ok_or_else(|| ApiError::bad_request(format!("'to': '{}' needs a 'value'", req.to)))
+    };
+    Ok(match req.to.as_str() {
+        "earliest" => ResetTo::Earliest,
+        "latest" => ResetTo::Latest,
+        "offset" => ResetTo::Offset(value()?),
+        "timestamp" => ResetTo::Timestamp(value()?),
+        "shift" => ResetTo::ShiftBy(value()?),
+        other => {
+            return Err(ApiError::bad_request(format!(
+                "'to' must be earliest, latest, offset, timestamp or shift, not '{other}'"
+            )))
+        }
+    })
+}
+
+pub async fn reset_offsets(
+    State(state): State<AppState>,
+    Path(group): Path<String>,
+    ApiJson(req): ApiJson<ResetRequest>,
+) -> Result<Json<ResetResponse>, ApiError> {
+    let to = reset_to(&req)?;
+    let changes = state
+        .broker
+        .reset_group_offsets(&group, &req.topic, &req.partitions, to, req.dry_run)
+        .await?;
+    Ok(Json(ResetResponse {
+        dry_run: req.dry_run,
+        changes,
+    }))
+}
