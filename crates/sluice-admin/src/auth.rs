@@ -39,7 +39,11 @@ fn is_open(path: &str) -> bool {
     path == "/" || path == "/health" || path.starts_with("/assets/")
 }
 
-pub async fn require_token(State(state): State<AppState>, request: Request, next: Next) -> Response {
+pub async fn require_token(
+    State(state): State<AppState>,
+    request: Request,
+    next: Next,
+) -> Response {
     let Some(token) = &state.token else {
         return next.run(request).await;
     };

@@ -181,7 +181,9 @@ pub async fn remove(
 ) -> Result<StatusCode, ApiError> {
     let mut entries = state.clusters.entries.lock();
     if !entries.iter().any(|e| e.name == name) {
-        return Err(ApiError::not_found(format!("no registered cluster '{name}'")));
+        return Err(ApiError::not_found(format!(
+            "no registered cluster '{name}'"
+        )));
     }
     let next: Vec<Stored> = entries.iter().filter(|e| e.name != name).cloned().collect();
     state.clusters.save(&next)?;
@@ -203,7 +205,9 @@ pub async fn proxy(
         .find(|e| e.name == name)
         .cloned()
     else {
-        return Err(ApiError::not_found(format!("no registered cluster '{name}'")));
+        return Err(ApiError::not_found(format!(
+            "no registered cluster '{name}'"
+        )));
     };
     let query = request
         .uri()
@@ -226,7 +230,10 @@ pub async fn proxy(
     let answer = call.send().await.map_err(|e| {
         ApiError::new(
             StatusCode::BAD_GATEWAY,
-            format!("cluster '{name}' at {} did not answer: {e}", target.admin_url),
+            format!(
+                "cluster '{name}' at {} did not answer: {e}",
+                target.admin_url
+            ),
         )
     })?;
     let status = answer.status();

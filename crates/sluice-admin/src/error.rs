@@ -55,9 +55,9 @@ impl From<BrokerError> for ApiError {
             | BrokerError::InvalidConfig(_)
             | BrokerError::InvalidRequest(_) => StatusCode::BAD_REQUEST,
             BrokerError::Log(l) if !l.is_storage() => StatusCode::BAD_REQUEST,
-            BrokerError::Log(_) | BrokerError::Metadata { .. } | BrokerError::CorruptMetadata { .. } => {
-                StatusCode::INTERNAL_SERVER_ERROR
-            }
+            BrokerError::Log(_)
+            | BrokerError::Metadata { .. }
+            | BrokerError::CorruptMetadata { .. } => StatusCode::INTERNAL_SERVER_ERROR,
         };
         ApiError::new(status, e.to_string())
     }

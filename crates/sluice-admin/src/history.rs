@@ -46,7 +46,7 @@ pub struct LagPoint {
 
 #[derive(Debug, Default, Clone)]
 struct Totals {
-    at: Option<std::time::Instant>,
+    at_ms: Option<i64>,
     per_topic: HashMap<String, (u64, u64)>,
     consumed_records: u64,
     consumed_bytes: u64,
@@ -63,12 +63,6 @@ struct Inner {
 #[derive(Debug, Default)]
 pub struct History {
     inner: Mutex<Inner>,
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 fn push<T>(ring: &mut VecDeque<T>, item: T) {
@@ -96,8 +90,9 @@ impl History {
 
     /// Reads the counters and records a point (the first call only sets the baseline).
     pub fn sample(&self, broker: &Broker) {
+        let t_ms = broker.now_ms();
         let mut totals = Totals {
-            at: Some(std::time::Instant::now()),
+            at_ms: Some(t_ms),
             ..Totals::default()
         };
         for topic in broker.topics().list() {
@@ -112,7 +107,6 @@ impl History {
             totals.per_topic.insert(topic.name.to_string(), sum);
         }
         let (p99, produced) = broker.metrics().take_produce_p99();
-        let t_ms = now_ms();
         let lags: Vec<(String, i64)> = broker
             .groups_summary()
             .into_iter()
@@ -123,11 +117,8 @@ impl History {
 
         let mut inner = self.inner.lock();
         let last = std::mem::replace(&mut inner.last, totals.clone());
-        if let Some(then) = last.at {
-            let secs = totals
-                .at
-                .map_or(1.0, |now| now.duration_since(then).as_secs_f64())
-                .max(1e-3);
+        if let Some(then) = last.at_ms {
+            let secs = ((t_ms - then) as f64 / 1000.0).max(1e-3);
             let rate = |now: u64, before: u64| now.saturating_sub(before) as f64 / secs;
             let mut point = TrafficPoint {
                 t_ms,
@@ -138,7 +129,11 @@ impl History {
             };
             let mut rates = HashMap::with_capacity(totals.per_topic.len());
             for (name, &(records, bytes)) in &totals.per_topic {
-                let (r0, b0) = last.per_topic.get(name).copied().unwrap_or((records, bytes));
+                let (r0, b0) = last
+                    .per_topic
+                    .get(name)
+                    .copied()
+                    .unwrap_or((records, bytes));
                 let r = TopicRate {
                     msgs_per_s: rate(records, r0),
                     bytes_per_s: rate(bytes, b0),
@@ -180,5 +175,58 @@ impl History {
             .get(group)
             .map(|r| r.iter().copied().collect())
             .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_broker::publish::NewRecord;
+    use sluice_broker::BrokerConfig;
+    use sluice_log::ManualClock;
+
+    #[test]
+    fn rates_from_counter_deltas_over_the_clock() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new(1_000_000);
+        let config = BrokerConfig {
+            data_dir: dir.path().to_path_buf(),
+            offsets_topic_partitions: 1,
+            ..Default::default()
+        };
+        let broker = Broker::open(config, clock.clone()).unwrap();
+        broker
+            .topics()
+            .create("t", 1, Default::default(), false)
+            .unwrap();
+        let history = History::default();
+        history.sample(&broker);
+        assert!(
+            history.traffic().is_empty(),
+            "the first sample is the baseline"
+        );
+        for _ in 0..10 {
+            broker.publish("t", 0, NewRecord::default()).unwrap();
+        }
+        clock.advance_ms(2_000);
+        history.sample(&broker);
+        let points = history.traffic();
+        assert_eq!(points.len(), 1);
+        assert!(
+            (points[0].produce_msgs_per_s - 5.0).abs() < 1e-9,
+            "{points:?}"
+        );
+        assert!((history.topic_rate("t").msgs_per_s - 5.0).abs() < 1e-9);
+        assert_eq!(points[0].t_ms, 1_002_000);
+        for _ in 0..POINTS + 5 {
+            clock.advance_ms(1_000);
+            history.sample(&broker);
+        }
+        assert_eq!(
+            history.traffic().len(),
+            POINTS,
+            "15 minutes are kept, no more"
+        );
+        assert_eq!(history.topic_rate("t").msgs_per_s, 0.0);
     }
 }

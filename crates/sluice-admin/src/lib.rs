@@ -70,9 +70,15 @@ pub fn router(state: AppState) -> Router {
         .route("/api/overview", get(overview::overview))
         .route("/api/overview/history", get(overview::history))
         .route("/api/topics", get(topics::list).post(topics::create))
-        .route("/api/topics/{topic}", get(topics::get).delete(topics::delete))
+        .route(
+            "/api/topics/{topic}",
+            get(topics::get).delete(topics::delete),
+        )
         .route("/api/topics/{topic}/configs", put(topics::set_configs))
-        .route("/api/topics/{topic}/partitions", post(topics::add_partitions))
+        .route(
+            "/api/topics/{topic}/partitions",
+            post(topics::add_partitions),
+        )
         .route(
             "/api/topics/{topic}/partitions/{partition}/messages",
             get(messages::browse),
@@ -81,7 +87,10 @@ pub fn router(state: AppState) -> Router {
         .route("/api/groups", get(groups::list))
         .route("/api/groups/{group}", get(groups::get))
         .route("/api/groups/{group}/lag-history", get(groups::lag_history))
-        .route("/api/groups/{group}/reset-offsets", post(groups::reset_offsets))
+        .route(
+            "/api/groups/{group}/reset-offsets",
+            post(groups::reset_offsets),
+        )
         .route("/api/clusters", get(clusters::list).post(clusters::add))
         .route("/api/clusters/{name}", delete(clusters::remove))
         .route("/api/clusters/{name}/proxy/{*path}", any(clusters::proxy))

@@ -310,6 +310,11 @@ impl Broker {
         })
     }
 
+    /// The broker's clock, in ms since the epoch.
+    pub fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
+    }
+
     pub fn metrics(&self) -> &crate::metrics::Metrics {
         &self.metrics
     }

@@ -104,8 +104,7 @@ impl Broker {
             for set in sets {
                 for r in set.records {
                     last = last.max(r.offset);
-                    if r.offset < offset || r.offset > hi || r.control || records.len() >= limit
-                    {
+                    if r.offset < offset || r.offset > hi || r.control || records.len() >= limit {
                         continue;
                     }
                     records.push(BrowsedRecord {

@@ -169,7 +169,10 @@ mod tests {
                 new_offset: 4
             }]
         );
-        assert!(broker.group_status("g").is_none(), "a preview commits nothing");
+        assert!(
+            broker.group_status("g").is_none(),
+            "a preview commits nothing"
+        );
         broker
             .reset_group_offsets("g", "t", &[0], ResetTo::Offset(4), false)
             .await

@@ -97,13 +97,13 @@ impl Broker {
             },
         )
         .map_err(|e| BrokerError::InvalidRequest(format!("cannot encode the record: {e:#}")))?;
-        let validated =
-            validate_produce(&buf, config.max_message_bytes).map_err(LogError::from)?;
+        let validated = validate_produce(&buf, config.max_message_bytes).map_err(LogError::from)?;
         let info = p.append(validated)?;
         Ok(Published {
             partition,
             offset: info.base_offset.0,
-            durable: (config.flush == FlushMode::Sync).then(|| (Arc::clone(&p), info.last_offset.plus(1))),
+            durable: (config.flush == FlushMode::Sync)
+                .then(|| (Arc::clone(&p), info.last_offset.plus(1))),
         })
     }
 }
