@@ -89,7 +89,10 @@ class Broker:
         wait_until(ready, timeout, "the broker to serve")
 
     def status(self):
-        with urllib.request.urlopen(self.admin_url + "/api/status", timeout=2) as r:
+        request = urllib.request.Request(self.admin_url + "/api/status")
+        if self.env.get("SLUICE_ADMIN_TOKEN"):
+            request.add_header("Authorization", "Bearer " + self.env["SLUICE_ADMIN_TOKEN"])
+        with urllib.request.urlopen(request, timeout=2) as r:
             return json.load(r)
 
     def log(self):

@@ -1,6 +1,6 @@
-//! `/api/openapi.json`: the admin API's OpenAPI 3.1 document, written by hand beside the
-//! routes. A test checks that every route in [`crate::router`] is documented and every
-//! documented operation is routed.
+//! `/api/openapi.json`: the admin API's OpenAPI 3.1 document (`openapi.json`, written by
+//! `openapi_gen.py` beside it). A test checks that every route in [`crate::router`] is
+//! documented and every documented operation is routed.
 
 use axum::http::header;
 use axum::response::IntoResponse;
