@@ -23,12 +23,14 @@ use crate::batch::{self, check_stored, BatchHeader, ValidatedBatch};
 use crate::checkpoint::Checkpoint;
 use crate::clock::Clock;
 use crate::config::LogConfig;
+use crate::control::Marker;
 use crate::error::LogError;
 use crate::flush::FlushJob;
 use crate::offset::{LeaderEpoch, Offset};
-use crate::producer_state::{self, ProducerStates, SequenceCheck};
+use crate::producer_state::{self, OpenTxn, ProducerStates, SequenceCheck};
 use crate::read::ReadPlan;
 use crate::segment::{AppendFailure, OpenMode, Segment};
+use crate::txn_index::{AbortedIndex, AbortedTxn};
 
 /// What an append assigned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,6 +67,7 @@ pub struct Log {
     unsynced: Vec<Arc<fs::File>>,
     checkpoint: Checkpoint,
     producers: ProducerStates,
+    aborted: AbortedIndex,
     /// Set when an I/O failure left the files in a state we could not undo.
     offline: Option<String>,
 }
@@ -175,6 +178,7 @@ impl Log {
             unsynced: Vec::new(),
             checkpoint,
             producers: ProducerStates::default(),
+            aborted: AbortedIndex::open(dir, next_offset)?,
             offline: None,
         };
         log.rebuild_producer_state()?;
@@ -371,8 +375,13 @@ impl Log {
             }
         }
         self.next_offset = last.last_offset().plus(1);
+        let mut at = 0usize;
         for header in headers {
-            self.producers.record(header);
+            let end = (at + header.total_bytes()).min(bytes.len());
+            if let Some(aborted) = self.producers.record(header, &bytes[at..end]) {
+                self.aborted.push(aborted)?;
+            }
+            at = end;
         }
         self.check_invariants();
         Ok(())
@@ -409,7 +418,9 @@ impl Log {
         let segment = Segment::create(&self.dir, base, self.config.index_interval_bytes)?;
         self.segments.insert(base, segment);
         self.unsynced.extend(to_sync);
-        // Start-up then replays producer state from here instead of from the log start.
+        // Start-up then replays producer state from here instead of from the log start; the
+        // aborted transactions before here must be on disk first.
+        self.aborted.sync()?;
         producer_state::write_snapshot(&self.dir, base, &self.producers)?;
         tracing::debug!(dir = %self.dir.display(), base = base.0, "rolled segment");
         Ok(())
@@ -554,6 +565,7 @@ impl Log {
         let active_base = self.active().base_offset;
         self.checkpoint.recovery_point = self.checkpoint.recovery_point.min(active_base);
         self.checkpoint.write(&self.dir)?;
+        self.aborted.truncate(new_end)?;
         self.rebuild_producer_state()?;
         self.check_invariants();
         Ok(new_end)
@@ -607,6 +619,7 @@ impl Log {
         tracing::info!(dir = %self.dir.display(), base = base.0, new_start = new_start.0, "retention deleted segment");
         self.log_start_offset = self.log_start_offset.max(new_start);
         self.durable_offset = self.durable_offset.max(self.log_start_offset);
+        self.aborted.trim(self.log_start_offset)?;
         self.check_invariants();
         Ok(())
     }
@@ -749,6 +762,7 @@ impl Log {
             clean_active: Some((active.base_offset, active.size_bytes())),
         };
         checkpoint.write(&self.dir)?;
+        self.aborted.sync()?;
         producer_state::write_snapshot(&self.dir, self.next_offset, &self.producers)?;
         self.offline = Some("closed".into());
         Ok(())
@@ -762,12 +776,16 @@ impl Log {
         let from = from.max(self.log_start_offset);
         let mut replayed = 0usize;
         for segment in self.segments.values().filter(|s| s.next_offset() > from) {
-            segment.for_each_batch_from(from.max(segment.base_offset), |header, _| {
+            let mut found = Vec::new();
+            segment.for_each_batch_from(from.max(segment.base_offset), |header, bytes| {
                 if header.base_offset >= from {
-                    states.record(header);
+                    found.extend(states.record(header, bytes));
                     replayed += 1;
                 }
             })?;
+            for aborted in found {
+                self.aborted.push(aborted)?;
+            }
         }
         if replayed > 0 {
             tracing::debug!(dir = %self.dir.display(), from = from.0, batches = replayed, "replayed producer state");
@@ -784,6 +802,55 @@ impl Log {
 
     pub fn producer_count(&self) -> usize {
         self.producers.len()
+    }
+
+    /// Writes a transaction marker for `producer_id` (the coordinator's decision reaching this
+    /// partition). A marker from an epoch older than the producer's is refused.
+    pub fn append_marker(
+        &mut self,
+        marker: Marker,
+        producer_id: i64,
+        producer_epoch: i16,
+        coordinator_epoch: i32,
+        leader_epoch: LeaderEpoch,
+    ) -> Result<AppendInfo, LogError> {
+        self.check_online()?;
+        self.producers.check_marker(producer_id, producer_epoch)?;
+        let now_ms = self.clock.now_ms();
+        let mut bytes = crate::control::marker_batch(
+            marker,
+            producer_id,
+            producer_epoch,
+            coordinator_epoch,
+            now_ms,
+        )?;
+        let mut header = BatchHeader::parse(&bytes)?;
+        let base_offset = self.next_offset;
+        batch::patch_base_offset(&mut bytes, base_offset, leader_epoch);
+        header.base_offset = base_offset;
+        header.partition_leader_epoch = leader_epoch;
+        self.write(&bytes, std::slice::from_ref(&header), now_ms)?;
+        Ok(AppendInfo {
+            base_offset,
+            last_offset: base_offset,
+            log_append_time_ms: -1,
+            duplicate: false,
+        })
+    }
+
+    /// The first offset of the earliest open transaction, if any.
+    pub fn first_unstable_offset(&self) -> Option<Offset> {
+        self.producers.first_unstable_offset()
+    }
+
+    /// The open transactions on this partition, oldest first.
+    pub fn open_transactions(&self) -> Vec<OpenTxn> {
+        self.producers.open_transactions()
+    }
+
+    /// Aborted transactions that may have records in `[from, to)`.
+    pub fn aborted_between(&self, from: Offset, to: Offset) -> Vec<AbortedTxn> {
+        self.aborted.overlapping(from, to)
     }
 }
 

@@ -3,17 +3,24 @@
 //! answered with its original offsets instead of being written twice; a gap in sequences is
 //! refused; an older epoch is fenced.
 //!
+//! Transactions (KIP-98): a producer's first transactional batch opens a transaction on this
+//! partition and its marker (a control batch) closes it. The earliest open transaction's first
+//! offset bounds what `read_committed` consumers may see (the last stable offset); an abort
+//! marker yields an [`AbortedTxn`] for the partition's aborted-transaction index.
+//!
 //! The state is a function of the log: it is rebuilt by replaying batch headers, starting from
 //! the newest snapshot (`<offset>.snapshot`, written when a segment rolls and at shutdown) so
 //! that start-up replays only the tail.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::batch::BatchHeader;
+use crate::control::{marker_of, Marker};
 use crate::error::LogError;
 use crate::offset::Offset;
+use crate::txn_index::AbortedTxn;
 
 /// Batches remembered per producer: clients keep at most five in flight per partition.
 pub const CACHED_BATCHES: usize = 5;
@@ -54,6 +61,8 @@ struct ProducerEntry {
     batches: VecDeque<CachedBatch>,
     /// The newest max timestamp of this producer's batches, for expiry.
     last_timestamp: i64,
+    /// The first offset of its open transaction on this partition.
+    txn_first_offset: Option<Offset>,
 }
 
 /// What to do with an incoming batch.
@@ -84,6 +93,17 @@ fn last_sequence(header: &BatchHeader) -> i32 {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ProducerStates {
     producers: HashMap<i64, ProducerEntry>,
+    /// Open transactions by first offset (→ producer id).
+    ongoing: BTreeMap<Offset, i64>,
+}
+
+/// A producer's open transaction on a partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpenTxn {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub first_offset: Offset,
+    pub last_timestamp: i64,
 }
 
 impl ProducerStates {
@@ -152,10 +172,46 @@ impl ProducerStates {
         }
     }
 
-    /// Records a batch now in the log (its header carries its assigned offsets).
-    pub fn record(&mut self, header: &BatchHeader) {
+    /// Checks a transaction marker for `producer_id` at `epoch`: a marker from an older epoch
+    /// than the producer's (a stale coordinator's) is refused.
+    pub fn check_marker(&self, producer_id: i64, epoch: i16) -> Result<(), ProducerError> {
+        match self.producers.get(&producer_id) {
+            Some(entry) if epoch < entry.epoch => Err(ProducerError::StaleEpoch {
+                producer_id,
+                epoch,
+                current: entry.epoch,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// The first offset of the earliest open transaction (the last stable offset is the
+    /// smaller of it and the high watermark).
+    pub fn first_unstable_offset(&self) -> Option<Offset> {
+        self.ongoing.keys().next().copied()
+    }
+
+    /// Every open transaction, oldest first.
+    pub fn open_transactions(&self) -> Vec<OpenTxn> {
+        self.ongoing
+            .iter()
+            .filter_map(|(&first_offset, pid)| {
+                let e = self.producers.get(pid)?;
+                Some(OpenTxn {
+                    producer_id: *pid,
+                    producer_epoch: e.epoch,
+                    first_offset,
+                    last_timestamp: e.last_timestamp,
+                })
+            })
+            .collect()
+    }
+
+    /// Records a batch now in the log (its header carries its assigned offsets; `batch` is its
+    /// bytes). An abort marker that closes an open transaction returns it.
+    pub fn record(&mut self, header: &BatchHeader, batch: &[u8]) -> Option<AbortedTxn> {
         if header.producer_id < 0 {
-            return;
+            return None;
         }
         let entry = self
             .producers
@@ -164,7 +220,26 @@ impl ProducerStates {
                 epoch: header.producer_epoch,
                 batches: VecDeque::with_capacity(CACHED_BATCHES),
                 last_timestamp: header.max_timestamp,
+                txn_first_offset: None,
             });
+        if header.is_control() {
+            if header.producer_epoch > entry.epoch {
+                entry.epoch = header.producer_epoch;
+                entry.batches.clear();
+            }
+            entry.last_timestamp = entry.last_timestamp.max(header.max_timestamp);
+            let first = entry.txn_first_offset.take()?;
+            self.ongoing.remove(&first);
+            return (marker_of(batch) == Some(Marker::Abort)).then_some(AbortedTxn {
+                producer_id: header.producer_id,
+                first_offset: first,
+                last_offset: header.base_offset,
+            });
+        }
+        if header.is_transactional() && entry.txn_first_offset.is_none() {
+            entry.txn_first_offset = Some(header.base_offset);
+            self.ongoing.insert(header.base_offset, header.producer_id);
+        }
         if header.producer_epoch != entry.epoch {
             entry.epoch = header.producer_epoch;
             entry.batches.clear();
@@ -179,13 +254,15 @@ impl ProducerStates {
             last_offset: header.last_offset(),
         });
         entry.last_timestamp = entry.last_timestamp.max(header.max_timestamp);
+        None
     }
 
-    /// Forgets producers silent since before `cutoff_timestamp` (`producer.id.expiration.ms`).
+    /// Forgets producers silent since before `cutoff_timestamp` (`producer.id.expiration.ms`),
+    /// except those with an open transaction.
     pub fn expire(&mut self, cutoff_timestamp: i64) -> usize {
         let before = self.producers.len();
         self.producers
-            .retain(|_, e| e.last_timestamp >= cutoff_timestamp);
+            .retain(|_, e| e.last_timestamp >= cutoff_timestamp || e.txn_first_offset.is_some());
         before - self.producers.len()
     }
 
@@ -199,6 +276,7 @@ impl ProducerStates {
             body.extend_from_slice(&id.to_be_bytes());
             body.extend_from_slice(&e.epoch.to_be_bytes());
             body.extend_from_slice(&e.last_timestamp.to_be_bytes());
+            body.extend_from_slice(&e.txn_first_offset.map_or(-1, |o| o.0).to_be_bytes());
             body.push(e.batches.len() as u8);
             for b in &e.batches {
                 body.extend_from_slice(&b.first_sequence.to_be_bytes());
@@ -216,7 +294,8 @@ impl ProducerStates {
 
     fn decode(bytes: &[u8]) -> Option<ProducerStates> {
         let mut r = Reader(bytes);
-        if r.u16()? != SNAPSHOT_VERSION {
+        let version = r.u16()?;
+        if version != SNAPSHOT_VERSION && version != 1 {
             return None;
         }
         let crc = r.u32()?;
@@ -229,6 +308,11 @@ impl ProducerStates {
             let id = r.i64()?;
             let epoch = r.u16()? as i16;
             let last_timestamp = r.i64()?;
+            let txn_first_offset = if version >= 2 {
+                Some(r.i64()?).filter(|o| *o >= 0).map(Offset)
+            } else {
+                None
+            };
             let n = r.u8()?;
             let mut batches = VecDeque::with_capacity(CACHED_BATCHES);
             for _ in 0..n.min(CACHED_BATCHES as u8) {
@@ -245,14 +329,21 @@ impl ProducerStates {
                     epoch,
                     batches,
                     last_timestamp,
+                    txn_first_offset,
                 },
             );
         }
-        r.0.is_empty().then_some(ProducerStates { producers })
+        let ongoing = producers
+            .iter()
+            .filter_map(|(id, e)| Some((e.txn_first_offset?, *id)))
+            .collect();
+        r.0.is_empty()
+            .then_some(ProducerStates { producers, ongoing })
     }
 }
 
-const SNAPSHOT_VERSION: u16 = 1;
+/// 2 added each producer's open transaction; version 1 files are still read.
+const SNAPSHOT_VERSION: u16 = 2;
 /// Snapshots kept per partition; older ones are deleted when a new one is written.
 const SNAPSHOTS_KEPT: usize = 2;
 
@@ -372,7 +463,7 @@ mod tests {
     fn apply(s: &mut ProducerStates, h: BatchHeader) -> Result<SequenceCheck, ProducerError> {
         let c = s.check(&h)?;
         if c == SequenceCheck::Append {
-            s.record(&h);
+            s.record(&h, &[]);
         }
         Ok(c)
     }
@@ -471,6 +562,7 @@ mod tests {
                     last_offset: Offset(2),
                 }]),
                 last_timestamp: 0,
+                txn_first_offset: None,
             },
         );
         assert_eq!(

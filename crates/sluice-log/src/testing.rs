@@ -84,3 +84,18 @@ pub fn idempotent_batch_bytes(
     bytes[17..21].copy_from_slice(&crc.to_be_bytes());
     bytes
 }
+
+/// Like [`idempotent_batch_bytes`], inside a transaction (the transactional attribute set).
+pub fn transactional_batch_bytes(
+    producer_id: i64,
+    epoch: i16,
+    first_sequence: i32,
+    count: usize,
+) -> Vec<u8> {
+    let mut bytes = idempotent_batch_bytes(producer_id, epoch, first_sequence, count, 8);
+    let attributes = i16::from_be_bytes([bytes[21], bytes[22]]) | 0x10;
+    bytes[21..23].copy_from_slice(&attributes.to_be_bytes());
+    let crc = crc32c::crc32c(&bytes[21..]);
+    bytes[17..21].copy_from_slice(&crc.to_be_bytes());
+    bytes
+}
