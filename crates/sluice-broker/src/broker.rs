@@ -24,8 +24,11 @@ pub struct Broker {
     pub(crate) producer_ids: ProducerIds,
     pub(crate) groups: crate::group::GroupService,
     pub(crate) metrics: Arc<crate::metrics::Metrics>,
+    pub(crate) txns: crate::txn::TxnService,
     api_table: ApiTable,
     started_at_ms: i64,
+    /// This broker, for work that outlives a request (finishing a transaction).
+    me: std::sync::Weak<Broker>,
 }
 
 impl std::fmt::Debug for Broker {
@@ -63,6 +66,14 @@ pub fn api_table() -> ApiTable {
         r(ApiKey::ListGroups, 0, 5),
         r(ApiKey::DeleteGroups, 0, 2),
         r(ApiKey::OffsetDelete, 0, 0),
+        r(ApiKey::AddPartitionsToTxn, 0, 5),
+        r(ApiKey::AddOffsetsToTxn, 0, 4),
+        r(ApiKey::EndTxn, 0, 5),
+        r(ApiKey::WriteTxnMarkers, 1, 1),
+        r(ApiKey::TxnOffsetCommit, 0, 5),
+        r(ApiKey::DescribeProducers, 0, 0),
+        r(ApiKey::DescribeTransactions, 0, 0),
+        r(ApiKey::ListTransactions, 0, 2),
     ])
 }
 
@@ -87,8 +98,16 @@ impl Broker {
             config.groups.clone(),
             Arc::clone(&clock),
         )?;
-        Ok(Arc::new(Broker {
+        let txns = crate::txn::TxnService::open(
+            &topics,
+            config.transaction_state_partitions,
+            config.transaction_max_timeout_ms,
+            config.transactional_id_expiration_ms,
+            Arc::clone(&clock),
+        )?;
+        let broker = Arc::new_cyclic(|me| Broker {
             groups,
+            txns,
             metrics,
             started_at_ms: clock.now_ms(),
             config,
@@ -97,7 +116,15 @@ impl Broker {
             clock,
             producer_ids,
             api_table: api_table(),
-        }))
+            me: me.clone(),
+        });
+        broker.heal_transactions();
+        Ok(broker)
+    }
+
+    /// This broker as an `Arc` (it always lives in one).
+    pub(crate) fn arc(&self) -> Option<Arc<Broker>> {
+        self.me.upgrade()
     }
 
     pub fn config(&self) -> &BrokerConfig {
@@ -154,7 +181,10 @@ impl Broker {
             loop {
                 tokio::select! {
                     () = stop.cancelled() => return,
-                    _ = tick.tick() => broker.groups.tick(),
+                    _ = tick.tick() => {
+                        broker.groups.tick();
+                        broker.tick_transactions();
+                    }
                 }
             }
         });
@@ -491,7 +521,29 @@ impl Service for Broker {
                 ready(handlers::describe_cluster::handle(self, req, version))
             }
             RequestKind::InitProducerId(req) => {
-                ready(handlers::init_producer_id::handle(self, req, version))
+                handlers::init_producer_id::handle(self, req, version)
+            }
+            RequestKind::AddPartitionsToTxn(req) => {
+                handlers::add_partitions_to_txn::handle(self, req, version)
+            }
+            RequestKind::AddOffsetsToTxn(req) => {
+                handlers::add_offsets_to_txn::handle(self, req, version)
+            }
+            RequestKind::TxnOffsetCommit(req) => {
+                handlers::txn_offset_commit::handle(self, req, version)
+            }
+            RequestKind::EndTxn(req) => handlers::end_txn::handle(self, req, version),
+            RequestKind::WriteTxnMarkers(req) => {
+                handlers::write_txn_markers::handle(self, req, version)
+            }
+            RequestKind::DescribeProducers(req) => {
+                ready(handlers::describe_producers::handle(self, req, version))
+            }
+            RequestKind::DescribeTransactions(req) => {
+                ready(handlers::describe_transactions::handle(self, req, version))
+            }
+            RequestKind::ListTransactions(req) => {
+                ready(handlers::list_transactions::handle(self, req, version))
             }
             RequestKind::FindCoordinator(req) => {
                 ready(handlers::find_coordinator::handle(self, req, version))

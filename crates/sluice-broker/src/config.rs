@@ -33,6 +33,12 @@ pub struct BrokerConfig {
     pub cleaner_max_bytes_per_s: u64,
     pub offsets_topic_partitions: i32,
     pub groups: crate::group::coordinator::GroupConfig,
+    /// Partitions of `__transaction_state` (`transaction.state.log.num.partitions`).
+    pub transaction_state_partitions: i32,
+    /// The longest transaction timeout a producer may ask for (`transaction.max.timeout.ms`).
+    pub transaction_max_timeout_ms: i32,
+    /// Forget a transactional id idle this long (`transactional.id.expiration.ms`).
+    pub transactional_id_expiration_ms: i64,
 }
 
 impl Default for BrokerConfig {
@@ -53,6 +59,9 @@ impl Default for BrokerConfig {
             cleaner_max_bytes_per_s: 50 * 1024 * 1024,
             offsets_topic_partitions: 16,
             groups: Default::default(),
+            transaction_state_partitions: 16,
+            transaction_max_timeout_ms: 900_000,
+            transactional_id_expiration_ms: 7 * 24 * 3600 * 1000,
         }
     }
 }

@@ -11,6 +11,7 @@ pub mod config;
 pub mod error;
 pub mod group;
 pub mod handlers;
+pub mod internal_log;
 pub mod metadata_store;
 pub mod metrics;
 pub mod offset_reset;
@@ -22,6 +23,7 @@ mod test_support;
 pub mod topic_admin;
 pub mod topic_config;
 pub mod topics;
+pub mod txn;
 
 pub use broker::{Broker, BrokerStatus};
 pub use config::BrokerConfig;

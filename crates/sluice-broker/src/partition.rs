@@ -16,7 +16,8 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 use sluice_log::{
-    AppendInfo, FlushMode, LeaderEpoch, Log, LogConfig, LogError, Offset, ReadPlan, ValidatedBatch,
+    AbortedTxn, AppendInfo, FlushMode, LeaderEpoch, Log, LogConfig, LogError, Marker, Offset,
+    OpenTxn, ReadPlan, ValidatedBatch,
 };
 use tokio::sync::watch;
 
@@ -25,6 +26,9 @@ use tokio::sync::watch;
 pub struct Progress {
     /// The high watermark: consumers see offsets below it.
     pub visible: Offset,
+    /// The last stable offset: `read_committed` consumers see offsets below it (the high
+    /// watermark, or the first offset of the earliest open transaction if that is lower).
+    pub stable: Offset,
     /// Offsets below this are on disk.
     pub durable: Offset,
     pub log_start: Offset,
@@ -87,6 +91,7 @@ impl Partition {
         let end = log.next_offset();
         let (progress, _) = watch::channel(Progress {
             visible: end,
+            stable: log.first_unstable_offset().map_or(end, |f| f.min(end)),
             durable: log.durable_offset(),
             log_start: log.log_start_offset(),
             failed: log.is_offline(),
@@ -161,6 +166,33 @@ impl Partition {
         self.counters
             .produced_bytes
             .fetch_add(bytes, Ordering::Relaxed);
+        self.after_append(&mut state);
+        Ok(info)
+    }
+
+    /// Writes a transaction marker for a producer (see [`Log::append_marker`]); in sync mode
+    /// wait for it with [`Partition::wait_durable`] like any append.
+    pub fn append_marker(
+        self: &Arc<Self>,
+        marker: Marker,
+        producer_id: i64,
+        producer_epoch: i16,
+        coordinator_epoch: i32,
+    ) -> Result<AppendInfo, LogError> {
+        let mut state = self.state.lock();
+        let info = state.log.append_marker(
+            marker,
+            producer_id,
+            producer_epoch,
+            coordinator_epoch,
+            self.leader_epoch,
+        )?;
+        self.after_append(&mut state);
+        Ok(info)
+    }
+
+    /// Starts the write-back and flush work an append needs and publishes the new ends.
+    fn after_append(self: &Arc<Self>, state: &mut State) {
         if let Some(job) = state.log.take_writeback() {
             tokio::task::spawn_blocking(move || job.run());
         }
@@ -174,7 +206,16 @@ impl Partition {
             FlushMode::Interval { .. } => self.dirty.store(true, Ordering::Release),
         }
         self.publish(&state.log);
-        Ok(info)
+    }
+
+    /// Aborted transactions that may have records in `[from, to)` (for `read_committed`).
+    pub fn aborted_between(&self, from: Offset, to: Offset) -> Vec<AbortedTxn> {
+        self.state.lock().log.aborted_between(from, to)
+    }
+
+    /// The transactions open on this partition, oldest first.
+    pub fn open_transactions(&self) -> Vec<OpenTxn> {
+        self.state.lock().log.open_transactions()
     }
 
     /// Waits until everything below `end` is on disk; `false` if the log failed first.
@@ -194,11 +235,25 @@ impl Partition {
         max_bytes: usize,
         min_one: bool,
     ) -> Result<(ReadPlan, Progress), LogError> {
+        self.read_isolated(offset, max_bytes, min_one, false)
+    }
+
+    /// Like [`Partition::read`]; with `committed`, below the last stable offset instead.
+    pub fn read_isolated(
+        &self,
+        offset: Offset,
+        max_bytes: usize,
+        min_one: bool,
+        committed: bool,
+    ) -> Result<(ReadPlan, Progress), LogError> {
         let state = self.state.lock();
         let progress = self.progress();
-        let plan = state
-            .log
-            .read(offset, max_bytes, progress.visible, min_one)?;
+        let upper = if committed {
+            progress.stable
+        } else {
+            progress.visible
+        };
+        let plan = state.log.read(offset, max_bytes, upper, min_one)?;
         Ok((plan, progress))
     }
 
@@ -324,8 +379,12 @@ impl Partition {
             } else {
                 log.next_offset()
             };
+            let visible = p.visible.max(visible);
             let next = Progress {
-                visible: p.visible.max(visible),
+                visible,
+                stable: log
+                    .first_unstable_offset()
+                    .map_or(visible, |f| f.min(visible)),
                 durable: p.durable.max(log.durable_offset()),
                 log_start: log.log_start_offset(),
                 failed: log.is_offline(),

@@ -8,11 +8,6 @@ pub mod state;
 
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
-use kafka_protocol::records::{
-    Compression, Record as KafkaRecord, RecordBatchDecoder, RecordBatchEncoder,
-    RecordEncodeOptions, TimestampType,
-};
 use parking_lot::Mutex;
 use sluice_log::{validate_produce, Clock, LogError, Offset};
 
@@ -122,7 +117,8 @@ impl GroupService {
         let now = self.clock.now_ms();
         let mut waits = Vec::new();
         for (partition, list) in by_partition {
-            let batch = encode(&list, now)?;
+            let pairs: Vec<_> = list.iter().map(|r| (r.key(), r.value())).collect();
+            let batch = crate::internal_log::encode(&pairs, now)?;
             let validated = validate_produce(&batch, usize::MAX).map_err(LogError::from)?;
             let info = partition.append(validated)?;
             waits.push((partition, info.last_offset.plus(1)));
@@ -177,82 +173,12 @@ impl GroupService {
     }
 }
 
-fn encode(records: &[&Record], now_ms: i64) -> Result<Vec<u8>, BrokerError> {
-    let kafka_records: Vec<KafkaRecord> = records
-        .iter()
-        .enumerate()
-        .map(|(i, r)| KafkaRecord {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: i as i32,
-            timestamp: now_ms,
-            key: Some(Bytes::from(r.key())),
-            value: r.value().map(Bytes::from),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        &kafka_records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .map_err(|e| BrokerError::InvalidRequest(format!("encoding group records: {e:#}")))?;
-    let mut bytes = buf.to_vec();
-    // Not an idempotent producer: base sequence -1 (the encoder derives it from the records).
-    if bytes.len() >= 61 {
-        bytes[53..57].copy_from_slice(&(-1i32).to_be_bytes());
-        let crc = crc32c::crc32c(&bytes[21..]);
-        bytes[17..21].copy_from_slice(&crc.to_be_bytes());
-    }
-    Ok(bytes)
-}
-
 /// Every group record in a partition of the offsets topic, in order.
 fn read_all(partition: &Partition) -> Result<Vec<Record>, BrokerError> {
-    let mut out = Vec::new();
-    let mut offset = partition.progress().log_start;
-    let end = partition.progress().visible;
-    while offset < end {
-        let (plan, _) = partition.read(offset, 8 << 20, true)?;
-        let bytes = plan.load().map_err(|e| BrokerError::Metadata {
-            path: OFFSETS_TOPIC.into(),
-            source: e,
-        })?;
-        if bytes.is_empty() {
-            break;
-        }
-        let mut buf = bytes.clone();
-        let sets =
-            RecordBatchDecoder::decode_all(&mut buf).map_err(|e| BrokerError::CorruptMetadata {
-                path: OFFSETS_TOPIC.into(),
-                reason: format!("{e:#}"),
-            })?;
-        let mut last = offset;
-        for set in sets {
-            for r in set.records {
-                last = last.max(Offset(r.offset));
-                if r.offset < offset.0 || r.control {
-                    continue;
-                }
-                let Some(key) = &r.key else { continue };
-                if let Some(record) = Record::decode(key, r.value.as_deref()) {
-                    out.push(record);
-                }
-            }
-        }
-        offset = last.plus(1).max(offset.plus(1));
-    }
-    Ok(out)
+    Ok(crate::internal_log::read_all(partition, OFFSETS_TOPIC)?
+        .into_iter()
+        .filter_map(|(key, value)| Record::decode(&key, value.as_deref()))
+        .collect())
 }
 
 #[cfg(test)]

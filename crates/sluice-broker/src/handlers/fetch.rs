@@ -13,7 +13,9 @@ use bytes::Bytes;
 use futures::future::select_all;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_request::FetchTopic;
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::fetch_response::{
+    AbortedTransaction, FetchableTopicResponse, PartitionData,
+};
 use kafka_protocol::messages::{FetchRequest, FetchResponse, ResponseKind, TopicName};
 use sluice_log::{LogError, Offset};
 use sluice_wire::Reply;
@@ -192,7 +194,7 @@ fn read_one(
     }
     let limit = wanted.max_bytes.min(*remaining);
     let result = partition
-        .read(wanted.fetch_offset, limit, first)
+        .read_isolated(wanted.fetch_offset, limit, first, read_committed)
         .and_then(|(plan, progress)| {
             let bytes = plan.load().map_err(|e| LogError::Io {
                 op: "read",
@@ -204,10 +206,29 @@ fn read_one(
     let progress = partition.progress();
     let base = base
         .with_high_watermark(progress.visible.0)
-        .with_last_stable_offset(progress.visible.0)
+        .with_last_stable_offset(progress.stable.0)
         .with_log_start_offset(progress.log_start.0);
     match result {
-        Ok((bytes, _)) => {
+        Ok((bytes, read_at)) => {
+            // The transactions aborted in what a read_committed consumer may have been given,
+            // so that it drops their records.
+            let base = if read_committed && !bytes.is_empty() {
+                base.with_aborted_transactions(Some(
+                    partition
+                        .aborted_between(wanted.fetch_offset, read_at.stable)
+                        .into_iter()
+                        .map(|a| {
+                            AbortedTransaction::default()
+                                .with_producer_id(kafka_protocol::messages::ProducerId(
+                                    a.producer_id,
+                                ))
+                                .with_first_offset(a.first_offset.0)
+                        })
+                        .collect(),
+                ))
+            } else {
+                base
+            };
             *remaining = remaining.saturating_sub(bytes.len());
             let counters = partition.counters();
             counters

@@ -1,5 +1,5 @@
-//! FindCoordinator: this node coordinates every group. Transaction coordinators (key type 1)
-//! are not here yet. Batched keys from v4 (KIP-699).
+//! FindCoordinator: this node coordinates every group (key type 0) and every transactional id
+//! (key type 1). Batched keys from v4 (KIP-699).
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
@@ -12,21 +12,25 @@ use super::str_bytes;
 use crate::broker::Broker;
 
 const KEY_GROUP: i8 = 0;
+const KEY_TRANSACTION: i8 = 1;
 
 pub fn handle(broker: &Broker, request: FindCoordinatorRequest, version: i16) -> ResponseKind {
     let config = broker.config();
     let answer = |key: &StrBytes| -> (i16, Option<StrBytes>) {
-        if request.key_type != KEY_GROUP {
+        if request.key_type != KEY_GROUP && request.key_type != KEY_TRANSACTION {
             (
-                ResponseError::CoordinatorNotAvailable.code(),
-                Some(str_bytes(
-                    "transaction coordinators are not implemented yet",
-                )),
+                ResponseError::InvalidRequest.code(),
+                Some(str_bytes("key type must be 0 (group) or 1 (transaction)")),
             )
-        } else if key.is_empty() {
+        } else if key.is_empty() && request.key_type == KEY_GROUP {
             (
                 ResponseError::InvalidGroupId.code(),
                 Some(str_bytes("empty group id")),
+            )
+        } else if key.is_empty() {
+            (
+                ResponseError::InvalidRequest.code(),
+                Some(str_bytes("empty transactional id")),
             )
         } else {
             (0, None)

@@ -1,35 +1,86 @@
-//! InitProducerId for idempotent producers (KIP-98): a fresh producer id, epoch 0. As in
-//! Kafka, an idempotent producer that asks again (KIP-360) simply gets a new id.
-//! Transactional ids need the transaction coordinator, which is not here yet.
+//! InitProducerId (KIP-98, KIP-360). Without a transactional id: a fresh producer id, epoch 0
+//! (an idempotent producer that asks again simply gets a new id, as in Kafka). With one: the
+//! transaction coordinator bumps the id's epoch, fencing any older producer with the same id,
+//! and first aborts a transaction that producer left open.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{
     InitProducerIdRequest, InitProducerIdResponse, ProducerId, ResponseKind,
 };
+use sluice_wire::Reply;
 
 use crate::broker::Broker;
+use crate::txn::coordinator::Init;
+use crate::txn::durable;
 
-pub fn handle(broker: &Broker, request: InitProducerIdRequest, _version: i16) -> ResponseKind {
-    let response = InitProducerIdResponse::default()
-        .with_producer_id(ProducerId(-1))
-        .with_producer_epoch(-1);
-    if let Some(id) = &request.transactional_id {
-        tracing::info!(transactional_id = %id.0, "refusing InitProducerId: transactions are not supported yet");
-        return ResponseKind::InitProducerId(
-            response.with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code()),
-        );
-    }
-    match broker.producer_ids.next() {
-        Ok(id) => ResponseKind::InitProducerId(
-            response
-                .with_producer_id(ProducerId(id))
-                .with_producer_epoch(0),
-        ),
-        Err(e) => {
-            tracing::error!(error = %e, "cannot allocate a producer id");
-            ResponseKind::InitProducerId(
-                response.with_error_code(ResponseError::CoordinatorNotAvailable.code()),
-            )
+fn answer(error: ResponseError) -> ResponseKind {
+    ResponseKind::InitProducerId(
+        InitProducerIdResponse::default()
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1)
+            .with_error_code(error.code()),
+    )
+}
+
+fn granted(producer_id: i64, epoch: i16) -> ResponseKind {
+    ResponseKind::InitProducerId(
+        InitProducerIdResponse::default()
+            .with_producer_id(ProducerId(producer_id))
+            .with_producer_epoch(epoch),
+    )
+}
+
+pub fn handle(broker: &Broker, request: InitProducerIdRequest, _version: i16) -> Reply {
+    let Some(id) = request.transactional_id.as_ref().map(|t| t.0.to_string()) else {
+        return Reply::Ready(Box::new(match broker.producer_ids.next() {
+            Ok(id) => granted(id, 0),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot allocate a producer id");
+                answer(ResponseError::CoordinatorNotAvailable)
+            }
+        }));
+    };
+    let now = broker.txns.now_ms();
+    let expected = Some((request.producer_id.0, request.producer_epoch));
+    let mut alloc = || {
+        broker
+            .producer_ids
+            .next()
+            .map_err(|_| ResponseError::CoordinatorNotAvailable)
+    };
+    let (outcome, waits) = {
+        let mut coordinator = broker.txns.coordinator.lock();
+        let outcome = match coordinator.init(
+            &id,
+            request.transaction_timeout_ms,
+            expected,
+            &mut alloc,
+            now,
+        ) {
+            Ok(o) => o,
+            Err(e) => return Reply::Ready(Box::new(answer(e))),
+        };
+        let meta = match &outcome {
+            Init::Ready(m) | Init::AbortFirst(m) => m.clone(),
+        };
+        match broker.txns.put(&mut coordinator, meta) {
+            Ok(waits) => (outcome, waits),
+            Err(e) => return Reply::Ready(Box::new(answer(e))),
         }
-    }
+    };
+    let Some(broker) = broker.arc() else {
+        return Reply::Ready(Box::new(answer(ResponseError::CoordinatorNotAvailable)));
+    };
+    Reply::Later(Box::pin(async move {
+        if let Err(e) = durable(waits).await {
+            return Some(answer(e));
+        }
+        Some(match outcome {
+            Init::Ready(meta) => granted(meta.producer_id, meta.producer_epoch),
+            Init::AbortFirst(prepare) => match broker.finish_txn(prepare).await {
+                Ok(done) => granted(done.producer_id, done.producer_epoch),
+                Err(e) => answer(e),
+            },
+        })
+    }))
 }

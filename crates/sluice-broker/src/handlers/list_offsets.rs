@@ -15,6 +15,8 @@ const EARLIEST: i64 = -2;
 const MAX_TIMESTAMP: i64 = -3;
 
 pub fn handle(broker: &Broker, request: ListOffsetsRequest, _version: i16) -> ResponseKind {
+    // read_committed consumers start from the last stable offset, not the high watermark.
+    let committed = request.isolation_level == 1;
     let topics = request
         .topics
         .into_iter()
@@ -46,6 +48,7 @@ pub fn handle(broker: &Broker, request: ListOffsetsRequest, _version: i16) -> Re
                     }
                     let progress = partition.progress();
                     let found = match p.timestamp {
+                        LATEST if committed => Ok(Some((progress.stable, -1))),
                         LATEST => Ok(Some((progress.visible, -1))),
                         EARLIEST => Ok(Some((progress.log_start, -1))),
                         MAX_TIMESTAMP => partition.offset_of_max_timestamp(),

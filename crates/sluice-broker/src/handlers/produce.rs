@@ -70,7 +70,12 @@ pub fn handle(broker: &Broker, request: ProduceRequest, version: i16) -> Reply {
                         format!("topic '{}' has no partition {}", topic.name, data.index),
                     );
                 };
-                append(&partition, data.records.as_deref().unwrap_or_default())
+                append(
+                    broker,
+                    &partition,
+                    data.records.as_deref().unwrap_or_default(),
+                    version,
+                )
             })
             .collect();
         topics.push((topic_data.name, topic_data.topic_id, partitions));
@@ -147,16 +152,24 @@ pub fn handle(broker: &Broker, request: ProduceRequest, version: i16) -> Reply {
     }))
 }
 
-fn append(partition: &Arc<Partition>, records: &[u8]) -> Pending {
+fn append(broker: &Broker, partition: &Arc<Partition>, records: &[u8], version: i16) -> Pending {
     let index = partition.index;
     let config = partition.config();
     let validated = match validate_produce(records, config.max_message_bytes) {
         Ok(v) if v.header().is_transactional() => {
-            return failed(
+            let h = v.header();
+            // KIP-890: the coordinator must know this partition is in the producer's open
+            // transaction (Produce v12+ adds it, as transactions version 2 does).
+            if let Err((error, message)) = broker.verify_txn_write(
+                h.producer_id,
+                h.producer_epoch,
+                &partition.topic,
                 index,
-                ResponseError::InvalidTxnState,
-                "transactional writes need the transaction coordinator, which this broker does not have yet".into(),
-            );
+                version >= 12,
+            ) {
+                return failed(index, error, message);
+            }
+            v
         }
         Ok(_) if config.compact && !every_record_has_a_key(records) => {
             return failed(

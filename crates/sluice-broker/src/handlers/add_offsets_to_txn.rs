@@ -1,0 +1,45 @@
+//! AddOffsetsToTxn: the transaction will commit offsets of a consumer group
+//! (`send_offsets_to_transaction`). Answered once durable.
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, ResponseKind};
+use sluice_wire::Reply;
+
+use crate::broker::Broker;
+use crate::txn::durable;
+
+fn answer(error: Option<ResponseError>) -> Option<ResponseKind> {
+    Some(ResponseKind::AddOffsetsToTxn(
+        AddOffsetsToTxnResponse::default().with_error_code(error.map_or(0, |e| e.code())),
+    ))
+}
+
+pub fn handle(broker: &Broker, request: AddOffsetsToTxnRequest, _version: i16) -> Reply {
+    if request.group_id.is_empty() {
+        return Reply::Ready(Box::new(ResponseKind::AddOffsetsToTxn(
+            AddOffsetsToTxnResponse::default()
+                .with_error_code(ResponseError::InvalidGroupId.code()),
+        )));
+    }
+    let now = broker.txns.now_ms();
+    let waits = {
+        let mut coordinator = broker.txns.coordinator.lock();
+        match coordinator.add_offsets(
+            &request.transactional_id,
+            request.producer_id.0,
+            request.producer_epoch,
+            &request.group_id,
+            now,
+        ) {
+            Ok(None) => Ok(Vec::new()),
+            Ok(Some(meta)) => broker.txns.put(&mut coordinator, meta),
+            Err(e) => Err(e),
+        }
+    };
+    Reply::Later(Box::pin(async move {
+        match waits {
+            Ok(waits) => answer(durable(waits).await.err()),
+            Err(e) => answer(Some(e)),
+        }
+    }))
+}

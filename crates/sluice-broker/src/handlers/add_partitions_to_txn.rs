@@ -1,0 +1,168 @@
+//! AddPartitionsToTxn: a (pre-KIP-890) producer names the partitions it is about to write in
+//! its transaction. v0-3 carry one transaction; v4+ (broker to broker) a batch, each possibly
+//! `verify_only` (is the partition already in the transaction?). Answered once the addition
+//! is durable, so a write that follows is always known to the coordinator.
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+use kafka_protocol::messages::add_partitions_to_txn_response::{
+    AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResult, AddPartitionsToTxnTopicResult,
+};
+use kafka_protocol::messages::{
+    AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, ResponseKind, TopicName,
+};
+use sluice_wire::Reply;
+
+use crate::broker::Broker;
+use crate::txn::durable;
+
+fn results(
+    topics: &[AddPartitionsToTxnTopic],
+    error: impl Fn(&TopicName, i32) -> Option<ResponseError>,
+) -> Vec<AddPartitionsToTxnTopicResult> {
+    topics
+        .iter()
+        .map(|t| {
+            AddPartitionsToTxnTopicResult::default()
+                .with_name(t.name.clone())
+                .with_results_by_partition(
+                    t.partitions
+                        .iter()
+                        .map(|&p| {
+                            AddPartitionsToTxnPartitionResult::default()
+                                .with_partition_index(p)
+                                .with_partition_error_code(
+                                    error(&t.name, p).map_or(0, |e| e.code()),
+                                )
+                        })
+                        .collect(),
+                )
+        })
+        .collect()
+}
+
+/// Adds (or with `verify_only` checks) one transaction's partitions; returns per-partition
+/// errors and what to wait on.
+fn add(
+    broker: &Broker,
+    id: &str,
+    producer_id: i64,
+    epoch: i16,
+    topics: &[AddPartitionsToTxnTopic],
+    verify_only: bool,
+) -> (
+    Vec<AddPartitionsToTxnTopicResult>,
+    Vec<(
+        std::sync::Arc<crate::partition::Partition>,
+        sluice_log::Offset,
+    )>,
+) {
+    let unknown = |name: &TopicName, p: i32| {
+        broker
+            .topics()
+            .get(name)
+            .and_then(|t| t.partition(p))
+            .is_none()
+            || name.starts_with("__")
+    };
+    if topics
+        .iter()
+        .any(|t| t.partitions.iter().any(|&p| unknown(&t.name, p)))
+    {
+        // Like Kafka: the unknown ones fail, the rest are not attempted.
+        let r = results(topics, |n, p| {
+            Some(if unknown(n, p) {
+                ResponseError::UnknownTopicOrPartition
+            } else {
+                ResponseError::OperationNotAttempted
+            })
+        });
+        return (r, Vec::new());
+    }
+    let partitions: Vec<(String, i32)> = topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|&p| (t.name.to_string(), p)))
+        .collect();
+    let now = broker.txns.now_ms();
+    let mut coordinator = broker.txns.coordinator.lock();
+    if verify_only {
+        let meta = coordinator.get(id).filter(|m| m.producer_id == producer_id);
+        let r = results(topics, |n, p| match meta {
+            None => Some(ResponseError::InvalidProducerIdMapping),
+            Some(m) if m.producer_epoch != epoch => Some(ResponseError::ProducerFenced),
+            Some(m)
+                if m.state == crate::txn::state::TxnState::Ongoing
+                    && m.partitions.contains(&(n.to_string(), p)) =>
+            {
+                None
+            }
+            Some(_) => Some(ResponseError::InvalidTxnState),
+        });
+        return (r, Vec::new());
+    }
+    match coordinator.add_partitions(id, producer_id, epoch, &partitions, false, now) {
+        Ok(None) => (results(topics, |_, _| None), Vec::new()),
+        Ok(Some(meta)) => match broker.txns.put(&mut coordinator, meta) {
+            Ok(waits) => (results(topics, |_, _| None), waits),
+            Err(e) => (results(topics, |_, _| Some(e)), Vec::new()),
+        },
+        Err(e) => (results(topics, |_, _| Some(e)), Vec::new()),
+    }
+}
+
+pub fn handle(broker: &Broker, request: AddPartitionsToTxnRequest, version: i16) -> Reply {
+    if version <= 3 {
+        let (r, waits) = add(
+            broker,
+            &request.v3_and_below_transactional_id,
+            request.v3_and_below_producer_id.0,
+            request.v3_and_below_producer_epoch,
+            &request.v3_and_below_topics,
+            false,
+        );
+        return Reply::Later(Box::pin(async move {
+            let r = match durable(waits).await {
+                Ok(()) => r,
+                Err(e) => r
+                    .into_iter()
+                    .map(|mut t| {
+                        for p in &mut t.results_by_partition {
+                            p.partition_error_code = e.code();
+                        }
+                        t
+                    })
+                    .collect(),
+            };
+            Some(ResponseKind::AddPartitionsToTxn(
+                AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(r),
+            ))
+        }));
+    }
+    let mut all_waits = Vec::new();
+    let results: Vec<AddPartitionsToTxnResult> = request
+        .transactions
+        .iter()
+        .map(|t| {
+            let (r, waits) = add(
+                broker,
+                &t.transactional_id,
+                t.producer_id.0,
+                t.producer_epoch,
+                &t.topics,
+                t.verify_only,
+            );
+            all_waits.extend(waits);
+            AddPartitionsToTxnResult::default()
+                .with_transactional_id(t.transactional_id.clone())
+                .with_topic_results(r)
+        })
+        .collect();
+    Reply::Later(Box::pin(async move {
+        let error = durable(all_waits).await.err().map_or(0, |e| e.code());
+        Some(ResponseKind::AddPartitionsToTxn(
+            AddPartitionsToTxnResponse::default()
+                .with_error_code(error)
+                .with_results_by_transaction(results),
+        ))
+    }))
+}

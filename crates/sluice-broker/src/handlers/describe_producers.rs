@@ -1,0 +1,50 @@
+//! DescribeProducers: per partition, the producers with a transaction open on it and where it
+//! began (what `kafka-transactions.sh find-hanging` looks for).
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::describe_producers_response::{
+    PartitionResponse, ProducerState, TopicResponse,
+};
+use kafka_protocol::messages::{
+    DescribeProducersRequest, DescribeProducersResponse, ProducerId, ResponseKind,
+};
+
+use crate::broker::Broker;
+
+pub fn handle(broker: &Broker, request: DescribeProducersRequest, _version: i16) -> ResponseKind {
+    let topics = request
+        .topics
+        .iter()
+        .map(|t| {
+            let topic = broker.topics().get(&t.name);
+            let partitions = t
+                .partition_indexes
+                .iter()
+                .map(|&index| {
+                    let base = PartitionResponse::default().with_partition_index(index);
+                    match topic.as_ref().and_then(|x| x.partition(index)) {
+                        None => base.with_error_code(ResponseError::UnknownTopicOrPartition.code()),
+                        Some(p) => base.with_active_producers(
+                            p.open_transactions()
+                                .into_iter()
+                                .map(|o| {
+                                    ProducerState::default()
+                                        .with_producer_id(ProducerId(o.producer_id))
+                                        .with_producer_epoch(i32::from(o.producer_epoch))
+                                        .with_last_sequence(-1)
+                                        .with_last_timestamp(o.last_timestamp)
+                                        .with_coordinator_epoch(0)
+                                        .with_current_txn_start_offset(o.first_offset.0)
+                                })
+                                .collect(),
+                        ),
+                    }
+                })
+                .collect();
+            TopicResponse::default()
+                .with_name(t.name.clone())
+                .with_partitions(partitions)
+        })
+        .collect();
+    ResponseKind::DescribeProducers(DescribeProducersResponse::default().with_topics(topics))
+}

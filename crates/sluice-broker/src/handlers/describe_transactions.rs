@@ -1,0 +1,53 @@
+//! DescribeTransactions: each transactional id's state, producer, timeout, start time and the
+//! partitions of its open transaction.
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::describe_transactions_response::{TopicData, TransactionState};
+use kafka_protocol::messages::{
+    DescribeTransactionsRequest, DescribeTransactionsResponse, ProducerId, ResponseKind,
+};
+
+use super::{str_bytes, topic_name};
+use crate::broker::Broker;
+
+pub fn handle(
+    broker: &Broker,
+    request: DescribeTransactionsRequest,
+    _version: i16,
+) -> ResponseKind {
+    let coordinator = broker.txns.coordinator.lock();
+    let states = request
+        .transactional_ids
+        .iter()
+        .map(|id| {
+            let base = TransactionState::default().with_transactional_id(id.clone());
+            let Some(m) = coordinator.get(id) else {
+                return base
+                    .with_error_code(ResponseError::TransactionalIdNotFound.code())
+                    .with_producer_id(ProducerId(-1))
+                    .with_producer_epoch(-1)
+                    .with_transaction_start_time_ms(-1);
+            };
+            let mut topics: Vec<TopicData> = Vec::new();
+            for (topic, p) in &m.partitions {
+                match topics.iter_mut().find(|t| *t.topic == **topic) {
+                    Some(t) => t.partitions.push(*p),
+                    None => topics.push(
+                        TopicData::default()
+                            .with_topic(topic_name(topic))
+                            .with_partitions(vec![*p]),
+                    ),
+                }
+            }
+            base.with_transaction_state(str_bytes(m.state.name()))
+                .with_transaction_timeout_ms(m.timeout_ms)
+                .with_transaction_start_time_ms(m.start_ms)
+                .with_producer_id(ProducerId(m.producer_id))
+                .with_producer_epoch(m.producer_epoch)
+                .with_topics(topics)
+        })
+        .collect();
+    ResponseKind::DescribeTransactions(
+        DescribeTransactionsResponse::default().with_transaction_states(states),
+    )
+}

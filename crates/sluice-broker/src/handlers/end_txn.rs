@@ -1,0 +1,90 @@
+//! EndTxn: commit or abort. The decision (`Prepare*`) is made durable first, then markers go
+//! to every partition of the transaction and, on commit, its offsets to the groups; the answer
+//! comes when the completed state is durable. v5+ (KIP-890) bumps the producer epoch and
+//! returns it: the markers carry the new epoch, fencing late writes of the ended transaction.
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::{EndTxnRequest, EndTxnResponse, ProducerId, ResponseKind};
+use sluice_wire::Reply;
+
+use crate::broker::Broker;
+use crate::txn::coordinator::End;
+use crate::txn::durable;
+
+fn answer(result: Result<(i64, i16), ResponseError>) -> Option<ResponseKind> {
+    let response = match result {
+        Ok((pid, epoch)) => EndTxnResponse::default()
+            .with_producer_id(ProducerId(pid))
+            .with_producer_epoch(epoch),
+        Err(e) => EndTxnResponse::default()
+            .with_error_code(e.code())
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1),
+    };
+    Some(ResponseKind::EndTxn(response))
+}
+
+pub fn handle(broker: &Broker, request: EndTxnRequest, version: i16) -> Reply {
+    let now = broker.txns.now_ms();
+    let mut alloc = || {
+        broker
+            .producer_ids
+            .next()
+            .map_err(|_| ResponseError::CoordinatorNotAvailable)
+    };
+    let step = {
+        let mut coordinator = broker.txns.coordinator.lock();
+        coordinator
+            .end(
+                &request.transactional_id,
+                (request.producer_id.0, request.producer_epoch),
+                request.committed,
+                version >= 5,
+                &mut alloc,
+                now,
+            )
+            .and_then(|end| match end {
+                End::Done {
+                    producer_id,
+                    producer_epoch,
+                } => Ok((None, Vec::new(), (producer_id, producer_epoch))),
+                End::Write(meta) => {
+                    let ids = (meta.producer_id, meta.producer_epoch);
+                    Ok((None, broker.txns.put(&mut coordinator, meta)?, ids))
+                }
+                End::Finish(prepare) => {
+                    let ids = (prepare.producer_id, prepare.producer_epoch);
+                    let waits = broker.txns.put(&mut coordinator, prepare.clone())?;
+                    Ok((Some(prepare), waits, ids))
+                }
+            })
+    };
+    let (prepare, waits, ids) = match step {
+        Ok(s) => s,
+        Err(e) => {
+            return Reply::Ready(Box::new(
+                answer(Err(e)).unwrap_or_else(|| ResponseKind::EndTxn(EndTxnResponse::default())),
+            ))
+        }
+    };
+    let Some(broker) = broker.arc() else {
+        return Reply::Ready(Box::new(ResponseKind::EndTxn(
+            EndTxnResponse::default()
+                .with_error_code(ResponseError::CoordinatorNotAvailable.code()),
+        )));
+    };
+    Reply::Later(Box::pin(async move {
+        if let Err(e) = durable(waits).await {
+            return answer(Err(e));
+        }
+        match prepare {
+            None => answer(Ok(ids)),
+            Some(prepare) => answer(
+                broker
+                    .finish_txn(prepare)
+                    .await
+                    .map(|done| (done.producer_id, done.producer_epoch)),
+            ),
+        }
+    }))
+}

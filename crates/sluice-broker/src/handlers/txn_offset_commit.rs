@@ -1,0 +1,107 @@
+//! TxnOffsetCommit: offsets a transaction commits for a consumer group, applied to the group
+//! only if the transaction commits. The group must be in the transaction (AddOffsetsToTxn),
+//! except with v5+ (KIP-890), which adds it. From v3 the consumer's generation and member id
+//! are checked against the group, so a zombie consumer cannot commit.
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::txn_offset_commit_response::{
+    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::{ResponseKind, TxnOffsetCommitRequest, TxnOffsetCommitResponse};
+use sluice_wire::Reply;
+
+use crate::broker::Broker;
+use crate::txn::durable;
+use crate::txn::state::PendingOffset;
+
+pub fn handle(broker: &Broker, request: TxnOffsetCommitRequest, version: i16) -> Reply {
+    let max_metadata = broker.groups.coordinator.lock().config.max_metadata_bytes;
+    // Per partition: an error of its own, or the offset to commit.
+    let mut offsets = Vec::new();
+    let mut own_errors = Vec::new();
+    for t in &request.topics {
+        let topic = broker.topics().get(&t.name);
+        for p in &t.partitions {
+            let error = if topic
+                .as_ref()
+                .and_then(|x| x.partition(p.partition_index))
+                .is_none()
+            {
+                Some(ResponseError::UnknownTopicOrPartition)
+            } else if p
+                .committed_metadata
+                .as_ref()
+                .is_some_and(|m| m.len() > max_metadata)
+            {
+                Some(ResponseError::OffsetMetadataTooLarge)
+            } else {
+                offsets.push(PendingOffset {
+                    group: request.group_id.to_string(),
+                    topic: t.name.to_string(),
+                    partition: p.partition_index,
+                    offset: p.committed_offset,
+                    leader_epoch: p.committed_leader_epoch,
+                    metadata: p
+                        .committed_metadata
+                        .as_deref()
+                        .unwrap_or_default()
+                        .to_string(),
+                });
+                None
+            };
+            own_errors.push(((t.name.clone(), p.partition_index), error));
+        }
+    }
+    let group_error = if request.group_id.is_empty() {
+        Err(ResponseError::InvalidGroupId)
+    } else if version >= 3 {
+        broker.groups.coordinator.lock().check_commit(
+            &request.group_id,
+            request.generation_id,
+            &request.member_id,
+            request.group_instance_id.as_deref(),
+        )
+    } else {
+        Ok(())
+    };
+    let outcome = group_error.and_then(|()| {
+        if offsets.is_empty() {
+            return Ok(Vec::new());
+        }
+        let now = broker.txns.now_ms();
+        let mut coordinator = broker.txns.coordinator.lock();
+        let meta = coordinator.txn_offset_commit(
+            &request.transactional_id,
+            request.producer_id.0,
+            request.producer_epoch,
+            offsets,
+            version >= 5,
+            now,
+        )?;
+        broker.txns.put(&mut coordinator, meta)
+    });
+    Reply::Later(Box::pin(async move {
+        let common = match outcome {
+            Ok(waits) => durable(waits).await.err(),
+            Err(e) => Some(e),
+        };
+        let mut topics: Vec<TxnOffsetCommitResponseTopic> = Vec::new();
+        for ((name, partition), own) in own_errors {
+            let code = own.or(common).map_or(0, |e| e.code());
+            let entry = TxnOffsetCommitResponsePartition::default()
+                .with_partition_index(partition)
+                .with_error_code(code);
+            match topics.iter_mut().find(|t| t.name == name) {
+                Some(t) => t.partitions.push(entry),
+                None => topics.push(
+                    TxnOffsetCommitResponseTopic::default()
+                        .with_name(name)
+                        .with_partitions(vec![entry]),
+                ),
+            }
+        }
+        Some(ResponseKind::TxnOffsetCommit(
+            TxnOffsetCommitResponse::default().with_topics(topics),
+        ))
+    }))
+}

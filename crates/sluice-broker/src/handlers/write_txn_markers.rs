@@ -1,0 +1,79 @@
+//! WriteTxnMarkers: writes commit or abort markers for a producer on partitions of this broker.
+//! Kafka's coordinators send it to partition leaders; operators send it (through
+//! `sluice txn abort` or `kafka-transactions.sh abort`) to end a transaction left hanging on a
+//! partition. A marker older than the producer's epoch on the partition is refused.
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::write_txn_markers_response::{
+    WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
+};
+use kafka_protocol::messages::{ResponseKind, WriteTxnMarkersRequest, WriteTxnMarkersResponse};
+use sluice_log::{FlushMode, LogError, Marker};
+use sluice_wire::Reply;
+
+use crate::broker::Broker;
+use crate::error::log_error;
+
+pub fn handle(broker: &Broker, request: WriteTxnMarkersRequest, _version: i16) -> Reply {
+    let mut waits = Vec::new();
+    let markers: Vec<WritableTxnMarkerResult> = request
+        .markers
+        .iter()
+        .map(|m| {
+            let marker = if m.transaction_result {
+                Marker::Commit
+            } else {
+                Marker::Abort
+            };
+            let topics = m
+                .topics
+                .iter()
+                .map(|t| {
+                    let topic = broker.topics().get(&t.name);
+                    let partitions = t
+                        .partition_indexes
+                        .iter()
+                        .map(|&index| {
+                            let code = match topic.as_ref().and_then(|x| x.partition(index)) {
+                                None => ResponseError::UnknownTopicOrPartition.code(),
+                                Some(p) => match p.append_marker(
+                                    marker,
+                                    m.producer_id.0,
+                                    m.producer_epoch,
+                                    m.coordinator_epoch,
+                                ) {
+                                    Ok(info) => {
+                                        if p.config().flush == FlushMode::Sync {
+                                            waits.push((p, info.last_offset.plus(1)));
+                                        }
+                                        0
+                                    }
+                                    Err(e @ LogError::Producer(_)) => {
+                                        tracing::info!(error = %e, "refused a transaction marker");
+                                        ResponseError::InvalidProducerEpoch.code()
+                                    }
+                                    Err(e) => log_error(&e).code(),
+                                },
+                            };
+                            WritableTxnMarkerPartitionResult::default()
+                                .with_partition_index(index)
+                                .with_error_code(code)
+                        })
+                        .collect();
+                    WritableTxnMarkerTopicResult::default()
+                        .with_name(t.name.clone())
+                        .with_partitions(partitions)
+                })
+                .collect();
+            WritableTxnMarkerResult::default()
+                .with_producer_id(m.producer_id)
+                .with_topics(topics)
+        })
+        .collect();
+    Reply::Later(Box::pin(async move {
+        crate::txn::durable(waits).await.ok();
+        Some(ResponseKind::WriteTxnMarkers(
+            WriteTxnMarkersResponse::default().with_markers(markers),
+        ))
+    }))
+}

@@ -1,0 +1,92 @@
+//! The broker's own compacted topics (`__consumer_offsets`, `__transaction_state`) as logs of
+//! key/value records: a batch of them to append, and every one of a partition to replay.
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::records::{
+    Compression, Record as KafkaRecord, RecordBatchDecoder, RecordBatchEncoder,
+    RecordEncodeOptions, TimestampType,
+};
+use sluice_log::Offset;
+
+use crate::error::BrokerError;
+use crate::partition::Partition;
+
+/// One record: a key and a value (`None` for a tombstone).
+pub type KeyValue = (Vec<u8>, Option<Vec<u8>>);
+
+/// The records as one uncompressed batch from no producer (base sequence -1).
+pub fn encode(records: &[KeyValue], now_ms: i64) -> Result<Vec<u8>, BrokerError> {
+    let kafka_records: Vec<KafkaRecord> = records
+        .iter()
+        .enumerate()
+        .map(|(i, (key, value))| KafkaRecord {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: i as i32,
+            timestamp: now_ms,
+            key: Some(Bytes::from(key.clone())),
+            value: value.clone().map(Bytes::from),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        &kafka_records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .map_err(|e| BrokerError::InvalidRequest(format!("encoding internal records: {e:#}")))?;
+    let mut bytes = buf.to_vec();
+    // Not an idempotent producer: base sequence -1 (the encoder derives it from the records).
+    if bytes.len() >= 61 {
+        bytes[53..57].copy_from_slice(&(-1i32).to_be_bytes());
+        let crc = crc32c::crc32c(&bytes[21..]);
+        bytes[17..21].copy_from_slice(&crc.to_be_bytes());
+    }
+    Ok(bytes)
+}
+
+/// Every keyed record of `partition` (of topic `topic`, for errors), in order.
+pub fn read_all(partition: &Partition, topic: &str) -> Result<Vec<KeyValue>, BrokerError> {
+    let mut out = Vec::new();
+    let mut offset = partition.progress().log_start;
+    let end = partition.progress().visible;
+    while offset < end {
+        let (plan, _) = partition.read(offset, 8 << 20, true)?;
+        let bytes = plan.load().map_err(|e| BrokerError::Metadata {
+            path: topic.into(),
+            source: e,
+        })?;
+        if bytes.is_empty() {
+            break;
+        }
+        let mut buf = bytes.clone();
+        let sets =
+            RecordBatchDecoder::decode_all(&mut buf).map_err(|e| BrokerError::CorruptMetadata {
+                path: topic.into(),
+                reason: format!("{e:#}"),
+            })?;
+        let mut last = offset;
+        for set in sets {
+            for r in set.records {
+                last = last.max(Offset(r.offset));
+                if r.offset < offset.0 || r.control {
+                    continue;
+                }
+                let Some(key) = r.key else { continue };
+                out.push((key.to_vec(), r.value.map(|v| v.to_vec())));
+            }
+        }
+        offset = last.plus(1).max(offset.plus(1));
+    }
+    Ok(out)
+}

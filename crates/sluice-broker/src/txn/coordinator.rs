@@ -1,0 +1,510 @@
+//! The transaction coordinator's state machine (KIP-98, hardened by KIP-890): pure, no I/O.
+//! Each operation checks a request against a transactional id's state and returns the new
+//! state to write to `__transaction_state` (the service writes it and then applies it), or a
+//! Kafka error. Ending a transaction goes through a `Prepare*` state that names everything
+//! still to do (markers, group offsets), so that a crash at any point can finish it.
+//!
+//! KIP-890 (transactions version 2): EndTxn v5+ bumps the producer epoch at every commit or
+//! abort and the markers carry the bumped epoch, so a delayed write from the finished
+//! transaction is fenced; partitions are added by the transactional Produce itself (v12+),
+//! group offsets by TxnOffsetCommit v5+. Older clients add partitions with AddPartitionsToTxn,
+//! and the broker still verifies every transactional write against the coordinator.
+
+use std::collections::{BTreeSet, HashMap};
+
+use kafka_protocol::error::ResponseError;
+
+use super::state::{LastTxn, PendingOffset, TxnMeta, TxnState};
+
+/// What InitProducerId leads to.
+#[derive(Debug)]
+pub enum Init {
+    /// Write this state and answer with its producer id and epoch.
+    Ready(TxnMeta),
+    /// The previous producer left a transaction open: write this `PrepareAbort` state, finish
+    /// it (markers with the new epoch fence the old producer), then answer with the epoch of
+    /// the completed state.
+    AbortFirst(TxnMeta),
+}
+
+/// What EndTxn leads to.
+#[derive(Debug)]
+pub enum End {
+    /// Nothing to write (a retry of an EndTxn that completed); answer with this id and epoch.
+    Done {
+        producer_id: i64,
+        producer_epoch: i16,
+    },
+    /// Write this state and answer with its id and epoch (TV2, nothing was in the transaction).
+    Write(TxnMeta),
+    /// Write this `Prepare*` state, finish it, then answer with the completed state's id/epoch.
+    Finish(TxnMeta),
+}
+
+/// A partition's open transaction and what start-up should do about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Heal {
+    pub topic: String,
+    pub partition: i32,
+    pub producer_id: i64,
+    pub epoch: i16,
+    pub commit: bool,
+}
+
+/// The producer id and epoch a `Prepare*` state hands to its completed state, and the ones its
+/// markers carry: they differ when the epoch is exhausted and a new producer id takes over.
+#[derive(Debug, Clone, Copy)]
+pub struct MarkerIdentity {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+}
+
+#[derive(Debug)]
+pub struct Coordinator {
+    txns: HashMap<String, TxnMeta>,
+    by_producer: HashMap<i64, String>,
+    /// `transaction.max.timeout.ms`.
+    pub max_timeout_ms: i32,
+    /// Forget ids idle this long (`transactional.id.expiration.ms`).
+    pub expiration_ms: i64,
+}
+
+fn fenced(current: i16, got: i16) -> ResponseError {
+    if got < current {
+        ResponseError::ProducerFenced
+    } else {
+        ResponseError::InvalidProducerEpoch
+    }
+}
+
+impl Coordinator {
+    pub fn new(max_timeout_ms: i32, expiration_ms: i64) -> Coordinator {
+        Coordinator {
+            txns: HashMap::new(),
+            by_producer: HashMap::new(),
+            max_timeout_ms,
+            expiration_ms,
+        }
+    }
+
+    pub fn get(&self, id: &str) -> Option<&TxnMeta> {
+        self.txns.get(id)
+    }
+
+    pub fn by_producer(&self, producer_id: i64) -> Option<&TxnMeta> {
+        self.by_producer
+            .get(&producer_id)
+            .and_then(|id| self.txns.get(id))
+    }
+
+    pub fn all(&self) -> impl Iterator<Item = &TxnMeta> {
+        self.txns.values()
+    }
+
+    /// Makes `meta` the id's state (after it was written, and when replaying the log).
+    pub fn apply(&mut self, meta: TxnMeta) {
+        if let Some(old) = self.txns.get(&meta.transactional_id) {
+            if old.producer_id != meta.producer_id {
+                self.by_producer.remove(&old.producer_id);
+            }
+        }
+        self.by_producer
+            .insert(meta.producer_id, meta.transactional_id.clone());
+        self.txns.insert(meta.transactional_id.clone(), meta);
+    }
+
+    /// Forgets an id (expiry, replayed tombstones).
+    pub fn remove(&mut self, id: &str) {
+        if let Some(old) = self.txns.remove(id) {
+            self.by_producer.remove(&old.producer_id);
+        }
+    }
+
+    fn check_producer(
+        &self,
+        id: &str,
+        producer_id: i64,
+        epoch: i16,
+    ) -> Result<&TxnMeta, ResponseError> {
+        let meta = self
+            .txns
+            .get(id)
+            .filter(|m| m.producer_id == producer_id)
+            .ok_or(ResponseError::InvalidProducerIdMapping)?;
+        if epoch != meta.producer_epoch {
+            return Err(fenced(meta.producer_epoch, epoch));
+        }
+        Ok(meta)
+    }
+
+    /// InitProducerId with a transactional id. `expected` is the producer id and epoch a
+    /// KIP-360 client sends to have its epoch bumped after an error; `alloc` hands out a new
+    /// producer id.
+    pub fn init(
+        &self,
+        id: &str,
+        timeout_ms: i32,
+        expected: Option<(i64, i16)>,
+        alloc: &mut dyn FnMut() -> Result<i64, ResponseError>,
+        now_ms: i64,
+    ) -> Result<Init, ResponseError> {
+        if id.is_empty() {
+            return Err(ResponseError::InvalidRequest);
+        }
+        if timeout_ms <= 0 || timeout_ms > self.max_timeout_ms {
+            return Err(ResponseError::InvalidTransactionTimeout);
+        }
+        let Some(meta) = self.txns.get(id) else {
+            return Ok(Init::Ready(TxnMeta::new(id, alloc()?, timeout_ms, now_ms)));
+        };
+        if let Some((pid, epoch)) = expected.filter(|(pid, _)| *pid >= 0) {
+            let current = pid == meta.producer_id && epoch == meta.producer_epoch;
+            // A TV2 producer whose EndTxn answer was lost still holds the epoch before the bump.
+            let just_bumped = pid == meta.producer_id
+                && meta.last.as_ref().is_some_and(|l| l.tv2)
+                && epoch.checked_add(1) == Some(meta.producer_epoch);
+            if !(current || just_bumped) {
+                return Err(ResponseError::ProducerFenced);
+            }
+        }
+        if meta.state.is_prepare() {
+            return Err(ResponseError::ConcurrentTransactions);
+        }
+        let mut next = meta.clone();
+        next.timeout_ms = timeout_ms;
+        next.updated_ms = now_ms;
+        if meta.state == TxnState::Ongoing {
+            // Fence the previous producer: its transaction is aborted with a newer epoch.
+            prepare_end(&mut next, false, true, alloc)?;
+            return Ok(Init::AbortFirst(next));
+        }
+        bump(&mut next, alloc)?;
+        next.state = TxnState::Empty;
+        next.start_ms = -1;
+        next.tv2 = false;
+        Ok(Init::Ready(next))
+    }
+
+    /// Adds partitions to the transaction (AddPartitionsToTxn, or a TV2 Produce); `None` when
+    /// they are already in it.
+    pub fn add_partitions(
+        &self,
+        id: &str,
+        producer_id: i64,
+        epoch: i16,
+        partitions: &[(String, i32)],
+        tv2: bool,
+        now_ms: i64,
+    ) -> Result<Option<TxnMeta>, ResponseError> {
+        let meta = self.check_producer(id, producer_id, epoch)?;
+        if meta.state.is_prepare() {
+            return Err(ResponseError::ConcurrentTransactions);
+        }
+        if meta.state == TxnState::Ongoing && partitions.iter().all(|p| meta.partitions.contains(p))
+        {
+            return Ok(None);
+        }
+        let mut next = begin(meta, now_ms);
+        next.tv2 |= tv2;
+        next.partitions.extend(partitions.iter().cloned());
+        Ok(Some(next))
+    }
+
+    /// AddOffsetsToTxn: the transaction will commit offsets of `group`.
+    pub fn add_offsets(
+        &self,
+        id: &str,
+        producer_id: i64,
+        epoch: i16,
+        group: &str,
+        now_ms: i64,
+    ) -> Result<Option<TxnMeta>, ResponseError> {
+        let meta = self.check_producer(id, producer_id, epoch)?;
+        if meta.state.is_prepare() {
+            return Err(ResponseError::ConcurrentTransactions);
+        }
+        if meta.state == TxnState::Ongoing && meta.groups.contains(group) {
+            return Ok(None);
+        }
+        let mut next = begin(meta, now_ms);
+        next.groups.insert(group.to_string());
+        Ok(Some(next))
+    }
+
+    /// TxnOffsetCommit: offsets to commit with the transaction. The group must have been added
+    /// (AddOffsetsToTxn), unless the client speaks TV2 (v5+), which adds it here.
+    pub fn txn_offset_commit(
+        &self,
+        id: &str,
+        producer_id: i64,
+        epoch: i16,
+        offsets: Vec<PendingOffset>,
+        implicit_add: bool,
+        now_ms: i64,
+    ) -> Result<TxnMeta, ResponseError> {
+        let meta = self.check_producer(id, producer_id, epoch)?;
+        if meta.state.is_prepare() {
+            return Err(ResponseError::ConcurrentTransactions);
+        }
+        let group = offsets.first().map(|o| o.group.clone()).unwrap_or_default();
+        let added = meta.state == TxnState::Ongoing && meta.groups.contains(&group);
+        if !added && !implicit_add {
+            return Err(ResponseError::InvalidTxnState);
+        }
+        let mut next = begin(meta, now_ms);
+        next.tv2 |= implicit_add;
+        next.groups.insert(group);
+        for o in offsets {
+            next.pending_offsets.retain(|p| {
+                !(p.group == o.group && p.topic == o.topic && p.partition == o.partition)
+            });
+            next.pending_offsets.push(o);
+        }
+        Ok(next)
+    }
+
+    /// EndTxn. `tv2` (v5+) bumps the epoch.
+    pub fn end(
+        &self,
+        id: &str,
+        (producer_id, epoch): (i64, i16),
+        commit: bool,
+        tv2: bool,
+        alloc: &mut dyn FnMut() -> Result<i64, ResponseError>,
+        now_ms: i64,
+    ) -> Result<End, ResponseError> {
+        let meta = self
+            .txns
+            .get(id)
+            .filter(|m| m.producer_id == producer_id || m.last.is_some())
+            .ok_or(ResponseError::InvalidProducerIdMapping)?;
+        let complete = matches!(
+            meta.state,
+            TxnState::CompleteCommit | TxnState::CompleteAbort
+        );
+        if complete {
+            // A retry of an EndTxn that already completed.
+            let retry = if tv2 {
+                epoch.checked_add(1) == Some(meta.producer_epoch) && producer_id == meta.producer_id
+                    || meta.producer_epoch == 0 && producer_id != meta.producer_id
+            } else {
+                epoch == meta.producer_epoch && producer_id == meta.producer_id
+            };
+            if retry {
+                return if (meta.state == TxnState::CompleteCommit) == commit {
+                    Ok(End::Done {
+                        producer_id: meta.producer_id,
+                        producer_epoch: meta.producer_epoch,
+                    })
+                } else {
+                    Err(ResponseError::InvalidTxnState)
+                };
+            }
+        }
+        if meta.producer_id != producer_id {
+            return Err(ResponseError::InvalidProducerIdMapping);
+        }
+        if epoch != meta.producer_epoch {
+            return Err(fenced(meta.producer_epoch, epoch));
+        }
+        let mut next = meta.clone();
+        next.updated_ms = now_ms;
+        match meta.state {
+            TxnState::PrepareCommit | TxnState::PrepareAbort => {
+                Err(ResponseError::ConcurrentTransactions)
+            }
+            TxnState::Ongoing => {
+                prepare_end(&mut next, commit, tv2, alloc)?;
+                Ok(End::Finish(next))
+            }
+            TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort if tv2 => {
+                // Nothing was written; the epoch still moves on, as the protocol expects.
+                bump(&mut next, alloc)?;
+                next.state = if commit {
+                    TxnState::CompleteCommit
+                } else {
+                    TxnState::CompleteAbort
+                };
+                Ok(End::Write(next))
+            }
+            _ => Err(ResponseError::InvalidTxnState),
+        }
+    }
+
+    /// Transactions open past their timeout, as `PrepareAbort` states to write and finish
+    /// (with a bumped epoch, fencing their producers), and ids idle past expiry to forget.
+    pub fn expired(
+        &self,
+        alloc: &mut dyn FnMut() -> Result<i64, ResponseError>,
+        now_ms: i64,
+    ) -> (Vec<TxnMeta>, Vec<String>) {
+        let mut aborts = Vec::new();
+        let mut forget = Vec::new();
+        for meta in self.txns.values() {
+            if meta.state == TxnState::Ongoing
+                && meta.start_ms >= 0
+                && now_ms.saturating_sub(meta.start_ms) > i64::from(meta.timeout_ms)
+            {
+                let mut next = meta.clone();
+                next.updated_ms = now_ms;
+                if prepare_end(&mut next, false, true, alloc).is_ok() {
+                    aborts.push(next);
+                }
+            } else if matches!(
+                meta.state,
+                TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort
+            ) && now_ms.saturating_sub(meta.updated_ms) > self.expiration_ms
+            {
+                forget.push(meta.transactional_id.clone());
+            }
+        }
+        (aborts, forget)
+    }
+
+    /// What to do at start-up about a transaction left open on a partition: finish it as its
+    /// transaction ended if a crash lost its marker, abort it if no live transaction owns it,
+    /// `None` to leave it to its transaction.
+    pub fn heal(&self, topic: &str, partition: i32, producer_id: i64, epoch: i16) -> Option<Heal> {
+        let key = (topic.to_string(), partition);
+        let mut heal = Heal {
+            topic: topic.to_string(),
+            partition,
+            producer_id,
+            epoch,
+            commit: false,
+        };
+        let Some(meta) = self.by_producer(producer_id).or_else(|| {
+            // The id may have moved to a new producer id since (epoch exhaustion).
+            self.txns.values().find(|m| {
+                m.last.as_ref().is_some_and(|l| l.partitions.contains(&key))
+                    && m.producer_id != producer_id
+            })
+        }) else {
+            return Some(heal);
+        };
+        match meta.state {
+            TxnState::Ongoing | TxnState::PrepareCommit | TxnState::PrepareAbort
+                if meta.producer_id == producer_id && meta.partitions.contains(&key) =>
+            {
+                None
+            }
+            _ => {
+                if let Some(last) = &meta.last {
+                    // Its marker is missing if the open transaction is older than the marker:
+                    // same epoch before KIP-890, an older one with it.
+                    let missing = if last.tv2 {
+                        epoch < last.marker_epoch
+                    } else {
+                        epoch == last.marker_epoch
+                    };
+                    if last.partitions.contains(&key) && missing {
+                        heal.commit = last.committed;
+                        heal.epoch = last.marker_epoch;
+                        return Some(heal);
+                    }
+                }
+                Some(heal)
+            }
+        }
+    }
+
+    pub fn ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self.txns.keys().cloned().collect();
+        ids.sort();
+        ids
+    }
+}
+
+/// Starts (or continues) a transaction from `meta`.
+fn begin(meta: &TxnMeta, now_ms: i64) -> TxnMeta {
+    let mut next = meta.clone();
+    if next.state != TxnState::Ongoing {
+        next.state = TxnState::Ongoing;
+        next.start_ms = now_ms;
+        next.partitions = BTreeSet::new();
+        next.groups = BTreeSet::new();
+        next.pending_offsets = Vec::new();
+        next.tv2 = false;
+    }
+    next.updated_ms = now_ms;
+    next
+}
+
+/// The next epoch of the id, or a new producer id when the epoch is exhausted.
+fn bump(
+    meta: &mut TxnMeta,
+    alloc: &mut dyn FnMut() -> Result<i64, ResponseError>,
+) -> Result<(), ResponseError> {
+    if meta.producer_epoch >= i16::MAX - 1 {
+        meta.producer_id = alloc()?;
+        meta.producer_epoch = 0;
+    } else {
+        meta.producer_epoch += 1;
+    }
+    Ok(())
+}
+
+/// Turns an open transaction into its `Prepare*` state. With `bump_epoch`, the epoch moves on
+/// and the markers carry the new one; when it is exhausted, the markers carry the last epoch
+/// of the old producer id and the completed state a new producer id.
+fn prepare_end(
+    meta: &mut TxnMeta,
+    commit: bool,
+    bump_epoch: bool,
+    alloc: &mut dyn FnMut() -> Result<i64, ResponseError>,
+) -> Result<(), ResponseError> {
+    meta.state = if commit {
+        TxnState::PrepareCommit
+    } else {
+        TxnState::PrepareAbort
+    };
+    if !commit {
+        meta.pending_offsets.clear();
+    }
+    if bump_epoch {
+        if meta.producer_epoch >= i16::MAX - 1 {
+            meta.next_producer_id = alloc()?;
+            meta.producer_epoch = i16::MAX;
+        } else {
+            meta.producer_epoch += 1;
+        }
+        meta.tv2 = true;
+    }
+    Ok(())
+}
+
+/// The identity a `Prepare*` state's markers carry.
+pub fn marker_identity(prepare: &TxnMeta) -> MarkerIdentity {
+    MarkerIdentity {
+        producer_id: prepare.producer_id,
+        producer_epoch: prepare.producer_epoch,
+    }
+}
+
+/// The completed state after a `Prepare*` state's markers and offsets are written.
+pub fn completed(prepare: &TxnMeta, now_ms: i64) -> TxnMeta {
+    let committed = prepare.state == TxnState::PrepareCommit;
+    let mut done = prepare.clone();
+    done.state = if committed {
+        TxnState::CompleteCommit
+    } else {
+        TxnState::CompleteAbort
+    };
+    done.last = Some(LastTxn {
+        committed,
+        partitions: std::mem::take(&mut done.partitions),
+        marker_epoch: prepare.producer_epoch,
+        tv2: prepare.tv2,
+    });
+    done.groups.clear();
+    done.pending_offsets.clear();
+    done.start_ms = -1;
+    done.tv2 = false;
+    done.updated_ms = now_ms;
+    if done.next_producer_id >= 0 {
+        done.producer_id = done.next_producer_id;
+        done.producer_epoch = 0;
+        done.next_producer_id = -1;
+    }
+    done
+}

@@ -1,0 +1,440 @@
+//! Transactions: the coordinator's state machine ([`coordinator`]) and the service around it,
+//! which keeps every transactional id's state in the compacted `__transaction_state` topic
+//! (key: the id; value: its state as JSON), replays it on start, finishes transactions
+//! (markers on every partition, then the group offsets, then the completed state), aborts
+//! those past their timeout, and at start-up settles any partition whose marker a crash lost.
+//!
+//! ```text
+//!   EndTxn ─► Prepare* written (fsync) ─► markers on each partition ─► group offsets (fsync)
+//!                                                                   ─► Complete* written (fsync) ─► answer
+//! ```
+//! A crash after `Prepare*` is finished at start-up from that state alone.
+
+pub mod coordinator;
+pub mod state;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use kafka_protocol::error::ResponseError;
+use parking_lot::Mutex;
+use sluice_log::{validate_produce, Clock, FlushMode, LogError, Marker, Offset};
+
+use crate::broker::Broker;
+use crate::error::BrokerError;
+use crate::group::coordinator::{offset_record, Committed};
+use crate::group::GroupService;
+use crate::partition::Partition;
+use crate::topics::{Topic, Topics};
+use coordinator::{completed, marker_identity, Coordinator};
+use state::{TxnMeta, TxnState};
+
+pub const TXN_TOPIC: &str = "__transaction_state";
+
+/// A change to write: an id's new state, or its removal.
+#[derive(Debug, Clone)]
+pub enum TxnRecord {
+    Put(TxnMeta),
+    Delete(String),
+}
+
+impl TxnRecord {
+    fn id(&self) -> &str {
+        match self {
+            TxnRecord::Put(m) => &m.transactional_id,
+            TxnRecord::Delete(id) => id,
+        }
+    }
+}
+
+pub struct TxnService {
+    pub coordinator: Mutex<Coordinator>,
+    topic: Arc<Topic>,
+    clock: Arc<dyn Clock>,
+    /// Ids whose `Prepare*` state is being finished right now.
+    finishing: Mutex<HashSet<String>>,
+}
+
+impl std::fmt::Debug for TxnService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TxnService")
+    }
+}
+
+impl TxnService {
+    /// Creates the transaction state topic if needed and replays it.
+    pub fn open(
+        topics: &Topics,
+        partitions: i32,
+        max_timeout_ms: i32,
+        expiration_ms: i64,
+        clock: Arc<dyn Clock>,
+    ) -> Result<TxnService, BrokerError> {
+        let topic = match topics.get(TXN_TOPIC) {
+            Some(t) => t,
+            None => {
+                let configs = [
+                    ("cleanup.policy", "compact"),
+                    ("segment.bytes", "104857600"),
+                    ("flush.mode", "sync"),
+                    ("retention.ms", "-1"),
+                ]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+                topics
+                    .create(TXN_TOPIC, partitions, configs, false)?
+                    .ok_or_else(|| {
+                        BrokerError::InvalidRequest("transaction state topic not created".into())
+                    })?
+            }
+        };
+        let mut coordinator = Coordinator::new(max_timeout_ms, expiration_ms);
+        for partition in topic.partitions() {
+            for (key, value) in crate::internal_log::read_all(&partition, TXN_TOPIC)? {
+                let Ok(id) = String::from_utf8(key) else {
+                    continue;
+                };
+                match value.map(|v| serde_json::from_slice::<TxnMeta>(&v)) {
+                    Some(Ok(meta)) => coordinator.apply(meta),
+                    Some(Err(e)) => {
+                        tracing::warn!(transactional_id = %id, error = %e, "skipping unreadable transaction state")
+                    }
+                    None => coordinator.remove(&id),
+                }
+            }
+        }
+        let n = coordinator.ids().len();
+        if n > 0 {
+            tracing::info!(transactional_ids = n, "loaded transaction state");
+        }
+        Ok(TxnService {
+            coordinator: Mutex::new(coordinator),
+            topic,
+            clock,
+            finishing: Mutex::new(HashSet::new()),
+        })
+    }
+
+    pub fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
+    }
+
+    fn partition(&self, id: &str) -> Result<Arc<Partition>, BrokerError> {
+        let index = crate::group::partition_for(id, self.topic.partition_count());
+        self.topic
+            .partition(index)
+            .ok_or_else(|| BrokerError::UnknownTopic(format!("{TXN_TOPIC}-{index}")))
+    }
+
+    /// Appends the records (call with the coordinator locked, so the log's order is the order
+    /// they are applied in); returns what to wait on for durability.
+    pub fn write(
+        &self,
+        records: &[TxnRecord],
+    ) -> Result<Vec<(Arc<Partition>, Offset)>, BrokerError> {
+        let now = self.clock.now_ms();
+        let mut waits = Vec::new();
+        for r in records {
+            let key = r.id().as_bytes().to_vec();
+            let value = match r {
+                TxnRecord::Put(meta) => Some(serde_json::to_vec(meta).map_err(|e| {
+                    BrokerError::InvalidRequest(format!("encoding a transaction state: {e}"))
+                })?),
+                TxnRecord::Delete(_) => None,
+            };
+            let batch = crate::internal_log::encode(&[(key, value)], now)?;
+            let validated = validate_produce(&batch, usize::MAX).map_err(LogError::from)?;
+            let partition = self.partition(r.id())?;
+            let info = partition.append(validated)?;
+            waits.push((partition, info.last_offset.plus(1)));
+        }
+        Ok(waits)
+    }
+
+    /// Writes `meta` and applies it under the coordinator's lock (already held by the caller,
+    /// passed in); returns the durability waits.
+    pub fn put(
+        &self,
+        coordinator: &mut Coordinator,
+        meta: TxnMeta,
+    ) -> Result<Vec<(Arc<Partition>, Offset)>, ResponseError> {
+        let waits = self.write(&[TxnRecord::Put(meta.clone())]).map_err(|e| {
+            tracing::error!(error = %e, "cannot write transaction state");
+            ResponseError::CoordinatorNotAvailable
+        })?;
+        coordinator.apply(meta);
+        Ok(waits)
+    }
+}
+
+/// Waits for durability; `CoordinatorNotAvailable` if a log failed.
+pub async fn durable(waits: Vec<(Arc<Partition>, Offset)>) -> Result<(), ResponseError> {
+    if GroupService::wait_durable(waits).await {
+        Ok(())
+    } else {
+        Err(ResponseError::CoordinatorNotAvailable)
+    }
+}
+
+impl Broker {
+    /// Finishes a transaction whose `Prepare*` state is written: markers on its partitions,
+    /// its group offsets if it commits, then its completed state. Returns the completed state.
+    pub(crate) async fn finish_txn(&self, prepare: TxnMeta) -> Result<TxnMeta, ResponseError> {
+        let id = prepare.transactional_id.clone();
+        if !self.txns.finishing.lock().insert(id.clone()) {
+            return Err(ResponseError::ConcurrentTransactions);
+        }
+        let result = self.finish_txn_inner(prepare).await;
+        self.txns.finishing.lock().remove(&id);
+        result
+    }
+
+    async fn finish_txn_inner(&self, prepare: TxnMeta) -> Result<TxnMeta, ResponseError> {
+        let commit = prepare.state == TxnState::PrepareCommit;
+        let marker = if commit {
+            Marker::Commit
+        } else {
+            Marker::Abort
+        };
+        let who = marker_identity(&prepare);
+        let mut waits = Vec::new();
+        for (topic, index) in &prepare.partitions {
+            // A partition deleted since has nothing left to mark.
+            let Some(partition) = self.topics.get(topic).and_then(|t| t.partition(*index)) else {
+                continue;
+            };
+            match partition.append_marker(marker, who.producer_id, who.producer_epoch, 0) {
+                Ok(info) => {
+                    if partition.config().flush == FlushMode::Sync {
+                        waits.push((partition, info.last_offset.plus(1)));
+                    }
+                }
+                Err(LogError::Producer(e)) => {
+                    // The partition saw a newer epoch of this producer: its transaction there
+                    // was already ended by a newer decision.
+                    tracing::warn!(?partition, error = %e, "transaction marker refused");
+                }
+                Err(e) => {
+                    tracing::error!(?partition, error = %e, "cannot write a transaction marker");
+                    return Err(ResponseError::KafkaStorageError);
+                }
+            }
+        }
+        durable(waits).await?;
+        if commit && !prepare.pending_offsets.is_empty() {
+            let now = self.txns.now_ms();
+            let records: Vec<_> = prepare
+                .pending_offsets
+                .iter()
+                .map(|o| {
+                    offset_record(
+                        &o.group,
+                        &o.topic,
+                        o.partition,
+                        Committed {
+                            offset: o.offset,
+                            leader_epoch: o.leader_epoch,
+                            metadata: o.metadata.clone(),
+                            commit_timestamp_ms: now,
+                        },
+                    )
+                })
+                .collect();
+            let waits = {
+                let mut groups = self.groups.coordinator.lock();
+                let waits = self.groups.write(&records).map_err(|e| {
+                    tracing::error!(error = %e, "cannot write transactional offsets");
+                    ResponseError::CoordinatorNotAvailable
+                })?;
+                for r in &records {
+                    groups.apply(r, now);
+                }
+                waits
+            };
+            durable(waits).await?;
+        }
+        let done = completed(&prepare, self.txns.now_ms());
+        let waits = {
+            let mut coordinator = self.txns.coordinator.lock();
+            self.txns.put(&mut coordinator, done.clone())?
+        };
+        durable(waits).await?;
+        tracing::debug!(transactional_id = %done.transactional_id, state = done.state.name(), "transaction finished");
+        Ok(done)
+    }
+
+    /// One tick of the coordinator's clock: aborts transactions past their timeout, finishes
+    /// `Prepare*` states left unfinished (after a restart or a failed write), forgets idle ids.
+    pub(crate) fn tick_transactions(self: &Arc<Self>) {
+        let now = self.txns.now_ms();
+        let mut alloc = || {
+            self.producer_ids
+                .next()
+                .map_err(|_| ResponseError::CoordinatorNotAvailable)
+        };
+        let (to_finish, forgotten) = {
+            let mut coordinator = self.txns.coordinator.lock();
+            let (aborts, forget) = coordinator.expired(&mut alloc, now);
+            let mut to_finish = Vec::new();
+            for meta in aborts {
+                tracing::info!(transactional_id = %meta.transactional_id, "aborting a transaction past its timeout");
+                match self.txns.put(&mut coordinator, meta.clone()) {
+                    Ok(_) => to_finish.push(meta),
+                    Err(e) => tracing::warn!(error = ?e, "cannot abort an expired transaction"),
+                }
+            }
+            let finishing = self.txns.finishing.lock();
+            for meta in coordinator.all() {
+                if meta.state.is_prepare()
+                    && !finishing.contains(&meta.transactional_id)
+                    && !to_finish
+                        .iter()
+                        .any(|m| m.transactional_id == meta.transactional_id)
+                {
+                    to_finish.push(meta.clone());
+                }
+            }
+            drop(finishing);
+            let records: Vec<TxnRecord> = forget.iter().cloned().map(TxnRecord::Delete).collect();
+            if !records.is_empty() && self.txns.write(&records).is_ok() {
+                for id in &forget {
+                    coordinator.remove(id);
+                }
+            }
+            (to_finish, forget.len())
+        };
+        if forgotten > 0 {
+            tracing::info!(count = forgotten, "forgot idle transactional ids");
+        }
+        for prepare in to_finish {
+            let broker = Arc::clone(self);
+            tokio::spawn(async move {
+                let id = prepare.transactional_id.clone();
+                if let Err(e) = broker.finish_txn(prepare).await {
+                    if e != ResponseError::ConcurrentTransactions {
+                        tracing::warn!(transactional_id = %id, error = ?e, "finishing a transaction failed; will retry");
+                    }
+                }
+            });
+        }
+    }
+
+    /// Checks a transactional write against the coordinator (KIP-890 part 1): the producer's
+    /// epoch must be current and the partition in its open transaction. With `implicit_add`
+    /// (Produce v12+, transactions version 2) the partition is added to the transaction here.
+    pub(crate) fn verify_txn_write(
+        &self,
+        producer_id: i64,
+        epoch: i16,
+        topic: &str,
+        partition: i32,
+        implicit_add: bool,
+    ) -> Result<(), (ResponseError, String)> {
+        let now = self.txns.now_ms();
+        let mut coordinator = self.txns.coordinator.lock();
+        let Some(meta) = coordinator.by_producer(producer_id) else {
+            return Err((
+                ResponseError::InvalidProducerIdMapping,
+                format!("producer {producer_id} has no transactional id here"),
+            ));
+        };
+        if epoch != meta.producer_epoch {
+            return Err((
+                ResponseError::InvalidProducerEpoch,
+                format!(
+                    "producer {producer_id} epoch {epoch} is not the current {}",
+                    meta.producer_epoch
+                ),
+            ));
+        }
+        let key = (topic.to_string(), partition);
+        if meta.state == TxnState::Ongoing && meta.partitions.contains(&key) {
+            return Ok(());
+        }
+        if !implicit_add {
+            return Err((
+                ResponseError::InvalidTxnState,
+                format!("{topic}-{partition} is not in producer {producer_id}'s open transaction"),
+            ));
+        }
+        let id = meta.transactional_id.clone();
+        let added = coordinator
+            .add_partitions(&id, producer_id, epoch, &[key], true, now)
+            .map_err(|e| {
+                (
+                    e,
+                    format!("cannot add {topic}-{partition} to the transaction"),
+                )
+            })?;
+        if let Some(meta) = added {
+            // Not waited on: the add precedes the data in the log's order, and start-up
+            // settles a partition whose add was lost (see `heal_transactions`).
+            self.txns
+                .put(&mut coordinator, meta)
+                .map_err(|e| (e, "cannot record the transaction's partition".to_string()))?;
+        }
+        Ok(())
+    }
+
+    /// At start-up: every partition's open transactions that no live transaction owns are
+    /// settled — with the marker a crash lost, or aborted.
+    pub(crate) fn heal_transactions(&self) {
+        let coordinator = self.txns.coordinator.lock();
+        for topic in self.topics.list() {
+            for partition in topic.partitions() {
+                for open in partition.open_transactions() {
+                    let Some(heal) = coordinator.heal(
+                        &topic.name,
+                        partition.index,
+                        open.producer_id,
+                        open.producer_epoch,
+                    ) else {
+                        continue;
+                    };
+                    let marker = if heal.commit {
+                        Marker::Commit
+                    } else {
+                        Marker::Abort
+                    };
+                    match partition.append_marker(marker, heal.producer_id, heal.epoch, 0) {
+                        Ok(_) => tracing::info!(
+                            ?partition,
+                            producer_id = heal.producer_id,
+                            commit = heal.commit,
+                            "settled a transaction left open by a crash"
+                        ),
+                        Err(e) => {
+                            tracing::warn!(?partition, error = %e, "cannot settle an open transaction")
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Aborts the transaction `producer_id` left open on a partition (an operator's tool for
+    /// a hanging transaction, like `kafka-transactions.sh abort`). The marker carries the
+    /// producer's current epoch on the partition.
+    pub fn abort_open_transaction(
+        &self,
+        topic: &str,
+        partition: i32,
+        producer_id: i64,
+    ) -> Result<bool, BrokerError> {
+        let p = self
+            .topics
+            .get(topic)
+            .and_then(|t| t.partition(partition))
+            .ok_or_else(|| BrokerError::UnknownTopic(format!("{topic}-{partition}")))?;
+        let Some(open) = p
+            .open_transactions()
+            .into_iter()
+            .find(|o| o.producer_id == producer_id)
+        else {
+            return Ok(false);
+        };
+        p.append_marker(Marker::Abort, producer_id, open.producer_epoch, 0)?;
+        Ok(true)
+    }
+}
