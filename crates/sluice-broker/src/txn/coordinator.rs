@@ -161,8 +161,10 @@ impl Coordinator {
             let current = pid == meta.producer_id && epoch == meta.producer_epoch;
             // A TV2 producer whose EndTxn answer was lost still holds the epoch before the bump.
             let just_bumped = pid == meta.producer_id
-                && meta.last.as_ref().is_some_and(|l| l.tv2)
-                && epoch.checked_add(1) == Some(meta.producer_epoch);
+                && meta
+                    .last
+                    .as_ref()
+                    .is_some_and(|l| l.tv2 && l.ended_by_epoch == Some(epoch));
             if !(current || just_bumped) {
                 return Err(ResponseError::ProducerFenced);
             }
@@ -283,13 +285,11 @@ impl Coordinator {
             TxnState::CompleteCommit | TxnState::CompleteAbort
         );
         if complete {
-            // A retry of an EndTxn that already completed.
-            let retry = if tv2 {
-                epoch.checked_add(1) == Some(meta.producer_epoch) && producer_id == meta.producer_id
-                    || meta.producer_epoch == 0 && producer_id != meta.producer_id
-            } else {
-                epoch == meta.producer_epoch && producer_id == meta.producer_id
-            };
+            // A retry of the EndTxn that completed it (not a fenced producer's late EndTxn).
+            let retry = meta
+                .last
+                .as_ref()
+                .is_some_and(|l| l.ended_by_epoch == Some(epoch) && l.tv2 == tv2);
             if retry {
                 return if (meta.state == TxnState::CompleteCommit) == commit {
                     Ok(End::Done {
@@ -309,6 +309,7 @@ impl Coordinator {
         }
         let mut next = meta.clone();
         next.updated_ms = now_ms;
+        next.end_requested_epoch = Some(epoch);
         match meta.state {
             TxnState::PrepareCommit | TxnState::PrepareAbort => {
                 Err(ResponseError::ConcurrentTransactions)
@@ -319,6 +320,14 @@ impl Coordinator {
             }
             TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort if tv2 => {
                 // Nothing was written; the epoch still moves on, as the protocol expects.
+                next.last = Some(LastTxn {
+                    committed: commit,
+                    partitions: BTreeSet::new(),
+                    marker_epoch: next.producer_epoch,
+                    tv2: true,
+                    ended_by_epoch: Some(epoch),
+                });
+                next.end_requested_epoch = None;
                 bump(&mut next, alloc)?;
                 next.state = if commit {
                     TxnState::CompleteCommit
@@ -495,7 +504,9 @@ pub fn completed(prepare: &TxnMeta, now_ms: i64) -> TxnMeta {
         partitions: std::mem::take(&mut done.partitions),
         marker_epoch: prepare.producer_epoch,
         tv2: prepare.tv2,
+        ended_by_epoch: prepare.end_requested_epoch,
     });
+    done.end_requested_epoch = None;
     done.groups.clear();
     done.pending_offsets.clear();
     done.start_ms = -1;

@@ -54,6 +54,10 @@ pub struct LastTxn {
     pub marker_epoch: i16,
     /// Ended with the KIP-890 protocol (the markers carry the bumped epoch).
     pub tv2: bool,
+    /// The epoch of the EndTxn that ended it (`None`: a new producer or a timeout aborted it),
+    /// so that a retried EndTxn is told apart from a fenced producer's.
+    #[serde(default)]
+    pub ended_by_epoch: Option<i16>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -79,6 +83,9 @@ pub struct TxnMeta {
     /// state moves to (-1 otherwise).
     #[serde(default = "no_producer")]
     pub next_producer_id: i64,
+    /// In a `Prepare*` state: the epoch of the EndTxn that asked for it.
+    #[serde(default)]
+    pub end_requested_epoch: Option<i16>,
 }
 
 fn no_producer() -> i64 {
@@ -101,6 +108,7 @@ impl TxnMeta {
             tv2: false,
             last: None,
             next_producer_id: -1,
+            end_requested_epoch: None,
         }
     }
 }
