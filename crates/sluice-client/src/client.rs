@@ -30,11 +30,11 @@ use crate::connection::Connection;
 use crate::error::ClientError;
 use crate::records::{decode_batches, InRecord};
 
-fn s(v: &str) -> StrBytes {
+pub(crate) fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
 }
 
-fn check(
+pub(crate) fn check(
     context: impl Into<String>,
     code: i16,
     message: Option<&StrBytes>,

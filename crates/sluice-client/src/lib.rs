@@ -10,6 +10,7 @@ pub mod error;
 pub mod lean;
 pub mod partitioner;
 pub mod records;
+pub mod transactions;
 
 pub use client::{Client, ConfigEntry, Fetched, GroupDescription, GroupMember, PartitionMeta};
 pub use connection::Connection;

@@ -8,6 +8,7 @@ mod produce_cmd;
 mod serve;
 mod settings;
 mod topic_cmd;
+mod txn_cmd;
 
 use std::path::PathBuf;
 
@@ -65,6 +66,13 @@ enum Command {
         #[command(subcommand)]
         command: group_cmd::GroupCommand,
     },
+    /// List and describe transactions; abort a hanging one
+    Txn {
+        #[command(flatten)]
+        bootstrap: Bootstrap,
+        #[command(subcommand)]
+        command: txn_cmd::TxnCommand,
+    },
     /// Send stdin lines as records
     Produce {
         #[command(flatten)]
@@ -92,6 +100,8 @@ fn main() {
             .and_then(|rt| rt.block_on(topic_cmd::run(&bootstrap.bootstrap_server, command))),
         Command::Group { bootstrap, command } => cli_runtime()
             .and_then(|rt| rt.block_on(group_cmd::run(&bootstrap.bootstrap_server, command))),
+        Command::Txn { bootstrap, command } => cli_runtime()
+            .and_then(|rt| rt.block_on(txn_cmd::run(&bootstrap.bootstrap_server, command))),
         Command::Produce { bootstrap, args } => cli_runtime()
             .and_then(|rt| rt.block_on(produce_cmd::run(&bootstrap.bootstrap_server, args))),
         Command::Bench(command) => bench_cmd::run(*command),

@@ -1,0 +1,208 @@
+"""Transactions through real clients: exactly-once consume-transform-produce with a processor
+SIGKILLed at random points, aborted transactions hidden from read_committed consumers,
+fencing, the transaction timeout, the Java client (KIP-890 protocol), and `sluice txn`."""
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from kafka import KafkaConsumer
+from kafka.structs import TopicPartition as KTP
+
+from conftest import ROOT, sluice_cli, wait_until
+from broker.clients import create_topic
+
+HERE = Path(__file__).parent
+
+
+def read_values(bootstrap, topic, isolation, timeout=15, expect=None):
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{time.time_ns()}",
+                  "auto.offset.reset": "earliest", "isolation.level": isolation, "enable.auto.commit": False})
+    c.subscribe([topic])
+    values = []
+    deadline = time.time() + timeout
+    quiet = 0
+    while time.time() < deadline:
+        batch = c.consume(500, 0.5)
+        got = [m.value() for m in batch if m.error() is None]
+        values += got
+        quiet = quiet + 1 if not got else 0
+        if values and quiet >= 4 and (expect is None or len(values) >= expect):
+            break
+    c.close()
+    return values
+
+
+def end_offsets(bootstrap, topic, partitions, isolation):
+    c = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level=isolation)
+    ends = c.end_offsets([KTP(topic, p) for p in range(partitions)])
+    c.close()
+    return [ends[KTP(topic, p)] for p in range(partitions)]
+
+
+def test_read_committed_skips_aborted_and_waits_for_open_transactions(broker):
+    create_topic(broker.bootstrap, "txn-data", 2)
+    p = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "writer"})
+    p.init_transactions(10)
+    p.begin_transaction()
+    for i in range(20):
+        p.produce("txn-data", key=str(i), value=f"committed-{i}")
+    p.commit_transaction(10)
+    p.begin_transaction()
+    for i in range(10):
+        p.produce("txn-data", key=str(i), value=f"aborted-{i}")
+    p.flush(10)
+    p.abort_transaction(10)
+    # An open transaction: read_committed consumers stop before it.
+    p.begin_transaction()
+    for i in range(5):
+        p.produce("txn-data", key=str(i), value=f"late-{i}")
+    p.flush(10)
+    hw = end_offsets(broker.bootstrap, "txn-data", 2, "read_uncommitted")
+    lso = end_offsets(broker.bootstrap, "txn-data", 2, "read_committed")
+    assert sum(hw) == 20 + 1 + 10 + 1 + 5 + 1 or sum(hw) >= 35, hw  # data and markers
+    assert all(l < h for l, h in zip(lso, hw)), (lso, hw)
+    committed = read_values(broker.bootstrap, "txn-data", "read_committed", expect=20)
+    assert sorted(committed) == sorted(f"committed-{i}".encode() for i in range(20))
+    p.commit_transaction(10)
+    committed = read_values(broker.bootstrap, "txn-data", "read_committed", expect=25)
+    assert len(committed) == 25 and not any(v.startswith(b"aborted") for v in committed)
+    everything = read_values(broker.bootstrap, "txn-data", "read_uncommitted", expect=35)
+    assert len(everything) == 35 and sum(v.startswith(b"aborted") for v in everything) == 10
+    # kafka-python (its own read_committed implementation) agrees.
+    k = KafkaConsumer("txn-data", bootstrap_servers=broker.bootstrap, isolation_level="read_committed",
+                      auto_offset_reset="earliest", consumer_timeout_ms=4000, group_id=None)
+    kv = [m.value for m in k]
+    k.close()
+    assert len(kv) == 25 and not any(v.startswith(b"aborted") for v in kv)
+
+
+def test_a_second_producer_fences_the_first(broker):
+    create_topic(broker.bootstrap, "fenced", 1)
+    first = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "same-id"})
+    first.init_transactions(10)
+    first.begin_transaction()
+    first.produce("fenced", value=b"zombie")
+    first.flush(10)
+    second = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "same-id"})
+    second.init_transactions(10)
+    try:
+        first.commit_transaction(10)
+        raise AssertionError("the fenced producer committed")
+    except KafkaException as e:
+        assert e.args[0].fatal() or "fenced" in str(e).lower(), e
+    second.begin_transaction()
+    second.produce("fenced", value=b"new")
+    second.commit_transaction(10)
+    assert read_values(broker.bootstrap, "fenced", "read_committed", expect=1) == [b"new"]
+
+
+ABANDON = """
+import os, sys
+from confluent_kafka import Producer
+p = Producer({"bootstrap.servers": sys.argv[1], "transactional.id": "abandoned", "transaction.timeout.ms": 2000})
+p.init_transactions(10)
+p.begin_transaction()
+for i in range(5):
+    p.produce("abandoned", value=b"never-committed")
+p.flush(10)
+os.kill(os.getpid(), 9)
+"""
+
+
+def test_an_abandoned_transaction_is_aborted_at_its_timeout(broker):
+    create_topic(broker.bootstrap, "abandoned", 1)
+    subprocess.run([sys.executable, "-c", ABANDON, broker.bootstrap], timeout=60)
+    assert end_offsets(broker.bootstrap, "abandoned", 1, "read_committed") == [0]
+    out = sluice_cli("txn", "describe", "abandoned", "-b", broker.bootstrap).stdout
+    assert "State: Ongoing" in out and "abandoned-0" in out, out
+    wait_until(lambda: end_offsets(broker.bootstrap, "abandoned", 1, "read_committed") == [6], 15,
+               "the timed-out transaction to be aborted and the LSO to move past it")
+    assert "CompleteAbort" in sluice_cli("txn", "describe", "abandoned", "-b", broker.bootstrap).stdout
+    assert read_values(broker.bootstrap, "abandoned", "read_committed", timeout=3) == []
+
+
+def test_operators_abort_hanging_transactions_with_the_cli(broker):
+    create_topic(broker.bootstrap, "hang", 1)
+    abandon = ABANDON.replace('"abandoned", "transaction.timeout.ms": 2000', '"stuck", "transaction.timeout.ms": 600000')
+    abandon = abandon.replace('p.produce("abandoned"', 'p.produce("hang"')
+    subprocess.run([sys.executable, "-c", abandon, broker.bootstrap], timeout=60)
+    listed = sluice_cli("txn", "list", "--state", "Ongoing", "-b", broker.bootstrap).stdout
+    assert "stuck" in listed and "Ongoing" in listed, listed
+    assert end_offsets(broker.bootstrap, "hang", 1, "read_committed") == [0]
+    out = sluice_cli("txn", "abort", "--transactional-id", "stuck", "-b", broker.bootstrap).stdout
+    assert "fenced at epoch 1" in out, out
+    assert end_offsets(broker.bootstrap, "hang", 1, "read_committed") == [6]
+    assert "CompleteAbort" in sluice_cli("txn", "describe", "stuck", "-b", broker.bootstrap).stdout
+    # On one partition, by producer id.
+    subprocess.run([sys.executable, "-c", abandon.replace('"stuck"', '"stuck2"'), broker.bootstrap], timeout=60)
+    pid = next(l.split("\t")[1] for l in sluice_cli("txn", "list", "-b", broker.bootstrap).stdout.splitlines()
+               if l.startswith("stuck2\t"))
+    out = sluice_cli("txn", "abort", "--topic", "hang", "--partition", "0",
+                     "--producer-id", pid, "-b", broker.bootstrap).stdout
+    assert "began at offset 6" in out, out
+    assert end_offsets(broker.bootstrap, "hang", 1, "read_committed") == [12]
+    # Bad input: clear messages, non-zero exit.
+    r = sluice_cli("txn", "describe", "nobody", "-b", broker.bootstrap, check=False)
+    assert r.returncode != 0 and "TransactionalIdNotFound" in r.stderr, r.stderr
+    r = sluice_cli("txn", "abort", "--topic", "hang", "--partition", "0",
+                   "--producer-id", pid, "-b", broker.bootstrap, check=False)
+    assert r.returncode != 0 and "no open transaction" in r.stderr, r.stderr
+    r = sluice_cli("txn", "list", "--state", "Sleeping", "-b", broker.bootstrap, check=False)
+    assert r.returncode != 0 and "unknown transaction state" in r.stderr, r.stderr
+
+
+def test_exactly_once_processing_survives_sigkill(broker):
+    create_topic(broker.bootstrap, "eos-in", 3)
+    create_topic(broker.bootstrap, "eos-out", 3)
+    n = 3000
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+    for i in range(n):
+        p.produce("eos-in", key=str(i).encode(), value=str(i).encode())
+    assert p.flush(30) == 0
+    rng = random.Random(7)
+    kills = 0
+    deadline = time.time() + 240
+    while time.time() < deadline:
+        proc = subprocess.Popen([sys.executable, str(HERE / "processor.py"), broker.bootstrap],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if kills < 4:
+            time.sleep(rng.uniform(1.5, 4.0))
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGKILL)
+                proc.wait(10)
+                kills += 1
+                continue
+        try:
+            proc.wait(120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode == 0, proc.stderr.read()
+        break
+    assert kills >= 3, f"the processor was killed only {kills} times"
+    outputs = read_values(broker.bootstrap, "eos-out", "read_committed", timeout=30, expect=n)
+    assert len(outputs) == n, f"{len(outputs)} outputs for {n} inputs"
+    assert sorted(outputs) == sorted(f"out-{i}".encode() for i in range(n)), "each input exactly once"
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "eos"})
+    committed = c.committed([TopicPartition("eos-in", q) for q in range(3)], 10)
+    ends = [c.get_watermark_offsets(TopicPartition("eos-in", q), 10)[1] for q in range(3)]
+    c.close()
+    assert [tp.offset for tp in committed] == ends, "the committed input offsets are the end of the input"
+    # The uncommitted view holds the aborted outputs of the killed transactions too.
+    assert len(read_values(broker.bootstrap, "eos-out", "read_uncommitted", timeout=20, expect=n)) >= n
+
+
+def test_java_client_transactions_with_kip_890(broker):
+    subprocess.run([str(ROOT / "scripts" / "java-env")], check=True, timeout=600)
+    java = ROOT / "tests" / "java"
+    r = subprocess.run(["java", "-cp", f"{java / 'lib'}/*:{java}", "TxnSmoke", broker.bootstrap],
+                       capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert r.stdout.strip().endswith("OK")
