@@ -3,24 +3,29 @@ reads `eos-in` in group `eos` (read_committed), writes `out-<value>` to `eos-out
 its input offsets in the same transaction (send_offsets_to_transaction). Killed and restarted
 by test_transactions.py; exits 0 once it has committed the end of every input partition.
 
-    python processor.py BOOTSTRAP
+    python processor.py BOOTSTRAP [PAUSE_S]
+
+PAUSE_S (default 0) is slept inside each transaction, so that a kill lands mid-stream.
 """
 
 import sys
+import time
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 
-def main(bootstrap):
+def main(bootstrap, pause):
+    # Static membership: a restarted instance takes its predecessor's place at once.
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "eos", "auto.offset.reset": "earliest",
-                         "enable.auto.commit": False, "isolation.level": "read_committed"})
+                         "enable.auto.commit": False, "isolation.level": "read_committed",
+                         "group.instance.id": "eos-processor-1", "session.timeout.ms": 6000})
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "eos-processor",
                          "transaction.timeout.ms": 10000, "linger.ms": 5})
     producer.init_transactions(30)
     consumer.subscribe(["eos-in"])
     idle = 0
     while True:
-        msgs = [m for m in consumer.consume(200, 0.5) if m.error() is None]
+        msgs = [m for m in consumer.consume(50, 0.5) if m.error() is None]
         if not msgs:
             idle += 1
             if idle >= 6 and done(consumer):
@@ -30,6 +35,7 @@ def main(bootstrap):
         producer.begin_transaction()
         for m in msgs:
             producer.produce("eos-out", key=m.key(), value=b"out-" + m.value())
+        time.sleep(pause)
         positions = consumer.position(consumer.assignment())
         producer.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), 30)
         try:
@@ -61,4 +67,4 @@ def done(consumer):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(sys.argv[1], float(sys.argv[2]) if len(sys.argv) > 2 else 0.0))

@@ -170,10 +170,15 @@ def test_exactly_once_processing_survives_sigkill(broker):
     kills = 0
     deadline = time.time() + 240
     while time.time() < deadline:
-        proc = subprocess.Popen([sys.executable, str(HERE / "processor.py"), broker.bootstrap],
+        proc = subprocess.Popen([sys.executable, str(HERE / "processor.py"), broker.bootstrap, "0.02"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         if kills < 4:
-            time.sleep(rng.uniform(1.5, 4.0))
+            # Kill it mid-stream: once it has written something, after a random moment.
+            before = sum(end_offsets(broker.bootstrap, "eos-out", 3, "read_uncommitted"))
+            wait_until(lambda: proc.poll() is not None
+                       or sum(end_offsets(broker.bootstrap, "eos-out", 3, "read_uncommitted")) > before,
+                       60, "the processor to make progress")
+            time.sleep(rng.uniform(0.0, 0.5))
             if proc.poll() is None:
                 proc.send_signal(signal.SIGKILL)
                 proc.wait(10)
@@ -206,3 +211,33 @@ def test_java_client_transactions_with_kip_890(broker):
                        capture_output=True, text=True, timeout=240)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert r.stdout.strip().endswith("OK")
+
+
+def test_transactions_survive_a_broker_crash(start_broker):
+    b = start_broker(extra=["--log-flush-mode", "sync"], name="txn-crash")
+    create_topic(b.bootstrap, "durable-txn", 2)
+    p = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": "crash-writer", "transaction.timeout.ms": 60000})
+    p.init_transactions(10)
+    p.begin_transaction()
+    for i in range(100):
+        p.produce("durable-txn", key=str(i), value=f"v{i}")
+    p.flush(10)
+    b.kill()
+    b.start()
+    # The coordinator's state and the partitions' open transactions came back: commit works.
+    p.commit_transaction(30)
+    values = read_values(b.bootstrap, "durable-txn", "read_committed", expect=100)
+    assert sorted(values) == sorted(f"v{i}".encode() for i in range(100))
+    # And an abort after another crash.
+    p.begin_transaction()
+    for i in range(10):
+        p.produce("durable-txn", key=str(i), value=b"doomed")
+    p.flush(10)
+    b.kill()
+    b.start()
+    p.abort_transaction(30)
+    p.begin_transaction()
+    p.produce("durable-txn", key=b"last", value=b"last")
+    p.commit_transaction(30)
+    values = read_values(b.bootstrap, "durable-txn", "read_committed", expect=101)
+    assert len(values) == 101 and b"doomed" not in values and b"last" in values
