@@ -1,12 +1,12 @@
 //! AddOffsetsToTxn: the transaction will commit offsets of a consumer group
-//! (`send_offsets_to_transaction`). Answered once durable.
+//! (`send_offsets_to_transaction`). Not waited on for durability: the offsets are committed
+//! only through the transaction's fsynced `Prepare*` state, which carries them.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, ResponseKind};
 use sluice_wire::Reply;
 
 use crate::broker::Broker;
-use crate::txn::durable;
 
 fn answer(error: Option<ResponseError>) -> Option<ResponseKind> {
     Some(ResponseKind::AddOffsetsToTxn(
@@ -36,10 +36,7 @@ pub fn handle(broker: &Broker, request: AddOffsetsToTxnRequest, _version: i16) -
             Err(e) => Err(e),
         }
     };
-    Reply::Later(Box::pin(async move {
-        match waits {
-            Ok(waits) => answer(durable(waits).await.err()),
-            Err(e) => answer(Some(e)),
-        }
-    }))
+    Reply::Ready(Box::new(answer(waits.err()).unwrap_or_else(|| {
+        ResponseKind::AddOffsetsToTxn(Default::default())
+    })))
 }

@@ -1,7 +1,9 @@
 //! AddPartitionsToTxn: a (pre-KIP-890) producer names the partitions it is about to write in
 //! its transaction. v0-3 carry one transaction; v4+ (broker to broker) a batch, each possibly
-//! `verify_only` (is the partition already in the transaction?). Answered once the addition
-//! is durable, so a write that follows is always known to the coordinator.
+//! `verify_only` (is the partition already in the transaction?). Answered without waiting for
+//! the addition to be durable: a transaction is decided only by its `Prepare*` state, written
+//! (and fsynced) after it in the same log, and start-up aborts a partition's open transaction
+//! that the coordinator does not know of (see `Broker::heal_transactions`).
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
@@ -14,7 +16,6 @@ use kafka_protocol::messages::{
 use sluice_wire::Reply;
 
 use crate::broker::Broker;
-use crate::txn::durable;
 
 fn results(
     topics: &[AddPartitionsToTxnTopic],
@@ -111,8 +112,8 @@ fn add(
 }
 
 pub fn handle(broker: &Broker, request: AddPartitionsToTxnRequest, version: i16) -> Reply {
-    if version <= 3 {
-        let (r, waits) = add(
+    let response = if version <= 3 {
+        let (r, _) = add(
             broker,
             &request.v3_and_below_transactional_id,
             request.v3_and_below_producer_id.0,
@@ -120,49 +121,26 @@ pub fn handle(broker: &Broker, request: AddPartitionsToTxnRequest, version: i16)
             &request.v3_and_below_topics,
             false,
         );
-        return Reply::Later(Box::pin(async move {
-            let r = match durable(waits).await {
-                Ok(()) => r,
-                Err(e) => r
-                    .into_iter()
-                    .map(|mut t| {
-                        for p in &mut t.results_by_partition {
-                            p.partition_error_code = e.code();
-                        }
-                        t
-                    })
-                    .collect(),
-            };
-            Some(ResponseKind::AddPartitionsToTxn(
-                AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(r),
-            ))
-        }));
-    }
-    let mut all_waits = Vec::new();
-    let results: Vec<AddPartitionsToTxnResult> = request
-        .transactions
-        .iter()
-        .map(|t| {
-            let (r, waits) = add(
-                broker,
-                &t.transactional_id,
-                t.producer_id.0,
-                t.producer_epoch,
-                &t.topics,
-                t.verify_only,
-            );
-            all_waits.extend(waits);
-            AddPartitionsToTxnResult::default()
-                .with_transactional_id(t.transactional_id.clone())
-                .with_topic_results(r)
-        })
-        .collect();
-    Reply::Later(Box::pin(async move {
-        let error = durable(all_waits).await.err().map_or(0, |e| e.code());
-        Some(ResponseKind::AddPartitionsToTxn(
-            AddPartitionsToTxnResponse::default()
-                .with_error_code(error)
-                .with_results_by_transaction(results),
-        ))
-    }))
+        AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(r)
+    } else {
+        let results: Vec<AddPartitionsToTxnResult> = request
+            .transactions
+            .iter()
+            .map(|t| {
+                let (r, _) = add(
+                    broker,
+                    &t.transactional_id,
+                    t.producer_id.0,
+                    t.producer_epoch,
+                    &t.topics,
+                    t.verify_only,
+                );
+                AddPartitionsToTxnResult::default()
+                    .with_transactional_id(t.transactional_id.clone())
+                    .with_topic_results(r)
+            })
+            .collect();
+        AddPartitionsToTxnResponse::default().with_results_by_transaction(results)
+    };
+    Reply::Ready(Box::new(ResponseKind::AddPartitionsToTxn(response)))
 }

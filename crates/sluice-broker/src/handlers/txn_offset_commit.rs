@@ -11,7 +11,6 @@ use kafka_protocol::messages::{ResponseKind, TxnOffsetCommitRequest, TxnOffsetCo
 use sluice_wire::Reply;
 
 use crate::broker::Broker;
-use crate::txn::durable;
 use crate::txn::state::PendingOffset;
 
 pub fn handle(broker: &Broker, request: TxnOffsetCommitRequest, version: i16) -> Reply {
@@ -81,10 +80,9 @@ pub fn handle(broker: &Broker, request: TxnOffsetCommitRequest, version: i16) ->
         broker.txns.put(&mut coordinator, meta)
     });
     Reply::Later(Box::pin(async move {
-        let common = match outcome {
-            Ok(waits) => durable(waits).await.err(),
-            Err(e) => Some(e),
-        };
+        // Not waited on for durability: the offsets commit only through the transaction's
+        // fsynced Prepare* state, which carries them.
+        let common = outcome.err();
         let mut topics: Vec<TxnOffsetCommitResponseTopic> = Vec::new();
         for ((name, partition), own) in own_errors {
             let code = own.or(common).map_or(0, |e| e.code());

@@ -8,7 +8,11 @@
 //!   EndTxn ─► Prepare* written (fsync) ─► markers on each partition ─► group offsets (fsync)
 //!                                                                   ─► Complete* written (fsync) ─► answer
 //! ```
-//! A crash after `Prepare*` is finished at start-up from that state alone.
+//! A crash after `Prepare*` is finished at start-up from that state alone. Markers are not
+//! waited on: a marker a crash lost is written again at start-up from the completed state's
+//! record of how the transaction ended (`heal_transactions`); and a partition's later writes
+//! cannot outlive an earlier marker in its log. Additions to a transaction are not waited on
+//! either: only the fsynced `Prepare*` state decides a transaction.
 
 pub mod coordinator;
 pub mod state;
@@ -18,7 +22,7 @@ use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
 use parking_lot::Mutex;
-use sluice_log::{validate_produce, Clock, FlushMode, LogError, Marker, Offset};
+use sluice_log::{validate_produce, Clock, LogError, Marker, Offset};
 
 use crate::broker::Broker;
 use crate::error::BrokerError;
@@ -198,18 +202,13 @@ impl Broker {
             Marker::Abort
         };
         let who = marker_identity(&prepare);
-        let mut waits = Vec::new();
         for (topic, index) in &prepare.partitions {
             // A partition deleted since has nothing left to mark.
             let Some(partition) = self.topics.get(topic).and_then(|t| t.partition(*index)) else {
                 continue;
             };
             match partition.append_marker(marker, who.producer_id, who.producer_epoch, 0) {
-                Ok(info) => {
-                    if partition.config().flush == FlushMode::Sync {
-                        waits.push((partition, info.last_offset.plus(1)));
-                    }
-                }
+                Ok(_) => {}
                 Err(LogError::Producer(e)) => {
                     // The partition saw a newer epoch of this producer: its transaction there
                     // was already ended by a newer decision.
@@ -221,7 +220,6 @@ impl Broker {
                 }
             }
         }
-        durable(waits).await?;
         if commit && !prepare.pending_offsets.is_empty() {
             let now = self.txns.now_ms();
             let records: Vec<_> = prepare
