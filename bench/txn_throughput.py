@@ -7,6 +7,9 @@ flush.mode=sync (every acknowledged write fsynced), acks=all, in one run:
   txn/100      a transaction per 100 records (begin, produce 100, commit)
   txn/10       a transaction per 10 records
   txn/1        a transaction per record
+  plain/wait1  enable.idempotence=false, waiting for each record's acknowledgement before the
+               next (flush per record): the synchronous round trip a transaction per record
+               also pays, for scale
 
 Rounds interleave the settings; prints each, the medians and each median's ratio to plain;
 writes bench/results/<date>-txn-throughput.json.
@@ -46,8 +49,12 @@ def run(bootstrap, topic, setting, count, value):
     conf = {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
             "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 1_048_576}
     per_txn = None
+    wait_each = setting == "plain/wait1"
     if setting == "plain":
         conf["enable.idempotence"] = False
+    elif wait_each:
+        conf["enable.idempotence"] = False
+        count = count // 100
     elif setting == "idempotent":
         conf["enable.idempotence"] = True
     else:
@@ -73,7 +80,7 @@ def run(bootstrap, topic, setting, count, value):
     start = time.perf_counter()
     sent = 0
     while sent < count:
-        n = per_txn or count
+        n = 1 if wait_each else (per_txn or count)
         if per_txn:
             p.begin_transaction()
         for _ in range(min(n, count - sent)):
@@ -86,6 +93,8 @@ def run(bootstrap, topic, setting, count, value):
         sent += min(n, count - sent)
         if per_txn:
             p.commit_transaction(60)
+        if wait_each:
+            p.flush(30)
     left = p.flush(120)
     elapsed = time.perf_counter() - start
     assert left == 0 and not errors, (left, errors[:3])
@@ -100,7 +109,7 @@ def main():
     ap.add_argument("--size", type=int, default=512)
     ap.add_argument("--count", type=int, default=200_000)
     args = ap.parse_args()
-    settings = ["plain", "idempotent", "txn/100", "txn/10", "txn/1"]
+    settings = ["plain", "idempotent", "txn/100", "txn/10", "txn/1", "plain/wait1"]
 
     binary = ROOT / "target" / "release" / "sluice"
     data = Path(tempfile.mkdtemp(prefix="sluice-txn-bench-", dir=ROOT / "target"))
