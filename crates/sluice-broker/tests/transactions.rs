@@ -387,3 +387,66 @@ async fn a_new_producer_fences_the_old_and_aborts_its_transaction() {
         INVALID_PRODUCER_EPOCH
     );
 }
+
+#[tokio::test]
+async fn offsets_pending_in_a_transaction_are_unstable_until_it_commits() {
+    use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+    use kafka_protocol::messages::OffsetFetchRequest;
+    let f = fixture();
+    let b = &f.broker;
+    let (_, pid, epoch) = init(b, "app", 60_000).await;
+    // TxnOffsetCommit v5 (KIP-890) adds the group itself.
+    let r = call(
+        b,
+        ApiKey::TxnOffsetCommit,
+        5,
+        RequestKind::TxnOffsetCommit(
+            TxnOffsetCommitRequest::default()
+                .with_transactional_id(tid("app"))
+                .with_group_id(StrBytes::from_static_str("g").into())
+                .with_producer_id(ProducerId(pid))
+                .with_producer_epoch(epoch)
+                .with_generation_id(-1)
+                .with_topics(vec![TxnOffsetCommitRequestTopic::default()
+                    .with_name(TopicName(StrBytes::from_static_str("t")))
+                    .with_partitions(vec![TxnOffsetCommitRequestPartition::default()
+                        .with_partition_index(0)
+                        .with_committed_offset(7)])]),
+        ),
+    )
+    .await;
+    let ResponseKind::TxnOffsetCommit(r) = r else {
+        panic!("{r:?}")
+    };
+    assert_eq!(r.topics[0].partitions[0].error_code, NONE);
+    let fetch = |stable: bool| {
+        RequestKind::OffsetFetch(
+            OffsetFetchRequest::default()
+                .with_group_id(StrBytes::from_static_str("g").into())
+                .with_require_stable(stable)
+                .with_topics(Some(vec![OffsetFetchRequestTopic::default()
+                    .with_name(TopicName(StrBytes::from_static_str("t")))
+                    .with_partition_indexes(vec![0])])),
+        )
+    };
+    let offset = |r: ResponseKind| {
+        let ResponseKind::OffsetFetch(r) = r else {
+            panic!("{r:?}")
+        };
+        let p = &r.topics[0].partitions[0];
+        (p.error_code, p.committed_offset)
+    };
+    assert_eq!(
+        offset(call(b, ApiKey::OffsetFetch, 7, fetch(true)).await),
+        (88, -1)
+    );
+    assert_eq!(
+        offset(call(b, ApiKey::OffsetFetch, 7, fetch(false)).await),
+        (NONE, -1)
+    );
+    assert_eq!(end(b, "app", pid, epoch, true, 5).await.0, NONE);
+    assert_eq!(
+        offset(call(b, ApiKey::OffsetFetch, 7, fetch(true)).await),
+        (NONE, 7)
+    );
+}

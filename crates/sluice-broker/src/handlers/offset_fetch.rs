@@ -1,4 +1,7 @@
-//! OffsetFetch: committed offsets of one group (v0-7) or several (v8+); -1 where none.
+//! OffsetFetch: committed offsets of one group (v0-7) or several (v8+); -1 where none. With
+//! `require_stable` (v7+, KIP-447) a partition whose offset an open transaction is about to
+//! commit answers UNSTABLE_OFFSET_COMMIT, so that a new consumer does not start from an offset
+//! that is about to move.
 
 use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
@@ -9,6 +12,7 @@ use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse, Response
 use super::{str_bytes, topic_name};
 use crate::broker::Broker;
 use crate::group::coordinator::Coordinator;
+use crate::txn::state::TxnState;
 
 /// (topic, [(partition, offset, leader epoch, metadata)]) for the asked topics, or all.
 type Fetched = Vec<(String, Vec<(i32, i64, i32, String)>)>;
@@ -49,7 +53,30 @@ fn fetch(
     }
 }
 
+const UNSTABLE_OFFSET_COMMIT: i16 = 88;
+
 pub fn handle(broker: &Broker, request: OffsetFetchRequest, version: i16) -> ResponseKind {
+    // (group, topic, partition) with offsets pending in an open transaction.
+    let pending: std::collections::HashSet<(String, String, i32)> = if request.require_stable {
+        broker
+            .txns
+            .coordinator
+            .lock()
+            .all()
+            .filter(|m| m.state == TxnState::Ongoing || m.state.is_prepare())
+            .flat_map(|m| m.pending_offsets.iter())
+            .map(|o| (o.group.clone(), o.topic.clone(), o.partition))
+            .collect()
+    } else {
+        Default::default()
+    };
+    let unstable = |group: &str, topic: &str, p: i32| {
+        if pending.contains(&(group.to_string(), topic.to_string(), p)) {
+            UNSTABLE_OFFSET_COMMIT
+        } else {
+            0
+        }
+    };
     let coordinator = broker.groups.coordinator.lock();
     if version >= 8 {
         let groups = request
@@ -70,6 +97,7 @@ pub fn handle(broker: &Broker, request: OffsetFetchRequest, version: i16) -> Res
                                 rows.into_iter()
                                     .map(|(p, o, e, m)| {
                                         OffsetFetchResponsePartitions::default()
+                                            .with_error_code(unstable(&g.group_id, &topic, p))
                                             .with_partition_index(p)
                                             .with_committed_offset(o)
                                             .with_committed_leader_epoch(e)
@@ -100,6 +128,7 @@ pub fn handle(broker: &Broker, request: OffsetFetchRequest, version: i16) -> Res
                     rows.into_iter()
                         .map(|(p, o, e, m)| {
                             OffsetFetchResponsePartition::default()
+                                .with_error_code(unstable(&request.group_id, &topic, p))
                                 .with_partition_index(p)
                                 .with_committed_offset(o)
                                 .with_committed_leader_epoch(e)
