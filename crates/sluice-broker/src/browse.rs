@@ -57,12 +57,7 @@ impl Broker {
         limit: usize,
     ) -> Result<BrowsePage, BrokerError> {
         let limit = limit.clamp(1, MAX_BROWSE);
-        let p = self
-            .topics
-            .get(topic)
-            .ok_or_else(|| BrokerError::UnknownTopic(topic.to_string()))?
-            .partition(partition)
-            .ok_or_else(|| BrokerError::UnknownTopic(format!("{topic}-{partition}")))?;
+        let p = self.partition_of(topic, partition)?;
         let progress = p.progress();
         let (start, end) = (progress.log_start.0, progress.visible.0);
         let anchor = match from {

@@ -8,8 +8,35 @@ use kafka_protocol::records::{
 };
 use sluice_log::Offset;
 
+use std::sync::Arc;
+
 use crate::error::BrokerError;
 use crate::partition::Partition;
+use crate::topics::{Topic, Topics};
+
+/// The internal topic `name`, created (compacted, fsynced on every write, kept forever) with
+/// `partitions` partitions if it does not exist.
+pub fn ensure_topic(
+    topics: &Topics,
+    name: &str,
+    partitions: i32,
+) -> Result<Arc<Topic>, BrokerError> {
+    if let Some(t) = topics.get(name) {
+        return Ok(t);
+    }
+    let configs = [
+        ("cleanup.policy", "compact"),
+        ("segment.bytes", "104857600"),
+        ("flush.mode", "sync"),
+        ("retention.ms", "-1"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    topics
+        .create(name, partitions, configs, false)?
+        .ok_or_else(|| BrokerError::InvalidRequest(format!("internal topic {name} not created")))
+}
 
 /// One record: a key and a value (`None` for a tombstone).
 pub type KeyValue = (Vec<u8>, Option<Vec<u8>>);

@@ -56,12 +56,7 @@ impl Broker {
                 "{topic} is internal; only the broker writes to it"
             )));
         }
-        let p = self
-            .topics
-            .get(topic)
-            .ok_or_else(|| BrokerError::UnknownTopic(topic.to_string()))?
-            .partition(partition)
-            .ok_or_else(|| BrokerError::UnknownTopic(format!("{topic}-{partition}")))?;
+        let p = self.partition_of(topic, partition)?;
         let config = p.config();
         if config.compact && record.key.is_none() {
             return Err(BrokerError::InvalidRequest(

@@ -50,6 +50,19 @@ impl Broker {
             .ok_or_else(|| BrokerError::TopicExists(name.to_string()))
     }
 
+    /// A partition of an existing topic, or `UnknownTopic` naming it.
+    pub fn partition_of(
+        &self,
+        topic: &str,
+        partition: i32,
+    ) -> Result<Arc<crate::partition::Partition>, BrokerError> {
+        self.topics
+            .get(topic)
+            .ok_or_else(|| BrokerError::UnknownTopic(topic.to_string()))?
+            .partition(partition)
+            .ok_or_else(|| BrokerError::UnknownTopic(format!("{topic}-{partition}")))
+    }
+
     /// Every config of a topic with its effective value.
     pub fn topic_configs(&self, name: &str) -> Result<Vec<ConfigValue>, BrokerError> {
         let topic = self

@@ -49,25 +49,7 @@ impl GroupService {
         config: GroupConfig,
         clock: Arc<dyn Clock>,
     ) -> Result<GroupService, BrokerError> {
-        let topic = match topics.get(OFFSETS_TOPIC) {
-            Some(t) => t,
-            None => {
-                let configs = [
-                    ("cleanup.policy", "compact"),
-                    ("segment.bytes", "104857600"),
-                    ("flush.mode", "sync"),
-                    ("retention.ms", "-1"),
-                ]
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect();
-                topics
-                    .create(OFFSETS_TOPIC, partitions, configs, false)?
-                    .ok_or_else(|| {
-                        BrokerError::InvalidRequest("offsets topic not created".into())
-                    })?
-            }
-        };
+        let topic = crate::internal_log::ensure_topic(topics, OFFSETS_TOPIC, partitions)?;
         let mut coordinator = Coordinator::new(config);
         let now = clock.now_ms();
         let mut replayed = 0usize;

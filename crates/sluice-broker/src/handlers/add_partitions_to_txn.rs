@@ -1,9 +1,9 @@
 //! AddPartitionsToTxn: a (pre-KIP-890) producer names the partitions it is about to write in
 //! its transaction. v0-3 carry one transaction; v4+ (broker to broker) a batch, each possibly
-//! `verify_only` (is the partition already in the transaction?). Answered without waiting for
-//! the addition to be durable: a transaction is decided only by its `Prepare*` state, written
-//! (and fsynced) after it in the same log, and start-up aborts a partition's open transaction
-//! that the coordinator does not know of (see `Broker::heal_transactions`).
+//! `verify_only` (is the partition already in the transaction?). Answered once the addition is
+//! durable: such a producer keeps its epoch from one transaction to the next, so after a crash
+//! only a durable addition tells its next transaction's data apart from the data of the one
+//! before it whose marker was lost (see `Broker::heal_transactions`).
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
@@ -16,6 +16,7 @@ use kafka_protocol::messages::{
 use sluice_wire::Reply;
 
 use crate::broker::Broker;
+use crate::txn::durable;
 
 fn results(
     topics: &[AddPartitionsToTxnTopic],
@@ -112,8 +113,9 @@ fn add(
 }
 
 pub fn handle(broker: &Broker, request: AddPartitionsToTxnRequest, version: i16) -> Reply {
+    let mut waits = Vec::new();
     let response = if version <= 3 {
-        let (r, _) = add(
+        let (r, w) = add(
             broker,
             &request.v3_and_below_transactional_id,
             request.v3_and_below_producer_id.0,
@@ -121,13 +123,14 @@ pub fn handle(broker: &Broker, request: AddPartitionsToTxnRequest, version: i16)
             &request.v3_and_below_topics,
             false,
         );
+        waits.extend(w);
         AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(r)
     } else {
         let results: Vec<AddPartitionsToTxnResult> = request
             .transactions
             .iter()
             .map(|t| {
-                let (r, _) = add(
+                let (r, w) = add(
                     broker,
                     &t.transactional_id,
                     t.producer_id.0,
@@ -135,6 +138,7 @@ pub fn handle(broker: &Broker, request: AddPartitionsToTxnRequest, version: i16)
                     &t.topics,
                     t.verify_only,
                 );
+                waits.extend(w);
                 AddPartitionsToTxnResult::default()
                     .with_transactional_id(t.transactional_id.clone())
                     .with_topic_results(r)
@@ -142,5 +146,30 @@ pub fn handle(broker: &Broker, request: AddPartitionsToTxnRequest, version: i16)
             .collect();
         AddPartitionsToTxnResponse::default().with_results_by_transaction(results)
     };
-    Reply::Ready(Box::new(ResponseKind::AddPartitionsToTxn(response)))
+    if waits.is_empty() {
+        return Reply::Ready(Box::new(ResponseKind::AddPartitionsToTxn(response)));
+    }
+    Reply::Later(Box::pin(async move {
+        let response = match durable(waits).await {
+            Ok(()) => response,
+            Err(e) => fail_all(response, e.code()),
+        };
+        Some(ResponseKind::AddPartitionsToTxn(response))
+    }))
+}
+
+/// The same answer with every partition failed (the addition could not be made durable).
+fn fail_all(mut response: AddPartitionsToTxnResponse, code: i16) -> AddPartitionsToTxnResponse {
+    let topics = response.results_by_topic_v3_and_below.iter_mut().chain(
+        response
+            .results_by_transaction
+            .iter_mut()
+            .flat_map(|t| t.topic_results.iter_mut()),
+    );
+    for t in topics {
+        for p in &mut t.results_by_partition {
+            p.partition_error_code = code;
+        }
+    }
+    response
 }

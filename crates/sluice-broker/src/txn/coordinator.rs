@@ -323,6 +323,7 @@ impl Coordinator {
                 next.last = Some(LastTxn {
                     committed: commit,
                     partitions: BTreeSet::new(),
+                    marker_producer_id: next.producer_id,
                     marker_epoch: next.producer_epoch,
                     tv2: true,
                     ended_by_epoch: Some(epoch),
@@ -383,10 +384,11 @@ impl Coordinator {
             commit: false,
         };
         let Some(meta) = self.by_producer(producer_id).or_else(|| {
-            // The id may have moved to a new producer id since (epoch exhaustion).
+            // The id may have moved to a new producer id since (an exhausted epoch).
             self.txns.values().find(|m| {
-                m.last.as_ref().is_some_and(|l| l.partitions.contains(&key))
-                    && m.producer_id != producer_id
+                m.last
+                    .as_ref()
+                    .is_some_and(|l| l.marker_producer_id == producer_id)
             })
         }) else {
             return Some(heal);
@@ -477,8 +479,10 @@ fn prepare_end(
         } else {
             meta.producer_epoch += 1;
         }
-        meta.tv2 = true;
     }
+    // From here on `tv2` says whether the markers carry a bumped epoch (what start-up needs
+    // to tell this transaction's data from the next one's), whatever added its partitions.
+    meta.tv2 = bump_epoch;
     Ok(())
 }
 
@@ -502,6 +506,7 @@ pub fn completed(prepare: &TxnMeta, now_ms: i64) -> TxnMeta {
     done.last = Some(LastTxn {
         committed,
         partitions: std::mem::take(&mut done.partitions),
+        marker_producer_id: prepare.producer_id,
         marker_epoch: prepare.producer_epoch,
         tv2: prepare.tv2,
         ended_by_epoch: prepare.end_requested_epoch,
@@ -518,4 +523,133 @@ pub fn completed(prepare: &TxnMeta, now_ms: i64) -> TxnMeta {
         done.next_producer_id = -1;
     }
     done
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ended(c: &mut Coordinator, id: &str, tv2: bool, commit: bool) -> TxnMeta {
+        let mut alloc = || Ok(999);
+        let m = c.get(id).unwrap().clone();
+        let partitions = [("t".to_string(), 0)];
+        let added = c
+            .add_partitions(id, m.producer_id, m.producer_epoch, &partitions, tv2, 1)
+            .unwrap()
+            .unwrap();
+        c.apply(added);
+        let End::Finish(prepare) = c
+            .end(
+                id,
+                (m.producer_id, m.producer_epoch),
+                commit,
+                tv2,
+                &mut alloc,
+                2,
+            )
+            .unwrap()
+        else {
+            panic!("expected a transaction to finish")
+        };
+        c.apply(prepare.clone());
+        let done = completed(&prepare, 3);
+        c.apply(done.clone());
+        done
+    }
+
+    fn fresh(c: &mut Coordinator, id: &str, pid: i64) {
+        let mut alloc = || Ok(pid);
+        let Init::Ready(m) = c.init(id, 60_000, None, &mut alloc, 0).unwrap() else {
+            panic!("a new id is ready at once")
+        };
+        c.apply(m);
+    }
+
+    #[test]
+    fn start_up_finishes_lost_markers_and_aborts_orphans() {
+        let mut c = Coordinator::new(900_000, i64::MAX);
+        // Before KIP-890: the epoch stays; the lost marker's transaction has the same epoch.
+        fresh(&mut c, "v1", 10);
+        let done = ended(&mut c, "v1", false, true);
+        assert_eq!(done.producer_epoch, 0);
+        let heal = c.heal("t", 0, 10, 0).unwrap();
+        assert!(heal.commit, "a lost commit marker is written again");
+        assert!(
+            !c.heal("u", 0, 10, 0).unwrap().commit,
+            "not its partition: aborted"
+        );
+        assert!(
+            !c.heal("t", 0, 77, 0).unwrap().commit,
+            "unknown producer: aborted"
+        );
+        // Its next transaction (durably added) is left to it.
+        let next = c
+            .add_partitions("v1", 10, 0, &[("t".to_string(), 0)], false, 4)
+            .unwrap()
+            .unwrap();
+        c.apply(next);
+        assert_eq!(c.heal("t", 0, 10, 0), None);
+
+        // KIP-890: the markers carry the bumped epoch; the next transaction's data has it too.
+        fresh(&mut c, "v2", 20);
+        let done = ended(&mut c, "v2", true, false);
+        assert_eq!(done.producer_epoch, 1);
+        let lost = c.heal("t", 0, 20, 0).unwrap();
+        assert!(
+            !lost.commit && lost.epoch == 1,
+            "the lost abort marker, with the new epoch"
+        );
+        let orphan = c.heal("t", 0, 20, 1).unwrap();
+        assert!(
+            !orphan.commit,
+            "the next transaction, never recorded: aborted"
+        );
+
+        // A librdkafka-style commit whose partitions were added by Produce v12 but whose EndTxn
+        // is v3: no bump, so the lost marker is recognised by its equal epoch.
+        fresh(&mut c, "mixed", 30);
+        let m = c.get("mixed").unwrap().clone();
+        let added = c
+            .add_partitions(
+                "mixed",
+                30,
+                m.producer_epoch,
+                &[("t".to_string(), 0)],
+                true,
+                1,
+            )
+            .unwrap()
+            .unwrap();
+        c.apply(added);
+        let mut alloc = || Ok(999);
+        let End::Finish(prepare) = c.end("mixed", (30, 0), true, false, &mut alloc, 2).unwrap()
+        else {
+            panic!("expected a transaction to finish")
+        };
+        let done = completed(&prepare, 3);
+        c.apply(done);
+        assert!(c.heal("t", 0, 30, 0).unwrap().commit);
+    }
+
+    #[test]
+    fn a_fenced_producers_end_is_not_a_retry() {
+        let mut c = Coordinator::new(900_000, i64::MAX);
+        fresh(&mut c, "a", 1);
+        let done = ended(&mut c, "a", true, true);
+        let mut alloc = || Ok(999);
+        // The same EndTxn again (its answer was lost): success with the bumped epoch.
+        match c.end("a", (1, 0), true, true, &mut alloc, 5).unwrap() {
+            End::Done { producer_epoch, .. } => assert_eq!(producer_epoch, done.producer_epoch),
+            other => panic!("{other:?}"),
+        }
+        // A new producer fences it; the old one's EndTxn is now fenced, not a retry.
+        let Init::Ready(m) = c.init("a", 60_000, None, &mut alloc, 6).unwrap() else {
+            panic!("no open transaction to abort")
+        };
+        c.apply(m);
+        assert!(matches!(
+            c.end("a", (1, 1), true, true, &mut alloc, 7),
+            Err(ResponseError::ProducerFenced)
+        ));
+    }
 }

@@ -11,8 +11,10 @@
 //! A crash after `Prepare*` is finished at start-up from that state alone. Markers are not
 //! waited on: a marker a crash lost is written again at start-up from the completed state's
 //! record of how the transaction ended (`heal_transactions`); and a partition's later writes
-//! cannot outlive an earlier marker in its log. Additions to a transaction are not waited on
-//! either: only the fsynced `Prepare*` state decides a transaction.
+//! cannot outlive an earlier marker in its log. AddOffsetsToTxn, TxnOffsetCommit and a TV2
+//! Produce's own addition are not waited on: only the fsynced `Prepare*` state decides a
+//! transaction, and a TV2 transaction's data carries a newer epoch than the previous one's
+//! markers. AddPartitionsToTxn (older clients, same epoch across transactions) is.
 
 pub mod coordinator;
 pub mod state;
@@ -74,25 +76,7 @@ impl TxnService {
         expiration_ms: i64,
         clock: Arc<dyn Clock>,
     ) -> Result<TxnService, BrokerError> {
-        let topic = match topics.get(TXN_TOPIC) {
-            Some(t) => t,
-            None => {
-                let configs = [
-                    ("cleanup.policy", "compact"),
-                    ("segment.bytes", "104857600"),
-                    ("flush.mode", "sync"),
-                    ("retention.ms", "-1"),
-                ]
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect();
-                topics
-                    .create(TXN_TOPIC, partitions, configs, false)?
-                    .ok_or_else(|| {
-                        BrokerError::InvalidRequest("transaction state topic not created".into())
-                    })?
-            }
-        };
+        let topic = crate::internal_log::ensure_topic(topics, TXN_TOPIC, partitions)?;
         let mut coordinator = Coordinator::new(max_timeout_ms, expiration_ms);
         for partition in topic.partitions() {
             for (key, value) in crate::internal_log::read_all(&partition, TXN_TOPIC)? {

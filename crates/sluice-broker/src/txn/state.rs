@@ -50,7 +50,10 @@ pub struct PendingOffset {
 pub struct LastTxn {
     pub committed: bool,
     pub partitions: BTreeSet<(String, i32)>,
-    /// The producer epoch its markers carry.
+    /// The producer id and epoch its markers carry (the id differs from the state's after an
+    /// exhausted epoch moved the transactional id to a new producer id).
+    #[serde(default = "no_producer")]
+    pub marker_producer_id: i64,
     pub marker_epoch: i16,
     /// Ended with the KIP-890 protocol (the markers carry the bumped epoch).
     pub tv2: bool,
