@@ -22,23 +22,15 @@ import argparse
 import datetime
 import json
 import os
-import shutil
-import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, str(ROOT / "bench"))
+from local_broker import LocalBroker  # noqa: E402
 
 
 WATCH = r"""
@@ -111,25 +103,11 @@ def main():
     ap.add_argument("--size", type=int, default=1024)
     args = ap.parse_args()
 
-    binary = ROOT / "target" / "release" / "sluice"
-    data = Path(tempfile.mkdtemp(prefix="sluice-console-bench-", dir=ROOT / "target"))
-    port, admin = free_port(), free_port()
-    base = f"http://127.0.0.1:{admin}"
-    broker = subprocess.Popen([str(binary), "serve", "--listen", f"127.0.0.1:{port}", "--admin-listen",
-                               f"127.0.0.1:{admin}", "--data-dir", str(data), "--log-level", "warn"])
     results = {"plain": [], "api": [], "browser": []}
     calls = {"api": 0, "browser": 0}
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                urllib.request.urlopen(base + "/health", timeout=1)
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
-        bootstrap = f"127.0.0.1:{port}"
+    with LocalBroker(prefix="sluice-console-bench-") as broker:
+        base = broker.admin_url
+        bootstrap = broker.bootstrap
         value = os.urandom(args.size)
         admin_client = AdminClient({"bootstrap.servers": bootstrap})
         n = 0
@@ -171,10 +149,6 @@ def main():
             order = ["plain", "api", "browser"]
             for c in (order if r % 2 == 0 else order[::-1]):
                 run(c)
-    finally:
-        broker.terminate()
-        broker.wait(20)
-        shutil.rmtree(data, ignore_errors=True)
 
     med = {k: statistics.median(v) for k, v in results.items()}
     for k in ("api", "browser"):

@@ -24,23 +24,15 @@ import argparse
 import datetime
 import json
 import os
-import shutil
-import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, str(ROOT / "bench"))
+from local_broker import LocalBroker  # noqa: E402
 
 
 def run(bootstrap, topic, setting, count, value):
@@ -111,25 +103,10 @@ def main():
     args = ap.parse_args()
     settings = ["plain", "idempotent", "txn/100", "txn/10", "txn/1", "plain/wait1"]
 
-    binary = ROOT / "target" / "release" / "sluice"
-    data = Path(tempfile.mkdtemp(prefix="sluice-txn-bench-", dir=ROOT / "target"))
-    port, admin = free_port(), free_port()
-    broker = subprocess.Popen([str(binary), "serve", "--listen", f"127.0.0.1:{port}", "--admin-listen",
-                               f"127.0.0.1:{admin}", "--data-dir", str(data), "--log-level", "warn",
-                               "--log-flush-mode", "sync"])
     results = {s: [] for s in settings}
     counts = {}
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{admin}/health", timeout=1)
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
-        bootstrap = f"127.0.0.1:{port}"
+    with LocalBroker(["--log-flush-mode", "sync"], prefix="sluice-txn-bench-") as broker:
+        bootstrap = broker.bootstrap
         value = os.urandom(args.size)
         admin_client = AdminClient({"bootstrap.servers": bootstrap})
         n = 0
@@ -144,10 +121,6 @@ def main():
                 results[s].append(rate)
                 counts[s] = count
                 print(f"round {r + 1} {s:10s} {count:7d} records {rate:10,.0f} msg/s", flush=True)
-    finally:
-        broker.terminate()
-        broker.wait(20)
-        shutil.rmtree(data, ignore_errors=True)
     med = {s: statistics.median(v) for s, v in results.items()}
     for s in settings:
         print(f"{s:10s} median {med[s]:10,.0f} msg/s  min {min(results[s]):10,.0f}  max {max(results[s]):10,.0f}"

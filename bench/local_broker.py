@@ -1,0 +1,56 @@
+"""A Sluice broker for the benchmark scripts: `target/release/sluice serve` on free loopback
+ports and a fresh data directory under target/, ready when its /health answers, stopped and its
+data removed on exit.
+
+    with LocalBroker(["--log-flush-mode", "sync"]) as b:
+        b.bootstrap, b.admin_url
+"""
+
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LocalBroker:
+    def __init__(self, extra=(), prefix="sluice-bench-"):
+        self.extra = list(extra)
+        self.prefix = prefix
+
+    def __enter__(self):
+        self.data = Path(tempfile.mkdtemp(prefix=self.prefix, dir=ROOT / "target"))
+        port, admin = free_port(), free_port()
+        self.bootstrap = f"127.0.0.1:{port}"
+        self.admin_url = f"http://127.0.0.1:{admin}"
+        self.proc = subprocess.Popen([str(ROOT / "target" / "release" / "sluice"), "serve",
+                                      "--listen", self.bootstrap, "--admin-listen", f"127.0.0.1:{admin}",
+                                      "--data-dir", str(self.data), "--log-level", "warn", *self.extra])
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(self.admin_url + "/health", timeout=1)
+                return self
+            except OSError:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    self.__exit__(None, None, None)
+                    raise RuntimeError("the broker did not start")
+                time.sleep(0.05)
+
+    def __exit__(self, *exc):
+        self.proc.terminate()
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        shutil.rmtree(self.data, ignore_errors=True)
