@@ -41,3 +41,12 @@ def test_console_in_a_browser(start_broker):
     assert "console UI test passed" in run.stdout
     shots = sorted(p.name for p in out.glob("*.png"))
     assert len(shots) == 10, shots
+
+
+def test_console_asks_for_the_admin_token(start_broker):
+    token = "console-token-0123456789"
+    b = start_broker(env={"SLUICE_ADMIN_TOKEN": token}, name="console-token")
+    run = subprocess.run(["node", str(HERE / "token.mjs"), b.admin_url, token, str(ARTIFACTS / "console")],
+                         cwd=HERE, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, f"token.mjs failed:\n{run.stdout}\n{run.stderr}"
+    assert "token test passed" in run.stdout

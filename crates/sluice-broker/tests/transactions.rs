@@ -198,6 +198,39 @@ async fn produce(
     r.responses[0].partition_responses[0].error_code
 }
 
+async fn txn_offset_commit(
+    broker: &Broker,
+    version: i16,
+    group: &str,
+    pid: i64,
+    epoch: i16,
+    offset: i64,
+) -> i16 {
+    let r = call(
+        broker,
+        ApiKey::TxnOffsetCommit,
+        version,
+        RequestKind::TxnOffsetCommit(
+            TxnOffsetCommitRequest::default()
+                .with_transactional_id(tid("app"))
+                .with_group_id(StrBytes::from_string(group.to_string()).into())
+                .with_producer_id(ProducerId(pid))
+                .with_producer_epoch(epoch)
+                .with_generation_id(-1)
+                .with_topics(vec![TxnOffsetCommitRequestTopic::default()
+                    .with_name(TopicName(StrBytes::from_static_str("t")))
+                    .with_partitions(vec![TxnOffsetCommitRequestPartition::default()
+                        .with_partition_index(0)
+                        .with_committed_offset(offset)])]),
+        ),
+    )
+    .await;
+    let ResponseKind::TxnOffsetCommit(r) = r else {
+        panic!("{r:?}")
+    };
+    r.topics[0].partitions[0].error_code
+}
+
 async fn last_stable(broker: &Broker, partition: i32) -> (i64, i64, usize) {
     use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
     let r = call(
@@ -302,29 +335,10 @@ async fn bad_requests_get_their_errors_and_change_nothing() {
         UNKNOWN_TOPIC_OR_PARTITION
     );
     // TxnOffsetCommit (v3, before KIP-890) for a group the transaction never added.
-    let r = call(
-        b,
-        ApiKey::TxnOffsetCommit,
-        3,
-        RequestKind::TxnOffsetCommit(
-            TxnOffsetCommitRequest::default()
-                .with_transactional_id(tid("app"))
-                .with_group_id(StrBytes::from_static_str("never-added").into())
-                .with_producer_id(ProducerId(pid))
-                .with_producer_epoch(epoch)
-                .with_generation_id(-1)
-                .with_topics(vec![TxnOffsetCommitRequestTopic::default()
-                    .with_name(TopicName(StrBytes::from_static_str("t")))
-                    .with_partitions(vec![TxnOffsetCommitRequestPartition::default()
-                        .with_partition_index(0)
-                        .with_committed_offset(5)])]),
-        ),
-    )
-    .await;
-    let ResponseKind::TxnOffsetCommit(r) = r else {
-        panic!("{r:?}")
-    };
-    assert_eq!(r.topics[0].partitions[0].error_code, INVALID_TXN_STATE);
+    assert_eq!(
+        txn_offset_commit(b, 3, "never-added", pid, epoch, 5).await,
+        INVALID_TXN_STATE
+    );
     // A transactional write to a partition not in the transaction (Produce v11).
     assert_eq!(produce(b, 11, 1, pid, epoch, 0).await, INVALID_TXN_STATE);
     // A timeout beyond transaction.max.timeout.ms.
@@ -396,29 +410,7 @@ async fn offsets_pending_in_a_transaction_are_unstable_until_it_commits() {
     let b = &f.broker;
     let (_, pid, epoch) = init(b, "app", 60_000).await;
     // TxnOffsetCommit v5 (KIP-890) adds the group itself.
-    let r = call(
-        b,
-        ApiKey::TxnOffsetCommit,
-        5,
-        RequestKind::TxnOffsetCommit(
-            TxnOffsetCommitRequest::default()
-                .with_transactional_id(tid("app"))
-                .with_group_id(StrBytes::from_static_str("g").into())
-                .with_producer_id(ProducerId(pid))
-                .with_producer_epoch(epoch)
-                .with_generation_id(-1)
-                .with_topics(vec![TxnOffsetCommitRequestTopic::default()
-                    .with_name(TopicName(StrBytes::from_static_str("t")))
-                    .with_partitions(vec![TxnOffsetCommitRequestPartition::default()
-                        .with_partition_index(0)
-                        .with_committed_offset(7)])]),
-        ),
-    )
-    .await;
-    let ResponseKind::TxnOffsetCommit(r) = r else {
-        panic!("{r:?}")
-    };
-    assert_eq!(r.topics[0].partitions[0].error_code, NONE);
+    assert_eq!(txn_offset_commit(b, 5, "g", pid, epoch, 7).await, NONE);
     let fetch = |stable: bool| {
         RequestKind::OffsetFetch(
             OffsetFetchRequest::default()
