@@ -156,6 +156,18 @@ impl TxnService {
     }
 }
 
+/// Marks a transactional id as being finished until dropped.
+struct Finishing<'a> {
+    broker: &'a Broker,
+    id: String,
+}
+
+impl Drop for Finishing<'_> {
+    fn drop(&mut self) {
+        self.broker.txns.finishing.lock().remove(&self.id);
+    }
+}
+
 /// Waits for durability; `CoordinatorNotAvailable` if a log failed.
 pub async fn durable(waits: Vec<(Arc<Partition>, Offset)>) -> Result<(), ResponseError> {
     if GroupService::wait_durable(waits).await {
@@ -168,14 +180,25 @@ pub async fn durable(waits: Vec<(Arc<Partition>, Offset)>) -> Result<(), Respons
 impl Broker {
     /// Finishes a transaction whose `Prepare*` state is written: markers on its partitions,
     /// its group offsets if it commits, then its completed state. Returns the completed state.
-    pub(crate) async fn finish_txn(&self, prepare: TxnMeta) -> Result<TxnMeta, ResponseError> {
+    /// Runs as a task of its own, so that a client that goes away mid-way cannot stop it.
+    pub(crate) async fn finish_txn(
+        self: &Arc<Self>,
+        prepare: TxnMeta,
+    ) -> Result<TxnMeta, ResponseError> {
         let id = prepare.transactional_id.clone();
         if !self.txns.finishing.lock().insert(id.clone()) {
             return Err(ResponseError::ConcurrentTransactions);
         }
-        let result = self.finish_txn_inner(prepare).await;
-        self.txns.finishing.lock().remove(&id);
-        result
+        let broker = Arc::clone(self);
+        let task = tokio::spawn(async move {
+            let _finishing = Finishing {
+                broker: &broker,
+                id,
+            };
+            broker.finish_txn_inner(prepare).await
+        });
+        task.await
+            .unwrap_or(Err(ResponseError::CoordinatorNotAvailable))
     }
 
     async fn finish_txn_inner(&self, prepare: TxnMeta) -> Result<TxnMeta, ResponseError> {
