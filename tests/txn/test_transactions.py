@@ -243,3 +243,21 @@ def test_transactions_survive_a_broker_crash(start_broker):
     p.commit_transaction(30)
     values = read_values(b.bootstrap, "durable-txn", "read_committed", expect=101)
     assert len(values) == 101 and b"doomed" not in values and b"last" in values
+
+
+def test_the_transaction_log_is_internal(broker):
+    from confluent_kafka import KafkaError
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    assert "__transaction_state" in admin.list_topics(timeout=10).topics
+    errors = []
+    p = Producer({"bootstrap.servers": broker.bootstrap, "retries": 0})
+    p.produce("__transaction_state", key=b"forged", value=b"{}", on_delivery=lambda e, m: errors.append(e))
+    p.flush(10)
+    assert errors and errors[0] is not None and errors[0].code() == KafkaError.TOPIC_EXCEPTION, errors
+    try:
+        admin.delete_topics(["__transaction_state"])["__transaction_state"].result(10)
+        raise AssertionError("the transaction log was deleted")
+    except KafkaException as e:
+        assert e.args[0].code() == KafkaError.TOPIC_EXCEPTION, e

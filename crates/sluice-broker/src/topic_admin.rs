@@ -21,7 +21,7 @@ pub struct ConfigValue {
 impl Broker {
     /// Deletes a topic and every group's committed offsets for it; internal topics stay.
     pub fn delete_topic(&self, name: &str) -> Result<Arc<Topic>, BrokerError> {
-        if name == crate::group::OFFSETS_TOPIC {
+        if crate::topics::is_internal(name) {
             return Err(BrokerError::InvalidTopic(format!(
                 "{name} is internal and cannot be deleted"
             )));

@@ -88,6 +88,11 @@ impl std::fmt::Debug for Topics {
     }
 }
 
+/// The broker's own topics: clients may read them but not write or delete them.
+pub fn is_internal(name: &str) -> bool {
+    name == crate::group::OFFSETS_TOPIC || name == crate::txn::TXN_TOPIC
+}
+
 /// Checks a topic name by Kafka's rules.
 pub fn validate_topic_name(name: &str) -> Result<(), BrokerError> {
     let bad = |why: &str| {

@@ -1,7 +1,9 @@
 //! DeleteTopics, by name (v0-5) or by name or id (v6+).
 
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
-use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, ResponseKind};
+use kafka_protocol::messages::{
+    DeleteTopicsRequest, DeleteTopicsResponse, ResponseKind, TopicName,
+};
 
 use super::{str_bytes, topic_name};
 use crate::broker::Broker;
@@ -32,16 +34,15 @@ pub fn handle(broker: &Broker, request: DeleteTopicsRequest, version: i16) -> Re
                     .map(|t| t.name.to_string())
                     .ok_or(BrokerError::UnknownTopicId(id)),
             };
+            // Before v6 the name is not nullable: answer with the one asked for.
+            let asked = name.as_ref().ok().map(|n| topic_name(n));
             let outcome = name.and_then(|n| broker.delete_topic(&n));
             match outcome {
                 Ok(topic) => DeletableTopicResult::default()
                     .with_name(Some(topic_name(&topic.name)))
                     .with_topic_id(topic.id),
                 Err(e) => DeletableTopicResult::default()
-                    .with_name(match &e {
-                        BrokerError::UnknownTopic(n) => Some(topic_name(n)),
-                        _ => None,
-                    })
+                    .with_name(asked.or_else(|| (version < 6).then(TopicName::default)))
                     .with_topic_id(id)
                     .with_error_code(e.code())
                     .with_error_message(Some(str_bytes(&e.to_string()))),

@@ -72,7 +72,7 @@ fn describe(broker: &Broker, topic: &Arc<Topic>) -> MetadataResponseTopic {
     MetadataResponseTopic::default()
         .with_name(Some(topic_name(&topic.name)))
         .with_topic_id(topic.id)
-        .with_is_internal(&*topic.name == crate::group::OFFSETS_TOPIC)
+        .with_is_internal(crate::topics::is_internal(&topic.name))
         .with_topic_authorized_operations(OPERATIONS_UNSET)
         .with_partitions(
             topic

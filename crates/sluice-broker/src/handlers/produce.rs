@@ -63,6 +63,13 @@ pub fn handle(broker: &Broker, request: ProduceRequest, version: i16) -> Reply {
                     Ok(topic) => topic,
                     Err(e) => return failed(data.index, e.response_error(), e.to_string()),
                 };
+                if crate::topics::is_internal(&topic.name) {
+                    return failed(
+                        data.index,
+                        ResponseError::InvalidTopicException,
+                        format!("{} is internal; only the broker writes to it", topic.name),
+                    );
+                }
                 let Some(partition) = topic.partition(data.index) else {
                     return failed(
                         data.index,
