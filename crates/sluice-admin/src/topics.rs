@@ -51,10 +51,6 @@ pub struct TopicDetail {
     pub partition_table: Vec<PartitionRow>,
 }
 
-pub(crate) fn is_internal(name: &str) -> bool {
-    name.starts_with("__")
-}
-
 fn summary(state: &AppState, topic: &Topic) -> TopicSummary {
     let (mut size, mut messages) = (0u64, 0i64);
     for p in topic.partitions() {
@@ -65,7 +61,7 @@ fn summary(state: &AppState, topic: &Topic) -> TopicSummary {
     let rate = state.history.topic_rate(&topic.name);
     TopicSummary {
         name: topic.name.to_string(),
-        internal: is_internal(&topic.name),
+        internal: sluice_broker::topics::is_internal(&topic.name),
         partitions: topic.partition_count(),
         replication_factor: 1,
         size_bytes: size,
@@ -195,7 +191,7 @@ pub async fn set_configs(
     ApiJson(body): ApiJson<SetConfigs>,
 ) -> Result<Json<TopicDetail>, ApiError> {
     find(&state, &name)?;
-    if is_internal(&name) {
+    if sluice_broker::topics::is_internal(&name) {
         return Err(ApiError::bad_request(format!(
             "{name} is internal; its configs are the broker's"
         )));
@@ -222,7 +218,7 @@ pub async fn add_partitions(
     ApiJson(body): ApiJson<AddPartitions>,
 ) -> Result<Json<TopicDetail>, ApiError> {
     find(&state, &name)?;
-    if is_internal(&name) {
+    if sluice_broker::topics::is_internal(&name) {
         return Err(ApiError::bad_request(format!(
             "{name} is internal; its partition count is fixed"
         )));

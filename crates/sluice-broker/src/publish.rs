@@ -51,7 +51,7 @@ impl Broker {
         partition: i32,
         record: NewRecord,
     ) -> Result<Published, BrokerError> {
-        if topic.starts_with("__") {
+        if crate::topics::is_internal(topic) {
             return Err(BrokerError::InvalidTopic(format!(
                 "{topic} is internal; only the broker writes to it"
             )));
