@@ -18,24 +18,15 @@ import json
 import os
 import platform
 import re
-import shutil
-import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, str(ROOT / "bench"))
+from local_broker import LocalBroker  # noqa: E402
 
 
 def main():
@@ -52,23 +43,8 @@ def main():
     ap.add_argument("--linger-ms", default="5")
     args = ap.parse_args()
 
-    binary = ROOT / "target" / "release" / "sluice"
-    data = Path(tempfile.mkdtemp(prefix="sluice-bench-", dir=ROOT / "target"))
-    port, admin = free_port(), free_port()
-    cmd = [str(binary), "serve", "--listen", f"127.0.0.1:{port}", "--admin-listen", f"127.0.0.1:{admin}",
-           "--data-dir", str(data), "--log-level", "warn"]
-    broker = subprocess.Popen(cmd)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{admin}/health", timeout=1)
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
-        bootstrap = f"127.0.0.1:{port}"
+    with LocalBroker() as broker:
+        bootstrap = broker.bootstrap
         value = os.urandom(args.size)
         rounds = []
         for r in range(args.rounds):
@@ -101,10 +77,6 @@ def main():
         median = statistics.median(rounds)
         print(f"median {median:,.0f} msg/s ({median * args.size / 1e6:.1f} MB/s), "
               f"min {min(rounds):,.0f}, max {max(rounds):,.0f}")
-    finally:
-        broker.terminate()
-        broker.wait(20)
-        shutil.rmtree(data, ignore_errors=True)
     import confluent_kafka
     report = {
         "date": datetime.date.today().isoformat(),
