@@ -118,6 +118,9 @@ try {
   await page.locator('table[aria-label="Offset reset preview"]').waitFor();
   const preview = await page.locator('table[aria-label="Offset reset preview"] tbody').textContent();
   expect(preview.includes("0"), "preview lists the new offsets");
+  // Columns: topic, partition, current, new; every new offset is 0 (the earliest).
+  const newOffsets = await page.locator('table[aria-label="Offset reset preview"] tbody tr td:nth-child(4)').allTextContents();
+  expect(newOffsets.length === 2 && newOffsets.every((t) => t.trim() === "0"), "new offsets all 0: " + newOffsets);
   await shot(page, "5-reset-preview");
   await page.locator("#reset-apply").click();
   await waitText(page.locator("#total-lag"), (t) => t.trim() === "100", "lag 100 after resetting to earliest");

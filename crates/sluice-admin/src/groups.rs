@@ -30,7 +30,7 @@ pub async fn list(State(state): State<AppState>) -> Json<Vec<GroupRow>> {
             let lag = state
                 .broker
                 .group_status(&g.group)
-                .map_or(0, |s| s.offsets.iter().filter_map(|o| o.lag).sum());
+                .map_or(0, |s| s.total_lag());
             GroupRow {
                 group: g.group,
                 state: g.state,

@@ -112,7 +112,10 @@ impl History {
             .into_iter()
             .take(MAX_CHARTED_GROUPS)
             .filter_map(|g| broker.group_status(&g.group))
-            .map(|s| (s.group, s.offsets.iter().filter_map(|o| o.lag).sum()))
+            .map(|s| {
+                let lag = s.total_lag();
+                (s.group, lag)
+            })
             .collect();
 
         let mut inner = self.inner.lock();

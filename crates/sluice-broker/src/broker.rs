@@ -415,6 +415,13 @@ pub struct GroupStatus {
     pub offsets: Vec<GroupOffsetStatus>,
 }
 
+impl GroupStatus {
+    /// The lag summed over the partitions with a committed offset.
+    pub fn total_lag(&self) -> i64 {
+        self.offsets.iter().filter_map(|o| o.lag).sum()
+    }
+}
+
 #[derive(Debug, Serialize)]
 pub struct GroupMemberStatus {
     pub member_id: String,

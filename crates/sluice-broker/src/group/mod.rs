@@ -155,6 +155,29 @@ impl GroupService {
     }
 }
 
+/// Why an offset commit (plain or transactional) of `topic`-`partition` cannot be taken: the
+/// partition does not exist, or its metadata is longer than `max_metadata` bytes.
+pub(crate) fn offset_commit_error(
+    topics: &Topics,
+    topic: &str,
+    partition: i32,
+    metadata: Option<&str>,
+    max_metadata: usize,
+) -> Option<kafka_protocol::error::ResponseError> {
+    use kafka_protocol::error::ResponseError;
+    if topics
+        .get(topic)
+        .and_then(|t| t.partition(partition))
+        .is_none()
+    {
+        Some(ResponseError::UnknownTopicOrPartition)
+    } else if metadata.is_some_and(|m| m.len() > max_metadata) {
+        Some(ResponseError::OffsetMetadataTooLarge)
+    } else {
+        None
+    }
+}
+
 /// Every group record in a partition of the offsets topic, in order.
 fn read_all(partition: &Partition) -> Result<Vec<Record>, BrokerError> {
     Ok(crate::internal_log::read_all(partition, OFFSETS_TOPIC)?

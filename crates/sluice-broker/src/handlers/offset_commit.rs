@@ -11,7 +11,7 @@ use sluice_wire::Reply;
 
 use crate::broker::Broker;
 use crate::group::coordinator::{offset_record, Committed};
-use crate::group::GroupService;
+use crate::group::{offset_commit_error, GroupService};
 
 pub fn handle(broker: &Broker, request: OffsetCommitRequest, _version: i16) -> Reply {
     let groups = &broker.groups;
@@ -29,25 +29,20 @@ pub fn handle(broker: &Broker, request: OffsetCommitRequest, _version: i16) -> R
         .topics
         .iter()
         .map(|t| {
-            let topic = broker.topics().get(&t.name);
             let partitions = t
                 .partitions
                 .iter()
                 .map(|p| {
                     let error = if let Err(e) = group_error {
                         Some(e)
-                    } else if topic
-                        .as_ref()
-                        .and_then(|topic| topic.partition(p.partition_index))
-                        .is_none()
-                    {
-                        Some(ResponseError::UnknownTopicOrPartition)
-                    } else if p
-                        .committed_metadata
-                        .as_ref()
-                        .is_some_and(|m| m.len() > max_metadata)
-                    {
-                        Some(ResponseError::OffsetMetadataTooLarge)
+                    } else if let Some(e) = offset_commit_error(
+                        broker.topics(),
+                        &t.name,
+                        p.partition_index,
+                        p.committed_metadata.as_deref(),
+                        max_metadata,
+                    ) {
+                        Some(e)
                     } else {
                         records.push(offset_record(
                             &request.group_id,

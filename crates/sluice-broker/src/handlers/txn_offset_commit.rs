@@ -11,6 +11,7 @@ use kafka_protocol::messages::{ResponseKind, TxnOffsetCommitRequest, TxnOffsetCo
 use sluice_wire::Reply;
 
 use crate::broker::Broker;
+use crate::group::offset_commit_error;
 use crate::txn::state::PendingOffset;
 
 pub fn handle(broker: &Broker, request: TxnOffsetCommitRequest, version: i16) -> Reply {
@@ -19,21 +20,15 @@ pub fn handle(broker: &Broker, request: TxnOffsetCommitRequest, version: i16) ->
     let mut offsets = Vec::new();
     let mut own_errors = Vec::new();
     for t in &request.topics {
-        let topic = broker.topics().get(&t.name);
         for p in &t.partitions {
-            let error = if topic
-                .as_ref()
-                .and_then(|x| x.partition(p.partition_index))
-                .is_none()
-            {
-                Some(ResponseError::UnknownTopicOrPartition)
-            } else if p
-                .committed_metadata
-                .as_ref()
-                .is_some_and(|m| m.len() > max_metadata)
-            {
-                Some(ResponseError::OffsetMetadataTooLarge)
-            } else {
+            let error = offset_commit_error(
+                broker.topics(),
+                &t.name,
+                p.partition_index,
+                p.committed_metadata.as_deref(),
+                max_metadata,
+            );
+            if error.is_none() {
                 offsets.push(PendingOffset {
                     group: request.group_id.to_string(),
                     topic: t.name.to_string(),
@@ -46,8 +41,7 @@ pub fn handle(broker: &Broker, request: TxnOffsetCommitRequest, version: i16) ->
                         .unwrap_or_default()
                         .to_string(),
                 });
-                None
-            };
+            }
             own_errors.push(((t.name.clone(), p.partition_index), error));
         }
     }

@@ -51,14 +51,6 @@ pub struct Heal {
     pub commit: bool,
 }
 
-/// The producer id and epoch a `Prepare*` state hands to its completed state, and the ones its
-/// markers carry: they differ when the epoch is exhausted and a new producer id takes over.
-#[derive(Debug, Clone, Copy)]
-pub struct MarkerIdentity {
-    pub producer_id: i64,
-    pub producer_epoch: i16,
-}
-
 #[derive(Debug)]
 pub struct Coordinator {
     txns: HashMap<String, TxnMeta>,
@@ -484,14 +476,6 @@ fn prepare_end(
     // to tell this transaction's data from the next one's), whatever added its partitions.
     meta.tv2 = bump_epoch;
     Ok(())
-}
-
-/// The identity a `Prepare*` state's markers carry.
-pub fn marker_identity(prepare: &TxnMeta) -> MarkerIdentity {
-    MarkerIdentity {
-        producer_id: prepare.producer_id,
-        producer_epoch: prepare.producer_epoch,
-    }
 }
 
 /// The completed state after a `Prepare*` state's markers and offsets are written.

@@ -32,7 +32,7 @@ use crate::group::coordinator::{offset_record, Committed};
 use crate::group::GroupService;
 use crate::partition::Partition;
 use crate::topics::{Topic, Topics};
-use coordinator::{completed, marker_identity, Coordinator};
+use coordinator::{completed, Coordinator};
 use state::{TxnMeta, TxnState};
 
 pub const TXN_TOPIC: &str = "__transaction_state";
@@ -208,13 +208,13 @@ impl Broker {
         } else {
             Marker::Abort
         };
-        let who = marker_identity(&prepare);
         for (topic, index) in &prepare.partitions {
             // A partition deleted since has nothing left to mark.
             let Some(partition) = self.topics.get(topic).and_then(|t| t.partition(*index)) else {
                 continue;
             };
-            match partition.append_marker(marker, who.producer_id, who.producer_epoch, 0) {
+            // A Prepare* state holds the producer id and epoch its markers carry.
+            match partition.append_marker(marker, prepare.producer_id, prepare.producer_epoch, 0) {
                 Ok(_) => {}
                 Err(LogError::Producer(e)) => {
                     // The partition saw a newer epoch of this producer: its transaction there
