@@ -261,3 +261,53 @@ def test_the_transaction_log_is_internal(broker):
         raise AssertionError("the transaction log was deleted")
     except KafkaException as e:
         assert e.args[0].code() == KafkaError.TOPIC_EXCEPTION, e
+
+
+def read_pairs(bootstrap, topic, isolation, timeout=15):
+    """Every (key, value) of partition 0 from the beginning, read to a second of quiet."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"pairs-{time.time_ns()}",
+                  "isolation.level": isolation, "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, 0, 0)])
+    pairs = []
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        got = [(m.key(), m.value()) for m in c.consume(1000, 1.0) if m.error() is None]
+        if not got and pairs:
+            break
+        pairs += got
+    c.close()
+    return pairs
+
+
+def test_compaction_keeps_committed_values_over_aborted_ones(start_broker):
+    """An aborted (or still open) transaction's record must not make the cleaner drop the
+    committed value of its key; the aborted records themselves are cleaned away."""
+    broker = start_broker(["--log-cleaner-interval-ms", "200"])
+    create_topic(broker.bootstrap, "txn-compacted", 1,
+                 {"cleanup.policy": "compact", "segment.bytes": "4096", "delete.retention.ms": "0"})
+    p = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "compacting-writer"})
+    p.init_transactions(10)
+    p.begin_transaction()
+    p.produce("txn-compacted", key=b"account-1", value=b"balance=100")
+    p.produce("txn-compacted", key=b"account-2", value=b"balance=200")
+    p.commit_transaction(10)
+    p.begin_transaction()
+    p.produce("txn-compacted", key=b"account-1", value=b"balance=-999 (aborted)")
+    p.flush(10)
+    p.abort_transaction(10)
+    plain = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    for i in range(80):  # small batches that seal the segments holding the above
+        plain.produce("txn-compacted", key=b"filler", value=b"x" * 100)
+        if i % 5 == 4:
+            plain.flush(10)
+
+    def cleaned():
+        pairs = read_pairs(broker.bootstrap, "txn-compacted", "read_uncommitted")
+        return pairs if sum(k == b"filler" for k, _ in pairs) < 40 else None
+
+    everything = wait_until(cleaned, 60, "the cleaner to compact the topic")
+    assert (b"account-1", b"balance=-999 (aborted)") not in everything, "aborted records are cleaned away"
+    committed = dict(read_pairs(broker.bootstrap, "txn-compacted", "read_committed"))
+    assert committed[b"account-1"] == b"balance=100"
+    assert committed[b"account-2"] == b"balance=200"
+    p.flush(1)

@@ -2,6 +2,10 @@
 //! segments; tombstones (null values) go once older than `delete.retention.ms`. Offsets never
 //! change (a compacted segment has gaps); the active segment is never touched.
 //!
+//! Transactions: only segments below the first open transaction are cleaned; records of
+//! aborted transactions do not count as a key's newest value and are removed; committed
+//! transactional records are compacted like any other; transaction markers are kept.
+//!
 //! Three phases, so that produce and fetch are not held up:
 //! 1. under the log's lock: list the sealed segments ([`Log::compaction_plan`]);
 //! 2. without it: read them, find each key's newest offset, write each segment's survivors to
@@ -31,6 +35,7 @@ use crate::error::LogError;
 use crate::offset::Offset;
 use crate::scan::{BatchScanner, Scanned};
 use crate::segment::{file_stem, log_path};
+use crate::txn_index::AbortedTxn;
 
 /// A sealed segment as the cleaner sees it.
 #[derive(Debug, Clone)]
@@ -46,6 +51,8 @@ pub struct CompactionPlan {
     pub(crate) dir: PathBuf,
     pub(crate) segments: Vec<SealedSegment>,
     pub(crate) tombstone_cutoff_ms: i64,
+    /// Aborted transactions with records in the segments.
+    pub(crate) aborted: Vec<AbortedTxn>,
 }
 
 /// A cleaned segment waiting to be swapped in.
@@ -94,12 +101,26 @@ impl CompactionPlan {
         self.segments.is_empty()
     }
 
+    /// Whether the batch belongs to an aborted transaction.
+    fn is_aborted(&self, header: &BatchHeader) -> bool {
+        header.is_transactional()
+            && !header.is_control()
+            && self.aborted.iter().any(|a| {
+                a.producer_id == header.producer_id
+                    && a.first_offset <= header.base_offset
+                    && header.base_offset < a.last_offset
+            })
+    }
+
     /// Phase 2: finds the newest offset of every key, then writes each segment's survivors.
     /// `throttle(bytes)` is called after each segment is read or written.
     pub fn run(&self, mut throttle: impl FnMut(u64)) -> Result<Vec<Cleaned>, LogError> {
         let mut newest: HashMap<Bytes, i64> = HashMap::new();
         for segment in &self.segments {
-            for_each_record(segment, |record, _| {
+            for_each_record(segment, |record, header| {
+                if self.is_aborted(header) {
+                    return;
+                }
                 if let Some(key) = &record.key {
                     let e = newest.entry(key.clone()).or_insert(record.offset);
                     *e = (*e).max(record.offset);
@@ -118,8 +139,12 @@ impl CompactionPlan {
                 if failure.is_some() {
                     return;
                 }
-                if header.is_control() || header.is_transactional() {
-                    // Transaction markers and transactional data are kept as they are.
+                if self.is_aborted(header) {
+                    removed += u64::try_from(header.record_count).unwrap_or(0);
+                    return;
+                }
+                if header.is_control() {
+                    // Transaction markers are kept as they are.
                     if let Err(e) = out.write_all_at(bytes, written) {
                         failure = Some(e);
                     }

@@ -626,16 +626,32 @@ impl Log {
 
     /// Phase 1 of compaction: the sealed segments to clean, or `None` when the topic is not
     /// compacted or nothing new was sealed since the last clean.
+    ///
+    /// Only segments wholly below the first open transaction are cleanable (as in Kafka): a
+    /// record of a transaction that may still abort must not make an older value go.
     pub fn compaction_plan(&self) -> Option<crate::compaction::CompactionPlan> {
         if !self.config.compact || self.offline.is_some() {
             return None;
         }
-        let sealed: Vec<&Segment> = self.segments.values().rev().skip(1).rev().collect();
+        let unstable = self.first_unstable_offset();
+        // Each sealed segment with the base of the one after it (its end); the active
+        // segment has no successor and is never cleaned.
+        let (sealed, ends): (Vec<&Segment>, Vec<Offset>) = self
+            .segments
+            .values()
+            .zip(self.segments.keys().skip(1).copied())
+            .take_while(|(_, end)| unstable.is_none_or(|u| *end <= u))
+            .unzip();
         if sealed.iter().all(|s| s.is_compacted() || s.is_empty()) {
             return None;
         }
+        let from = sealed
+            .first()
+            .map_or(self.log_start_offset, |s| s.base_offset);
+        let to = ends.last().copied().unwrap_or(from);
         Some(crate::compaction::CompactionPlan {
             dir: self.dir.clone(),
+            aborted: self.aborted.overlapping(from, to),
             segments: sealed
                 .iter()
                 .filter(|s| !s.is_empty())
@@ -838,9 +854,13 @@ impl Log {
         })
     }
 
-    /// The first offset of the earliest open transaction, if any.
+    /// The first offset of the earliest open transaction, if any, but never below the log
+    /// start: retention may delete the first batches of a transaction that is still open (as
+    /// in Kafka), and the last stable offset must stay an offset the log has.
     pub fn first_unstable_offset(&self) -> Option<Offset> {
-        self.producers.first_unstable_offset()
+        self.producers
+            .first_unstable_offset()
+            .map(|f| f.max(self.log_start_offset))
     }
 
     /// The open transactions on this partition, oldest first.

@@ -77,11 +77,7 @@ pub fn idempotent_batch_bytes(
     value_bytes: usize,
 ) -> Vec<u8> {
     let mut bytes = batch_bytes(0, count, 1_000, value_bytes, 0);
-    bytes[43..51].copy_from_slice(&producer_id.to_be_bytes());
-    bytes[51..53].copy_from_slice(&epoch.to_be_bytes());
-    bytes[53..57].copy_from_slice(&first_sequence.to_be_bytes());
-    let crc = crc32c::crc32c(&bytes[21..]);
-    bytes[17..21].copy_from_slice(&crc.to_be_bytes());
+    set_producer(&mut bytes, producer_id, epoch, first_sequence, false);
     bytes
 }
 
@@ -92,10 +88,65 @@ pub fn transactional_batch_bytes(
     first_sequence: i32,
     count: usize,
 ) -> Vec<u8> {
-    let mut bytes = idempotent_batch_bytes(producer_id, epoch, first_sequence, count, 8);
-    let attributes = i16::from_be_bytes([bytes[21], bytes[22]]) | 0x10;
+    let mut bytes = batch_bytes(0, count, 1_000, 8, 0);
+    set_producer(&mut bytes, producer_id, epoch, first_sequence, true);
+    bytes
+}
+
+/// An uncompressed batch of the given key → value records (`None` is a tombstone), all at
+/// `timestamp`, from a producer without idempotence.
+pub fn keyed_batch_bytes(records: &[(&str, Option<&str>)], timestamp: i64) -> Vec<u8> {
+    let records: Vec<Record> = records
+        .iter()
+        .enumerate()
+        .map(|(i, (key, value))| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: 0,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: i as i32,
+            timestamp,
+            key: Some(Bytes::from(key.to_string())),
+            value: value.map(|v| Bytes::from(v.to_string())),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        &records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .expect("encoding test records");
+    let mut bytes = buf.to_vec();
+    set_producer(&mut bytes, -1, -1, -1, false);
+    bytes
+}
+
+/// Marks a batch as written by `producer_id` at `epoch` from `first_sequence` (inside a
+/// transaction when `transactional`) and recomputes its CRC.
+pub fn set_producer(
+    bytes: &mut [u8],
+    producer_id: i64,
+    epoch: i16,
+    first_sequence: i32,
+    transactional: bool,
+) {
+    bytes[43..51].copy_from_slice(&producer_id.to_be_bytes());
+    bytes[51..53].copy_from_slice(&epoch.to_be_bytes());
+    bytes[53..57].copy_from_slice(&first_sequence.to_be_bytes());
+    let mut attributes = i16::from_be_bytes([bytes[21], bytes[22]]);
+    if transactional {
+        attributes |= 0x10;
+    }
     bytes[21..23].copy_from_slice(&attributes.to_be_bytes());
     let crc = crc32c::crc32c(&bytes[21..]);
     bytes[17..21].copy_from_slice(&crc.to_be_bytes());
-    bytes
 }

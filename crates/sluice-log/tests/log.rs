@@ -709,44 +709,13 @@ fn writeback_is_handed_out_every_few_mib() {
 
 /// A batch of keyed records (`key-<k>` → `value`), for compaction tests.
 fn keyed_batch(records: &[(u32, Option<&str>)], timestamp: i64) -> Vec<u8> {
-    use bytes::BytesMut;
-    use kafka_protocol::records::{
-        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-    };
-    let rs: Vec<Record> = records
+    let keys: Vec<String> = records.iter().map(|(k, _)| format!("key-{k}")).collect();
+    let records: Vec<(&str, Option<&str>)> = keys
         .iter()
-        .enumerate()
-        .map(|(i, (k, v))| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: 0,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: i as i32,
-            timestamp,
-            key: Some(Bytes::from(format!("key-{k}"))),
-            value: v.map(|v| Bytes::from(v.to_string())),
-            headers: Default::default(),
-        })
+        .zip(records)
+        .map(|(k, (_, v))| (k.as_str(), *v))
         .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        &rs,
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .unwrap();
-    let mut b = buf.to_vec();
-    b[53..57].copy_from_slice(&(-1i32).to_be_bytes());
-    let crc = crc32c::crc32c(&b[21..]);
-    b[17..21].copy_from_slice(&crc.to_be_bytes());
-    b
+    sluice_log::testing::keyed_batch_bytes(&records, timestamp)
 }
 
 #[test]

@@ -5,18 +5,29 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use sluice_log::testing::{batch_bytes, transactional_batch_bytes};
+use bytes::Bytes;
+use kafka_protocol::records::RecordBatchDecoder;
+use sluice_log::testing::{
+    batch_bytes, keyed_batch_bytes, set_producer, transactional_batch_bytes,
+};
 use sluice_log::{
     validate_produce, AbortedTxn, LeaderEpoch, Log, LogConfig, LogError, ManualClock, Marker,
     Offset, ProducerError,
 };
 
-fn open(dir: &Path, clock: &Arc<ManualClock>) -> Log {
-    let config = LogConfig {
+fn config() -> LogConfig {
+    LogConfig {
         segment_bytes: 4096,
         retention_ms: -1,
         ..LogConfig::default()
-    };
+    }
+}
+
+fn open(dir: &Path, clock: &Arc<ManualClock>) -> Log {
+    open_with(dir, clock, config())
+}
+
+fn open_with(dir: &Path, clock: &Arc<ManualClock>, config: LogConfig) -> Log {
     Log::open(dir, config, Arc::clone(clock) as Arc<dyn sluice_log::Clock>)
         .unwrap()
         .0
@@ -134,4 +145,186 @@ fn a_crash_rederives_what_the_files_lost() {
         }]
     );
     assert_eq!(log.first_unstable_offset(), Some(abort.plus(1)));
+}
+
+/// Appends `key → value`, inside producer `pid`'s transaction when `pid` is given.
+fn keyed(log: &mut Log, key: &str, value: &str, pid: Option<i64>) -> Offset {
+    let mut bytes = keyed_batch_bytes(&[(key, Some(value))], 1_000);
+    if let Some(pid) = pid {
+        set_producer(&mut bytes, pid, 0, 0, true);
+    }
+    log.append(validate_produce(&bytes, 1 << 20).unwrap(), LeaderEpoch(0))
+        .unwrap()
+        .base_offset
+}
+
+/// Seals what was written so far: filler records under one key until a new segment starts
+/// and is itself past its first batch.
+fn seal(log: &mut Log) {
+    let segments = log.segment_count();
+    while log.segment_count() < segments + 1 {
+        keyed(log, "filler", "filler-filler-filler-filler", None);
+    }
+    keyed(log, "filler", "filler-filler-filler-filler", None);
+}
+
+/// One stored record as the cleaner left it.
+#[derive(Debug)]
+struct Stored {
+    offset: i64,
+    producer_id: i64,
+    transactional: bool,
+    key: String,
+    value: String,
+}
+
+/// Every data record in the log (no markers), in offset order.
+fn stored(log: &Log) -> Vec<Stored> {
+    let mut out = Vec::new();
+    let mut offset = log.log_start_offset();
+    while offset < log.next_offset() {
+        let bytes = log
+            .read(offset, 1 << 20, log.next_offset(), true)
+            .unwrap()
+            .load()
+            .unwrap();
+        assert!(!bytes.is_empty(), "no progress at {offset}");
+        let mut buf = Bytes::from(bytes.to_vec());
+        for set in RecordBatchDecoder::decode_all(&mut buf).unwrap() {
+            for r in set.records {
+                if r.offset < offset.0 {
+                    continue;
+                }
+                offset = Offset(r.offset + 1);
+                if r.control {
+                    continue;
+                }
+                out.push(Stored {
+                    offset: r.offset,
+                    producer_id: r.producer_id,
+                    transactional: r.transactional,
+                    key: String::from_utf8(r.key.unwrap().to_vec()).unwrap(),
+                    value: String::from_utf8(r.value.unwrap().to_vec()).unwrap(),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// What a `read_committed` consumer sees: the newest value per key below the last stable
+/// offset, aborted records dropped.
+fn committed_view(log: &Log) -> std::collections::BTreeMap<String, String> {
+    let aborted = log.aborted_between(log.log_start_offset(), log.next_offset());
+    let stable = log.first_unstable_offset().unwrap_or(log.next_offset());
+    stored(log)
+        .into_iter()
+        .filter(|r| {
+            r.offset < stable.0
+                && !aborted.iter().any(|a| {
+                    a.producer_id == r.producer_id
+                        && a.first_offset.0 <= r.offset
+                        && r.offset < a.last_offset.0
+                })
+        })
+        .map(|r| (r.key, r.value))
+        .collect()
+}
+
+fn compact(log: &mut Log) -> u64 {
+    let Some(plan) = log.compaction_plan() else {
+        return 0;
+    };
+    let cleaned = plan.run(|_| {}).unwrap();
+    log.finish_compaction(cleaned).unwrap().records_removed
+}
+
+#[test]
+fn compaction_never_lets_an_aborted_or_open_transaction_replace_a_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(1_000);
+    let cfg = LogConfig {
+        compact: true,
+        delete_policy: false,
+        ..config()
+    };
+    let mut log = open_with(dir.path(), &clock, cfg);
+    keyed(&mut log, "a", "a-committed", None);
+    keyed(&mut log, "a", "a-aborted", Some(5));
+    marker(&mut log, Marker::Abort, 5, 0);
+    keyed(&mut log, "b", "b-in-transaction", Some(6));
+    marker(&mut log, Marker::Commit, 6, 0);
+    keyed(&mut log, "b", "b-plain-after", None);
+    keyed(&mut log, "c", "c-in-transaction", Some(7));
+    marker(&mut log, Marker::Commit, 7, 0);
+    seal(&mut log);
+    let open_at = keyed(&mut log, "a", "a-open", Some(8));
+    seal(&mut log);
+    seal(&mut log);
+    let before = committed_view(&log);
+    assert_eq!(before["a"], "a-committed");
+
+    assert!(compact(&mut log) > 0);
+    let after = stored(&log);
+    assert_eq!(
+        committed_view(&log),
+        before,
+        "read_committed sees the same values"
+    );
+    assert!(
+        after.iter().all(|r| r.producer_id != 5),
+        "the aborted transaction's records are gone"
+    );
+    assert!(
+        !after.iter().any(|r| r.value == "b-in-transaction"),
+        "a committed transactional record is compacted like any other"
+    );
+    let c = after.iter().find(|r| r.key == "c").unwrap();
+    assert!(c.transactional && c.producer_id == 7, "{c:?}");
+    assert!(after.iter().any(|r| r.value == "a-committed"));
+    let filler_past_open = after
+        .iter()
+        .filter(|r| r.key == "filler" && r.offset > open_at.0)
+        .count();
+    assert!(
+        filler_past_open > 1,
+        "segments from the open transaction on are not cleaned yet"
+    );
+
+    // Once the open transaction aborts, its record goes and the rest is cleaned too.
+    marker(&mut log, Marker::Abort, 8, 0);
+    seal(&mut log);
+    assert!(compact(&mut log) > 0);
+    let after = stored(&log);
+    assert_eq!(committed_view(&log)["a"], "a-committed");
+    assert!(after.iter().all(|r| r.value != "a-open"));
+    let sealed_filler = after.iter().filter(|r| r.key == "filler").count();
+    assert!(sealed_filler <= 3, "{sealed_filler} filler records left");
+}
+
+#[test]
+fn retention_past_an_open_transaction_keeps_the_stable_offset_in_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(1_000);
+    let cfg = LogConfig {
+        retention_bytes: 8192,
+        ..config()
+    };
+    let mut log = open_with(dir.path(), &clock, cfg);
+    let first = txn(&mut log, 9, 0, 0, 2);
+    for _ in 0..200 {
+        plain(&mut log, 5);
+    }
+    assert_eq!(log.first_unstable_offset(), Some(first));
+    assert!(log.apply_retention().unwrap() > 0);
+    let start = log.log_start_offset();
+    assert!(start > first);
+    assert_eq!(
+        log.first_unstable_offset(),
+        Some(start),
+        "the transaction is still open, from the log start on"
+    );
+    txn(&mut log, 9, 0, 2, 1);
+    marker(&mut log, Marker::Commit, 9, 0);
+    assert_eq!(log.first_unstable_offset(), None);
 }
