@@ -380,6 +380,16 @@ def test_admin_token(start_broker):
         assert status == 401 and "token" in err["error"], path
         assert anon.call("GET", path, token="a-long-enough-admin-token-12")[0] == 401, path
     assert Api(b.admin_url, token).call("GET", "/api/topics")[0] == 200
+    # Registered as another cluster: the right token is forwarded; a wrong or missing one is
+    # a 502 naming that cluster, not a 401 (which the console reads as its own broker's).
+    console = Api(start_broker(name="console").admin_url)
+    for name, registered, want in [("right", token, 200), ("wrong", "not-the-admin-token-000", 502), ("none", None, 502)]:
+        body = {"name": name, "admin_url": b.admin_url, **({"token": registered} if registered else {})}
+        assert console.call("POST", "/api/clusters", body)[0] == 201
+        status, answer = console.call("GET", f"/api/clusters/{name}/proxy/api/topics")
+        assert status == want, (name, answer)
+        if want == 502:
+            assert f"cluster '{name}'" in answer["error"] and "token" in answer["error"], answer
     with urllib.request.urlopen(urllib.request.Request(b.admin_url + "/metrics",
                                                        headers={"Authorization": "Bearer " + token}), timeout=5) as r:
         assert b"sluice_connections" in r.read()

@@ -237,6 +237,21 @@ pub async fn proxy(
         )
     })?;
     let status = answer.status();
+    if status == StatusCode::UNAUTHORIZED {
+        // Passed through, a 401 would read as this broker asking for its own token.
+        let why = if target.token.is_some() {
+            "refused the admin token registered for it"
+        } else {
+            "needs an admin token and none is registered for it"
+        };
+        return Err(ApiError::new(
+            StatusCode::BAD_GATEWAY,
+            format!(
+                "cluster '{name}' at {} {why}; register it again with the right token",
+                target.admin_url
+            ),
+        ));
+    }
     let content_type = answer.headers().get(header::CONTENT_TYPE).cloned();
     let bytes = answer.bytes().await.map_err(|e| {
         ApiError::new(
