@@ -305,7 +305,9 @@ impl Broker {
                         instance_id: m.instance_id.clone(),
                         client_id: m.client_id.clone(),
                         client_host: m.client_host.clone(),
-                        assignment: decode_assignment(&m.assignment),
+                        assignment: sluice_wire::consumer_protocol::decode_assignment(
+                            &m.assignment,
+                        ),
                     })
                     .collect()
             })
@@ -590,23 +592,4 @@ impl Service for Broker {
             }
         }
     }
-}
-
-/// The partitions in a consumer-protocol assignment.
-fn decode_assignment(bytes: &bytes::Bytes) -> Vec<(String, Vec<i32>)> {
-    use kafka_protocol::messages::ConsumerProtocolAssignment;
-    use kafka_protocol::protocol::Decodable;
-    if bytes.len() < 2 {
-        return Vec::new();
-    }
-    let version = i16::from_be_bytes([bytes[0], bytes[1]]).clamp(0, 3);
-    let mut body = bytes.slice(2..);
-    ConsumerProtocolAssignment::decode(&mut body, version)
-        .map(|a| {
-            a.assigned_partitions
-                .iter()
-                .map(|t| (t.topic.to_string(), t.partitions.clone()))
-                .collect()
-        })
-        .unwrap_or_default()
 }

@@ -18,12 +18,11 @@ use kafka_protocol::messages::offset_commit_request::{
 };
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    BrokerId, ConsumerProtocolAssignment, CreateTopicsRequest, DeleteGroupsRequest,
-    DeleteTopicsRequest, DescribeConfigsRequest, DescribeGroupsRequest, FetchRequest, GroupId,
+    BrokerId, CreateTopicsRequest, DeleteGroupsRequest, DeleteTopicsRequest,
+    DescribeConfigsRequest, DescribeGroupsRequest, FetchRequest, GroupId,
     IncrementalAlterConfigsRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest,
     MetadataResponse, OffsetCommitRequest, OffsetFetchRequest, ProduceRequest, TopicName,
 };
-use kafka_protocol::protocol::Decodable;
 use kafka_protocol::protocol::StrBytes;
 
 use crate::connection::Connection;
@@ -89,22 +88,7 @@ pub struct GroupMember {
     pub assignment: Vec<(String, Vec<i32>)>,
 }
 
-/// Decodes a consumer-protocol assignment (a version, then the body).
-pub fn decode_assignment(bytes: &Bytes) -> Vec<(String, Vec<i32>)> {
-    if bytes.len() < 2 {
-        return Vec::new();
-    }
-    let version = i16::from_be_bytes([bytes[0], bytes[1]]).clamp(0, 3);
-    let mut body = bytes.slice(2..);
-    ConsumerProtocolAssignment::decode(&mut body, version)
-        .map(|a| {
-            a.assigned_partitions
-                .iter()
-                .map(|t| (t.topic.to_string(), t.partitions.clone()))
-                .collect()
-        })
-        .unwrap_or_default()
-}
+use sluice_wire::consumer_protocol::decode_assignment;
 
 /// What a fetch of one partition returned.
 #[derive(Debug, Clone)]

@@ -6,6 +6,7 @@
 //! about storage.
 
 pub mod codec;
+pub mod consumer_protocol;
 pub mod frame;
 pub mod server;
 pub mod versions;
