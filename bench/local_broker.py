@@ -24,16 +24,17 @@ def free_port():
 
 
 class LocalBroker:
-    def __init__(self, extra=(), prefix="sluice-bench-"):
+    def __init__(self, extra=(), prefix="sluice-bench-", binary=None):
         self.extra = list(extra)
         self.prefix = prefix
+        self.binary = Path(binary) if binary else ROOT / "target" / "release" / "sluice"
 
     def __enter__(self):
         self.data = Path(tempfile.mkdtemp(prefix=self.prefix, dir=ROOT / "target"))
         port, admin = free_port(), free_port()
         self.bootstrap = f"127.0.0.1:{port}"
         self.admin_url = f"http://127.0.0.1:{admin}"
-        self.proc = subprocess.Popen([str(ROOT / "target" / "release" / "sluice"), "serve",
+        self.proc = subprocess.Popen([str(self.binary), "serve",
                                       "--listen", self.bootstrap, "--admin-listen", f"127.0.0.1:{admin}",
                                       "--data-dir", str(self.data), "--log-level", "warn", *self.extra])
         deadline = time.monotonic() + 30

@@ -27,6 +27,15 @@ def record_batch(count=3, value=b"v" * 20, compression=0):
     return bytes(b.build())
 
 
+def with_records_section(batch, body):
+    """`batch`'s header (count, codec, ...) over another records section; length and CRC fixed."""
+    import crc32c
+    out = bytearray(batch[:61] + body)
+    struct.pack_into(">i", out, 8, len(out) - 12)
+    struct.pack_into(">I", out, 17, crc32c.crc32c(bytes(out[21:])))
+    return bytes(out)
+
+
 def produce_v3(topic, partition, records, acks=-1, correlation_id=7):
     body = struct.pack(">h", -1)  # transactional id: null
     body += struct.pack(">hi", acks, 10_000)

@@ -70,6 +70,35 @@ def test_batch_errors_get_kafka_error_codes(raw_topic):
     assert [r[1] for r in records] == list(range(6))
 
 
+def peak_rss_kib(broker):
+    with open(f"/proc/{broker.proc.pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+
+
+def test_compressed_records_are_checked_and_bombs_refused(raw_topic):
+    """A CRC-correct batch whose compressed records are garbage, or miscounted, or inflate to
+    hundreds of MiB, is refused with INVALID_RECORD before it is stored or held in memory."""
+    import gzip
+    import zstandard
+    broker = raw_topic
+    gzipped = raw.record_batch(count=3, compression=1)
+    assert produce_raw(broker, gzipped) == [("raw", 0, 0, 0)]
+    assert produce_raw(broker, raw.with_records_section(gzipped, b"not gzip at all"))[0][2] == 87
+    # Valid gzip, but of two records where the header says three.
+    two = raw.record_batch(count=2)
+    assert produce_raw(broker, raw.with_records_section(gzipped, gzip.compress(two[61:])))[0][2] == 87
+    before = peak_rss_kib(broker)
+    zeros = bytes(256 << 20)
+    for codec, bomb in [(1, gzip.compress(zeros, 9)), (4, zstandard.ZstdCompressor().compress(zeros))]:
+        assert len(bomb) < 1_000_000, "fits in one produce request"
+        header = raw.record_batch(count=3, compression=codec)
+        assert produce_raw(broker, raw.with_records_section(header, bomb))[0][2] == 87
+    grown_mib = (peak_rss_kib(broker) - before) / 1024
+    assert grown_mib < 160, f"the broker's peak memory grew by {grown_mib:.0f} MiB for 256 MiB bombs"
+    assert produce_raw(broker, gzipped) == [("raw", 0, 0, 3)], "nothing refused was stored"
+    still_serving(broker)
+
+
 def test_unknown_topic_with_auto_create_off(start_broker):
     broker = start_broker(["--auto-create-topics", "false"])
     assert produce_raw(broker, raw.record_batch(), topic="missing")[0][2] == 3

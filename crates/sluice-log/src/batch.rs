@@ -187,11 +187,17 @@ pub fn check_stored(batch: &[u8]) -> Result<BatchHeader, BatchError> {
 pub struct ValidatedBatch {
     pub(crate) bytes: Vec<u8>,
     pub(crate) header: BatchHeader,
+    every_record_has_a_key: bool,
 }
 
 impl ValidatedBatch {
     pub fn header(&self) -> &BatchHeader {
         &self.header
+    }
+
+    /// Whether every record has a (non-null) key, as a compacted topic requires.
+    pub fn every_record_has_a_key(&self) -> bool {
+        self.every_record_has_a_key
     }
 
     pub fn record_count(&self) -> i64 {
@@ -205,8 +211,9 @@ impl ValidatedBatch {
 
 /// Validates the records of one partition of a Produce request before anything is written.
 /// As in Kafka, a v3+ Produce carries exactly one batch per partition; it must be magic v2,
-/// whole, CRC-correct, at most `max_batch_bytes`, not a control batch, and its record count
-/// must agree with its offsets (and, uncompressed, with its records).
+/// whole, CRC-correct, at most `max_batch_bytes`, not a control batch, its record count must
+/// agree with its offsets and its records, and every record must be well formed (a compressed
+/// batch is decompressed, within a bound, to check them).
 pub fn validate_produce(
     records: &[u8],
     max_batch_bytes: usize,
@@ -269,46 +276,58 @@ pub fn validate_produce(
             header.last_offset_delta, header.record_count
         )));
     }
-    match header.compression() {
-        0 => check_uncompressed_records(&records[HEADER_BYTES..], header.record_count)?,
-        1..=4 => {}
-        other => {
-            return Err(BatchError::InvalidRecords(format!(
-                "unknown compression codec {other}"
-            )))
+    let body = &records[HEADER_BYTES..];
+    let every_record_has_a_key = match header.compression() {
+        0 => check_records(body, header.record_count)?,
+        codec => {
+            let body = crate::decompress::decompress(
+                codec,
+                body,
+                crate::decompress::MAX_DECOMPRESSED_BYTES,
+            )?;
+            check_records(&body, header.record_count)?
         }
-    }
+    };
     Ok(ValidatedBatch {
         bytes: records.to_vec(),
         header,
+        every_record_has_a_key,
     })
 }
 
-/// Walks the records of an uncompressed batch: each is a varint length and a body whose
-/// offset delta is its index; together they must fill the batch exactly.
-fn check_uncompressed_records(mut body: &[u8], record_count: i32) -> Result<(), BatchError> {
+/// Walks the (uncompressed) records of a batch as Kafka's broker does: each is a varint length
+/// and a body whose offset delta is its index and whose key, value and headers fill it
+/// exactly; together they must fill the batch. Returns whether every record has a key.
+fn check_records(mut body: &[u8], record_count: i32) -> Result<bool, BatchError> {
+    let mut every_record_has_a_key = true;
     for index in 0..i64::from(record_count) {
-        let length = read_varint(&mut body)
-            .ok_or_else(|| BatchError::InvalidRecords(format!("record {index}: bad length")))?;
-        let length = usize::try_from(length)
-            .map_err(|_| BatchError::InvalidRecords(format!("record {index}: negative length")))?;
+        let bad = |what: &str| BatchError::InvalidRecords(format!("record {index}: {what}"));
+        let length = read_varint(&mut body).ok_or_else(|| bad("bad length"))?;
+        let length = usize::try_from(length).map_err(|_| bad("negative length"))?;
         if length > body.len() || length == 0 {
-            return Err(BatchError::InvalidRecords(format!(
-                "record {index}: length {length} exceeds the batch"
-            )));
+            return Err(bad(&format!("length {length} exceeds the batch")));
         }
-        let mut record = &body[..length];
-        record = &record[1..]; // attributes
-        read_varint(&mut record).ok_or_else(|| {
-            BatchError::InvalidRecords(format!("record {index}: bad timestamp delta"))
-        })?;
-        let offset_delta = read_varint(&mut record).ok_or_else(|| {
-            BatchError::InvalidRecords(format!("record {index}: bad offset delta"))
-        })?;
+        let mut record = &body[1..length]; // after the attributes
+        read_varint(&mut record).ok_or_else(|| bad("bad timestamp delta"))?;
+        let offset_delta = read_varint(&mut record).ok_or_else(|| bad("bad offset delta"))?;
         if offset_delta != index {
-            return Err(BatchError::InvalidRecords(format!(
-                "record {index} has offset delta {offset_delta}"
-            )));
+            return Err(bad(&format!("offset delta {offset_delta}")));
+        }
+        let key = read_field(&mut record).ok_or_else(|| bad("bad key"))?;
+        every_record_has_a_key &= key.is_some();
+        read_field(&mut record).ok_or_else(|| bad("bad value"))?;
+        let headers = read_varint(&mut record).ok_or_else(|| bad("bad header count"))?;
+        if headers < 0 || headers > record.len() as i64 {
+            return Err(bad(&format!("header count {headers}")));
+        }
+        for _ in 0..headers {
+            read_field(&mut record)
+                .flatten()
+                .ok_or_else(|| bad("bad header key"))?;
+            read_field(&mut record).ok_or_else(|| bad("bad header value"))?;
+        }
+        if !record.is_empty() {
+            return Err(bad(&format!("{} bytes after its fields", record.len())));
         }
         body = &body[length..];
     }
@@ -318,7 +337,20 @@ fn check_uncompressed_records(mut body: &[u8], record_count: i32) -> Result<(), 
             body.len()
         )));
     }
-    Ok(())
+    Ok(every_record_has_a_key)
+}
+
+/// Reads a varint length and that many bytes (length -1: null, `Some(None)`); `None` when the
+/// bytes do not hold them.
+fn read_field<'a>(buf: &mut &'a [u8]) -> Option<Option<&'a [u8]>> {
+    let length = read_varint(buf)?;
+    if length == -1 {
+        return Some(None);
+    }
+    let length = usize::try_from(length).ok()?;
+    let field = buf.get(..length)?;
+    *buf = &buf[length..];
+    Some(Some(field))
 }
 
 /// Reads one zig-zag varint (as Kafka records use) and advances `buf` past it.
@@ -428,6 +460,91 @@ mod tests {
             validate_produce(&bytes, 1 << 20),
             Err(BatchError::InvalidRecords(_))
         ));
+    }
+
+    /// `batch`'s header (count, codec, …) over another records section, length and CRC fixed.
+    fn with_body(batch: &[u8], body: &[u8]) -> Vec<u8> {
+        let mut bytes = [&batch[..HEADER_BYTES], body].concat();
+        let length = (bytes.len() - LOG_OVERHEAD) as i32;
+        bytes[8..12].copy_from_slice(&length.to_be_bytes());
+        let crc = crc32c::crc32c(&bytes[CRC_START..]);
+        bytes[17..21].copy_from_slice(&crc.to_be_bytes());
+        bytes
+    }
+
+    #[test]
+    fn compressed_records_are_checked_like_uncompressed_ones() {
+        for codec in 1..=4 {
+            let good = batch_bytes(0, 4, 1_000, 32, codec);
+            assert!(validate_produce(&good, 1 << 20).is_ok());
+            // A CRC-correct batch whose compressed records are garbage.
+            let garbage = with_body(&good, b"these bytes are not compressed records");
+            let err = validate_produce(&garbage, 1 << 20).unwrap_err();
+            assert_eq!(
+                err.kind(),
+                crate::error::BatchErrorKind::Invalid,
+                "{codec}: {err}"
+            );
+            // A count that disagrees with the compressed records.
+            let mut miscounted = good.clone();
+            miscounted[57..61].copy_from_slice(&3i32.to_be_bytes());
+            miscounted[23..27].copy_from_slice(&2i32.to_be_bytes());
+            let crc = crc32c::crc32c(&miscounted[CRC_START..]);
+            miscounted[17..21].copy_from_slice(&crc.to_be_bytes());
+            assert!(
+                validate_produce(&miscounted, 1 << 20).is_err(),
+                "codec {codec}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_record_whose_fields_overrun_it_is_refused() {
+        let good = batch_bytes(0, 1, 1_000, 8, 0);
+        let body = &good[HEADER_BYTES..];
+        // length, attributes, timestamp delta, offset delta, then the key length: claim more.
+        let mut bad = body.to_vec();
+        let key_length_at = 4;
+        assert_eq!(bad[key_length_at], 4, "key k0 has length 2, zig-zag 4");
+        bad[key_length_at] = 40;
+        assert!(matches!(
+            validate_produce(&with_body(&good, &bad), 1 << 20),
+            Err(BatchError::InvalidRecords(m)) if m.contains("key")
+        ));
+    }
+
+    #[test]
+    fn tells_whether_every_record_has_a_key() {
+        use crate::testing::keyed_batch_bytes;
+        let keyed = keyed_batch_bytes(&[("a", Some("1")), ("b", None)], 1_000);
+        assert!(validate_produce(&keyed, 1 << 20)
+            .unwrap()
+            .every_record_has_a_key());
+        for codec in 0..=4 {
+            let bytes = batch_bytes(0, 3, 1_000, 8, codec);
+            assert!(validate_produce(&bytes, 1 << 20)
+                .unwrap()
+                .every_record_has_a_key());
+        }
+        let mut keyless = batch_bytes(0, 1, 1_000, 8, 0);
+        // Key "k0" (length 2) becomes null (-1, zig-zag 1) and the record two bytes shorter.
+        let body = &keyless[HEADER_BYTES..];
+        let mut record = vec![body[0] - 4, body[1], body[2], body[3], 1];
+        record.extend_from_slice(&body[7..]);
+        keyless = with_body(&keyless, &record);
+        let v = validate_produce(&keyless, 1 << 20).unwrap();
+        assert!(!v.every_record_has_a_key());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_compressed_body_is_refused_or_accepted_never_a_panic(
+            codec in 1i16..=4,
+            body in proptest::collection::vec(proptest::num::u8::ANY, 0..600),
+        ) {
+            let good = batch_bytes(0, 2, 1_000, 8, codec);
+            let _ = validate_produce(&with_body(&good, &body), 1 << 20);
+        }
     }
 
     #[test]

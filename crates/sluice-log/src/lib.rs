@@ -12,6 +12,7 @@ pub mod clock;
 pub mod compaction;
 pub mod config;
 pub mod control;
+pub mod decompress;
 pub mod error;
 mod flush;
 pub mod index;

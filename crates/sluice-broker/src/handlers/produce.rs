@@ -163,6 +163,14 @@ fn append(broker: &Broker, partition: &Arc<Partition>, records: &[u8], version: 
     let index = partition.index;
     let config = partition.config();
     let validated = match validate_produce(records, config.max_message_bytes) {
+        // Compacted topics keep the newest record per key, so every record needs one.
+        Ok(v) if config.compact && !v.every_record_has_a_key() => {
+            return failed(
+                index,
+                ResponseError::InvalidRecord,
+                "a compacted topic needs a key on every record".into(),
+            );
+        }
         Ok(v) if v.header().is_transactional() => {
             let h = v.header();
             // KIP-890: the coordinator must know this partition is in the producer's open
@@ -177,13 +185,6 @@ fn append(broker: &Broker, partition: &Arc<Partition>, records: &[u8], version: 
                 return failed(index, error, message);
             }
             v
-        }
-        Ok(_) if config.compact && !every_record_has_a_key(records) => {
-            return failed(
-                index,
-                ResponseError::InvalidRecord,
-                "a compacted topic needs a key on every record".into(),
-            );
         }
         Ok(v) => v,
         Err(e) => {
@@ -209,12 +210,4 @@ fn append(broker: &Broker, partition: &Arc<Partition>, records: &[u8], version: 
             failed(index, log_error(&e), e.to_string())
         }
     }
-}
-
-/// Compacted topics keep the newest record per key, so every record needs one (as in Kafka).
-fn every_record_has_a_key(records: &[u8]) -> bool {
-    let mut buf = bytes::Bytes::copy_from_slice(records);
-    kafka_protocol::records::RecordBatchDecoder::decode(&mut buf)
-        .map(|set| set.records.iter().all(|r| r.key.is_some()))
-        .unwrap_or(false)
 }
