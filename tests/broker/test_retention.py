@@ -4,6 +4,7 @@ it get OFFSET_OUT_OF_RANGE (which a consumer resolves with auto.offset.reset).""
 import os
 import time
 
+import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from conftest import wait_until
@@ -84,3 +85,93 @@ def test_retention_by_bytes(start_broker):
     assert p["log_end_offset"] == 3000
     assert sum(sizes) >= limit, f"more deleted than needed: {sizes}"
     assert p["size_bytes"] == sum(sizes)
+
+
+def earliest(bootstrap, topic):
+    from kafka import KafkaConsumer
+    from kafka.structs import TopicPartition as KTP
+    c = KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        return c.beginning_offsets([KTP(topic, 0)])[KTP(topic, 0)]
+    finally:
+        c.close()
+
+
+def offsets_from_beginning(bootstrap, topic):
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"from-start-{time.time_ns()}",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, 0, -2)])  # OFFSET_BEGINNING
+    offsets, deadline = [], time.time() + 15
+    while time.time() < deadline:
+        got = [m.offset() for m in c.consume(1000, 1.0) if m.error() is None]
+        if not got and offsets:
+            break
+        offsets += got
+    c.close()
+    return offsets
+
+
+def test_delete_records_moves_the_log_start_for_good(start_broker):
+    """DeleteRecords (kafka-delete-records.sh, AdminClient.delete_records) from both clients:
+    the log start moves into a segment, whole segments below it go, consumers and ListOffsets
+    start there, it survives a restart and a crash, and bad requests get Kafka's errors."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+    from kafka.admin import KafkaAdminClient
+    from kafka.errors import UnknownTopicOrPartitionError
+    from kafka.structs import TopicPartition as KTP
+
+    broker = start_broker()
+    topic = "purged"
+    create_topic(broker.bootstrap, topic, 1, {"segment.bytes": "16384"})
+    fill(broker.bootstrap, topic, 1000)
+    segments_before = segment_files(broker, topic)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+
+    def delete(offset, t=topic, partition=0):
+        futures = admin.delete_records([TopicPartition(t, partition, offset)], operation_timeout=10)
+        return list(futures.values())[0].result(10)
+
+    assert delete(555).low_watermark == 555
+    assert earliest(broker.bootstrap, topic) == 555
+    offsets = offsets_from_beginning(broker.bootstrap, topic)
+    assert offsets[0] == 555 and offsets[-1] == 999 and len(offsets) == 445
+    assert len(segment_files(broker, topic)) < len(segments_before), "whole segments below the start are deleted"
+    assert delete(100).low_watermark == 555, "the start never moves back"
+
+    # kafka-python's admin client, then a clean restart and a crash.
+    kp = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    kp.delete_records({KTP(topic, 0): 700})
+    kp.close()
+    broker.stop()
+    broker.start()
+    assert earliest(broker.bootstrap, topic) == 700
+    broker.kill()
+    broker.start()
+    assert earliest(broker.bootstrap, topic) == 700
+    assert offsets_from_beginning(broker.bootstrap, topic)[0] == 700
+
+    # Bad input: Kafka's error codes.
+    def error_of(offset, t=topic, partition=0):
+        try:
+            delete(offset, t, partition)
+        except KafkaException as e:
+            return e.args[0].name()
+        return None
+
+    assert error_of(1001) == "OFFSET_OUT_OF_RANGE", "past the high watermark"
+    # librdkafka refuses an unknown partition itself (_NOENT); kafka-python sends it.
+    assert error_of(5, partition=3) == "_NOENT"
+    kp = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    node = kp.describe_cluster()["brokers"][0]["broker_id"]
+    with pytest.raises(UnknownTopicOrPartitionError):
+        kp.delete_records({KTP(topic, 3): 5}, partition_leader_id=node)
+    kp.close()
+    assert error_of(0, t="__consumer_offsets") == "TOPIC_EXCEPTION"  # librdkafka's name for INVALID_TOPIC_EXCEPTION (17)
+    create_topic(broker.bootstrap, "compact-only", 1, {"cleanup.policy": "compact"})
+    assert error_of(0, t="compact-only") == "POLICY_VIOLATION"
+    # -1 (OFFSET_END): everything up to the high watermark.
+    assert delete(-1).low_watermark == 1000
+    assert earliest(broker.bootstrap, topic) == 1000
+    fill(broker.bootstrap, topic, 5)
+    assert offsets_from_beginning(broker.bootstrap, topic) == [1000, 1001, 1002, 1003, 1004]

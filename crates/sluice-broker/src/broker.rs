@@ -49,6 +49,7 @@ pub fn api_table() -> ApiTable {
         r(ApiKey::ApiVersions, 0, 4),
         r(ApiKey::CreateTopics, 2, 7),
         r(ApiKey::DeleteTopics, 1, 6),
+        r(ApiKey::DeleteRecords, 0, 2),
         r(ApiKey::DescribeConfigs, 1, 4),
         r(ApiKey::AlterConfigs, 0, 2),
         r(ApiKey::CreatePartitions, 0, 3),
@@ -581,6 +582,9 @@ impl Service for Broker {
             }
             RequestKind::DeleteGroups(req) => {
                 ready(handlers::delete_groups::handle(self, req, version))
+            }
+            RequestKind::DeleteRecords(req) => {
+                ready(handlers::delete_records::handle(self, req, version))
             }
             RequestKind::OffsetDelete(req) => {
                 ready(handlers::offset_delete::handle(self, req, version))

@@ -337,6 +337,28 @@ impl Partition {
         }
     }
 
+    /// DeleteRecords: moves the log start up to `offset` (-1: the high watermark) and returns
+    /// it; an offset past the high watermark is out of range, as in Kafka.
+    pub fn delete_records(&self, offset: i64) -> Result<Offset, LogError> {
+        let mut state = self.state.lock();
+        let progress = self.progress();
+        let target = if offset == -1 {
+            progress.visible
+        } else {
+            Offset(offset)
+        };
+        if target < Offset(0) || target > progress.visible {
+            return Err(LogError::OffsetOutOfRange {
+                requested: target,
+                start: progress.log_start,
+                end: progress.visible,
+            });
+        }
+        let start = state.log.delete_records_before(target)?;
+        self.publish(&state.log);
+        Ok(start)
+    }
+
     /// Deletes segments past retention; returns how many.
     pub fn apply_retention(&self) -> Result<usize, LogError> {
         let mut state = self.state.lock();

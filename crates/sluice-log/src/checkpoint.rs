@@ -1,6 +1,7 @@
 //! The log's `recovery-point` file: every segment wholly below the recovery point was fsynced
 //! with its index files, so start-up trusts it and scans only the rest. A clean shutdown also
-//! records the active segment's size, letting the next start skip its scan too.
+//! records the active segment's size, letting the next start skip its scan too. It also keeps a
+//! log start offset that DeleteRecords moved into the middle of a segment.
 //!
 //! Text, one `key=value` per line, replaced atomically (write, fsync, rename, fsync dir).
 
@@ -18,6 +19,9 @@ pub(crate) struct Checkpoint {
     pub recovery_point: Offset,
     /// Set only by a clean shutdown: the active segment's base and size at that moment.
     pub clean_active: Option<(Offset, u64)>,
+    /// The log start offset as DeleteRecords last set it (the first segment's base may be
+    /// lower); 0 when never set.
+    pub log_start: Offset,
 }
 
 impl Checkpoint {
@@ -33,6 +37,7 @@ impl Checkpoint {
             };
             match (key, value.parse::<i64>()) {
                 ("recovery_point", Ok(v)) if v >= 0 => checkpoint.recovery_point = Offset(v),
+                ("log_start_offset", Ok(v)) if v >= 0 => checkpoint.log_start = Offset(v),
                 ("clean_active_base", Ok(v)) if v >= 0 => clean_base = Some(Offset(v)),
                 ("clean_active_bytes", Ok(v)) if v >= 0 => clean_size = Some(v as u64),
                 _ => {}
@@ -45,7 +50,10 @@ impl Checkpoint {
     }
 
     pub(crate) fn write(&self, dir: &Path) -> Result<(), LogError> {
-        let mut text = format!("recovery_point={}\n", self.recovery_point.0);
+        let mut text = format!(
+            "recovery_point={}\nlog_start_offset={}\n",
+            self.recovery_point.0, self.log_start.0
+        );
         if let Some((base, size)) = self.clean_active {
             text.push_str(&format!(
                 "clean_active_base={}\nclean_active_bytes={size}\n",
@@ -80,6 +88,7 @@ mod tests {
         let c = Checkpoint {
             recovery_point: Offset(42),
             clean_active: Some((Offset(40), 1234)),
+            log_start: Offset(7),
         };
         c.write(dir.path()).unwrap();
         assert_eq!(Checkpoint::read(dir.path()), c);

@@ -154,16 +154,20 @@ impl Log {
                 Segment::create(dir, Offset(0), config.index_interval_bytes)?,
             );
         }
-        let log_start_offset = *segments.keys().next().unwrap_or(&Offset(0));
         let next_offset = segments
             .values()
             .next_back()
             .map_or(Offset(0), Segment::next_offset);
+        // DeleteRecords may have moved the start into the first segment (never past the end:
+        // a crash may have cut the log below it).
+        let log_start_offset = (*segments.keys().next().unwrap_or(&Offset(0)))
+            .max(checkpoint.log_start.min(next_offset));
         let active_base = *segments.keys().next_back().unwrap_or(&Offset(0));
         // From here on a crash must scan the active segment again.
         let checkpoint = Checkpoint {
             recovery_point: active_base,
             clean_active: None,
+            log_start: log_start_offset,
         };
         checkpoint.write(dir)?;
         report.segments = segments.len();
@@ -476,6 +480,7 @@ impl Log {
     }
 
     /// The first record with a timestamp ≥ `timestamp` below `upper`: its offset and time.
+    /// A record below the log start (DeleteRecords cut into its batch) answers the log start.
     pub fn offset_for_timestamp(
         &self,
         timestamp: i64,
@@ -486,10 +491,12 @@ impl Log {
             else {
                 continue;
             };
-            if header.is_log_append_time() {
-                return Ok(Some((header.base_offset, header.max_timestamp)));
-            }
-            return Ok(Some(first_record_at_or_after(&header, bytes, timestamp)?));
+            let (offset, time) = if header.is_log_append_time() {
+                (header.base_offset, header.max_timestamp)
+            } else {
+                first_record_at_or_after(&header, bytes, timestamp)?
+            };
+            return Ok(Some((offset.max(self.log_start_offset), time)));
         }
         Ok(None)
     }
@@ -520,10 +527,12 @@ impl Log {
         let Some((header, bytes)) = best else {
             return Ok(None);
         };
-        if header.is_log_append_time() {
-            return Ok(Some((header.base_offset, header.max_timestamp)));
-        }
-        first_record_at_or_after(&header, bytes, header.max_timestamp).map(Some)
+        let (offset, time) = if header.is_log_append_time() {
+            (header.base_offset, header.max_timestamp)
+        } else {
+            first_record_at_or_after(&header, bytes, header.max_timestamp)?
+        };
+        Ok(Some((offset.max(self.log_start_offset), time)))
     }
 
     /// Removes every batch whose last offset is ≥ `offset` (a follower whose log diverged
@@ -564,11 +573,45 @@ impl Log {
         // The active segment may now be an old one whose sealed index files are stale.
         let active_base = self.active().base_offset;
         self.checkpoint.recovery_point = self.checkpoint.recovery_point.min(active_base);
+        self.checkpoint.log_start = self.log_start_offset;
         self.checkpoint.write(&self.dir)?;
         self.aborted.truncate(new_end)?;
         self.rebuild_producer_state()?;
         self.check_invariants();
         Ok(new_end)
+    }
+
+    /// DeleteRecords: moves the log start up to `offset` (records below it can no longer be
+    /// read), deleting the segments wholly below it. The new start is fsynced before this
+    /// returns, so it survives a crash. Returns the log start offset (never lowered).
+    pub fn delete_records_before(&mut self, offset: Offset) -> Result<Offset, LogError> {
+        self.check_online()?;
+        if offset < Offset(0) || offset > self.next_offset {
+            return Err(LogError::OffsetOutOfRange {
+                requested: offset,
+                start: self.log_start_offset,
+                end: self.next_offset,
+            });
+        }
+        if offset <= self.log_start_offset {
+            return Ok(self.log_start_offset);
+        }
+        while self
+            .segments
+            .keys()
+            .nth(1)
+            .is_some_and(|next| *next <= offset)
+        {
+            self.delete_oldest()?;
+        }
+        self.log_start_offset = offset;
+        self.durable_offset = self.durable_offset.max(offset);
+        self.aborted.trim(offset)?;
+        self.checkpoint.log_start = offset;
+        self.checkpoint.write(&self.dir)?;
+        tracing::info!(dir = %self.dir.display(), log_start = offset.0, "records deleted");
+        self.check_invariants();
+        Ok(offset)
     }
 
     /// Deletes whole segments past `retention.ms` (by their newest timestamp) or beyond
@@ -776,6 +819,7 @@ impl Log {
         let checkpoint = Checkpoint {
             recovery_point: active.base_offset,
             clean_active: Some((active.base_offset, active.size_bytes())),
+            log_start: self.log_start_offset,
         };
         checkpoint.write(&self.dir)?;
         self.aborted.sync()?;

@@ -812,3 +812,50 @@ fn compaction_keeps_the_newest_value_per_key_and_survives_a_restart() {
     assert_eq!(log.next_offset(), end);
     assert_eq!(check(&log), latest);
 }
+
+#[test]
+fn delete_records_moves_the_start_into_a_segment_and_survives_restarts() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(1_000);
+    let mut log = open(dir.path(), config(), &clock);
+    for _ in 0..100 {
+        append(&mut log, 5, 1_000, 100, 0); // 500 records over many 4 KiB segments
+    }
+    let segments = log.segment_count();
+    assert!(segments > 5);
+    let start = log.delete_records_before(Offset(233)).unwrap();
+    assert_eq!(start, Offset(233));
+    assert_eq!(log.log_start_offset(), Offset(233));
+    assert!(
+        log.segment_count() < segments,
+        "whole segments below the start are deleted"
+    );
+    assert!(matches!(
+        log.read(Offset(232), 1000, log.next_offset(), true),
+        Err(LogError::OffsetOutOfRange { .. })
+    ));
+    assert_eq!(read_all(&log).first().map(|r| r.0), Some(233));
+    assert_eq!(
+        log.offset_for_timestamp(0, log.next_offset())
+            .unwrap()
+            .map(|(o, _)| o),
+        Some(Offset(233)),
+        "a lookup never answers a deleted offset"
+    );
+    assert_eq!(log.delete_records_before(Offset(10)).unwrap(), Offset(233));
+    assert!(matches!(
+        log.delete_records_before(Offset(501)),
+        Err(LogError::OffsetOutOfRange { .. })
+    ));
+    drop(log); // a crash
+    let mut log = open(dir.path(), config(), &clock);
+    assert_eq!(log.log_start_offset(), Offset(233));
+    log.delete_records_before(Offset(300)).unwrap();
+    log.close().unwrap();
+    let mut log = open(dir.path(), config(), &clock);
+    assert_eq!(log.log_start_offset(), Offset(300));
+    // Up to the end: the log is empty from 500 on and appends go on from there.
+    log.delete_records_before(Offset(500)).unwrap();
+    assert_eq!(append(&mut log, 2, 1_000, 10, 0).base_offset, Offset(500));
+    assert_eq!(read_all(&log).len(), 2);
+}
