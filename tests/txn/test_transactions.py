@@ -216,6 +216,19 @@ def test_java_client_transactions_with_kip_890(broker):
     assert r.stdout.strip().endswith("OK")
 
 
+def test_kafka_streams_exactly_once_word_count(broker, tmp_path):
+    """Kafka Streams 4.3.1, unchanged, with exactly_once_v2: a counted repartitioned stream
+    with a compacted changelog; every count exact, the repartition topic purged with
+    DeleteRecords (see StreamsSmoke.java)."""
+    subprocess.run([str(ROOT / "scripts" / "java-env")], check=True, timeout=600)
+    java = ROOT / "tests" / "java"
+    r = subprocess.run(["java", "-cp", f"{java / 'lib'}/*:{java}", "StreamsSmoke", broker.bootstrap, "8000",
+                        str(tmp_path / "streams-state")], capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert r.stdout.strip().startswith("OK counts="), r.stdout
+    assert "records deleted" in broker.log(), "Streams purged its repartition topic through DeleteRecords"
+
+
 def test_transactions_survive_a_broker_crash(start_broker):
     b = start_broker(extra=["--log-flush-mode", "sync"], name="txn-crash")
     create_topic(b.bootstrap, "durable-txn", 2)
