@@ -91,6 +91,32 @@ def test_kafka_python_admin(broker):
         admin.close()
 
 
+def test_describe_log_dirs_reports_partition_sizes_and_disk_space(broker):
+    """DescribeLogDirs (kafka-log-dirs.sh, management tools): the one log dir, every
+    partition's size as the broker counts it, a topic filter, and the disk's bytes."""
+    create_topic(broker.bootstrap, "sized", 2)
+    create_topic(broker.bootstrap, "other", 1)
+    produce_confluent(broker.bootstrap, "sized", 500)
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        (result,) = admin.describe_log_dirs()
+        (log_dir,) = result["log_dirs"]
+        assert log_dir["error_code"] == 0 and log_dir["log_dir"].endswith("/topics")
+        sizes = {(t["name"], p["partition_index"]): p["partition_size"]
+                 for t in log_dir["topics"] for p in t["partitions"]}
+        status = broker.status()
+        want = {(t["name"], p["partition"]): p["size_bytes"] for t in status["topics"] for p in t["partitions"]}
+        assert sizes == want, "every partition, internal ones too, at the size the broker reports"
+        assert sizes[("sized", 0)] + sizes[("sized", 1)] > 500 * 20 and sizes[("other", 0)] == 0
+        if "total_bytes" in log_dir:  # v4
+            assert log_dir["total_bytes"] > log_dir["usable_bytes"] > 0
+        (filtered,) = admin.describe_log_dirs({"sized": [1], "missing": [0]})
+        topics = filtered["log_dirs"][0]["topics"]
+        assert [(t["name"], [p["partition_index"] for p in t["partitions"]]) for t in topics] == [("sized", [1])]
+    finally:
+        admin.close()
+
+
 def test_topic_recreated_after_delete_is_empty(broker):
     create_topic(broker.bootstrap, "again", 1)
     produce_confluent(broker.bootstrap, "again", 100)

@@ -37,15 +37,6 @@ pub struct Overview {
     pub traffic: Option<TrafficPoint>,
 }
 
-/// Free and total bytes of the file system holding `path`.
-fn disk_space(path: &std::path::Path) -> Option<(u64, u64)> {
-    let s = rustix::fs::statvfs(path).ok()?;
-    Some((
-        s.f_bavail.saturating_mul(s.f_frsize),
-        s.f_blocks.saturating_mul(s.f_frsize),
-    ))
-}
-
 pub async fn overview(State(state): State<AppState>) -> Json<Overview> {
     let broker = &state.broker;
     let status = broker.status();
@@ -57,7 +48,7 @@ pub async fn overview(State(state): State<AppState>) -> Json<Overview> {
             data_bytes += p.size_bytes;
         }
     }
-    let disk = disk_space(&broker.config().data_dir);
+    let disk = sluice_broker::disk::disk_space(&broker.config().data_dir);
     Json(Overview {
         cluster_id: status.cluster_id,
         controller_id: status.node_id,

@@ -55,6 +55,7 @@ pub fn api_table() -> ApiTable {
         r(ApiKey::CreatePartitions, 0, 3),
         r(ApiKey::IncrementalAlterConfigs, 0, 1),
         r(ApiKey::DescribeCluster, 0, 2),
+        r(ApiKey::DescribeLogDirs, 1, 4),
         r(ApiKey::InitProducerId, 0, 5),
         r(ApiKey::FindCoordinator, 0, 6),
         r(ApiKey::JoinGroup, 0, 9),
@@ -582,6 +583,9 @@ impl Service for Broker {
             }
             RequestKind::DeleteGroups(req) => {
                 ready(handlers::delete_groups::handle(self, req, version))
+            }
+            RequestKind::DescribeLogDirs(req) => {
+                ready(handlers::describe_log_dirs::handle(self, req, version))
             }
             RequestKind::DeleteRecords(req) => {
                 ready(handlers::delete_records::handle(self, req, version))

@@ -8,6 +8,7 @@
 pub mod broker;
 pub mod browse;
 pub mod config;
+pub mod disk;
 pub mod error;
 pub mod group;
 pub mod handlers;
