@@ -6,6 +6,8 @@
     python kafka_clients.py consume BOOTSTRAP TOPIC GROUP COUNT
         Reads exactly COUNT records in group GROUP (kafka-python), commits, prints the group's
         lag as kafka-python sees it ("lag=N"), leaves the group.
+    python kafka_clients.py earliest BOOTSTRAP TOPIC PARTITION
+        Prints the partition's earliest offset as ListOffsets answers it (kafka-python).
 """
 
 import json
@@ -55,11 +57,24 @@ def consume(bootstrap, topic, group, count):
         c.close()
 
 
+def earliest(bootstrap, topic, partition):
+    from kafka import KafkaConsumer, TopicPartition
+
+    c = KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        tp = TopicPartition(topic, partition)
+        print(f"earliest={c.beginning_offsets([tp])[tp]}")
+    finally:
+        c.close()
+
+
 if __name__ == "__main__":
     cmd, args = sys.argv[1], sys.argv[2:]
     if cmd == "produce":
         produce(args[0], args[1], int(args[2]))
     elif cmd == "consume":
         consume(args[0], args[1], args[2], int(args[3]))
+    elif cmd == "earliest":
+        earliest(args[0], args[1], int(args[2]))
     else:
         sys.exit(f"unknown command {cmd}")

@@ -191,6 +191,44 @@ def test_delete_needs_the_name_typed(api, broker):
     assert status == 400 and "internal" in err["error"]
 
 
+def test_delete_records(api, broker):
+    api.call("POST", "/api/topics", {"name": "purgeable", "partitions": 2})
+    p = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(40):
+        p.produce("purgeable", value=b"v", partition=i % 2)
+    assert p.flush(10) == 0
+    status, t = api.call("POST", "/api/topics/purgeable/delete-records", {"partition": 0, "before_offset": 7})
+    assert status == 200, t
+    api.conforms(t, "TopicDetail")
+    assert [r["log_start_offset"] for r in t["partition_table"]] == [7, 0]
+    from kafka import KafkaConsumer
+    from kafka.structs import TopicPartition as KTP
+    c = KafkaConsumer(bootstrap_servers=broker.bootstrap)
+    tps = [KTP("purgeable", 0), KTP("purgeable", 1)]
+    assert list(c.beginning_offsets(tps).values()) == [7, 0], "a Kafka client sees the new log start"
+    # Without a partition: everything, in every partition.
+    status, t = api.call("POST", "/api/topics/purgeable/delete-records", {"before_offset": -1})
+    assert status == 200 and [r["log_start_offset"] for r in t["partition_table"]] == [20, 20]
+    assert list(c.beginning_offsets(tps).values()) == [20, 20]
+    c.close()
+    api.call("POST", "/api/topics", {"name": "compact-only", "partitions": 1, "configs": {"cleanup.policy": "compact"}})
+    for path, body, want in [
+        ("purgeable", {"partition": 0, "before_offset": 21}, 400),   # past the high watermark
+        ("purgeable", {"partition": 0, "before_offset": -2}, 400),
+        ("purgeable", {"before_offset": 3}, 400),                    # an offset needs a partition
+        ("purgeable", {"partition": 9, "before_offset": 0}, 404),
+        ("purgeable", {"partition": 0}, 400),
+        ("purgeable", {"partition": 0, "before_offset": 1, "extra": 1}, 400),
+        ("missing", {"before_offset": -1}, 404),
+        ("__consumer_offsets", {"before_offset": -1}, 400),
+        ("compact-only", {"before_offset": -1}, 409),
+    ]:
+        status, err = api.call("POST", f"/api/topics/{path}/delete-records", body)
+        assert status == want and err["error"], (path, body, status, err)
+    status, t = api.call("GET", "/api/topics/purgeable")
+    assert [r["log_start_offset"] for r in t["partition_table"]] == [20, 20], "refused requests changed nothing"
+
+
 def test_browse_records_written_by_a_kafka_client(api, broker):
     api.call("POST", "/api/topics", {"name": "browse", "partitions": 1})
     p = Producer({"bootstrap.servers": broker.bootstrap, "compression.type": "zstd", "linger.ms": 20})

@@ -40,7 +40,7 @@ def test_console_in_a_browser(start_broker):
     assert run.returncode == 0, f"ui.mjs failed:\n{run.stdout}\n{run.stderr}"
     assert "console UI test passed" in run.stdout
     shots = sorted(p.name for p in out.glob("*.png"))
-    assert len(shots) == 10, shots
+    assert len(shots) == 11, shots
 
 
 def test_console_asks_for_the_admin_token(start_broker):

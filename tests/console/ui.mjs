@@ -3,8 +3,9 @@
 //   node ui.mjs ADMIN_URL BOOTSTRAP PYTHON ARTIFACT_DIR OTHER_ADMIN_URL
 // Creates a topic in the UI, produces with confluent-kafka, reads the records in the message
 // browser, watches a group's lag fall to 0 while kafka-python consumes, resets the group's
-// offsets with a preview, produces a test record from the page, deletes a topic with a typed
-// confirmation, switches to a second cluster, and checks the layout on a phone-sized screen.
+// offsets with a preview, produces a test record from the page, deletes records below an
+// offset, deletes a topic with a typed confirmation, switches to a second cluster, and checks
+// the layout on a phone-sized screen.
 // Screenshots go to ARTIFACT_DIR. Any failed expectation throws (exit code 1).
 import { chromium } from "playwright-core";
 import { execFileSync } from "node:child_process";
@@ -137,6 +138,21 @@ try {
   const first = page.locator('table[aria-label="Messages"] tbody tr').first();
   await waitText(first, (t) => t.includes("hello from the console") && t.includes("origin: ui"), "the test record, newest first");
   await shot(page, "6-test-record");
+
+  // 6b. Delete records below an offset of one partition (after a confirmation tick); the
+  // partition table and a real client's ListOffsets show the new log start.
+  await page.goto(adminUrl + "/#/topics/ui-orders");
+  await page.locator("#purge-partition").selectOption("1");
+  await page.locator("#purge-before").fill("5");
+  const purgeButton = page.getByRole("button", { name: "Delete records" });
+  expect(await purgeButton.isDisabled(), "delete records stays disabled until confirmed");
+  await page.locator("#purge-sure").check();
+  await purgeButton.click();
+  await waitText(page.locator("#flash"), (t) => t.includes("log start now 1:5"), "the delete-records confirmation");
+  const logStart = page.locator('table[aria-label="Partitions"] tbody tr:nth-child(2) td:nth-child(5)');
+  await waitText(logStart, (t) => t.trim() === "5", "partition 1's log start 5 in the table");
+  expect(/earliest=5\b/.test(clients("earliest", bootstrap, "ui-orders", "1")), "kafka-python's earliest offset is 5");
+  await shot(page, "6b-delete-records");
 
   // 7. Delete a topic with a typed confirmation.
   await page.goto(adminUrl + "/#/topics");

@@ -302,6 +302,21 @@ async function topicPage(nameArg) {
     flash(t.name + " now has " + count.value + " partitions");
     await topicPage(t.name);
   });
+  const purgePart = h("select", { id: "purge-partition" }, h("option", { value: "" }, "all partitions"),
+    t.partition_table.map((p) => h("option", { value: p.partition }, "partition " + p.partition)));
+  const purgeBefore = h("input", { id: "purge-before", type: "number", min: 0, placeholder: "everything", size: 12 });
+  const purgeSure = h("input", { id: "purge-sure", type: "checkbox" });
+  const purgeButton = h("button", { type: "submit", class: "danger", disabled: true }, "Delete records");
+  purgeSure.addEventListener("change", () => { purgeButton.disabled = !purgeSure.checked; });
+  const purge = guarded(async () => {
+    const body = { before_offset: purgeBefore.value === "" ? -1 : Number(purgeBefore.value) };
+    if (purgePart.value !== "") body.partition = Number(purgePart.value);
+    if (body.partition === undefined && body.before_offset !== -1) throw new Error("an offset needs a partition: pick one, or leave the offset empty to delete everything");
+    const after = await api("POST", "/api/topics/" + encodeURIComponent(t.name) + "/delete-records", body);
+    flash("Deleted records of " + t.name + ": log start now " +
+      after.partition_table.filter((p) => body.partition === undefined || p.partition === body.partition).map((p) => p.partition + ":" + p.log_start_offset).join(", "));
+    await topicPage(t.name);
+  });
   const confirmBox = h("input", { id: "delete-confirm", autocomplete: "off", "aria-describedby": "delete-help" });
   const deleteButton = h("button", { type: "submit", class: "danger", disabled: true }, "Delete topic");
   confirmBox.addEventListener("input", () => { deleteButton.disabled = confirmBox.value !== t.name; });
@@ -344,6 +359,12 @@ async function topicPage(nameArg) {
       h("h2", {}, "Add partitions"),
       h("form", { onsubmit: grow, "aria-label": "Add partitions" }, h("label", {}, "New partition count", count),
         h("button", { type: "submit" }, "Add partitions")),
+      h("h2", {}, "Delete records"),
+      h("form", { onsubmit: purge, "aria-label": "Delete records" },
+        h("label", {}, "Partition", purgePart),
+        h("label", {}, "Below offset (empty: everything up to the high watermark)", purgeBefore),
+        h("label", { class: "check" }, purgeSure, " I understand these records cannot be brought back"),
+        purgeButton),
       h("h2", {}, "Delete"),
       h("form", { onsubmit: del, "aria-label": "Delete topic" },
         h("label", {}, h("span", { id: "delete-help" }, "Type the topic's name, " + t.name + ", to delete it and all its data"), confirmBox),

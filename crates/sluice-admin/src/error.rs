@@ -46,7 +46,7 @@ impl IntoResponse for ApiError {
 impl From<BrokerError> for ApiError {
     fn from(e: BrokerError) -> ApiError {
         let status = match &e {
-            BrokerError::TopicExists(_) => StatusCode::CONFLICT,
+            BrokerError::TopicExists(_) | BrokerError::PolicyViolation(_) => StatusCode::CONFLICT,
             BrokerError::UnknownTopic(_) | BrokerError::UnknownTopicId(_) => StatusCode::NOT_FOUND,
             BrokerError::InvalidTopic(_)
             | BrokerError::InvalidPartitions(_)

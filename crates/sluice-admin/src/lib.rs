@@ -84,6 +84,10 @@ pub fn router(state: AppState) -> Router {
             get(messages::browse),
         )
         .route("/api/topics/{topic}/messages", post(messages::produce))
+        .route(
+            "/api/topics/{topic}/delete-records",
+            post(topics::delete_records),
+        )
         .route("/api/groups", get(groups::list))
         .route("/api/groups/{group}", get(groups::get))
         .route("/api/groups/{group}/lag-history", get(groups::lag_history))

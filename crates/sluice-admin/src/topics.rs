@@ -1,5 +1,6 @@
 //! `/api/topics`: list, create, describe (configs and the partition table), edit configs,
-//! add partitions, delete (the caller must repeat the topic's name to confirm).
+//! add partitions, delete records (move log starts up), delete (the caller must repeat the
+//! topic's name to confirm).
 
 use std::collections::BTreeMap;
 
@@ -228,6 +229,52 @@ pub async fn add_partitions(
     tokio::task::spawn_blocking(move || broker.topics().add_partitions(&n, body.count, false))
         .await
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
+    let topic = find(&state, &name)?;
+    Ok(Json(detail(&state, &topic)?))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeleteRecords {
+    /// One partition, or every partition when absent.
+    #[serde(default)]
+    pub partition: Option<i32>,
+    /// Records below this offset go; -1 means up to the high watermark (everything so far).
+    pub before_offset: i64,
+}
+
+/// DeleteRecords from the console: the same rules as the Kafka API (internal and
+/// compacted-only topics refuse, an offset past the high watermark is out of range).
+pub async fn delete_records(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    ApiJson(body): ApiJson<DeleteRecords>,
+) -> Result<Json<TopicDetail>, ApiError> {
+    let topic = find(&state, &name)?;
+    if body.before_offset < -1 {
+        return Err(ApiError::bad_request(format!(
+            "before_offset {} is negative (use -1 for everything up to the high watermark)",
+            body.before_offset
+        )));
+    }
+    if body.partition.is_none() && body.before_offset != -1 {
+        return Err(ApiError::bad_request(
+            "without a partition, before_offset must be -1 (every partition up to its high watermark)",
+        ));
+    }
+    let partitions: Vec<i32> = match body.partition {
+        Some(p) => vec![p],
+        None => topic.partitions().iter().map(|p| p.index).collect(),
+    };
+    let broker = state.broker.clone();
+    let n = name.clone();
+    tokio::task::spawn_blocking(move || {
+        partitions
+            .into_iter()
+            .try_for_each(|p| broker.delete_records(&n, p, body.before_offset).map(drop))
+    })
+    .await
+    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
     let topic = find(&state, &name)?;
     Ok(Json(detail(&state, &topic)?))
 }

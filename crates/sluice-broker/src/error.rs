@@ -26,6 +26,10 @@ pub enum BrokerError {
     InvalidConfig(#[from] ConfigError),
     #[error("{0}")]
     InvalidRequest(String),
+    /// The topic's configuration forbids the operation (e.g. DeleteRecords on a compacted-only
+    /// topic).
+    #[error("{0}")]
+    PolicyViolation(String),
     #[error(transparent)]
     Log(#[from] LogError),
     #[error("metadata store {path}: {source}")]
@@ -54,6 +58,7 @@ impl BrokerError {
             BrokerError::InvalidReplicaAssignment(_) => ResponseError::InvalidReplicaAssignment,
             BrokerError::InvalidConfig(_) => ResponseError::InvalidConfig,
             BrokerError::InvalidRequest(_) => ResponseError::InvalidRequest,
+            BrokerError::PolicyViolation(_) => ResponseError::PolicyViolation,
             BrokerError::Log(e) => log_error(e),
             BrokerError::Metadata { .. } | BrokerError::CorruptMetadata { .. } => {
                 ResponseError::KafkaStorageError

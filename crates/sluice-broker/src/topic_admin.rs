@@ -63,6 +63,30 @@ impl Broker {
             .ok_or_else(|| BrokerError::UnknownTopic(format!("{topic}-{partition}")))
     }
 
+    /// DeleteRecords: moves a partition's log start up to `before` (-1: its high watermark)
+    /// and returns the new log start. As in Kafka, internal topics and topics whose
+    /// `cleanup.policy` lacks `delete` refuse it, and an offset past the high watermark is
+    /// out of range.
+    pub fn delete_records(
+        &self,
+        topic: &str,
+        partition: i32,
+        before: i64,
+    ) -> Result<sluice_log::Offset, BrokerError> {
+        if crate::topics::is_internal(topic) {
+            return Err(BrokerError::InvalidTopic(format!(
+                "cannot delete records of internal topic {topic}"
+            )));
+        }
+        let p = self.partition_of(topic, partition)?;
+        if !p.config().delete_policy {
+            return Err(BrokerError::PolicyViolation(format!(
+                "records of {topic}-{partition} cannot be deleted: its cleanup.policy has no 'delete'"
+            )));
+        }
+        Ok(p.delete_records(before)?)
+    }
+
     /// Every config of a topic with its effective value.
     pub fn topic_configs(&self, name: &str) -> Result<Vec<ConfigValue>, BrokerError> {
         let topic = self
