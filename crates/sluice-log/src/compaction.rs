@@ -4,7 +4,8 @@
 //!
 //! Transactions: only segments below the first open transaction are cleaned; records of
 //! aborted transactions do not count as a key's newest value and are removed; committed
-//! transactional records are compacted like any other; transaction markers are kept.
+//! transactional records are compacted like any other; a transaction's marker goes once none
+//! of its records is left and the marker is older than `delete.retention.ms`.
 //!
 //! Three phases, so that produce and fetch are not held up:
 //! 1. under the log's lock: list the sealed segments ([`Log::compaction_plan`]);
@@ -19,7 +20,8 @@
 //! `<base>.compacted` marker written before the rename, so after a crash at any point the
 //! segment is either the old one or the new one, and its indexes are rebuilt from it.
 
-use std::collections::HashMap;
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
 use std::fs::{self, File};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -112,6 +114,73 @@ impl CompactionPlan {
             })
     }
 
+    /// What is left of one batch: nothing, the batch as it is, or its surviving records
+    /// re-encoded (same compression, producer and leader epoch). A batch that does not decode
+    /// or re-encode is kept as it is: the cleaner never loses what it cannot read.
+    fn clean_batch<'a>(
+        &self,
+        header: &BatchHeader,
+        bytes: &'a [u8],
+        newest: &HashMap<Bytes, i64>,
+        live_txn_data: &mut HashSet<i64>,
+        removed: &mut u64,
+    ) -> Option<Cow<'a, [u8]>> {
+        if self.is_aborted(header) {
+            *removed += u64::try_from(header.record_count).unwrap_or(0);
+            return None;
+        }
+        if header.is_control() {
+            let data_left = live_txn_data.remove(&header.producer_id);
+            if !data_left && header.max_timestamp < self.tombstone_cutoff_ms {
+                *removed += 1;
+                return None;
+            }
+            return Some(Cow::Borrowed(bytes));
+        }
+        let mut buf = Bytes::copy_from_slice(bytes);
+        let Ok(set) = RecordBatchDecoder::decode(&mut buf) else {
+            if header.is_transactional() {
+                live_txn_data.insert(header.producer_id);
+            }
+            return Some(Cow::Borrowed(bytes));
+        };
+        let total = set.records.len();
+        let keep: Vec<_> = set
+            .records
+            .into_iter()
+            .filter(|r| {
+                let Some(key) = &r.key else { return false };
+                let newest_here = newest.get(key) == Some(&r.offset);
+                let expired_tombstone =
+                    r.value.is_none() && header.max_timestamp < self.tombstone_cutoff_ms;
+                newest_here && !expired_tombstone
+            })
+            .collect();
+        if keep.is_empty() {
+            *removed += total as u64;
+            return None;
+        }
+        if header.is_transactional() {
+            live_txn_data.insert(header.producer_id);
+        }
+        if keep.len() == total {
+            return Some(Cow::Borrowed(bytes));
+        }
+        let mut encoded = BytesMut::new();
+        let options = RecordEncodeOptions {
+            version: 2,
+            compression: compression_of(header),
+        };
+        if RecordBatchEncoder::encode(&mut encoded, &keep, &options).is_err() || encoded.len() < 16
+        {
+            return Some(Cow::Borrowed(bytes));
+        }
+        // The encoder sets the epoch from the records; keep the stored one.
+        encoded[12..16].copy_from_slice(&header.partition_leader_epoch.0.to_be_bytes());
+        *removed += (total - keep.len()) as u64;
+        Some(Cow::Owned(encoded.to_vec()))
+    }
+
     /// Phase 2: finds the newest offset of every key, then writes each segment's survivors.
     /// `throttle(bytes)` is called after each segment is read or written.
     pub fn run(&self, mut throttle: impl FnMut(u64)) -> Result<Vec<Cleaned>, LogError> {
@@ -129,6 +198,9 @@ impl CompactionPlan {
             throttle(segment.size_bytes);
         }
         let mut cleaned = Vec::new();
+        // Producers with surviving transactional records since their last marker: a marker
+        // whose transaction has none left goes once past `delete.retention.ms`, as in Kafka.
+        let mut live_txn_data: HashSet<i64> = HashSet::new();
         for segment in &self.segments {
             let path = cleaned_path(&self.dir, segment.base);
             let out = File::create(&path).map_err(io("create", &path))?;
@@ -139,61 +211,15 @@ impl CompactionPlan {
                 if failure.is_some() {
                     return;
                 }
-                if self.is_aborted(header) {
-                    removed += u64::try_from(header.record_count).unwrap_or(0);
-                    return;
-                }
-                if header.is_control() {
-                    // Transaction markers are kept as they are.
-                    if let Err(e) = out.write_all_at(bytes, written) {
-                        failure = Some(e);
-                    }
-                    written += bytes.len() as u64;
-                    return;
-                }
-                let mut buf = Bytes::copy_from_slice(bytes);
-                let Ok(set) = RecordBatchDecoder::decode(&mut buf) else {
+                let Some(survivor) =
+                    self.clean_batch(header, bytes, &newest, &mut live_txn_data, &mut removed)
+                else {
                     return;
                 };
-                let total = set.records.len();
-                let keep: Vec<_> = set
-                    .records
-                    .into_iter()
-                    .filter(|r| {
-                        let Some(key) = &r.key else { return false };
-                        let newest_here = newest.get(key) == Some(&r.offset);
-                        let expired_tombstone =
-                            r.value.is_none() && header.max_timestamp < self.tombstone_cutoff_ms;
-                        newest_here && !expired_tombstone
-                    })
-                    .collect();
-                removed += (total - keep.len()) as u64;
-                if keep.is_empty() {
-                    return;
-                }
-                if keep.len() == total {
-                    if let Err(e) = out.write_all_at(bytes, written) {
-                        failure = Some(e);
-                    }
-                    written += bytes.len() as u64;
-                    return;
-                }
-                let mut encoded = BytesMut::new();
-                let options = RecordEncodeOptions {
-                    version: 2,
-                    compression: compression_of(header),
-                };
-                if RecordBatchEncoder::encode(&mut encoded, &keep, &options).is_err() {
-                    return;
-                }
-                // The encoder sets the epoch from the records; keep the stored one.
-                if encoded.len() >= 16 {
-                    encoded[12..16].copy_from_slice(&header.partition_leader_epoch.0.to_be_bytes());
-                }
-                if let Err(e) = out.write_all_at(&encoded, written) {
+                if let Err(e) = out.write_all_at(&survivor, written) {
                     failure = Some(e);
                 }
-                written += encoded.len() as u64;
+                written += survivor.len() as u64;
             });
             scan?;
             if let Some(e) = failure {

@@ -212,6 +212,32 @@ fn stored(log: &Log) -> Vec<Stored> {
     out
 }
 
+/// The producers of the transaction markers in the log, in offset order.
+fn markers(log: &Log) -> Vec<i64> {
+    let mut out = Vec::new();
+    let mut offset = log.log_start_offset();
+    while offset < log.next_offset() {
+        let bytes = log
+            .read(offset, 1 << 20, log.next_offset(), true)
+            .unwrap()
+            .load()
+            .unwrap();
+        let mut buf = Bytes::from(bytes.to_vec());
+        for set in RecordBatchDecoder::decode_all(&mut buf).unwrap() {
+            for r in set.records {
+                if r.offset < offset.0 {
+                    continue;
+                }
+                offset = Offset(r.offset + 1);
+                if r.control {
+                    out.push(r.producer_id);
+                }
+            }
+        }
+    }
+    out
+}
+
 /// What a `read_committed` consumer sees: the newest value per key below the last stable
 /// offset, aborted records dropped.
 fn committed_view(log: &Log) -> std::collections::BTreeMap<String, String> {
@@ -248,7 +274,7 @@ fn compaction_never_lets_an_aborted_or_open_transaction_replace_a_value() {
         delete_policy: false,
         ..config()
     };
-    let mut log = open_with(dir.path(), &clock, cfg);
+    let mut log = open_with(dir.path(), &clock, cfg.clone());
     keyed(&mut log, "a", "a-committed", None);
     keyed(&mut log, "a", "a-aborted", Some(5));
     marker(&mut log, Marker::Abort, 5, 0);
@@ -300,6 +326,24 @@ fn compaction_never_lets_an_aborted_or_open_transaction_replace_a_value() {
     assert!(after.iter().all(|r| r.value != "a-open"));
     let sealed_filler = after.iter().filter(|r| r.key == "filler").count();
     assert!(sealed_filler <= 3, "{sealed_filler} filler records left");
+    assert_eq!(
+        markers(&log),
+        vec![5, 6, 7, 8],
+        "markers stay within delete.retention.ms"
+    );
+
+    // Past delete.retention.ms, a marker whose transaction has no record left goes; the one
+    // of producer 7 (whose "c" survives) stays.
+    clock.advance_ms(LogConfig::default().delete_retention_ms + 1);
+    seal(&mut log);
+    assert!(compact(&mut log) > 0);
+    assert_eq!(markers(&log), vec![7]);
+    assert_eq!(committed_view(&log)["c"], "c-in-transaction");
+    assert_eq!(committed_view(&log)["a"], "a-committed");
+    drop(log); // and it all recovers as it is
+    let log = open_with(dir.path(), &clock, cfg);
+    assert_eq!(markers(&log), vec![7]);
+    assert_eq!(log.first_unstable_offset(), None);
 }
 
 #[test]
