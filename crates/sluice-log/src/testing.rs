@@ -150,3 +150,30 @@ pub fn set_producer(
     let crc = crc32c::crc32c(&bytes[21..]);
     bytes[17..21].copy_from_slice(&crc.to_be_bytes());
 }
+
+/// Every record of `log` from its log start, markers included, in offset order (records that
+/// share a batch with the log start but lie below it are left out). Panics on a log that
+/// cannot be read: for tests only.
+pub fn records_from_start(log: &crate::Log) -> Vec<Record> {
+    let mut out = Vec::new();
+    let mut offset = log.log_start_offset();
+    while offset < log.next_offset() {
+        let mut buf = log
+            .read(offset, 1 << 20, log.next_offset(), true)
+            .expect("a readable log")
+            .load()
+            .expect("a readable segment");
+        assert!(!buf.is_empty(), "no progress at offset {offset}");
+        let sets = kafka_protocol::records::RecordBatchDecoder::decode_all(&mut buf)
+            .expect("decodable batches");
+        let before = offset;
+        for r in sets.into_iter().flat_map(|s| s.records) {
+            if r.offset >= offset.0 {
+                offset = crate::Offset(r.offset + 1);
+                out.push(r);
+            }
+        }
+        assert!(offset > before, "no record at or after {before}");
+    }
+    out
+}

@@ -43,29 +43,12 @@ fn append(
 
 /// Every record from the log start: (offset, timestamp, value), checking offsets are dense.
 fn read_all(log: &Log) -> Vec<(i64, i64, Bytes)> {
-    let mut out = Vec::new();
-    let mut offset = log.log_start_offset();
-    while offset < log.next_offset() {
-        let bytes = log
-            .read(offset, 1000, log.next_offset(), true)
-            .unwrap()
-            .load()
-            .unwrap();
-        assert!(!bytes.is_empty(), "no progress at offset {offset}");
-        let mut buf = bytes.clone();
-        for set in RecordBatchDecoder::decode_all(&mut buf).unwrap() {
-            for r in set.records {
-                if r.offset >= offset.0 {
-                    assert_eq!(
-                        r.offset,
-                        out.last()
-                            .map_or(log.log_start_offset().0, |l: &(i64, i64, Bytes)| l.0 + 1)
-                    );
-                    out.push((r.offset, r.timestamp, r.value.unwrap()));
-                }
-            }
-        }
-        offset = Offset(out.last().unwrap().0 + 1);
+    let out: Vec<(i64, i64, Bytes)> = sluice_log::testing::records_from_start(log)
+        .into_iter()
+        .map(|r| (r.offset, r.timestamp, r.value.unwrap()))
+        .collect();
+    for (i, r) in out.iter().enumerate() {
+        assert_eq!(r.0, log.log_start_offset().0 + i as i64, "dense offsets");
     }
     out
 }
@@ -767,32 +750,15 @@ fn compaction_keeps_the_newest_value_per_key_and_survives_a_restart() {
     assert_eq!(log.next_offset(), end, "offsets do not change");
     let check = |log: &Log| {
         let mut latest = std::collections::BTreeMap::new();
-        let mut offset = log.log_start_offset();
-        let mut offsets = Vec::new();
-        while offset < log.next_offset() {
-            let bytes = log
-                .read(offset, 1 << 20, log.next_offset(), true)
-                .unwrap()
-                .load()
-                .unwrap();
-            assert!(!bytes.is_empty(), "no progress at {offset}");
-            let mut buf = bytes.clone();
-            for set in RecordBatchDecoder::decode_all(&mut buf).unwrap() {
-                for r in set.records {
-                    if r.offset < offset.0 {
-                        continue;
-                    }
-                    offsets.push(r.offset);
-                    let key = String::from_utf8(r.key.unwrap().to_vec()).unwrap();
-                    assert!(
-                        latest.insert(key.clone(), r.value.clone()).is_none() || key == "key-100",
-                        "{key} twice"
-                    );
-                    offset = Offset(r.offset + 1);
-                }
-            }
+        let records = sluice_log::testing::records_from_start(log);
+        for r in &records {
+            let key = String::from_utf8(r.key.clone().unwrap().to_vec()).unwrap();
+            assert!(
+                latest.insert(key.clone(), r.value.clone()).is_none() || key == "key-100",
+                "{key} twice"
+            );
         }
-        assert!(offsets.windows(2).all(|w| w[0] < w[1]));
+        assert!(records.windows(2).all(|w| w[0].offset < w[1].offset));
         latest
     };
     let latest = check(&log);

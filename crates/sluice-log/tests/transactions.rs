@@ -5,10 +5,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use bytes::Bytes;
-use kafka_protocol::records::RecordBatchDecoder;
 use sluice_log::testing::{
-    batch_bytes, keyed_batch_bytes, set_producer, transactional_batch_bytes,
+    batch_bytes, keyed_batch_bytes, records_from_start, set_producer, transactional_batch_bytes,
 };
 use sluice_log::{
     validate_produce, AbortedTxn, LeaderEpoch, Log, LogConfig, LogError, ManualClock, Marker,
@@ -180,62 +178,26 @@ struct Stored {
 
 /// Every data record in the log (no markers), in offset order.
 fn stored(log: &Log) -> Vec<Stored> {
-    let mut out = Vec::new();
-    let mut offset = log.log_start_offset();
-    while offset < log.next_offset() {
-        let bytes = log
-            .read(offset, 1 << 20, log.next_offset(), true)
-            .unwrap()
-            .load()
-            .unwrap();
-        assert!(!bytes.is_empty(), "no progress at {offset}");
-        let mut buf = Bytes::from(bytes.to_vec());
-        for set in RecordBatchDecoder::decode_all(&mut buf).unwrap() {
-            for r in set.records {
-                if r.offset < offset.0 {
-                    continue;
-                }
-                offset = Offset(r.offset + 1);
-                if r.control {
-                    continue;
-                }
-                out.push(Stored {
-                    offset: r.offset,
-                    producer_id: r.producer_id,
-                    transactional: r.transactional,
-                    key: String::from_utf8(r.key.unwrap().to_vec()).unwrap(),
-                    value: String::from_utf8(r.value.unwrap().to_vec()).unwrap(),
-                });
-            }
-        }
-    }
-    out
+    records_from_start(log)
+        .into_iter()
+        .filter(|r| !r.control)
+        .map(|r| Stored {
+            offset: r.offset,
+            producer_id: r.producer_id,
+            transactional: r.transactional,
+            key: String::from_utf8(r.key.unwrap().to_vec()).unwrap(),
+            value: String::from_utf8(r.value.unwrap().to_vec()).unwrap(),
+        })
+        .collect()
 }
 
 /// The producers of the transaction markers in the log, in offset order.
 fn markers(log: &Log) -> Vec<i64> {
-    let mut out = Vec::new();
-    let mut offset = log.log_start_offset();
-    while offset < log.next_offset() {
-        let bytes = log
-            .read(offset, 1 << 20, log.next_offset(), true)
-            .unwrap()
-            .load()
-            .unwrap();
-        let mut buf = Bytes::from(bytes.to_vec());
-        for set in RecordBatchDecoder::decode_all(&mut buf).unwrap() {
-            for r in set.records {
-                if r.offset < offset.0 {
-                    continue;
-                }
-                offset = Offset(r.offset + 1);
-                if r.control {
-                    out.push(r.producer_id);
-                }
-            }
-        }
-    }
-    out
+    records_from_start(log)
+        .into_iter()
+        .filter(|r| r.control)
+        .map(|r| r.producer_id)
+        .collect()
 }
 
 /// What a `read_committed` consumer sees: the newest value per key below the last stable
