@@ -30,7 +30,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
-from local_broker import LocalBroker  # noqa: E402
+from local_broker import LocalBroker, produce_all  # noqa: E402
 
 
 WATCH = r"""
@@ -81,13 +81,7 @@ def produce(bootstrap, topic, count, value):
                   "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 1_048_576})
     errors = []
     start = time.perf_counter()
-    for _ in range(count):
-        while True:
-            try:
-                p.produce(topic, value=value, on_delivery=lambda e, _m: e and errors.append(e))
-                break
-            except BufferError:
-                p.poll(0.001)
+    produce_all(p, topic, value, count, lambda e, _m: e and errors.append(e))
     left = p.flush(120)
     elapsed = time.perf_counter() - start
     assert left == 0 and not errors, (left, errors[:3])

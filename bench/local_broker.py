@@ -55,3 +55,15 @@ class LocalBroker:
         except subprocess.TimeoutExpired:
             self.proc.kill()
         shutil.rmtree(self.data, ignore_errors=True)
+
+
+def produce_all(producer, topic, value, count, on_delivery):
+    """Hands `count` records to a confluent-kafka producer as fast as its queue takes them
+    (waiting on a full queue), without flushing."""
+    for _ in range(count):
+        while True:
+            try:
+                producer.produce(topic, value=value, on_delivery=on_delivery)
+                break
+            except BufferError:
+                producer.poll(0.001)

@@ -30,7 +30,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
-from local_broker import LocalBroker  # noqa: E402
+from local_broker import LocalBroker, produce_all  # noqa: E402
 
 
 def main():
@@ -100,13 +100,7 @@ def produce_round(args, bootstrap, topic, value):
             errors.append(err)
 
     start = time.perf_counter()
-    for _ in range(args.count):
-        while True:
-            try:
-                p.produce(topic, value=value, on_delivery=report)
-                break
-            except BufferError:
-                p.poll(0.001)
+    produce_all(p, topic, value, args.count, report)
     left = p.flush(120)
     elapsed = time.perf_counter() - start
     assert left == 0 and not errors, (left, errors[:3])

@@ -32,7 +32,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
-from local_broker import LocalBroker  # noqa: E402
+from local_broker import LocalBroker, produce_all  # noqa: E402
 
 
 def run(bootstrap, topic, setting, count, value):
@@ -75,13 +75,7 @@ def run(bootstrap, topic, setting, count, value):
         n = 1 if wait_each else (per_txn or count)
         if per_txn:
             p.begin_transaction()
-        for _ in range(min(n, count - sent)):
-            while True:
-                try:
-                    p.produce(topic, value=value, on_delivery=report)
-                    break
-                except BufferError:
-                    p.poll(0.001)
+        produce_all(p, topic, value, min(n, count - sent), report)
         sent += min(n, count - sent)
         if per_txn:
             p.commit_transaction(60)
