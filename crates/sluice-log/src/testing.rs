@@ -1,4 +1,5 @@
-//! Builders of valid record batches for tests and benchmarks (not part of the API).
+//! Builders of valid record batches, and a reader of a whole log, for tests and benchmarks (not
+//! part of the API).
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::protocol::StrBytes;
@@ -16,26 +17,20 @@ pub fn batch_bytes(
     codec: i16,
 ) -> Vec<u8> {
     let records: Vec<Record> = (0..count)
-        .map(|i| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: 0,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: base_offset + i as i64,
-            // The encoder splits batches where offset − sequence changes; -1 is patched in below.
-            sequence: i as i32,
-            timestamp: first_timestamp + i as i64,
-            key: Some(Bytes::from(format!("k{i}"))),
-            value: Some(Bytes::from(vec![b'a' + (i % 26) as u8; value_bytes])),
-            headers: [(
+        .map(|i| {
+            let mut r = plain_record(
+                base_offset + i as i64,
+                first_timestamp + i as i64,
+                Some(Bytes::from(format!("k{i}"))),
+                Some(Bytes::from(vec![b'a' + (i % 26) as u8; value_bytes])),
+            );
+            r.headers = [(
                 StrBytes::from_static_str("h"),
                 Some(Bytes::from_static(b"v")),
             )]
             .into_iter()
-            .collect(),
+            .collect();
+            r
         })
         .collect();
     let compression = match codec {
@@ -45,10 +40,35 @@ pub fn batch_bytes(
         4 => Compression::Zstd,
         _ => Compression::None,
     };
+    encode(&records, compression)
+}
+
+/// A record of a producer without idempotence (the sequence only keeps the encoder from
+/// splitting the batch; -1 is patched in by [`encode`]).
+fn plain_record(offset: i64, timestamp: i64, key: Option<Bytes>, value: Option<Bytes>) -> Record {
+    Record {
+        transactional: false,
+        control: false,
+        delete_horizon: false,
+        partition_leader_epoch: 0,
+        producer_id: -1,
+        producer_epoch: -1,
+        timestamp_type: TimestampType::Creation,
+        offset,
+        sequence: offset as i32,
+        timestamp,
+        key,
+        value,
+        headers: Default::default(),
+    }
+}
+
+/// One batch of `records`, with base sequence -1 as a producer without idempotence sends.
+fn encode(records: &[Record], compression: Compression) -> Vec<u8> {
     let mut buf = BytesMut::new();
     RecordBatchEncoder::encode(
         &mut buf,
-        &records,
+        records,
         &RecordEncodeOptions {
             version: 2,
             compression,
@@ -61,10 +81,7 @@ pub fn batch_bytes(
         bytes.len(),
         "one batch"
     );
-    // A producer without idempotence sends base sequence -1.
-    bytes[53..57].copy_from_slice(&(-1i32).to_be_bytes());
-    let crc = crc32c::crc32c(&bytes[21..]);
-    bytes[17..21].copy_from_slice(&crc.to_be_bytes());
+    set_producer(&mut bytes, -1, -1, -1, false);
     bytes
 }
 
@@ -99,35 +116,16 @@ pub fn keyed_batch_bytes(records: &[(&str, Option<&str>)], timestamp: i64) -> Ve
     let records: Vec<Record> = records
         .iter()
         .enumerate()
-        .map(|(i, (key, value))| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: 0,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: i as i32,
-            timestamp,
-            key: Some(Bytes::from(key.to_string())),
-            value: value.map(|v| Bytes::from(v.to_string())),
-            headers: Default::default(),
+        .map(|(i, (key, value))| {
+            plain_record(
+                i as i64,
+                timestamp,
+                Some(Bytes::from(key.to_string())),
+                value.map(|v| Bytes::from(v.to_string())),
+            )
         })
         .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .expect("encoding test records");
-    let mut bytes = buf.to_vec();
-    set_producer(&mut bytes, -1, -1, -1, false);
-    bytes
+    encode(&records, Compression::None)
 }
 
 /// Marks a batch as written by `producer_id` at `epoch` from `first_sequence` (inside a
