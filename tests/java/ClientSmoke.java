@@ -1,5 +1,6 @@
 // The Java Kafka client against Sluice with its default settings (idempotent producer,
-// acks=all): admin, produce with keys/headers/compression, consume by assign(), offsets.
+// acks=all): admin, produce with keys/headers/compression, consume by assign(), offsets, log
+// dirs and deleting records.
 // Usage: java -cp lib/*:. ClientSmoke BOOTSTRAP TOPIC COUNT; prints "OK <n>" or fails.
 
 import java.nio.charset.StandardCharsets;
@@ -72,6 +73,24 @@ public class ClientSmoke {
             check(ends.values().stream().mapToLong(Long::longValue).sum() == count, "end offsets add up");
             Map<TopicPartition, OffsetAndTimestamp> atZero = consumer.offsetsForTimes(Map.of(parts.get(0), 0L));
             check(atZero.get(parts.get(0)) == null || atZero.get(parts.get(0)).offset() == 0, "offsetsForTimes(0)");
+        }
+
+        // The admin calls operators' tools make: log dirs (kafka-log-dirs.sh) and deleting
+        // records (kafka-delete-records.sh).
+        try (Admin admin = Admin.create(common)) {
+            Map<Integer, Map<String, LogDirDescription>> dirs = admin.describeLogDirs(List.of(1)).allDescriptions().get();
+            LogDirDescription dir = dirs.get(1).values().iterator().next();
+            long size = dir.replicaInfos().entrySet().stream().filter(e -> e.getKey().topic().equals(topic))
+                .mapToLong(e -> e.getValue().size()).sum();
+            check(size > count * 10L, "log dirs report the topic's size: " + size);
+            check(dir.totalBytes().orElse(0L) > 0 && dir.usableBytes().orElse(0L) > 0, "log dir disk space");
+            Map<TopicPartition, DeletedRecords> deleted = new HashMap<>();
+            admin.deleteRecords(Map.of(parts.get(0), RecordsToDelete.beforeOffset(5))).lowWatermarks()
+                .forEach((tp, f) -> { try { deleted.put(tp, f.get()); } catch (Exception e) { throw new RuntimeException(e); } });
+            check(deleted.get(parts.get(0)).lowWatermark() == 5, "delete records: low watermark 5");
+            Map<TopicPartition, ListOffsetsResult.ListOffsetsResultInfo> earliest =
+                admin.listOffsets(Map.of(parts.get(0), OffsetSpec.earliest())).all().get();
+            check(earliest.get(parts.get(0)).offset() == 5, "earliest offset 5 after deleting records");
         }
         System.out.println("OK " + seen.size());
     }
