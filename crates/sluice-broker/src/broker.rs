@@ -25,6 +25,7 @@ pub struct Broker {
     pub(crate) groups: crate::group::GroupService,
     pub(crate) metrics: Arc<crate::metrics::Metrics>,
     pub(crate) txns: crate::txn::TxnService,
+    pub(crate) fetch_sessions: Arc<crate::fetch_session::FetchSessions>,
     api_table: ApiTable,
     started_at_ms: i64,
     /// This broker, for work that outlives a request (finishing a transaction).
@@ -117,6 +118,7 @@ impl Broker {
             topics,
             clock,
             producer_ids,
+            fetch_sessions: Arc::default(),
             api_table: api_table(),
             me: me.clone(),
         });

@@ -10,6 +10,7 @@ pub mod browse;
 pub mod config;
 pub mod disk;
 pub mod error;
+pub mod fetch_session;
 pub mod group;
 pub mod handlers;
 pub mod internal_log;

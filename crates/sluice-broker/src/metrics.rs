@@ -133,6 +133,13 @@ pub fn render(broker: &Broker) -> String {
         "Open client connections",
         m.connections.clone(),
     );
+    let sessions = Gauge::<i64>::default();
+    sessions.set(i64::try_from(broker.fetch_sessions.len()).unwrap_or(i64::MAX));
+    registry.register(
+        "fetch_sessions",
+        "Open incremental fetch sessions (KIP-227)",
+        sessions,
+    );
 
     let produced_records = Family::<PartitionLabels, Counter>::default();
     let produced_bytes = Family::<PartitionLabels, Counter>::default();

@@ -3,8 +3,8 @@
 //! per partition (`partition_max_bytes`), with the first batch always returned whole so that a
 //! consumer makes progress (KIP-74).
 //!
-//! Fetch sessions (KIP-227) are not kept: every fetch is answered in full with session id 0,
-//! which clients treat as "the broker did not create a session" and keep sending full fetches.
+//! Fetch sessions (KIP-227, `fetch_session.rs`): from Fetch v7 a consumer may open a session
+//! and then send and receive only what changed.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,6 +17,7 @@ use kafka_protocol::messages::fetch_response::{
     AbortedTransaction, FetchableTopicResponse, PartitionData,
 };
 use kafka_protocol::messages::{FetchRequest, FetchResponse, ResponseKind, TopicName};
+use kafka_protocol::protocol::StrBytes;
 use sluice_log::{LogError, Offset};
 use sluice_wire::Reply;
 use tokio::sync::watch;
@@ -24,6 +25,7 @@ use uuid::Uuid;
 
 use crate::broker::Broker;
 use crate::error::log_error;
+use crate::fetch_session::{FetchPosition, PartitionKey, Plan};
 use crate::partition::{Partition, Progress};
 
 /// What a fetch asked of one partition, resolved against this broker.
@@ -44,19 +46,43 @@ struct WantedTopic {
 const READ_COMMITTED: i8 = 1;
 
 pub fn handle(broker: &Broker, request: FetchRequest, version: i16) -> Reply {
-    // An incremental fetch (epoch > 0) refers to a session we never created.
-    if version >= 7 && request.session_epoch > 0 {
-        return Reply::Ready(Box::new(ResponseKind::Fetch(
-            FetchResponse::default()
-                .with_error_code(ResponseError::FetchSessionIdNotFound.code())
-                .with_session_id(0),
-        )));
-    }
-    let topics: Vec<WantedTopic> = request
-        .topics
-        .into_iter()
-        .map(|t| resolve(broker, t, version))
-        .collect();
+    let named = named_partitions(request.topics);
+    let plan = if version >= 7 {
+        let forgotten = request
+            .forgotten_topics_data
+            .iter()
+            .flat_map(|t| {
+                t.partitions.iter().map(|&partition| PartitionKey {
+                    topic_id: t.topic_id,
+                    topic: t.topic.to_string(),
+                    partition,
+                })
+            })
+            .collect();
+        broker.fetch_sessions.begin(
+            request.session_id,
+            request.session_epoch,
+            named.clone(),
+            forgotten,
+            broker.now_ms(),
+        )
+    } else {
+        Plan::Sessionless
+    };
+    let (session, incremental, to_read) = match plan {
+        Plan::Sessionless => (0, false, named),
+        Plan::New(id) => (id, false, named),
+        Plan::Incremental(id, partitions) => (id, true, partitions),
+        Plan::Refused(error) => {
+            return Reply::Ready(Box::new(ResponseKind::Fetch(
+                FetchResponse::default()
+                    .with_error_code(error.code())
+                    .with_session_id(0),
+            )))
+        }
+    };
+    let topics = resolve(broker, to_read, version);
+    let sessions = Arc::clone(&broker.fetch_sessions);
     let max_bytes = if version >= 3 {
         usize::try_from(request.max_bytes).unwrap_or(0)
     } else {
@@ -73,54 +99,102 @@ pub fn handle(broker: &Broker, request: FetchRequest, version: i16) -> Reply {
             .flat_map(|t| t.partitions.iter())
             .filter_map(|w| w.target.as_ref().ok().map(|p| p.subscribe()))
             .collect();
-        loop {
+        let mut response = loop {
             for w in &mut watchers {
                 w.mark_unchanged();
             }
             let (response, bytes, errors) = gather(&topics, max_bytes, read_committed, version);
             let now = tokio::time::Instant::now();
             if bytes >= min_bytes || errors || now >= deadline || watchers.is_empty() {
-                return Some(ResponseKind::Fetch(response));
+                break response;
             }
             let changed = select_all(watchers.iter_mut().map(|w| Box::pin(w.changed())));
             if tokio::time::timeout_at(deadline, changed).await.is_err() {
-                let (response, _, _) = gather(&topics, max_bytes, read_committed, version);
-                return Some(ResponseKind::Fetch(response));
+                break gather(&topics, max_bytes, read_committed, version).0;
             }
+        };
+        if session != 0 {
+            sessions.finish(session, incremental, &mut response, |t, partition| {
+                PartitionKey {
+                    topic_id: t.topic_id,
+                    topic: t.topic.to_string(),
+                    partition,
+                }
+            });
         }
+        Some(ResponseKind::Fetch(response))
     }))
 }
 
-fn resolve(broker: &Broker, topic: FetchTopic, version: i16) -> WantedTopic {
-    let found = if version >= 13 {
-        broker
-            .topics()
-            .get_by_id(topic.topic_id)
-            .ok_or(ResponseError::UnknownTopicId)
-    } else {
-        broker
-            .topics()
-            .get(&topic.topic)
-            .ok_or(ResponseError::UnknownTopicOrPartition)
-    };
-    WantedTopic {
-        name: topic.topic,
-        id: topic.topic_id,
-        partitions: topic
-            .partitions
-            .into_iter()
-            .map(|p| Wanted {
-                index: p.partition,
-                fetch_offset: Offset(p.fetch_offset),
-                max_bytes: usize::try_from(p.partition_max_bytes).unwrap_or(0),
-                current_leader_epoch: p.current_leader_epoch,
-                target: found.as_ref().map_err(|e| *e).and_then(|t| {
-                    t.partition(p.partition)
-                        .ok_or(ResponseError::UnknownTopicOrPartition)
-                }),
+/// The partitions a request names, in its order (by topic id from v13, by name before).
+fn named_partitions(topics: Vec<FetchTopic>) -> Vec<(PartitionKey, FetchPosition)> {
+    topics
+        .into_iter()
+        .flat_map(|t| {
+            let (id, name) = (t.topic_id, t.topic.to_string());
+            t.partitions.into_iter().map(move |p| {
+                (
+                    PartitionKey {
+                        topic_id: id,
+                        topic: name.clone(),
+                        partition: p.partition,
+                    },
+                    FetchPosition {
+                        fetch_offset: p.fetch_offset,
+                        max_bytes: p.partition_max_bytes,
+                        current_leader_epoch: p.current_leader_epoch,
+                    },
+                )
             })
-            .collect(),
+        })
+        .collect()
+}
+
+/// Resolves the partitions to read against this broker, grouped by topic in their order.
+fn resolve(
+    broker: &Broker,
+    partitions: Vec<(PartitionKey, FetchPosition)>,
+    version: i16,
+) -> Vec<WantedTopic> {
+    let mut topics: Vec<WantedTopic> = Vec::new();
+    let mut found = Err(ResponseError::UnknownTopicOrPartition);
+    for (key, position) in partitions {
+        let same = topics
+            .last()
+            .is_some_and(|t| t.id == key.topic_id && t.name.as_str() == key.topic);
+        if !same {
+            found = if version >= 13 {
+                broker
+                    .topics()
+                    .get_by_id(key.topic_id)
+                    .ok_or(ResponseError::UnknownTopicId)
+            } else {
+                broker
+                    .topics()
+                    .get(&key.topic)
+                    .ok_or(ResponseError::UnknownTopicOrPartition)
+            };
+            topics.push(WantedTopic {
+                name: TopicName(StrBytes::from_string(key.topic.clone())),
+                id: key.topic_id,
+                partitions: Vec::new(),
+            });
+        }
+        let target = found.as_ref().map_err(|e| *e).and_then(|t| {
+            t.partition(key.partition)
+                .ok_or(ResponseError::UnknownTopicOrPartition)
+        });
+        if let Some(topic) = topics.last_mut() {
+            topic.partitions.push(Wanted {
+                index: key.partition,
+                fetch_offset: Offset(position.fetch_offset),
+                max_bytes: usize::try_from(position.max_bytes).unwrap_or(0),
+                current_leader_epoch: position.current_leader_epoch,
+                target,
+            });
+        }
     }
+    topics
 }
 
 /// Reads every wanted partition once; returns the response, its data bytes, and whether any
