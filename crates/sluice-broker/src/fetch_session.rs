@@ -12,8 +12,9 @@
 //!
 //! A session reads its partitions in a rotating order: the ones that just returned records go
 //! to the back, so that a few busy partitions cannot starve the others of the response's byte
-//! budget. At most [`MAX_SESSIONS`] are kept; when full, sessions idle for [`IDLE_EVICTION_MS`] make room,
-//! and otherwise the fetch is answered without a session, as Kafka does.
+//! budget. At most [`MAX_SESSIONS`] are kept; when full, sessions idle for
+//! [`IDLE_EVICTION_MS`] make room, and otherwise the fetch is answered without a session, as
+//! Kafka does.
 
 use std::collections::{HashMap, HashSet};
 
