@@ -141,6 +141,13 @@ def test_topics_survive_a_clean_restart(start_broker, tmp_path):
     assert topic["configs"] == {"retention.ms": "-1"}
 
 
+def desc_lines(described):
+    """The partition rows of `sluice topic describe`."""
+    lines = described.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip().startswith("PARTITION")) + 1
+    return [line for line in lines[start:] if line.strip() and line.split()[0].isdigit()]
+
+
 def test_cli_topic_commands(broker):
     b = ["-b", broker.bootstrap]
     out = sluice_cli("topic", "create", "cli-t", "--partitions", "3", "--config", "retention.ms=5000", *b).stdout
@@ -159,6 +166,21 @@ def test_cli_topic_commands(broker):
     assert r.returncode == 1 and "nothing to change" in r.stderr
     r = sluice_cli("topic", "describe", "missing", *b, check=False)
     assert r.returncode == 1 and "UnknownTopicOrPartition" in r.stderr
+    # delete-records: one partition below an offset, then everything; bad input named.
+    produce_confluent(broker.bootstrap, "cli-t", 60)
+    ends = {p: end for p, end in enumerate(
+        int(line.split()[-1]) for line in desc_lines(sluice_cli("topic", "describe", "cli-t", *b).stdout))}
+    out = sluice_cli("topic", "delete-records", "cli-t", "--partition", "0", "--before", "3", *b).stdout
+    assert out.strip() == "cli-t-0: log start offset 3"
+    out = sluice_cli("topic", "delete-records", "cli-t", "--before", "end", *b).stdout
+    assert sorted(out.strip().splitlines()) == [f"cli-t-{p}: log start offset {ends[p]}" for p in range(3)]
+    for args, message in [(["--partition", "0", "--before", "99999"], "OffsetOutOfRange"),
+                          (["--before", "7"], "needs --partition"),
+                          (["--partition", "0", "--before=-5"], "neither an offset"),
+                          (["--partition", "0", "--before", "soon"], "neither an offset"),
+                          (["--partition", "9", "--before", "0"], "UnknownTopicOrPartition")]:
+        r = sluice_cli("topic", "delete-records", "cli-t", *args, *b, check=False)
+        assert r.returncode != 0 and message in r.stderr, (args, r.stderr)
     sluice_cli("topic", "delete", "cli-t", *b)
     assert "cli-t" not in sluice_cli("topic", "list", *b).stdout.split()
     r = sluice_cli("topic", "list", "-b", "127.0.0.1:1", check=False)

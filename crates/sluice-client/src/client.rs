@@ -18,7 +18,7 @@ use kafka_protocol::messages::offset_commit_request::{
 };
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    BrokerId, CreateTopicsRequest, DeleteGroupsRequest, DeleteTopicsRequest,
+    BrokerId, CreateTopicsRequest, DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest,
     DescribeConfigsRequest, DescribeGroupsRequest, FetchRequest, GroupId,
     IncrementalAlterConfigsRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest,
     MetadataResponse, OffsetCommitRequest, OffsetFetchRequest, ProduceRequest, TopicName,
@@ -204,6 +204,43 @@ impl Client {
             )?;
         }
         Ok(())
+    }
+
+    /// DeleteRecords: moves each `(partition, before_offset)` log start up (-1: to the high
+    /// watermark); returns each partition's new log start.
+    pub async fn delete_records(
+        &mut self,
+        topic: &str,
+        partitions: &[(i32, i64)],
+    ) -> Result<Vec<(i32, i64)>, ClientError> {
+        use kafka_protocol::messages::delete_records_request::{
+            DeleteRecordsPartition, DeleteRecordsTopic,
+        };
+        let request = DeleteRecordsRequest::default()
+            .with_topics(vec![DeleteRecordsTopic::default()
+                .with_name(TopicName(s(topic)))
+                .with_partitions(
+                    partitions
+                        .iter()
+                        .map(|&(partition, offset)| {
+                            DeleteRecordsPartition::default()
+                                .with_partition_index(partition)
+                                .with_offset(offset)
+                        })
+                        .collect(),
+                )])
+            .with_timeout_ms(30_000);
+        let response = self.conn.call(&request, 2, 5).await?;
+        let mut out = Vec::new();
+        for p in response.topics.into_iter().flat_map(|t| t.partitions) {
+            check(
+                format!("deleting records of {topic}-{}", p.partition_index),
+                p.error_code,
+                None,
+            )?;
+            out.push((p.partition_index, p.low_watermark));
+        }
+        Ok(out)
     }
 
     pub async fn topic_configs(&mut self, name: &str) -> Result<Vec<ConfigEntry>, ClientError> {

@@ -27,6 +27,16 @@ pub enum TopicCommand {
     Describe { name: String },
     /// Delete a topic and its data
     Delete { name: String },
+    /// Delete the records below an offset (moves the log start, like kafka-delete-records.sh)
+    DeleteRecords {
+        name: String,
+        /// The partition; all partitions when left out (then only --before end is allowed)
+        #[arg(long, short = 'p')]
+        partition: Option<i32>,
+        /// An offset, or `end` for everything up to the high watermark
+        #[arg(long, value_parser = parse_before)]
+        before: i64,
+    },
     /// Change a topic's configs
     AlterConfig {
         name: String,
@@ -43,6 +53,18 @@ pub fn parse_pair(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
         _ => Err(format!("'{s}' is not name=value")),
+    }
+}
+
+/// `end` (-1, the high watermark) or an offset ≥ 0.
+fn parse_before(s: &str) -> Result<i64, String> {
+    match s {
+        "end" => Ok(-1),
+        _ => s
+            .parse::<i64>()
+            .ok()
+            .filter(|o| *o >= 0)
+            .ok_or_else(|| format!("'{s}' is neither an offset (0 or more) nor 'end'")),
     }
 }
 
@@ -79,6 +101,25 @@ pub async fn run(bootstrap: &str, command: TopicCommand) -> anyhow::Result<()> {
         TopicCommand::Delete { name } => {
             client.delete_topic(&name).await?;
             writeln!(out, "deleted topic {name}")?;
+        }
+        TopicCommand::DeleteRecords {
+            name,
+            partition,
+            before,
+        } => {
+            let targets: Vec<(i32, i64)> = match partition {
+                Some(p) => vec![(p, before)],
+                None if before == -1 => client
+                    .partitions(&name)
+                    .await?
+                    .iter()
+                    .map(|p| (p.partition, -1))
+                    .collect(),
+                None => bail!("an offset needs --partition (or use --before end for all)"),
+            };
+            for (p, start) in client.delete_records(&name, &targets).await? {
+                writeln!(out, "{name}-{p}: log start offset {start}")?;
+            }
         }
         TopicCommand::AlterConfig { name, set, delete } => {
             if set.is_empty() && delete.is_empty() {
