@@ -2,6 +2,7 @@
 
     python consumer_proc.py BOOTSTRAP GROUP TOPIC OUT_PREFIX [--client confluent|kafka-python]
         [--strategy range|cooperative-sticky] [--instance ID] [--session-ms N]
+        [--protocol classic|consumer]   (consumer: KIP-848, confluent only; the broker assigns)
 
 Appends every record it gets to OUT_PREFIX.records as "partition offset value" lines (flushed
 before committing), commits after each batch, and rewrites OUT_PREFIX.assignment with its
@@ -33,6 +34,7 @@ def main():
     ap.add_argument("--strategy", default="range")
     ap.add_argument("--instance")
     ap.add_argument("--session-ms", type=int, default=6000)
+    ap.add_argument("--protocol", default="classic")
     args = ap.parse_args()
     stop = {"now": False}
     signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
@@ -48,8 +50,13 @@ def main():
     if args.client == "confluent":
         from confluent_kafka import Consumer
         conf = {"bootstrap.servers": args.bootstrap, "group.id": args.group, "enable.auto.commit": False,
-                "auto.offset.reset": "earliest", "session.timeout.ms": args.session_ms,
-                "heartbeat.interval.ms": 500, "partition.assignment.strategy": args.strategy}
+                "auto.offset.reset": "earliest"}
+        if args.protocol == "consumer":
+            # KIP-848: timeouts and the assignor are the broker's.
+            conf["group.protocol"] = "consumer"
+        else:
+            conf.update({"session.timeout.ms": args.session_ms, "heartbeat.interval.ms": 500,
+                         "partition.assignment.strategy": args.strategy})
         if args.instance:
             conf["group.instance.id"] = args.instance
         c = Consumer(conf)

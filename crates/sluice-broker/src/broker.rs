@@ -62,6 +62,7 @@ pub fn api_table() -> ApiTable {
         r(ApiKey::JoinGroup, 0, 9),
         r(ApiKey::SyncGroup, 0, 5),
         r(ApiKey::Heartbeat, 0, 4),
+        r(ApiKey::ConsumerGroupHeartbeat, 0, 1),
         r(ApiKey::LeaveGroup, 0, 5),
         r(ApiKey::OffsetCommit, 2, 9),
         r(ApiKey::OffsetFetch, 1, 9),
@@ -299,6 +300,32 @@ impl Broker {
         if state == GroupState::Dead {
             return None;
         }
+        if let Some(g) = coordinator.consumer_group(id) {
+            let members = g
+                .members
+                .values()
+                .map(|m| GroupMemberStatus {
+                    member_id: m.id.clone(),
+                    instance_id: m.instance_id.clone(),
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    assignment: m
+                        .assigned
+                        .iter()
+                        .map(|(t, ps)| (t.clone(), ps.iter().copied().collect()))
+                        .collect(),
+                })
+                .collect();
+            return Some(GroupStatus {
+                group: id.to_string(),
+                state: g.state(),
+                protocol_type: "consumer".to_string(),
+                protocol: Some("KIP-848".to_string()),
+                generation: g.epoch,
+                members,
+                offsets: self.offset_statuses(&coordinator, id),
+            });
+        }
         let group = coordinator.group(id);
         let members = group
             .map(|g| {
@@ -316,7 +343,25 @@ impl Broker {
                     .collect()
             })
             .unwrap_or_default();
-        let offsets = coordinator
+        let offsets = self.offset_statuses(&coordinator, id);
+        Some(GroupStatus {
+            group: id.to_string(),
+            state: state.name(),
+            protocol_type: group.map(|g| g.protocol_type.clone()).unwrap_or_default(),
+            protocol: group.and_then(|g| g.protocol_name.clone()),
+            generation: group.map_or(0, |g| g.generation),
+            members,
+            offsets,
+        })
+    }
+
+    /// A group's committed offsets with their partitions' ends and the lag.
+    fn offset_statuses(
+        &self,
+        coordinator: &crate::group::coordinator::Coordinator,
+        id: &str,
+    ) -> Vec<GroupOffsetStatus> {
+        coordinator
             .committed(id)
             .into_iter()
             .flatten()
@@ -334,16 +379,7 @@ impl Broker {
                     lag: end.map(|e| (e - c.offset).max(0)),
                 }
             })
-            .collect();
-        Some(GroupStatus {
-            group: id.to_string(),
-            state: state.name(),
-            protocol_type: group.map(|g| g.protocol_type.clone()).unwrap_or_default(),
-            protocol: group.and_then(|g| g.protocol_name.clone()),
-            generation: group.map_or(0, |g| g.generation),
-            members,
-            offsets,
-        })
+            .collect()
     }
 
     /// The broker's clock, in ms since the epoch.
@@ -568,6 +604,15 @@ impl Service for Broker {
                 &client_id,
                 &format!("/{}", peer.addr.ip()),
             ),
+            RequestKind::ConsumerGroupHeartbeat(req) => {
+                ready(handlers::consumer_group_heartbeat::handle(
+                    self,
+                    req,
+                    version,
+                    &client_id,
+                    &format!("/{}", peer.addr.ip()),
+                ))
+            }
             RequestKind::SyncGroup(req) => handlers::sync_group::handle(self, req, version),
             RequestKind::Heartbeat(req) => ready(handlers::heartbeat::handle(self, req, version)),
             RequestKind::LeaveGroup(req) => {

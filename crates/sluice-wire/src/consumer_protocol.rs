@@ -23,6 +23,31 @@ pub fn decode_assignment(bytes: &Bytes) -> Vec<(String, Vec<i32>)> {
         .unwrap_or_default()
 }
 
+/// Encodes an assignment as the consumer protocol's bytes (version 0), as a group of the new
+/// protocol (KIP-848) is shown to DescribeGroups.
+pub fn encode_assignment(assignment: &[(String, Vec<i32>)]) -> Bytes {
+    use kafka_protocol::messages::consumer_protocol_assignment::TopicPartition;
+    use kafka_protocol::messages::TopicName;
+    use kafka_protocol::protocol::{Encodable, StrBytes};
+    let message = ConsumerProtocolAssignment::default().with_assigned_partitions(
+        assignment
+            .iter()
+            .map(|(topic, partitions)| {
+                TopicPartition::default()
+                    .with_topic(TopicName(StrBytes::from_string(topic.clone())))
+                    .with_partitions(partitions.clone())
+            })
+            .collect(),
+    );
+    let mut buf = bytes::BytesMut::new();
+    buf.extend_from_slice(&0i16.to_be_bytes());
+    // Encoding a well-formed message into memory cannot fail; an empty answer if it did.
+    if message.encode(&mut buf, 0).is_err() {
+        return Bytes::new();
+    }
+    buf.freeze()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -46,6 +71,8 @@ mod tests {
             vec![("orders".to_string(), vec![0, 2])]
         );
         assert!(decode_assignment(&Bytes::from_static(b"\x00")).is_empty());
+        let round = vec![("a".to_string(), vec![1, 5]), ("b".to_string(), vec![0])];
+        assert_eq!(decode_assignment(&encode_assignment(&round)), round);
         assert!(decode_assignment(&Bytes::from_static(b"\x00\x01\xff\xff\xff")).is_empty());
     }
 }

@@ -90,6 +90,12 @@ pub struct Settings {
     /// Smallest session timeout a consumer may ask for [default: 6000]
     #[arg(long, env = "SLUICE_GROUP_MIN_SESSION_TIMEOUT_MS")]
     pub group_min_session_timeout_ms: Option<i64>,
+    /// New-protocol (KIP-848) consumer groups: a member not heard from this long is removed [default: 45000]
+    #[arg(long, env = "SLUICE_GROUP_CONSUMER_SESSION_TIMEOUT_MS")]
+    pub group_consumer_session_timeout_ms: Option<i64>,
+    /// New-protocol (KIP-848) consumer groups: how often members heartbeat [default: 5000]
+    #[arg(long, env = "SLUICE_GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS")]
+    pub group_consumer_heartbeat_interval_ms: Option<i32>,
     /// Committed offsets of an empty group are kept this long [default: 10080 (7 days)]
     #[arg(long, env = "SLUICE_OFFSETS_RETENTION_MINUTES")]
     pub offsets_retention_minutes: Option<i64>,
@@ -155,6 +161,8 @@ impl Settings {
             log_cleaner_interval_ms,
             group_initial_rebalance_delay_ms,
             group_min_session_timeout_ms,
+            group_consumer_session_timeout_ms,
+            group_consumer_heartbeat_interval_ms,
             offsets_retention_minutes,
             worker_threads,
             log_level
@@ -235,6 +243,21 @@ impl Settings {
                 bail!("group_min_session_timeout_ms must be at least 1");
             }
             groups.min_session_timeout_ms = v;
+        }
+        if let Some(v) = self.group_consumer_session_timeout_ms {
+            if v < 1 {
+                bail!("group_consumer_session_timeout_ms must be at least 1");
+            }
+            groups.consumer.session_timeout_ms = v;
+        }
+        if let Some(v) = self.group_consumer_heartbeat_interval_ms {
+            if v < 1 || i64::from(v) >= groups.consumer.session_timeout_ms {
+                bail!(
+                    "group_consumer_heartbeat_interval_ms must be at least 1 and below the session timeout ({} ms)",
+                    groups.consumer.session_timeout_ms
+                );
+            }
+            groups.consumer.heartbeat_interval_ms = v;
         }
         if let Some(v) = self.offsets_retention_minutes {
             if v < 1 {

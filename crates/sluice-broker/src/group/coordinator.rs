@@ -15,6 +15,7 @@ use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use tokio::sync::oneshot;
 
+use super::consumer::{ConsumerGroup, Heartbeat, HeartbeatReply};
 use super::records::{GroupRecord, MemberRecord, OffsetKey, OffsetValue, Record};
 use super::state::{Group, GroupState, JoinResult, Member, SyncResult};
 
@@ -34,6 +35,8 @@ pub struct GroupConfig {
     pub max_metadata_bytes: usize,
     /// Offsets of an empty group older than this are deleted (`offsets.retention.minutes`).
     pub offsets_retention_ms: i64,
+    /// Groups of the new protocol (KIP-848).
+    pub consumer: crate::group::consumer::ConsumerGroupConfig,
 }
 
 impl Default for GroupConfig {
@@ -44,6 +47,7 @@ impl Default for GroupConfig {
             initial_rebalance_delay_ms: 3_000,
             max_metadata_bytes: 4096,
             offsets_retention_ms: 7 * 24 * 3600 * 1000,
+            consumer: Default::default(),
         }
     }
 }
@@ -99,6 +103,8 @@ pub struct Coordinator {
     pub config: GroupConfig,
     groups: HashMap<String, Group>,
     offsets: HashMap<String, BTreeMap<(String, i32), Committed>>,
+    /// Groups of the new protocol (KIP-848), in memory only.
+    consumer_groups: HashMap<String, ConsumerGroup>,
     next_member: u64,
 }
 
@@ -118,12 +124,51 @@ impl Coordinator {
         self.groups.values()
     }
 
+    /// A group of the new protocol (KIP-848) with members.
+    pub fn consumer_group(&self, id: &str) -> Option<&ConsumerGroup> {
+        self.consumer_groups.get(id)
+    }
+
+    /// ConsumerGroupHeartbeat. A classic group with members keeps its id; an empty one is
+    /// taken over.
+    pub fn consumer_heartbeat(
+        &mut self,
+        req: Heartbeat,
+        partitions_of: &dyn Fn(&str) -> Option<i32>,
+        topics: &dyn Fn() -> Vec<String>,
+        now_ms: i64,
+    ) -> HeartbeatReply {
+        if self
+            .groups
+            .get(&req.group_id)
+            .is_some_and(|g| !g.members.is_empty())
+        {
+            return HeartbeatReply {
+                error: Some((
+                    ResponseError::GroupIdNotFound,
+                    format!("group {} is a classic group with members", req.group_id),
+                )),
+                member_id: req.member_id,
+                member_epoch: -1,
+                assignment: None,
+            };
+        }
+        self.groups.remove(&req.group_id);
+        let config = self.config.consumer.clone();
+        let group = self
+            .consumer_groups
+            .entry(req.group_id.clone())
+            .or_insert_with(|| ConsumerGroup::new(&req.group_id));
+        group.heartbeat(req, &config, partitions_of, topics, now_ms)
+    }
+
     /// Every group id known, with members or only offsets.
     pub fn group_ids(&self) -> Vec<String> {
         let mut ids: Vec<String> = self
             .groups
             .keys()
             .chain(self.offsets.keys())
+            .chain(self.consumer_groups.keys())
             .cloned()
             .collect();
         ids.sort();
@@ -132,6 +177,15 @@ impl Coordinator {
     }
 
     pub fn state_of(&self, id: &str) -> GroupState {
+        // A group of the new protocol with members counts as Stable here (its own states,
+        // Assigning and Reconciling, are in `ConsumerGroup::state`).
+        if self
+            .consumer_groups
+            .get(id)
+            .is_some_and(|g| !g.members.is_empty())
+        {
+            return GroupState::Stable;
+        }
         match self.groups.get(id) {
             Some(g) => g.state,
             None if self.offsets.get(id).is_some_and(|o| !o.is_empty()) => GroupState::Empty,
@@ -152,6 +206,19 @@ impl Coordinator {
         if req.group_id.is_empty() {
             return (
                 Reply::Now(join_error(ResponseError::InvalidGroupId, &req.member_id)),
+                vec![],
+            );
+        }
+        if self
+            .consumer_groups
+            .get(&req.group_id)
+            .is_some_and(|g| !g.members.is_empty())
+        {
+            return (
+                Reply::Now(join_error(
+                    ResponseError::InconsistentGroupProtocol,
+                    &req.member_id,
+                )),
                 vec![],
             );
         }
@@ -462,6 +529,13 @@ impl Coordinator {
     /// Advances time: expires silent members, completes joins whose time is up, gives up on
     /// syncs the leader never sent, and forgets stale offsets of empty groups.
     pub fn tick(&mut self, now_ms: i64) -> Vec<Record> {
+        let consumer_config = self.config.consumer.clone();
+        for group in self.consumer_groups.values_mut() {
+            for id in group.expire(&consumer_config, now_ms) {
+                tracing::info!(group = %group.id, member = %id, "consumer group member expired");
+            }
+        }
+        self.consumer_groups.retain(|_, g| !g.members.is_empty());
         let mut records = Vec::new();
         for group in self.groups.values_mut() {
             group
@@ -551,6 +625,10 @@ impl Coordinator {
     ) -> Result<(), ResponseError> {
         if group_id.is_empty() {
             return Err(ResponseError::InvalidGroupId);
+        }
+        if let Some(group) = self.consumer_groups.get(group_id) {
+            // OffsetCommit v9+ and TxnOffsetCommit carry the member epoch here.
+            return group.check_commit(member_id, generation);
         }
         let Some(group) = self.groups.get(group_id).filter(|g| !g.members.is_empty()) else {
             return if generation < 0 || member_id.is_empty() {
@@ -663,6 +741,17 @@ impl Coordinator {
     pub fn subscribed_topics(&self, group_id: &str) -> Vec<String> {
         use kafka_protocol::messages::ConsumerProtocolSubscription;
         use kafka_protocol::protocol::Decodable;
+        if let Some(group) = self.consumer_groups.get(group_id) {
+            let mut topics: Vec<String> = group
+                .members
+                .values()
+                .flat_map(|m| m.subscribed_topic_names.iter().cloned())
+                .chain(group.target.values().flat_map(|a| a.keys().cloned()))
+                .collect();
+            topics.sort();
+            topics.dedup();
+            return topics;
+        }
         let Some(group) = self.groups.get(group_id) else {
             return vec![];
         };

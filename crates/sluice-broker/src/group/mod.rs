@@ -2,6 +2,7 @@
 //! it that persists what it decides in the compacted `__consumer_offsets` topic, replays that
 //! topic on start, and ticks the coordinator's clock.
 
+pub mod consumer;
 pub mod coordinator;
 pub mod records;
 pub mod state;

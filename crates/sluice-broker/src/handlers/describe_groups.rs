@@ -14,6 +14,42 @@ pub fn handle(broker: &Broker, request: DescribeGroupsRequest, version: i16) -> 
         .groups
         .iter()
         .map(|id| {
+            if let Some(group) = coordinator.consumer_group(id) {
+                // A group of the new protocol (KIP-848), shown as Kafka shows it to
+                // DescribeGroups: protocol type "consumer", assignments in the consumer
+                // protocol's bytes.
+                return DescribedGroup::default()
+                    .with_group_id(id.clone())
+                    .with_group_state(str_bytes(group.state()))
+                    .with_protocol_type(str_bytes("consumer"))
+                    .with_protocol_data(str_bytes(""))
+                    .with_authorized_operations(i32::MIN)
+                    .with_members(
+                        group
+                            .members
+                            .values()
+                            .map(|m| {
+                                let assigned: Vec<(String, Vec<i32>)> = m
+                                    .assigned
+                                    .iter()
+                                    .map(|(t, ps)| (t.clone(), ps.iter().copied().collect()))
+                                    .collect();
+                                DescribedGroupMember::default()
+                                    .with_member_id(str_bytes(&m.id))
+                                    .with_group_instance_id(
+                                        m.instance_id.as_ref().map(|i| str_bytes(i)),
+                                    )
+                                    .with_client_id(str_bytes(&m.client_id))
+                                    .with_client_host(str_bytes(&m.client_host))
+                                    .with_member_assignment(
+                                        sluice_wire::consumer_protocol::encode_assignment(
+                                            &assigned,
+                                        ),
+                                    )
+                            })
+                            .collect(),
+                    );
+            }
             let state = coordinator.state_of(id);
             let described = DescribedGroup::default()
                 .with_group_id(id.clone())

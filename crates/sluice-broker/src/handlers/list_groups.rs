@@ -1,4 +1,5 @@
-//! ListGroups, with the state filter (v4+) and type filter (v5+; every group here is "classic").
+//! ListGroups, with the state filter (v4+) and type filter (v5+: "classic", or "consumer" for
+//! groups of the new protocol, KIP-848).
 
 use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::{ListGroupsRequest, ListGroupsResponse, ResponseKind};
@@ -22,23 +23,29 @@ pub fn handle(broker: &Broker, request: ListGroupsRequest, _version: i16) -> Res
         .group_ids()
         .into_iter()
         .filter_map(|id| {
-            let state = coordinator.state_of(&id);
-            if !states.is_empty() && !states.contains(&state.name().to_lowercase()) {
+            let (state, group_type, protocol_type) = match coordinator.consumer_group(&id) {
+                Some(g) => (g.state(), "consumer", "consumer".to_string()),
+                None => (
+                    coordinator.state_of(&id).name(),
+                    "classic",
+                    coordinator
+                        .group(&id)
+                        .map(|g| g.protocol_type.clone())
+                        .unwrap_or_default(),
+                ),
+            };
+            if !states.is_empty() && !states.contains(&state.to_lowercase()) {
                 return None;
             }
-            if !types.is_empty() && !types.iter().any(|t| t == "classic") {
+            if !types.is_empty() && !types.iter().any(|t| t == group_type) {
                 return None;
             }
-            let protocol_type = coordinator
-                .group(&id)
-                .map(|g| g.protocol_type.clone())
-                .unwrap_or_default();
             Some(
                 ListedGroup::default()
                     .with_group_id(kafka_protocol::messages::GroupId(str_bytes(&id)))
                     .with_protocol_type(str_bytes(&protocol_type))
-                    .with_group_state(str_bytes(state.name()))
-                    .with_group_type(str_bytes("classic")),
+                    .with_group_state(str_bytes(state))
+                    .with_group_type(str_bytes(group_type)),
             )
         })
         .collect();

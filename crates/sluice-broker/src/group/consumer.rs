@@ -1,0 +1,728 @@
+//! Consumer groups of the new rebalance protocol (KIP-848, `group.protocol=consumer`): members
+//! send ConsumerGroupHeartbeat and the broker computes the assignment; no JoinGroup/SyncGroup
+//! round, no stop-the-world rebalance.
+//!
+//! The group has an epoch, bumped whenever its members, their subscriptions or the partition
+//! counts of the subscribed topics change. When the group epoch passes the assignment epoch, a
+//! new target assignment is computed (the `uniform` assignor: sticky, balanced; or `range`).
+//! Each member then moves towards its target in steps, one heartbeat at a time:
+//! 1. partitions it owns but is no longer assigned are revoked first: the heartbeat answers
+//!    its assignment without them and keeps its epoch until the member reports them released;
+//! 2. then its epoch becomes the assignment epoch and it gets the new partitions, except those
+//!    another member has not released yet, which follow on a later heartbeat.
+//!
+//! A member that stops heartbeating for the session timeout, or does not release partitions
+//! within its rebalance timeout, is removed. Membership is kept in memory only: after a broker
+//! restart members are unknown, and clients rejoin (their committed offsets are kept in
+//! `__consumer_offsets` as for classic groups).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kafka_protocol::error::ResponseError;
+
+/// topic → partitions.
+pub type Assignment = BTreeMap<String, BTreeSet<i32>>;
+
+pub const LEAVE_EPOCH: i32 = -1;
+pub const STATIC_LEAVE_EPOCH: i32 = -2;
+
+/// What a ConsumerGroupHeartbeat asks, with topic ids already turned into names.
+#[derive(Debug, Clone, Default)]
+pub struct Heartbeat {
+    pub group_id: String,
+    pub member_id: String,
+    pub member_epoch: i32,
+    pub instance_id: Option<String>,
+    pub rack_id: Option<String>,
+    pub rebalance_timeout_ms: i32,
+    /// `None`: unchanged since the last heartbeat.
+    pub subscribed_topic_names: Option<Vec<String>>,
+    pub subscribed_topic_regex: Option<String>,
+    pub server_assignor: Option<String>,
+    /// What the member owns now; `None`: unchanged.
+    pub owned: Option<Assignment>,
+    pub client_id: String,
+    pub client_host: String,
+}
+
+/// The answer to a heartbeat.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeartbeatReply {
+    pub error: Option<(ResponseError, String)>,
+    pub member_id: String,
+    pub member_epoch: i32,
+    /// `None`: unchanged since the last answer.
+    pub assignment: Option<Assignment>,
+}
+
+impl HeartbeatReply {
+    fn error(error: ResponseError, message: impl Into<String>, member_id: &str) -> Self {
+        HeartbeatReply {
+            error: Some((error, message.into())),
+            member_id: member_id.to_string(),
+            member_epoch: -1,
+            assignment: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Member {
+    pub id: String,
+    pub instance_id: Option<String>,
+    pub rack_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub epoch: i32,
+    pub previous_epoch: i32,
+    pub subscribed_topic_names: Vec<String>,
+    pub subscribed_topic_regex: Option<regex::Regex>,
+    pub server_assignor: Option<String>,
+    pub rebalance_timeout_ms: i64,
+    /// What the member may consume now.
+    pub assigned: Assignment,
+    /// Partitions taken from it that it has not yet reported released.
+    pub revoking: Assignment,
+    /// When it must have released `revoking`.
+    pub revoke_deadline_ms: Option<i64>,
+    pub last_heartbeat_ms: i64,
+    /// The assignment last sent, to answer `None` when it did not change.
+    sent: Option<(i32, Assignment)>,
+}
+
+impl Member {
+    fn subscribes_to(&self, topic: &str) -> bool {
+        self.subscribed_topic_names.iter().any(|t| t == topic)
+            || self
+                .subscribed_topic_regex
+                .as_ref()
+                .is_some_and(|r| r.is_match(topic))
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ConsumerGroup {
+    pub id: String,
+    pub epoch: i32,
+    pub assignment_epoch: i32,
+    pub members: BTreeMap<String, Member>,
+    /// The target assignment of each member at `assignment_epoch`.
+    pub target: BTreeMap<String, Assignment>,
+    /// Partition counts of the topics the members subscribe to, as last seen.
+    subscribed_metadata: BTreeMap<String, i32>,
+}
+
+/// The group's state as ListGroups and DescribeGroups name it.
+impl ConsumerGroup {
+    pub fn state(&self) -> &'static str {
+        if self.members.is_empty() {
+            "Empty"
+        } else if self.assignment_epoch < self.epoch {
+            "Assigning"
+        } else if self
+            .members
+            .values()
+            .any(|m| m.epoch != self.assignment_epoch || !m.revoking.is_empty())
+        {
+            "Reconciling"
+        } else {
+            "Stable"
+        }
+    }
+
+    /// Every partition some member owns or has not yet released, except `but`'s.
+    fn held_by_others(&self, but: &str) -> BTreeSet<(String, i32)> {
+        self.members
+            .values()
+            .filter(|m| m.id != but)
+            .flat_map(|m| pairs(&m.assigned).chain(pairs(&m.revoking)))
+            .collect()
+    }
+}
+
+fn pairs(a: &Assignment) -> impl Iterator<Item = (String, i32)> + '_ {
+    a.iter()
+        .flat_map(|(t, ps)| ps.iter().map(move |p| (t.clone(), *p)))
+}
+
+fn from_pairs(pairs: impl IntoIterator<Item = (String, i32)>) -> Assignment {
+    let mut a = Assignment::new();
+    for (t, p) in pairs {
+        a.entry(t).or_default().insert(p);
+    }
+    a
+}
+
+fn minus(a: &Assignment, b: &Assignment) -> Assignment {
+    from_pairs(pairs(a).filter(|(t, p)| !b.get(t).is_some_and(|s| s.contains(p))))
+}
+
+fn intersect(a: &Assignment, b: &Assignment) -> Assignment {
+    from_pairs(pairs(a).filter(|(t, p)| b.get(t).is_some_and(|s| s.contains(p))))
+}
+
+/// The assignors the broker runs (KIP-848's server-side assignors).
+pub const ASSIGNORS: [&str; 2] = ["uniform", "range"];
+
+/// Settings of the new protocol (Kafka's `group.consumer.*`).
+#[derive(Debug, Clone)]
+pub struct ConsumerGroupConfig {
+    pub session_timeout_ms: i64,
+    pub heartbeat_interval_ms: i32,
+    pub max_size: usize,
+}
+
+impl Default for ConsumerGroupConfig {
+    fn default() -> Self {
+        ConsumerGroupConfig {
+            session_timeout_ms: 45_000,
+            heartbeat_interval_ms: 5_000,
+            max_size: usize::MAX,
+        }
+    }
+}
+
+impl ConsumerGroup {
+    pub fn new(id: &str) -> ConsumerGroup {
+        ConsumerGroup {
+            id: id.to_string(),
+            ..ConsumerGroup::default()
+        }
+    }
+
+    /// One heartbeat. `partitions_of` gives a topic's partition count (None: no such topic);
+    /// `topics` lists every topic (for regex subscriptions).
+    pub fn heartbeat(
+        &mut self,
+        req: Heartbeat,
+        config: &ConsumerGroupConfig,
+        partitions_of: &dyn Fn(&str) -> Option<i32>,
+        topics: &dyn Fn() -> Vec<String>,
+        now_ms: i64,
+    ) -> HeartbeatReply {
+        let id = req.member_id.clone();
+        if req.member_epoch == LEAVE_EPOCH || req.member_epoch == STATIC_LEAVE_EPOCH {
+            if self.members.remove(&id).is_some() {
+                self.epoch += 1;
+            }
+            return HeartbeatReply {
+                error: None,
+                member_id: id,
+                member_epoch: req.member_epoch,
+                assignment: None,
+            };
+        }
+        let regex = match req.subscribed_topic_regex.as_deref() {
+            Some(r) if !r.is_empty() => match regex::Regex::new(&format!("^(?:{r})$")) {
+                Ok(re) => Some(Some(re)),
+                Err(e) => {
+                    return HeartbeatReply::error(
+                        ResponseError::InvalidRegularExpression,
+                        format!("subscribed topic regex '{r}': {e}"),
+                        &id,
+                    )
+                }
+            },
+            Some(_) => Some(None),
+            None => None,
+        };
+        if req.member_epoch == 0 {
+            // A member (re)joins: it starts from nothing; a static member takes over the
+            // place of the one with its instance id.
+            if let Some(instance) = &req.instance_id {
+                let previous = self
+                    .members
+                    .values()
+                    .find(|m| m.instance_id.as_ref() == Some(instance) && m.id != id)
+                    .map(|m| m.id.clone());
+                if let Some(previous) = previous {
+                    self.members.remove(&previous);
+                    if let Some(target) = self.target.remove(&previous) {
+                        self.target.insert(id.clone(), target);
+                    }
+                }
+            }
+            if !self.members.contains_key(&id) && self.members.len() >= config.max_size {
+                return HeartbeatReply::error(
+                    ResponseError::GroupMaxSizeReached,
+                    format!(
+                        "group {} has its maximum of {} members",
+                        self.id, config.max_size
+                    ),
+                    &id,
+                );
+            }
+            self.members.insert(
+                id.clone(),
+                Member {
+                    id: id.clone(),
+                    instance_id: req.instance_id.clone(),
+                    rack_id: req.rack_id.clone(),
+                    client_id: req.client_id.clone(),
+                    client_host: req.client_host.clone(),
+                    epoch: 0,
+                    previous_epoch: -1,
+                    subscribed_topic_names: Vec::new(),
+                    subscribed_topic_regex: None,
+                    server_assignor: None,
+                    rebalance_timeout_ms: i64::from(req.rebalance_timeout_ms),
+                    assigned: Assignment::new(),
+                    revoking: Assignment::new(),
+                    revoke_deadline_ms: None,
+                    last_heartbeat_ms: now_ms,
+                    sent: None,
+                },
+            );
+            self.epoch += 1;
+        }
+        let Some(member) = self.members.get_mut(&id) else {
+            return HeartbeatReply::error(
+                ResponseError::UnknownMemberId,
+                format!("member {id} is not in group {}", self.id),
+                &id,
+            );
+        };
+        if req.member_epoch > 0 && req.member_epoch != member.epoch {
+            let owned_within = req
+                .owned
+                .as_ref()
+                .is_none_or(|o| minus(&minus(o, &member.assigned), &member.revoking).is_empty());
+            if req.member_epoch != member.previous_epoch || !owned_within {
+                return HeartbeatReply::error(
+                    ResponseError::FencedMemberEpoch,
+                    format!(
+                        "member epoch {} is not the member's epoch {}",
+                        req.member_epoch, member.epoch
+                    ),
+                    &id,
+                );
+            }
+        }
+        member.last_heartbeat_ms = now_ms;
+        member.client_id = req.client_id.clone();
+        member.client_host = req.client_host.clone();
+        let mut changed = false;
+        if let Some(names) = req.subscribed_topic_names {
+            let mut names = names;
+            names.sort();
+            names.dedup();
+            if names != member.subscribed_topic_names {
+                member.subscribed_topic_names = names;
+                changed = true;
+            }
+        }
+        if let Some(regex) = regex {
+            let before = member
+                .subscribed_topic_regex
+                .as_ref()
+                .map(|r| r.as_str().to_string());
+            let after = regex.as_ref().map(|r| r.as_str().to_string());
+            if before != after {
+                member.subscribed_topic_regex = regex;
+                changed = true;
+            }
+        }
+        if req.server_assignor.is_some() && req.server_assignor != member.server_assignor {
+            member.server_assignor = req.server_assignor.clone();
+            changed = true;
+        }
+        if req.rebalance_timeout_ms > 0 {
+            member.rebalance_timeout_ms = i64::from(req.rebalance_timeout_ms);
+        }
+        // What the member reports owning tells which revocations it has completed.
+        if let Some(owned) = &req.owned {
+            if !member.revoking.is_empty() && intersect(owned, &member.revoking).is_empty() {
+                member.revoking.clear();
+                member.revoke_deadline_ms = None;
+            }
+        }
+        if changed {
+            self.epoch += 1;
+        }
+        let metadata = self.subscription_metadata(partitions_of, topics);
+        if metadata != self.subscribed_metadata {
+            self.subscribed_metadata = metadata;
+            self.epoch += 1;
+        }
+        if self.assignment_epoch < self.epoch {
+            self.target = assign(self);
+            self.assignment_epoch = self.epoch;
+        }
+        self.reconcile(&id, now_ms);
+        let Some(member) = self.members.get_mut(&id) else {
+            return HeartbeatReply::error(ResponseError::UnknownMemberId, "member left", &id);
+        };
+        let now = (member.epoch, member.assigned.clone());
+        let assignment = if member.sent.as_ref() == Some(&now) {
+            None
+        } else {
+            member.sent = Some(now);
+            Some(member.assigned.clone())
+        };
+        HeartbeatReply {
+            error: None,
+            member_id: id,
+            member_epoch: member.epoch,
+            assignment,
+        }
+    }
+
+    /// Moves a member one step towards its target assignment (see the module doc).
+    fn reconcile(&mut self, id: &str, now_ms: i64) {
+        let target = self.target.get(id).cloned().unwrap_or_default();
+        let held = self.held_by_others(id);
+        let assignment_epoch = self.assignment_epoch;
+        let Some(member) = self.members.get_mut(id) else {
+            return;
+        };
+        if !member.revoking.is_empty() {
+            return; // waiting for the member to release them
+        }
+        let revoke = minus(&member.assigned, &target);
+        if !revoke.is_empty() {
+            member.assigned = intersect(&member.assigned, &target);
+            member.revoking = revoke;
+            member.revoke_deadline_ms = Some(now_ms + member.rebalance_timeout_ms.max(1));
+            return;
+        }
+        let free =
+            from_pairs(pairs(&minus(&target, &member.assigned)).filter(|p| !held.contains(p)));
+        for (t, ps) in free {
+            member.assigned.entry(t).or_default().extend(ps);
+        }
+        if member.epoch != assignment_epoch {
+            member.previous_epoch = member.epoch;
+            member.epoch = assignment_epoch;
+        }
+    }
+
+    fn subscription_metadata(
+        &self,
+        partitions_of: &dyn Fn(&str) -> Option<i32>,
+        topics: &dyn Fn() -> Vec<String>,
+    ) -> BTreeMap<String, i32> {
+        let mut names: BTreeSet<String> = self
+            .members
+            .values()
+            .flat_map(|m| m.subscribed_topic_names.iter().cloned())
+            .collect();
+        if self
+            .members
+            .values()
+            .any(|m| m.subscribed_topic_regex.is_some())
+        {
+            for t in topics() {
+                if self.members.values().any(|m| m.subscribes_to(&t)) {
+                    names.insert(t);
+                }
+            }
+        }
+        names
+            .into_iter()
+            .filter_map(|t| partitions_of(&t).map(|n| (t, n)))
+            .collect()
+    }
+
+    /// Removes members past their session timeout or their revocation deadline; true if the
+    /// group changed.
+    pub fn expire(&mut self, config: &ConsumerGroupConfig, now_ms: i64) -> Vec<String> {
+        let gone: Vec<String> = self
+            .members
+            .values()
+            .filter(|m| {
+                now_ms - m.last_heartbeat_ms > config.session_timeout_ms
+                    || m.revoke_deadline_ms.is_some_and(|d| now_ms > d)
+            })
+            .map(|m| m.id.clone())
+            .collect();
+        for id in &gone {
+            self.members.remove(id);
+            self.target.remove(id);
+        }
+        if !gone.is_empty() {
+            self.epoch += 1;
+        }
+        gone
+    }
+
+    /// Checks an offset commit's member and epoch (OffsetCommit v9+, TxnOffsetCommit): an
+    /// empty group takes commits from anyone, as Kafka's does.
+    pub fn check_commit(&self, member_id: &str, epoch: i32) -> Result<(), ResponseError> {
+        if self.members.is_empty() && (member_id.is_empty() || epoch < 0) {
+            return Ok(());
+        }
+        let Some(member) = self.members.get(member_id) else {
+            return Err(ResponseError::UnknownMemberId);
+        };
+        if epoch != member.epoch {
+            return Err(ResponseError::StaleMemberEpoch);
+        }
+        Ok(())
+    }
+}
+
+/// The target assignment of every member at the group's current epoch.
+fn assign(group: &ConsumerGroup) -> BTreeMap<String, Assignment> {
+    let range = group
+        .members
+        .values()
+        .filter_map(|m| m.server_assignor.as_deref())
+        .next()
+        .is_some_and(|a| a == "range");
+    let mut target: BTreeMap<String, Assignment> = group
+        .members
+        .keys()
+        .map(|id| (id.clone(), Assignment::new()))
+        .collect();
+    let mut count: BTreeMap<String, usize> = target.keys().map(|id| (id.clone(), 0)).collect();
+    for (topic, &partitions) in &group.subscribed_metadata {
+        let eligible: Vec<&Member> = group
+            .members
+            .values()
+            .filter(|m| m.subscribes_to(topic))
+            .collect();
+        if eligible.is_empty() {
+            continue;
+        }
+        if range {
+            // Contiguous ranges in member-id order, the first members one more each.
+            let n = eligible.len() as i32;
+            let (per, extra) = (partitions / n, partitions % n);
+            let mut next = 0;
+            for (i, m) in eligible.iter().enumerate() {
+                let take = per + i32::from((i as i32) < extra);
+                if let Some(a) = target.get_mut(&m.id) {
+                    a.entry(topic.clone())
+                        .or_default()
+                        .extend(next..next + take);
+                }
+                next += take;
+            }
+            continue;
+        }
+        // Uniform: sticky first (a partition stays with its owner while the owner is under
+        // its fair share), then the rest to whoever has the fewest.
+        let fair = (partitions as usize).div_ceil(eligible.len());
+        let mut unassigned = Vec::new();
+        for p in 0..partitions {
+            let owner = eligible.iter().find(|m| {
+                m.assigned.get(topic).is_some_and(|s| s.contains(&p))
+                    || m.revoking.get(topic).is_some_and(|s| s.contains(&p))
+            });
+            let per_topic = |id: &str, target: &BTreeMap<String, Assignment>| {
+                target
+                    .get(id)
+                    .and_then(|a| a.get(topic))
+                    .map_or(0, BTreeSet::len)
+            };
+            match owner {
+                Some(m) if per_topic(&m.id, &target) < fair => {
+                    if let Some(a) = target.get_mut(&m.id) {
+                        a.entry(topic.clone()).or_default().insert(p);
+                    }
+                    if let Some(c) = count.get_mut(&m.id) {
+                        *c += 1;
+                    }
+                }
+                _ => unassigned.push(p),
+            }
+        }
+        for p in unassigned {
+            let Some(m) = eligible.iter().min_by_key(|m| {
+                let per_topic = target
+                    .get(&m.id)
+                    .and_then(|a| a.get(topic))
+                    .map_or(0, BTreeSet::len);
+                (
+                    per_topic,
+                    count.get(&m.id).copied().unwrap_or(0),
+                    m.id.clone(),
+                )
+            }) else {
+                continue;
+            };
+            if let Some(a) = target.get_mut(&m.id) {
+                a.entry(topic.clone()).or_default().insert(p);
+            }
+            if let Some(c) = count.get_mut(&m.id) {
+                *c += 1;
+            }
+        }
+    }
+    target
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn partitions_of(t: &str) -> Option<i32> {
+        match t {
+            "orders" => Some(6),
+            "audit" => Some(2),
+            _ => None,
+        }
+    }
+
+    fn topics() -> Vec<String> {
+        vec!["orders".into(), "audit".into()]
+    }
+
+    fn hb(
+        g: &mut ConsumerGroup,
+        member: &str,
+        epoch: i32,
+        owned: Option<Assignment>,
+    ) -> HeartbeatReply {
+        let req = Heartbeat {
+            group_id: g.id.clone(),
+            member_id: member.into(),
+            member_epoch: epoch,
+            rebalance_timeout_ms: 30_000,
+            subscribed_topic_names: (epoch == 0).then(|| vec!["orders".to_string()]),
+            owned,
+            ..Heartbeat::default()
+        };
+        g.heartbeat(
+            req,
+            &ConsumerGroupConfig::default(),
+            &partitions_of,
+            &topics,
+            1_000,
+        )
+    }
+
+    fn count(a: &Assignment) -> usize {
+        a.values().map(BTreeSet::len).sum()
+    }
+
+    #[test]
+    fn members_share_partitions_and_revoke_before_others_take_them() {
+        let mut g = ConsumerGroup::new("g");
+        let a = hb(&mut g, "a", 0, None);
+        assert_eq!(a.error, None);
+        let a_assigned = a.assignment.expect("an assignment");
+        assert_eq!(count(&a_assigned), 6, "alone, it gets all six");
+        assert_eq!(g.state(), "Stable");
+
+        // b joins: a must give up three before b gets them.
+        let b = hb(&mut g, "b", 0, None);
+        assert_eq!(
+            count(&b.assignment.clone().unwrap_or_default()),
+            0,
+            "nothing free yet"
+        );
+        assert_eq!(g.state(), "Reconciling");
+        let a2 = hb(&mut g, "a", a.member_epoch, Some(a_assigned.clone()));
+        let kept = a2.assignment.expect("a's reduced assignment");
+        assert_eq!(count(&kept), 3);
+        assert_eq!(
+            a2.member_epoch, a.member_epoch,
+            "epoch held until it releases"
+        );
+        // a releases; it moves to the new epoch; b then gets the three.
+        let a3 = hb(&mut g, "a", a.member_epoch, Some(kept.clone()));
+        assert!(a3.member_epoch > a.member_epoch);
+        let b2 = hb(&mut g, "b", b.member_epoch, Some(Assignment::new()));
+        let b_assigned = b2.assignment.expect("b's partitions");
+        assert_eq!(count(&b_assigned), 3);
+        assert!(
+            intersect(&kept, &b_assigned).is_empty(),
+            "no partition twice"
+        );
+        assert_eq!(g.state(), "Stable");
+
+        // A stale epoch is fenced; an unknown member is unknown; leaving rebalances.
+        let stale = hb(&mut g, "b", b2.member_epoch + 5, None);
+        assert_eq!(
+            stale.error.map(|e| e.0),
+            Some(ResponseError::FencedMemberEpoch)
+        );
+        let unknown = hb(&mut g, "zed", 3, None);
+        assert_eq!(
+            unknown.error.map(|e| e.0),
+            Some(ResponseError::UnknownMemberId)
+        );
+        assert_eq!(hb(&mut g, "b", LEAVE_EPOCH, None).member_epoch, LEAVE_EPOCH);
+        let a4 = hb(&mut g, "a", a3.member_epoch, Some(kept));
+        assert_eq!(count(&a4.assignment.expect("all again")), 6);
+    }
+
+    #[test]
+    fn commits_check_member_and_epoch() {
+        let mut g = ConsumerGroup::new("g");
+        let a = hb(&mut g, "a", 0, None);
+        assert_eq!(g.check_commit("a", a.member_epoch), Ok(()));
+        assert_eq!(
+            g.check_commit("a", a.member_epoch + 1),
+            Err(ResponseError::StaleMemberEpoch)
+        );
+        assert_eq!(g.check_commit("x", 1), Err(ResponseError::UnknownMemberId));
+        assert_eq!(g.check_commit("", -1), Err(ResponseError::UnknownMemberId));
+        hb(&mut g, "a", LEAVE_EPOCH, None);
+        assert_eq!(
+            g.check_commit("", -1),
+            Ok(()),
+            "an empty group takes anyone's commits"
+        );
+    }
+
+    #[test]
+    fn silent_members_and_slow_revokers_are_removed() {
+        let mut g = ConsumerGroup::new("g");
+        let config = ConsumerGroupConfig::default();
+        hb(&mut g, "a", 0, None);
+        hb(&mut g, "b", 0, None);
+        assert!(g
+            .expire(&config, 1_000 + config.session_timeout_ms)
+            .is_empty());
+        let gone = g.expire(&config, 1_001 + config.session_timeout_ms);
+        assert_eq!(gone.len(), 2);
+        assert_eq!(g.state(), "Empty");
+    }
+
+    #[test]
+    fn range_and_regex_subscriptions() {
+        let mut g = ConsumerGroup::new("g");
+        let config = ConsumerGroupConfig::default();
+        let join = |g: &mut ConsumerGroup, id: &str| {
+            g.heartbeat(
+                Heartbeat {
+                    member_id: id.into(),
+                    rebalance_timeout_ms: 1_000,
+                    subscribed_topic_regex: Some("ord.*|aud.t".into()),
+                    server_assignor: Some("range".into()),
+                    ..Heartbeat::default()
+                },
+                &config,
+                &partitions_of,
+                &topics,
+                1_000,
+            )
+        };
+        let a = join(&mut g, "a");
+        let a_all = a.assignment.expect("assignment");
+        assert_eq!(a_all.keys().collect::<Vec<_>>(), ["audit", "orders"]);
+        join(&mut g, "b");
+        assert_eq!(
+            g.target["a"]["orders"].iter().copied().collect::<Vec<_>>(),
+            vec![0, 1, 2],
+            "range: a contiguous half"
+        );
+        let bad = g.heartbeat(
+            Heartbeat {
+                member_id: "c".into(),
+                subscribed_topic_regex: Some("(".into()),
+                ..Heartbeat::default()
+            },
+            &config,
+            &partitions_of,
+            &topics,
+            1_000,
+        );
+        assert_eq!(
+            bad.error.map(|e| e.0),
+            Some(ResponseError::InvalidRegularExpression)
+        );
+    }
+}

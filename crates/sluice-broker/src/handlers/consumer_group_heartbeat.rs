@@ -1,0 +1,167 @@
+//! ConsumerGroupHeartbeat (KIP-848): join, stay in, and leave a group of the new protocol;
+//! the answer carries the member's epoch and, when it changed, its assignment. The group's
+//! logic is in `group/consumer.rs`; here requests are checked as Kafka checks them and topic
+//! ids are translated.
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::consumer_group_heartbeat_response::{Assignment, TopicPartitions};
+use kafka_protocol::messages::{
+    ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, ResponseKind,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use crate::broker::Broker;
+use crate::group::consumer::{self, Heartbeat, LEAVE_EPOCH, STATIC_LEAVE_EPOCH};
+
+fn refuse(error: ResponseError, message: &str) -> ResponseKind {
+    ResponseKind::ConsumerGroupHeartbeat(
+        ConsumerGroupHeartbeatResponse::default()
+            .with_error_code(error.code())
+            .with_error_message(Some(StrBytes::from_string(message.to_string())))
+            .with_member_epoch(-1),
+    )
+}
+
+/// Kafka's checks of a heartbeat's fields, before the group sees it.
+fn invalid(request: &ConsumerGroupHeartbeatRequest, version: i16) -> Option<&'static str> {
+    let joining = request.member_epoch == 0;
+    if request.group_id.is_empty() {
+        return Some("GroupId can't be empty.");
+    }
+    if request.instance_id.as_ref().is_some_and(|i| i.is_empty()) {
+        return Some("InstanceId can't be empty.");
+    }
+    if request.member_epoch < STATIC_LEAVE_EPOCH {
+        return Some("MemberEpoch is invalid.");
+    }
+    if request.member_id.is_empty() && (version >= 1 || !joining) {
+        return Some("MemberId can't be empty.");
+    }
+    if joining {
+        if request.rebalance_timeout_ms <= 0 {
+            return Some("RebalanceTimeoutMs must be provided in first request.");
+        }
+        if request
+            .topic_partitions
+            .as_ref()
+            .is_none_or(|t| !t.is_empty())
+        {
+            return Some("TopicPartitions must be empty when (re-)joining.");
+        }
+        let names = request
+            .subscribed_topic_names
+            .as_ref()
+            .is_some_and(|n| !n.is_empty());
+        if !names && request.subscribed_topic_regex.is_none() {
+            return Some(
+                "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.",
+            );
+        }
+    }
+    None
+}
+
+pub fn handle(
+    broker: &Broker,
+    request: ConsumerGroupHeartbeatRequest,
+    version: i16,
+    client_id: &str,
+    client_host: &str,
+) -> ResponseKind {
+    if let Some(message) = invalid(&request, version) {
+        return refuse(ResponseError::InvalidRequest, message);
+    }
+    if let Some(assignor) = request.server_assignor.as_deref() {
+        if !consumer::ASSIGNORS.contains(&assignor) {
+            return refuse(
+                ResponseError::UnsupportedAssignor,
+                &format!(
+                    "assignor '{assignor}' is not one of {:?}",
+                    consumer::ASSIGNORS
+                ),
+            );
+        }
+    }
+    let topics = broker.topics();
+    let member_id = if request.member_id.is_empty() {
+        uuid::Uuid::new_v4().to_string()
+    } else {
+        request.member_id.to_string()
+    };
+    let owned = request.topic_partitions.as_ref().map(|parts| {
+        let mut owned = consumer::Assignment::new();
+        for tp in parts {
+            if let Some(t) = topics.get_by_id(tp.topic_id) {
+                owned
+                    .entry(t.name.to_string())
+                    .or_default()
+                    .extend(tp.partitions.iter().copied());
+            }
+        }
+        owned
+    });
+    let heartbeat = Heartbeat {
+        group_id: request.group_id.to_string(),
+        member_id,
+        member_epoch: request.member_epoch,
+        instance_id: request.instance_id.as_ref().map(|s| s.to_string()),
+        rack_id: request.rack_id.as_ref().map(|s| s.to_string()),
+        rebalance_timeout_ms: request.rebalance_timeout_ms,
+        subscribed_topic_names: request
+            .subscribed_topic_names
+            .as_ref()
+            .map(|names| names.iter().map(|n| n.to_string()).collect()),
+        subscribed_topic_regex: request
+            .subscribed_topic_regex
+            .as_ref()
+            .map(|r| r.to_string()),
+        server_assignor: request.server_assignor.as_ref().map(|a| a.to_string()),
+        owned,
+        client_id: client_id.to_string(),
+        client_host: client_host.to_string(),
+    };
+    let partitions_of = |name: &str| {
+        (!crate::topics::is_internal(name))
+            .then(|| topics.get(name).map(|t| t.partition_count()))
+            .flatten()
+    };
+    let all_topics = || {
+        topics
+            .list()
+            .iter()
+            .filter(|t| !crate::topics::is_internal(&t.name))
+            .map(|t| t.name.to_string())
+            .collect()
+    };
+    let groups = &broker.groups;
+    let mut coordinator = groups.coordinator.lock();
+    let interval = coordinator.config.consumer.heartbeat_interval_ms;
+    let reply =
+        coordinator.consumer_heartbeat(heartbeat, &partitions_of, &all_topics, groups.now_ms());
+    drop(coordinator);
+    if let Some((error, message)) = reply.error {
+        return refuse(error, &message);
+    }
+    let leaving = reply.member_epoch == LEAVE_EPOCH || reply.member_epoch == STATIC_LEAVE_EPOCH;
+    let assignment = reply.assignment.map(|a| {
+        Assignment::default().with_topic_partitions(
+            a.into_iter()
+                .filter_map(|(name, partitions)| {
+                    let topic = topics.get(&name)?;
+                    Some(
+                        TopicPartitions::default()
+                            .with_topic_id(topic.id)
+                            .with_partitions(partitions.into_iter().collect()),
+                    )
+                })
+                .collect(),
+        )
+    });
+    ResponseKind::ConsumerGroupHeartbeat(
+        ConsumerGroupHeartbeatResponse::default()
+            .with_member_id(Some(StrBytes::from_string(reply.member_id)))
+            .with_member_epoch(reply.member_epoch)
+            .with_heartbeat_interval_ms(if leaving { 0 } else { interval })
+            .with_assignment(assignment),
+    )
+}

@@ -1,0 +1,83 @@
+"""The new consumer group protocol (KIP-848, `group.protocol=consumer`) with librdkafka: the
+broker assigns, members share partitions without a stop-the-world rebalance, a member that
+leaves hands its partitions over at once and one that dies after the session timeout, commits
+carry the member epoch, and tools list and describe the group."""
+
+import json
+import time
+import urllib.request
+
+from confluent_kafka import ConsumerGroupType, Consumer, KafkaError
+from confluent_kafka.admin import AdminClient
+from kafka import KafkaConsumer
+from kafka.structs import TopicPartition
+
+from conftest import wait_until
+from broker.clients import create_topic
+from .test_groups import Member, members, produce, values, wait_for_assignments  # noqa: F401
+
+FAST = ["--group-consumer-heartbeat-interval-ms", "300", "--group-consumer-session-timeout-ms", "3000"]
+
+
+def test_members_share_partitions_and_take_over(start_broker, members, tmp_path):  # noqa: F811
+    broker = start_broker(FAST)
+    create_topic(broker.bootstrap, "kip848", 6)
+    for i in range(3):
+        members.append(Member(broker, "g848", "kip848", tmp_path / f"m{i}", protocol="consumer"))
+    assert wait_for_assignments(members, [2, 2, 2]) == [0, 1, 2, 3, 4, 5]
+    produce(broker.bootstrap, "kip848", 0, 20_000)
+    wait_until(lambda: sum(len(m.records()) for m in members) >= 20_000, 60, "all records consumed")
+    got = [v for m in members for v in values(m.records())]
+    assert sorted(got) == list(range(20_000)), "every record exactly once across the group"
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    listed = {g.group_id: g for g in admin.list_consumer_groups().result(10).valid}
+    assert listed["g848"].type == ConsumerGroupType.CONSUMER, listed["g848"]
+    described = admin.describe_consumer_groups(["g848"])["g848"].result(10)
+    assert len(described.members) == 3, described
+    assigned = sorted(tp.partition for m in described.members for tp in m.assignment.topic_partitions)
+    assert assigned == [0, 1, 2, 3, 4, 5], "the group's description shows the broker's assignment"
+    status = json.load(urllib.request.urlopen(broker.admin_url + "/api/groups/g848", timeout=5))
+    assert status["state"] == "Stable" and len(status["members"]) == 3, "and so does the console's API"
+
+    # A member that leaves (close) hands over at once; one that dies, after the session timeout.
+    leaving, dying, staying = members
+    leaving.stop()
+    wait_for_assignments([dying, staying], [3, 3], timeout=10)
+    died_at = time.time()
+    dying.kill()
+    wait_for_assignments([staying], [6], timeout=20)
+    assert time.time() - died_at >= 2.5, "not before the session timeout"
+    produce(broker.bootstrap, "kip848", 20_000, 5_000)
+    wait_until(lambda: set(range(20_000, 25_000)) <= set(values(staying.records())), 60,
+               "the survivor reads the new records of all six partitions")
+    every = {v for m in members for v in values(m.records())}
+    assert every == set(range(25_000)), "nothing lost across the hand-overs"
+
+    # Commits carried the member epoch and were taken: the committed offsets are the ends.
+    staying.stop()
+    c = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id="g848", enable_auto_commit=False)
+    try:
+        tps = [TopicPartition("kip848", p) for p in range(6)]
+        ends = c.end_offsets(tps)
+        assert {tp: c.committed(tp) for tp in tps} == ends
+    finally:
+        c.close()
+
+
+def test_bad_requests_get_kafkas_errors(start_broker):
+    broker = start_broker(FAST)
+    create_topic(broker.bootstrap, "kip848-bad", 1)
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "g-bad", "group.protocol": "consumer",
+                  "group.remote.assignor": "bogus"})
+    c.subscribe(["kip848-bad"])
+    fatal = None
+    deadline = time.time() + 10
+    while fatal is None and time.time() < deadline:
+        m = c.poll(0.2)
+        if m is not None and m.error():
+            fatal = m.error()
+    c.close()
+    # librdkafka raises the broker's UNSUPPORTED_ASSIGNOR as a fatal error naming it.
+    assert fatal is not None and fatal.code() == KafkaError._FATAL, fatal
+    assert "assignor" in fatal.str() and "not supported" in fatal.str()
