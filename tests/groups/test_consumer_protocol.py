@@ -81,3 +81,17 @@ def test_bad_requests_get_kafkas_errors(start_broker):
     # librdkafka raises the broker's UNSUPPORTED_ASSIGNOR as a fatal error naming it.
     assert fatal is not None and fatal.code() == KafkaError._FATAL, fatal
     assert "assignor" in fatal.str() and "not supported" in fatal.str()
+
+
+def test_java_consumer_with_the_new_protocol(start_broker):
+    """The Java client 4.3.1 with group.protocol=consumer (see GroupSmoke.java): every record
+    once across members joining mid-stream, commits with member epochs, committed = ends."""
+    import subprocess
+    from conftest import ROOT
+    broker = start_broker(FAST)
+    subprocess.run([str(ROOT / "scripts" / "java-env")], check=True, timeout=600)
+    java = ROOT / "tests" / "java"
+    r = subprocess.run(["java", "-cp", f"{java / 'lib'}/*:{java}", "GroupSmoke", broker.bootstrap],
+                       capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert r.stdout.startswith("OK 4000"), r.stdout

@@ -11,6 +11,10 @@
 //! 2. then its epoch becomes the assignment epoch and it gets the new partitions, except those
 //!    another member has not released yet, which follow on a later heartbeat.
 //!
+//! Each partition a member holds remembers the epoch it was given at (KIP-1251), so that a
+//! commit carrying an older member epoch is still taken for partitions the member has held
+//! since then: a client's commit may race with the heartbeat that bumped its epoch.
+//!
 //! A member that stops heartbeating for the session timeout, or does not release partitions
 //! within its rebalance timeout, is removed. Membership is kept in memory only: after a broker
 //! restart members are unknown, and clients rejoin (their committed offsets are kept in
@@ -85,6 +89,8 @@ pub struct Member {
     pub revoking: Assignment,
     /// When it must have released `revoking`.
     pub revoke_deadline_ms: Option<i64>,
+    /// The epoch at which each held (assigned or revoking) partition was given.
+    pub assignment_epochs: BTreeMap<(String, i32), i32>,
     pub last_heartbeat_ms: i64,
     /// The assignment last sent, to answer `None` when it did not change.
     sent: Option<(i32, Assignment)>,
@@ -269,6 +275,7 @@ impl ConsumerGroup {
                     assigned: Assignment::new(),
                     revoking: Assignment::new(),
                     revoke_deadline_ms: None,
+                    assignment_epochs: BTreeMap::new(),
                     last_heartbeat_ms: now_ms,
                     sent: None,
                 },
@@ -332,6 +339,9 @@ impl ConsumerGroup {
         // What the member reports owning tells which revocations it has completed.
         if let Some(owned) = &req.owned {
             if !member.revoking.is_empty() && intersect(owned, &member.revoking).is_empty() {
+                for released in pairs(&member.revoking) {
+                    member.assignment_epochs.remove(&released);
+                }
                 member.revoking.clear();
                 member.revoke_deadline_ms = None;
             }
@@ -385,14 +395,18 @@ impl ConsumerGroup {
             member.revoke_deadline_ms = Some(now_ms + member.rebalance_timeout_ms.max(1));
             return;
         }
-        let free =
-            from_pairs(pairs(&minus(&target, &member.assigned)).filter(|p| !held.contains(p)));
-        for (t, ps) in free {
-            member.assigned.entry(t).or_default().extend(ps);
-        }
         if member.epoch != assignment_epoch {
             member.previous_epoch = member.epoch;
             member.epoch = assignment_epoch;
+        }
+        let free: Vec<(String, i32)> = pairs(&minus(&target, &member.assigned))
+            .filter(|p| !held.contains(p))
+            .collect();
+        for (t, p) in free {
+            member
+                .assignment_epochs
+                .insert((t.clone(), p), member.epoch);
+            member.assigned.entry(t).or_default().insert(p);
         }
     }
 
@@ -445,19 +459,36 @@ impl ConsumerGroup {
         gone
     }
 
-    /// Checks an offset commit's member and epoch (OffsetCommit v9+, TxnOffsetCommit): an
-    /// empty group takes commits from anyone, as Kafka's does.
-    pub fn check_commit(&self, member_id: &str, epoch: i32) -> Result<(), ResponseError> {
+    /// Checks an offset commit's member and epoch (OffsetCommit v9+, TxnOffsetCommit) for
+    /// `partitions`: an empty group takes commits from anyone, as Kafka's does; an older epoch
+    /// is taken for partitions the member has held since that epoch (KIP-1251).
+    pub fn check_commit(
+        &self,
+        member_id: &str,
+        epoch: i32,
+        partitions: &[(&str, i32)],
+    ) -> Result<(), ResponseError> {
         if self.members.is_empty() && (member_id.is_empty() || epoch < 0) {
             return Ok(());
         }
         let Some(member) = self.members.get(member_id) else {
             return Err(ResponseError::UnknownMemberId);
         };
-        if epoch != member.epoch {
-            return Err(ResponseError::StaleMemberEpoch);
+        if epoch == member.epoch {
+            return Ok(());
         }
-        Ok(())
+        let held_since_then = epoch < member.epoch
+            && partitions.iter().all(|(t, p)| {
+                member
+                    .assignment_epochs
+                    .get(&(t.to_string(), *p))
+                    .is_some_and(|given| *given <= epoch)
+            });
+        if held_since_then {
+            Ok(())
+        } else {
+            Err(ResponseError::StaleMemberEpoch)
+        }
     }
 }
 
@@ -652,16 +683,43 @@ mod tests {
     fn commits_check_member_and_epoch() {
         let mut g = ConsumerGroup::new("g");
         let a = hb(&mut g, "a", 0, None);
-        assert_eq!(g.check_commit("a", a.member_epoch), Ok(()));
+        let first = a.member_epoch;
+        let p0 = [("orders", 0)];
+        assert_eq!(g.check_commit("a", first, &p0), Ok(()));
         assert_eq!(
-            g.check_commit("a", a.member_epoch + 1),
+            g.check_commit("a", first + 1, &p0),
             Err(ResponseError::StaleMemberEpoch)
         );
-        assert_eq!(g.check_commit("x", 1), Err(ResponseError::UnknownMemberId));
-        assert_eq!(g.check_commit("", -1), Err(ResponseError::UnknownMemberId));
-        hb(&mut g, "a", LEAVE_EPOCH, None);
         assert_eq!(
-            g.check_commit("", -1),
+            g.check_commit("x", 1, &p0),
+            Err(ResponseError::UnknownMemberId)
+        );
+        assert_eq!(
+            g.check_commit("", -1, &p0),
+            Err(ResponseError::UnknownMemberId)
+        );
+        // b joins and a gives up half: a's epoch moves on, yet a commit with its first epoch
+        // is taken for a partition it has kept since then, and refused for one it gave up.
+        hb(&mut g, "b", 0, None);
+        let owned = g.members["a"].assigned.clone();
+        hb(&mut g, "a", first, Some(owned));
+        let kept = g.members["a"].assigned.clone();
+        let a2 = hb(&mut g, "a", first, Some(kept.clone()));
+        assert!(a2.member_epoch > first);
+        let kept_orders = kept["orders"].clone();
+        let kept_p = *kept_orders.iter().next().expect("a keeps some");
+        assert_eq!(g.check_commit("a", first, &[("orders", kept_p)]), Ok(()));
+        let given_up = (0..6)
+            .find(|p| !kept_orders.contains(p))
+            .expect("one given up");
+        assert_eq!(
+            g.check_commit("a", first, &[("orders", given_up)]),
+            Err(ResponseError::StaleMemberEpoch)
+        );
+        hb(&mut g, "a", LEAVE_EPOCH, None);
+        hb(&mut g, "b", LEAVE_EPOCH, None);
+        assert_eq!(
+            g.check_commit("", -1, &p0),
             Ok(()),
             "an empty group takes anyone's commits"
         );

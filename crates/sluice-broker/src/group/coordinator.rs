@@ -613,8 +613,9 @@ impl Coordinator {
         records
     }
 
-    /// Checks an OffsetCommit against the group: a group with members takes commits only from
-    /// a member of the current generation; an empty or unknown group takes them from anyone
+    /// Checks an OffsetCommit of `partitions` against the group: a group with members takes
+    /// commits only from a member of the current generation (for a group of the new protocol,
+    /// see `ConsumerGroup::check_commit`); an empty or unknown group takes them from anyone
     /// (generation -1, a standalone consumer).
     pub fn check_commit(
         &self,
@@ -622,13 +623,14 @@ impl Coordinator {
         generation: i32,
         member_id: &str,
         instance_id: Option<&str>,
+        partitions: &[(&str, i32)],
     ) -> Result<(), ResponseError> {
         if group_id.is_empty() {
             return Err(ResponseError::InvalidGroupId);
         }
         if let Some(group) = self.consumer_groups.get(group_id) {
             // OffsetCommit v9+ and TxnOffsetCommit carry the member epoch here.
-            return group.check_commit(member_id, generation);
+            return group.check_commit(member_id, generation, partitions);
         }
         let Some(group) = self.groups.get(group_id).filter(|g| !g.members.is_empty()) else {
             return if generation < 0 || member_id.is_empty() {
@@ -1078,17 +1080,17 @@ mod tests {
             c.heartbeat("g", 1, "stranger", None, 100),
             Err(ResponseError::UnknownMemberId)
         );
-        assert_eq!(c.check_commit("g", 1, &id, None), Ok(()));
+        assert_eq!(c.check_commit("g", 1, &id, None, &[]), Ok(()));
         assert_eq!(
-            c.check_commit("g", 0, &id, None),
+            c.check_commit("g", 0, &id, None, &[]),
             Err(ResponseError::IllegalGeneration)
         );
         assert_eq!(
-            c.check_commit("g", 1, "stranger", None),
+            c.check_commit("g", 1, "stranger", None, &[]),
             Err(ResponseError::UnknownMemberId)
         );
         assert_eq!(
-            c.check_commit("other", -1, "", None),
+            c.check_commit("other", -1, "", None, &[]),
             Ok(()),
             "standalone commits to an empty group"
         );
@@ -1207,7 +1209,7 @@ mod tests {
             "the replaced member is fenced"
         );
         assert_eq!(
-            c.check_commit("g", 1, &first.member_id, Some("i1")),
+            c.check_commit("g", 1, &first.member_id, Some("i1"), &[]),
             Err(ResponseError::FencedInstanceId)
         );
         assert_eq!(
@@ -1219,7 +1221,7 @@ mod tests {
             Err(ResponseError::FencedInstanceId)
         );
         assert_eq!(
-            c.check_commit("g", 1, &again.member_id, Some("i2")),
+            c.check_commit("g", 1, &again.member_id, Some("i2"), &[]),
             Err(ResponseError::FencedInstanceId)
         );
         let r = now(c.sync("g", 1, &again.member_id, Some("i1"), vec![]).0);

@@ -18,11 +18,21 @@ pub fn handle(broker: &Broker, request: OffsetCommitRequest, _version: i16) -> R
     let now = groups.now_ms();
     let max_metadata = groups.coordinator.lock().config.max_metadata_bytes;
     let mut coordinator = groups.coordinator.lock();
+    let committed: Vec<(&str, i32)> = request
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(move |p| (t.name.as_str(), p.partition_index))
+        })
+        .collect();
     let group_error = coordinator.check_commit(
         &request.group_id,
         request.generation_id_or_member_epoch,
         &request.member_id,
         request.group_instance_id.as_deref(),
+        &committed,
     );
     let mut records = Vec::new();
     let topics: Vec<OffsetCommitResponseTopic> = request

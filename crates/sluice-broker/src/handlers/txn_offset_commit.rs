@@ -48,11 +48,21 @@ pub fn handle(broker: &Broker, request: TxnOffsetCommitRequest, version: i16) ->
     let group_error = if request.group_id.is_empty() {
         Err(ResponseError::InvalidGroupId)
     } else if version >= 3 {
+        let committed: Vec<(&str, i32)> = request
+            .topics
+            .iter()
+            .flat_map(|t| {
+                t.partitions
+                    .iter()
+                    .map(move |p| (t.name.as_str(), p.partition_index))
+            })
+            .collect();
         broker.groups.coordinator.lock().check_commit(
             &request.group_id,
             request.generation_id,
             &request.member_id,
             request.group_instance_id.as_deref(),
+            &committed,
         )
     } else {
         Ok(())
