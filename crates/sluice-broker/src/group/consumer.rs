@@ -363,7 +363,14 @@ impl ConsumerGroup {
             return HeartbeatReply::error(ResponseError::UnknownMemberId, "member left", &id);
         };
         let now = (member.epoch, member.assigned.clone());
-        let assignment = if member.sent.as_ref() == Some(&now) {
+        // Sent again when the member shows it missed an answer: it still names an older
+        // epoch, or reports owning something else than it was given.
+        let missed = req.member_epoch != member.epoch
+            || req
+                .owned
+                .as_ref()
+                .is_some_and(|o| o != &member.assigned && member.revoking.is_empty());
+        let assignment = if member.sent.as_ref() == Some(&now) && !missed {
             None
         } else {
             member.sent = Some(now);
@@ -723,6 +730,18 @@ mod tests {
             Ok(()),
             "an empty group takes anyone's commits"
         );
+    }
+
+    #[test]
+    fn a_member_that_missed_an_answer_gets_its_assignment_again() {
+        let mut g = ConsumerGroup::new("g");
+        let a = hb(&mut g, "a", 0, None);
+        let given = a.assignment.expect("first assignment");
+        let same = hb(&mut g, "a", a.member_epoch, Some(given.clone()));
+        assert_eq!(same.assignment, None, "unchanged: not repeated");
+        // The member reports owning nothing (it lost the answer and rejoined its state).
+        let again = hb(&mut g, "a", a.member_epoch, Some(Assignment::new()));
+        assert_eq!(again.assignment, Some(given));
     }
 
     #[test]
