@@ -309,11 +309,7 @@ impl Broker {
                     instance_id: m.instance_id.clone(),
                     client_id: m.client_id.clone(),
                     client_host: m.client_host.clone(),
-                    assignment: m
-                        .assigned
-                        .iter()
-                        .map(|(t, ps)| (t.clone(), ps.iter().copied().collect()))
-                        .collect(),
+                    assignment: m.assigned_list(),
                 })
                 .collect();
             return Some(GroupStatus {

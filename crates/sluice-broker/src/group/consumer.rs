@@ -97,6 +97,14 @@ pub struct Member {
 }
 
 impl Member {
+    /// Its partitions as (topic, partitions), in order.
+    pub fn assigned_list(&self) -> Vec<(String, Vec<i32>)> {
+        self.assigned
+            .iter()
+            .map(|(t, ps)| (t.clone(), ps.iter().copied().collect()))
+            .collect()
+    }
+
     fn subscribes_to(&self, topic: &str) -> bool {
         self.subscribed_topic_names.iter().any(|t| t == topic)
             || self
