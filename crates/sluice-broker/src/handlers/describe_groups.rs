@@ -29,11 +29,6 @@ pub fn handle(broker: &Broker, request: DescribeGroupsRequest, version: i16) -> 
                             .members
                             .values()
                             .map(|m| {
-                                let assigned: Vec<(String, Vec<i32>)> = m
-                                    .assigned
-                                    .iter()
-                                    .map(|(t, ps)| (t.clone(), ps.iter().copied().collect()))
-                                    .collect();
                                 DescribedGroupMember::default()
                                     .with_member_id(str_bytes(&m.id))
                                     .with_group_instance_id(
@@ -43,7 +38,7 @@ pub fn handle(broker: &Broker, request: DescribeGroupsRequest, version: i16) -> 
                                     .with_client_host(str_bytes(&m.client_host))
                                     .with_member_assignment(
                                         sluice_wire::consumer_protocol::encode_assignment(
-                                            &assigned,
+                                            &m.assigned_list(),
                                         ),
                                     )
                             })
