@@ -37,7 +37,6 @@ pub struct Heartbeat {
     pub member_id: String,
     pub member_epoch: i32,
     pub instance_id: Option<String>,
-    pub rack_id: Option<String>,
     pub rebalance_timeout_ms: i32,
     /// `None`: unchanged since the last heartbeat.
     pub subscribed_topic_names: Option<Vec<String>>,
@@ -74,7 +73,6 @@ impl HeartbeatReply {
 pub struct Member {
     pub id: String,
     pub instance_id: Option<String>,
-    pub rack_id: Option<String>,
     pub client_id: String,
     pub client_host: String,
     pub epoch: i32,
@@ -126,8 +124,8 @@ pub struct ConsumerGroup {
     subscribed_metadata: BTreeMap<String, i32>,
 }
 
-/// The group's state as ListGroups and DescribeGroups name it.
 impl ConsumerGroup {
+    /// The group's state as ListGroups and DescribeGroups name it.
     pub fn state(&self) -> &'static str {
         if self.members.is_empty() {
             "Empty"
@@ -183,7 +181,6 @@ pub const ASSIGNORS: [&str; 2] = ["uniform", "range"];
 pub struct ConsumerGroupConfig {
     pub session_timeout_ms: i64,
     pub heartbeat_interval_ms: i32,
-    pub max_size: usize,
 }
 
 impl Default for ConsumerGroupConfig {
@@ -191,7 +188,6 @@ impl Default for ConsumerGroupConfig {
         ConsumerGroupConfig {
             session_timeout_ms: 45_000,
             heartbeat_interval_ms: 5_000,
-            max_size: usize::MAX,
         }
     }
 }
@@ -209,7 +205,6 @@ impl ConsumerGroup {
     pub fn heartbeat(
         &mut self,
         req: Heartbeat,
-        config: &ConsumerGroupConfig,
         partitions_of: &dyn Fn(&str) -> Option<i32>,
         topics: &dyn Fn() -> Vec<String>,
         now_ms: i64,
@@ -256,22 +251,11 @@ impl ConsumerGroup {
                     }
                 }
             }
-            if !self.members.contains_key(&id) && self.members.len() >= config.max_size {
-                return HeartbeatReply::error(
-                    ResponseError::GroupMaxSizeReached,
-                    format!(
-                        "group {} has its maximum of {} members",
-                        self.id, config.max_size
-                    ),
-                    &id,
-                );
-            }
             self.members.insert(
                 id.clone(),
                 Member {
                     id: id.clone(),
                     instance_id: req.instance_id.clone(),
-                    rack_id: req.rack_id.clone(),
                     client_id: req.client_id.clone(),
                     client_host: req.client_host.clone(),
                     epoch: 0,
@@ -452,8 +436,8 @@ impl ConsumerGroup {
             .collect()
     }
 
-    /// Removes members past their session timeout or their revocation deadline; true if the
-    /// group changed.
+    /// Removes members past their session timeout or their revocation deadline; returns
+    /// their ids.
     pub fn expire(&mut self, config: &ConsumerGroupConfig, now_ms: i64) -> Vec<String> {
         let gone: Vec<String> = self
             .members
@@ -629,13 +613,7 @@ mod tests {
             owned,
             ..Heartbeat::default()
         };
-        g.heartbeat(
-            req,
-            &ConsumerGroupConfig::default(),
-            &partitions_of,
-            &topics,
-            1_000,
-        )
+        g.heartbeat(req, &partitions_of, &topics, 1_000)
     }
 
     fn count(a: &Assignment) -> usize {
@@ -769,7 +747,6 @@ mod tests {
     #[test]
     fn range_and_regex_subscriptions() {
         let mut g = ConsumerGroup::new("g");
-        let config = ConsumerGroupConfig::default();
         let join = |g: &mut ConsumerGroup, id: &str| {
             g.heartbeat(
                 Heartbeat {
@@ -779,7 +756,6 @@ mod tests {
                     server_assignor: Some("range".into()),
                     ..Heartbeat::default()
                 },
-                &config,
                 &partitions_of,
                 &topics,
                 1_000,
@@ -800,7 +776,6 @@ mod tests {
                 subscribed_topic_regex: Some("(".into()),
                 ..Heartbeat::default()
             },
-            &config,
             &partitions_of,
             &topics,
             1_000,

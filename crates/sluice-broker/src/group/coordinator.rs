@@ -154,12 +154,11 @@ impl Coordinator {
             };
         }
         self.groups.remove(&req.group_id);
-        let config = self.config.consumer.clone();
         let group = self
             .consumer_groups
             .entry(req.group_id.clone())
             .or_insert_with(|| ConsumerGroup::new(&req.group_id));
-        group.heartbeat(req, &config, partitions_of, topics, now_ms)
+        group.heartbeat(req, partitions_of, topics, now_ms)
     }
 
     /// Every group id known, with members or only offsets.

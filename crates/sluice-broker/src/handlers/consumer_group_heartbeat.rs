@@ -105,7 +105,6 @@ pub fn handle(
         member_id,
         member_epoch: request.member_epoch,
         instance_id: request.instance_id.as_ref().map(|s| s.to_string()),
-        rack_id: request.rack_id.as_ref().map(|s| s.to_string()),
         rebalance_timeout_ms: request.rebalance_timeout_ms,
         subscribed_topic_names: request
             .subscribed_topic_names
