@@ -97,10 +97,13 @@ impl FetchSessions {
         &self,
         session_id: i32,
         epoch: i32,
-        wanted: Vec<(PartitionKey, FetchPosition)>,
+        wanted: &[(PartitionKey, FetchPosition)],
         forgotten: Vec<PartitionKey>,
         now_ms: i64,
     ) -> Plan {
+        if epoch == FINAL_EPOCH && session_id == 0 {
+            return Plan::Sessionless; // the common case of clients without sessions: no lock
+        }
         let mut inner = self.inner.lock();
         if epoch == FINAL_EPOCH || epoch == INITIAL_EPOCH {
             if session_id != 0 {
@@ -133,7 +136,7 @@ impl FetchSessions {
             session.order.retain(|k| partitions.contains_key(k));
         }
         for (key, position) in wanted {
-            session.add(key, position);
+            session.add(key.clone(), position.clone());
         }
         let partitions = session
             .order
@@ -213,7 +216,7 @@ impl FetchSessions {
 }
 
 impl Inner {
-    fn open(&mut self, wanted: Vec<(PartitionKey, FetchPosition)>, now_ms: i64) -> Option<i32> {
+    fn open(&mut self, wanted: &[(PartitionKey, FetchPosition)], now_ms: i64) -> Option<i32> {
         if self.sessions.len() >= MAX_SESSIONS {
             self.sessions
                 .retain(|_, s| now_ms.saturating_sub(s.last_used_ms) < IDLE_EVICTION_MS);
@@ -238,7 +241,7 @@ impl Inner {
             last_used_ms: now_ms,
         };
         for (key, position) in wanted {
-            session.add(key, position);
+            session.add(key.clone(), position.clone());
         }
         self.sessions.insert(id, session);
         Some(id)
@@ -330,7 +333,7 @@ mod tests {
             (key("t", 1), at(0)),
             (key("t", 2), at(0)),
         ];
-        let Plan::New(id) = s.begin(0, 0, all, vec![], now) else {
+        let Plan::New(id) = s.begin(0, 0, &all, vec![], now) else {
             panic!("a new session")
         };
         let mut r = response(&[(0, 5, true), (1, 0, false), (2, 0, false)]);
@@ -342,7 +345,7 @@ mod tests {
         assert_eq!(r.session_id, id);
 
         // Epoch 1: partition 0 moved on; only partition 2 has news (a higher watermark).
-        let Plan::Incremental(_, parts) = s.begin(id, 1, vec![(key("t", 0), at(5))], vec![], now)
+        let Plan::Incremental(_, parts) = s.begin(id, 1, &[(key("t", 0), at(5))], vec![], now)
         else {
             panic!("incremental")
         };
@@ -359,7 +362,7 @@ mod tests {
         assert_eq!(finish(&s, id, true, &mut r), vec![2]);
 
         // A forgotten partition is no longer read; stale and unknown sessions are refused.
-        let Plan::Incremental(_, parts) = s.begin(id, 2, vec![], vec![key("t", 1)], now) else {
+        let Plan::Incremental(_, parts) = s.begin(id, 2, &[], vec![key("t", 1)], now) else {
             panic!("incremental")
         };
         assert_eq!(
@@ -367,15 +370,15 @@ mod tests {
             vec![2, 0]
         );
         assert_eq!(
-            s.begin(id, 2, vec![], vec![], now),
+            s.begin(id, 2, &[], vec![], now),
             Plan::Refused(ResponseError::InvalidFetchSessionEpoch)
         );
         assert_eq!(
-            s.begin(id + 7, 1, vec![], vec![], now),
+            s.begin(id + 7, 1, &[], vec![], now),
             Plan::Refused(ResponseError::FetchSessionIdNotFound)
         );
         // Epoch -1 closes it.
-        assert_eq!(s.begin(id, -1, vec![], vec![], now), Plan::Sessionless);
+        assert_eq!(s.begin(id, -1, &[], vec![], now), Plan::Sessionless);
         assert!(s.is_empty());
     }
 
@@ -384,11 +387,11 @@ mod tests {
         let s = FetchSessions::default();
         let start = 1_000;
         for _ in 0..MAX_SESSIONS {
-            assert!(matches!(s.begin(0, 0, vec![], vec![], start), Plan::New(_)));
+            assert!(matches!(s.begin(0, 0, &[], vec![], start), Plan::New(_)));
         }
-        assert_eq!(s.begin(0, 0, vec![], vec![], start), Plan::Sessionless);
+        assert_eq!(s.begin(0, 0, &[], vec![], start), Plan::Sessionless);
         let later = start + IDLE_EVICTION_MS + 1;
-        assert!(matches!(s.begin(0, 0, vec![], vec![], later), Plan::New(_)));
+        assert!(matches!(s.begin(0, 0, &[], vec![], later), Plan::New(_)));
         assert_eq!(s.len(), 1, "the idle ones were evicted");
     }
 }

@@ -62,7 +62,7 @@ pub fn handle(broker: &Broker, request: FetchRequest, version: i16) -> Reply {
         broker.fetch_sessions.begin(
             request.session_id,
             request.session_epoch,
-            named.clone(),
+            &named,
             forgotten,
             broker.now_ms(),
         )
