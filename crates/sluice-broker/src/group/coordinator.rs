@@ -1048,6 +1048,40 @@ mod tests {
     }
 
     #[test]
+    fn the_two_protocols_do_not_share_a_live_group() {
+        let mut c = Coordinator::new(config());
+        let partitions = |_: &str| Some(3);
+        let topics = Vec::new;
+        let heartbeat = |member: &str| Heartbeat {
+            group_id: "g".into(),
+            member_id: member.into(),
+            rebalance_timeout_ms: 1_000,
+            subscribed_topic_names: Some(vec!["t".into()]),
+            ..Heartbeat::default()
+        };
+        // A classic group with a member keeps its id.
+        let (_classic, _rx) = new_member(&mut c, 0);
+        let refused = c.consumer_heartbeat(heartbeat("new"), &partitions, &topics, 0);
+        assert_eq!(
+            refused.error.map(|e| e.0),
+            Some(ResponseError::GroupIdNotFound)
+        );
+        // A new-protocol group with members refuses classic joins.
+        let mut c = Coordinator::new(config());
+        let joined = c.consumer_heartbeat(heartbeat("new"), &partitions, &topics, 0);
+        assert_eq!(joined.error, None);
+        assert_eq!(
+            now(c.join(join_req("", None), 0).0).error,
+            ResponseError::InconsistentGroupProtocol.code()
+        );
+        assert_eq!(
+            c.state_of("g"),
+            GroupState::Stable,
+            "not deletable while it has members"
+        );
+    }
+
+    #[test]
     fn one_member_joins_syncs_and_heartbeats() {
         let mut c = Coordinator::new(config());
         let (id, mut rx) = new_member(&mut c, 0);
