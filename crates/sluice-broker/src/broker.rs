@@ -316,7 +316,7 @@ impl Broker {
                 group: id.to_string(),
                 state: g.state(),
                 protocol_type: "consumer".to_string(),
-                protocol: Some("KIP-848".to_string()),
+                protocol: Some(g.assignor().to_string()),
                 generation: g.epoch,
                 members,
                 offsets: self.offset_statuses(&coordinator, id),

@@ -491,14 +491,19 @@ impl ConsumerGroup {
     }
 }
 
+impl ConsumerGroup {
+    /// The server-side assignor the group runs: the first member's choice, else `uniform`.
+    pub fn assignor(&self) -> &str {
+        self.members
+            .values()
+            .find_map(|m| m.server_assignor.as_deref())
+            .unwrap_or(ASSIGNORS[0])
+    }
+}
+
 /// The target assignment of every member at the group's current epoch.
 fn assign(group: &ConsumerGroup) -> BTreeMap<String, Assignment> {
-    let range = group
-        .members
-        .values()
-        .filter_map(|m| m.server_assignor.as_deref())
-        .next()
-        .is_some_and(|a| a == "range");
+    let range = group.assignor() == "range";
     let mut target: BTreeMap<String, Assignment> = group
         .members
         .keys()
