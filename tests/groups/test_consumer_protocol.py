@@ -35,6 +35,7 @@ def test_members_share_partitions_and_take_over(start_broker, members, tmp_path)
     assert listed["g848"].type == ConsumerGroupType.CONSUMER, listed["g848"]
     described = admin.describe_consumer_groups(["g848"])["g848"].result(10)
     assert len(described.members) == 3, described
+    assert described.type == ConsumerGroupType.CONSUMER, "described through ConsumerGroupDescribe"
     assigned = sorted(tp.partition for m in described.members for tp in m.assignment.topic_partitions)
     assert assigned == [0, 1, 2, 3, 4, 5], "the group's description shows the broker's assignment"
     status = json.load(urllib.request.urlopen(broker.admin_url + "/api/groups/g848", timeout=5))
@@ -95,3 +96,30 @@ def test_java_consumer_with_the_new_protocol(start_broker):
                        capture_output=True, text=True, timeout=240)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert r.stdout.startswith("OK 4000"), r.stdout
+
+
+def test_admin_tools_describe_both_kinds_of_group(start_broker):
+    """ConsumerGroupDescribe answers for a new-protocol group; a classic group gets
+    GROUP_ID_NOT_FOUND there and the admin client falls back to DescribeGroups, as with Kafka."""
+    broker = start_broker(FAST + ["--group-initial-rebalance-delay-ms", "0"])
+    create_topic(broker.bootstrap, "both", 4)
+    new = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "new", "group.protocol": "consumer"})
+    old = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "old"})
+    new.subscribe(["both"])
+    old.subscribe(["both"])
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+
+    def described():
+        new.poll(0.1)
+        old.poll(0.1)
+        out = {g: f.result(10) for g, f in admin.describe_consumer_groups(["new", "old"]).items()}
+        return out if all(len(d.members) == 1 and d.members[0].assignment.topic_partitions
+                          for d in out.values()) else None
+
+    groups = wait_until(described, 30, "both groups to have an assigned member")
+    assert groups["new"].type == ConsumerGroupType.CONSUMER
+    assert groups["old"].type == ConsumerGroupType.CLASSIC
+    for d in groups.values():
+        assert sorted(p.partition for p in d.members[0].assignment.topic_partitions) == [0, 1, 2, 3]
+    new.close()
+    old.close()

@@ -1,7 +1,8 @@
 // The Java consumer with the new group protocol (KIP-848, group.protocol=consumer) against
 // Sluice: two members of one group share a topic's partitions (assigned by the broker), read
 // every record once between them, commit with their member epoch, and a third member joining
-// takes partitions over without losing or repeating committed work.
+// takes partitions over without losing or repeating committed work; the Admin describes the
+// group (ConsumerGroupDescribe) while it runs.
 // Usage: java -cp lib/*:. GroupSmoke BOOTSTRAP; prints "OK <n>" or fails.
 
 import java.time.Duration;
@@ -48,7 +49,11 @@ public class GroupSmoke {
         Set<String> seen = ConcurrentHashMap.newKeySet();
         List<String> duplicates = Collections.synchronizedList(new ArrayList<>());
         Map<String, Set<Integer>> assigned = new ConcurrentHashMap<>();
-        ExecutorService pool = Executors.newFixedThreadPool(3);
+        ExecutorService pool = Executors.newFixedThreadPool(3, r -> {
+            Thread t = new Thread(r);
+            t.setDaemon(true); // a failed check in main must not leave the JVM running
+            return t;
+        });
         List<Future<?>> running = new ArrayList<>();
         CountDownLatch third = new CountDownLatch(1);
         for (int m = 0; m < 3; m++) {
@@ -76,6 +81,26 @@ public class GroupSmoke {
                 return null;
             }));
         }
+        // While the members run, the Admin describes the group through ConsumerGroupDescribe.
+        String describedAs = "never described";
+        try (Admin admin = Admin.create(Map.of("bootstrap.servers", bootstrap))) {
+            long until = System.currentTimeMillis() + 30_000;
+            while (System.currentTimeMillis() < until && seen.size() < count) {
+                ConsumerGroupDescription d;
+                try {
+                    d = admin.describeConsumerGroups(List.of("java-848")).all().get().get("java-848");
+                } catch (ExecutionException e) {
+                    Thread.sleep(50); // the group does not exist until its first member joins
+                    continue;
+                }
+                if (!d.members().isEmpty()) {
+                    describedAs = d.type() + " with " + d.members().size() + " member(s)";
+                    check(d.type() == org.apache.kafka.common.GroupType.CONSUMER, "group type " + d.type());
+                    break;
+                }
+                Thread.sleep(50);
+            }
+        }
         for (Future<?> f : running) f.get(90, TimeUnit.SECONDS);
         pool.shutdown();
         check(seen.size() == count, "all " + count + " records, got " + seen.size());
@@ -90,6 +115,7 @@ public class GroupSmoke {
                       "committed " + committed.get(tp) + " = end " + ends.get(tp) + " for " + tp);
             }
         }
-        System.out.println("OK " + seen.size() + " assignments " + assigned);
+        check(!describedAs.equals("never described"), "the Admin saw the group with members");
+        System.out.println("OK " + seen.size() + " assignments " + assigned + "; described as " + describedAs);
     }
 }

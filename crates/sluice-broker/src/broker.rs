@@ -63,6 +63,7 @@ pub fn api_table() -> ApiTable {
         r(ApiKey::SyncGroup, 0, 5),
         r(ApiKey::Heartbeat, 0, 4),
         r(ApiKey::ConsumerGroupHeartbeat, 0, 1),
+        r(ApiKey::ConsumerGroupDescribe, 0, 1),
         r(ApiKey::LeaveGroup, 0, 5),
         r(ApiKey::OffsetCommit, 2, 9),
         r(ApiKey::OffsetFetch, 1, 9),
@@ -599,6 +600,9 @@ impl Service for Broker {
                 version,
                 &client_id,
                 &format!("/{}", peer.addr.ip()),
+            ),
+            RequestKind::ConsumerGroupDescribe(req) => ready(
+                handlers::consumer_group_describe::handle(self, req, version),
             ),
             RequestKind::ConsumerGroupHeartbeat(req) => {
                 ready(handlers::consumer_group_heartbeat::handle(

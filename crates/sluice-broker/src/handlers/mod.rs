@@ -5,6 +5,7 @@ pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
 pub mod alter_configs;
 pub mod api_versions;
+pub mod consumer_group_describe;
 pub mod consumer_group_heartbeat;
 pub mod create_partitions;
 pub mod create_topics;
