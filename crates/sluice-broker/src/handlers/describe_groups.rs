@@ -29,18 +29,17 @@ pub fn handle(broker: &Broker, request: DescribeGroupsRequest, version: i16) -> 
                             .members
                             .values()
                             .map(|m| {
-                                DescribedGroupMember::default()
-                                    .with_member_id(str_bytes(&m.id))
-                                    .with_group_instance_id(
-                                        m.instance_id.as_ref().map(|i| str_bytes(i)),
-                                    )
-                                    .with_client_id(str_bytes(&m.client_id))
-                                    .with_client_host(str_bytes(&m.client_host))
-                                    .with_member_assignment(
-                                        sluice_wire::consumer_protocol::encode_assignment(
-                                            &m.assigned_list(),
-                                        ),
-                                    )
+                                member(
+                                    &m.id,
+                                    m.instance_id.as_deref(),
+                                    &m.client_id,
+                                    &m.client_host,
+                                )
+                                .with_member_assignment(
+                                    sluice_wire::consumer_protocol::encode_assignment(
+                                        &m.assigned_list(),
+                                    ),
+                                )
                             })
                             .collect(),
                     );
@@ -67,19 +66,32 @@ pub fn handle(broker: &Broker, request: DescribeGroupsRequest, version: i16) -> 
                         .members
                         .values()
                         .map(|m| {
-                            DescribedGroupMember::default()
-                                .with_member_id(str_bytes(&m.id))
-                                .with_group_instance_id(
-                                    m.instance_id.as_ref().map(|i| str_bytes(i)),
-                                )
-                                .with_client_id(str_bytes(&m.client_id))
-                                .with_client_host(str_bytes(&m.client_host))
-                                .with_member_metadata(m.metadata_for(&protocol))
-                                .with_member_assignment(m.assignment.clone())
+                            member(
+                                &m.id,
+                                m.instance_id.as_deref(),
+                                &m.client_id,
+                                &m.client_host,
+                            )
+                            .with_member_metadata(m.metadata_for(&protocol))
+                            .with_member_assignment(m.assignment.clone())
                         })
                         .collect(),
                 )
         })
         .collect();
     ResponseKind::DescribeGroups(DescribeGroupsResponse::default().with_groups(groups))
+}
+
+/// A member's identity, as both kinds of group show it.
+fn member(
+    id: &str,
+    instance_id: Option<&str>,
+    client_id: &str,
+    host: &str,
+) -> DescribedGroupMember {
+    DescribedGroupMember::default()
+        .with_member_id(str_bytes(id))
+        .with_group_instance_id(instance_id.map(str_bytes))
+        .with_client_id(str_bytes(client_id))
+        .with_client_host(str_bytes(host))
 }
