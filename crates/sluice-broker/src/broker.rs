@@ -3,10 +3,10 @@
 
 use std::sync::Arc;
 
-use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
+use kafka_protocol::messages::ApiKey;
 use serde::Serialize;
 use sluice_log::Clock;
-use sluice_wire::{ApiRange, ApiTable, Peer, Reply, Request, Service};
+use sluice_wire::{ApiTable, Peer, Reply, Request, Service};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::BrokerConfig;
@@ -36,50 +36,6 @@ impl std::fmt::Debug for Broker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Broker(node {})", self.config.node_id)
     }
-}
-
-/// The API versions Sluice implements; ApiVersions advertises exactly these. Each is the
-/// range current clients negotiate, capped where a later version needs something we lack.
-pub fn api_table() -> ApiTable {
-    let r = |key, min, max| ApiRange { key, min, max };
-    ApiTable::new(vec![
-        r(ApiKey::Produce, 3, 13),
-        r(ApiKey::Fetch, 4, 17),
-        r(ApiKey::ListOffsets, 1, 7),
-        r(ApiKey::Metadata, 0, 12),
-        r(ApiKey::ApiVersions, 0, 4),
-        r(ApiKey::CreateTopics, 2, 7),
-        r(ApiKey::DeleteTopics, 1, 6),
-        r(ApiKey::DeleteRecords, 0, 2),
-        r(ApiKey::DescribeConfigs, 1, 4),
-        r(ApiKey::AlterConfigs, 0, 2),
-        r(ApiKey::CreatePartitions, 0, 3),
-        r(ApiKey::IncrementalAlterConfigs, 0, 1),
-        r(ApiKey::DescribeCluster, 0, 2),
-        r(ApiKey::DescribeLogDirs, 1, 4),
-        r(ApiKey::InitProducerId, 0, 5),
-        r(ApiKey::FindCoordinator, 0, 6),
-        r(ApiKey::JoinGroup, 0, 9),
-        r(ApiKey::SyncGroup, 0, 5),
-        r(ApiKey::Heartbeat, 0, 4),
-        r(ApiKey::ConsumerGroupHeartbeat, 0, 1),
-        r(ApiKey::ConsumerGroupDescribe, 0, 1),
-        r(ApiKey::LeaveGroup, 0, 5),
-        r(ApiKey::OffsetCommit, 2, 9),
-        r(ApiKey::OffsetFetch, 1, 9),
-        r(ApiKey::DescribeGroups, 0, 5),
-        r(ApiKey::ListGroups, 0, 5),
-        r(ApiKey::DeleteGroups, 0, 2),
-        r(ApiKey::OffsetDelete, 0, 0),
-        r(ApiKey::AddPartitionsToTxn, 0, 5),
-        r(ApiKey::AddOffsetsToTxn, 0, 4),
-        r(ApiKey::EndTxn, 0, 5),
-        r(ApiKey::WriteTxnMarkers, 1, 1),
-        r(ApiKey::TxnOffsetCommit, 0, 5),
-        r(ApiKey::DescribeProducers, 0, 0),
-        r(ApiKey::DescribeTransactions, 0, 0),
-        r(ApiKey::ListTransactions, 0, 2),
-    ])
 }
 
 impl Broker {
@@ -121,7 +77,7 @@ impl Broker {
             clock,
             producer_ids,
             fetch_sessions: Arc::default(),
-            api_table: api_table(),
+            api_table: handlers::api_table(),
             me: me.clone(),
         });
         broker.heal_transactions();
@@ -518,6 +474,10 @@ impl Service for Broker {
         self.metrics.observe_request(api, elapsed.as_secs_f64());
     }
 
+    fn response_unencodable(&self, api: ApiKey, version: i16, reason: &str) {
+        self.metrics.response_unencodable(api, version, reason);
+    }
+
     fn connection_opened(&self) {
         self.metrics.connection_opened();
     }
@@ -527,124 +487,11 @@ impl Service for Broker {
     }
 
     fn call(&self, request: Request, peer: &Peer) -> Reply {
-        let version = request.version();
-        let client_id = request
-            .header
-            .client_id
-            .as_ref()
-            .map(|c| c.to_string())
-            .unwrap_or_default();
-        let ready = |r: ResponseKind| Reply::Ready(Box::new(r));
-        match request.body {
-            RequestKind::ApiVersions(req) => {
-                ready(handlers::api_versions::handle(self, req, version))
-            }
-            RequestKind::Metadata(req) => ready(handlers::metadata::handle(self, req, version)),
-            RequestKind::Produce(req) => handlers::produce::handle(self, req, version),
-            RequestKind::Fetch(req) => handlers::fetch::handle(self, req, version),
-            RequestKind::ListOffsets(req) => {
-                ready(handlers::list_offsets::handle(self, req, version))
-            }
-            RequestKind::CreateTopics(req) => {
-                ready(handlers::create_topics::handle(self, req, version))
-            }
-            RequestKind::DeleteTopics(req) => {
-                ready(handlers::delete_topics::handle(self, req, version))
-            }
-            RequestKind::CreatePartitions(req) => {
-                ready(handlers::create_partitions::handle(self, req, version))
-            }
-            RequestKind::DescribeConfigs(req) => {
-                ready(handlers::describe_configs::handle(self, req, version))
-            }
-            RequestKind::AlterConfigs(req) => {
-                ready(handlers::alter_configs::handle(self, req, version))
-            }
-            RequestKind::IncrementalAlterConfigs(req) => ready(
-                handlers::incremental_alter_configs::handle(self, req, version),
-            ),
-            RequestKind::DescribeCluster(req) => {
-                ready(handlers::describe_cluster::handle(self, req, version))
-            }
-            RequestKind::InitProducerId(req) => {
-                handlers::init_producer_id::handle(self, req, version)
-            }
-            RequestKind::AddPartitionsToTxn(req) => {
-                handlers::add_partitions_to_txn::handle(self, req, version)
-            }
-            RequestKind::AddOffsetsToTxn(req) => {
-                handlers::add_offsets_to_txn::handle(self, req, version)
-            }
-            RequestKind::TxnOffsetCommit(req) => {
-                handlers::txn_offset_commit::handle(self, req, version)
-            }
-            RequestKind::EndTxn(req) => handlers::end_txn::handle(self, req, version),
-            RequestKind::WriteTxnMarkers(req) => {
-                handlers::write_txn_markers::handle(self, req, version)
-            }
-            RequestKind::DescribeProducers(req) => {
-                ready(handlers::describe_producers::handle(self, req, version))
-            }
-            RequestKind::DescribeTransactions(req) => {
-                ready(handlers::describe_transactions::handle(self, req, version))
-            }
-            RequestKind::ListTransactions(req) => {
-                ready(handlers::list_transactions::handle(self, req, version))
-            }
-            RequestKind::FindCoordinator(req) => {
-                ready(handlers::find_coordinator::handle(self, req, version))
-            }
-            RequestKind::JoinGroup(req) => handlers::join_group::handle(
-                self,
-                req,
-                version,
-                &client_id,
-                &format!("/{}", peer.addr.ip()),
-            ),
-            RequestKind::ConsumerGroupDescribe(req) => ready(
-                handlers::consumer_group_describe::handle(self, req, version),
-            ),
-            RequestKind::ConsumerGroupHeartbeat(req) => {
-                ready(handlers::consumer_group_heartbeat::handle(
-                    self,
-                    req,
-                    version,
-                    &client_id,
-                    &format!("/{}", peer.addr.ip()),
-                ))
-            }
-            RequestKind::SyncGroup(req) => handlers::sync_group::handle(self, req, version),
-            RequestKind::Heartbeat(req) => ready(handlers::heartbeat::handle(self, req, version)),
-            RequestKind::LeaveGroup(req) => {
-                ready(handlers::leave_group::handle(self, req, version))
-            }
-            RequestKind::OffsetCommit(req) => handlers::offset_commit::handle(self, req, version),
-            RequestKind::OffsetFetch(req) => {
-                ready(handlers::offset_fetch::handle(self, req, version))
-            }
-            RequestKind::DescribeGroups(req) => {
-                ready(handlers::describe_groups::handle(self, req, version))
-            }
-            RequestKind::ListGroups(req) => {
-                ready(handlers::list_groups::handle(self, req, version))
-            }
-            RequestKind::DeleteGroups(req) => {
-                ready(handlers::delete_groups::handle(self, req, version))
-            }
-            RequestKind::DescribeLogDirs(req) => {
-                ready(handlers::describe_log_dirs::handle(self, req, version))
-            }
-            RequestKind::DeleteRecords(req) => {
-                ready(handlers::delete_records::handle(self, req, version))
-            }
-            RequestKind::OffsetDelete(req) => {
-                ready(handlers::offset_delete::handle(self, req, version))
-            }
-            other => {
-                // The API table admits only the requests above; reaching here is our bug.
-                tracing::error!(peer = %peer.addr, request = ?std::mem::discriminant(&other), "request without a handler");
-                Reply::Silent
-            }
-        }
+        let call = handlers::Call {
+            version: request.version(),
+            client_id: request.header.client_id.as_deref().unwrap_or_default(),
+            peer,
+        };
+        handlers::dispatch(self, request.api_key, request.body, &call)
     }
 }

@@ -55,6 +55,16 @@ pub struct Metrics {
     produce_window: parking_lot::Mutex<hdrhistogram::Histogram<u64>>,
     fsync_seconds: Histogram,
     connections: Gauge,
+    /// Responses that could not be encoded at the request's version (each one a bug).
+    unencodable_responses: Family<ApiVersionLabels, Counter>,
+    /// The (API, version) pairs already logged, so each is logged once.
+    unencodable_logged: parking_lot::Mutex<std::collections::HashSet<(i16, i16)>>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ApiVersionLabels {
+    api: ApiName,
+    version: i16,
 }
 
 fn latency_buckets() -> impl Iterator<Item = f64> {
@@ -72,6 +82,8 @@ impl Default for Metrics {
             ),
             fsync_seconds: Histogram::new(latency_buckets()),
             connections: Gauge::default(),
+            unencodable_responses: Family::default(),
+            unencodable_logged: Default::default(),
         }
     }
 }
@@ -99,6 +111,19 @@ impl Metrics {
 
     pub fn observe_fsync(&self, seconds: f64) {
         self.fsync_seconds.observe(seconds);
+    }
+
+    /// Counts a response that could not be encoded, and logs the first of each API and version.
+    pub fn response_unencodable(&self, api: ApiKey, version: i16, reason: &str) {
+        self.unencodable_responses
+            .get_or_create(&ApiVersionLabels {
+                api: ApiName(api),
+                version,
+            })
+            .inc();
+        if self.unencodable_logged.lock().insert((api as i16, version)) {
+            tracing::error!(?api, version, %reason, "cannot encode a response; answered with an error or closed the connection (logged once per API and version)");
+        }
     }
 
     pub fn connection_opened(&self) {
@@ -132,6 +157,11 @@ pub fn render(broker: &Broker) -> String {
         "connections",
         "Open client connections",
         m.connections.clone(),
+    );
+    registry.register(
+        "unencodable_responses",
+        "Responses that could not be encoded at the request's version (a bug; the client got an error or a closed connection)",
+        m.unencodable_responses.clone(),
     );
     let sessions = Gauge::<i64>::default();
     sessions.set(i64::try_from(broker.fetch_sessions.len()).unwrap_or(i64::MAX));

@@ -62,6 +62,7 @@ async fn call(broker: &Broker, api_key: ApiKey, version: i16, body: RequestKind)
         Reply::Ready(r) => *r,
         Reply::Later(f) => f.await.unwrap(),
         Reply::Silent => panic!("no response"),
+        Reply::Close(reason) => panic!("connection closed: {reason}"),
     }
 }
 

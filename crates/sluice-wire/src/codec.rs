@@ -15,6 +15,8 @@ use crate::versions::ApiTable;
 
 /// Kafka's UNSUPPORTED_VERSION error code.
 const UNSUPPORTED_VERSION: i16 = 35;
+/// Kafka's UNKNOWN_SERVER_ERROR error code.
+pub const UNKNOWN_SERVER_ERROR: i16 = -1;
 
 /// A decoded request.
 #[derive(Debug, Clone)]
@@ -125,6 +127,44 @@ pub fn encode_response(
     let size = i32::try_from(out.len() - 4).map_err(|_| error("response over 2 GiB".into()))?;
     out[..4].copy_from_slice(&size.to_be_bytes());
     Ok(out.freeze())
+}
+
+/// An error response to `api_key` carrying `error_code` in its top-level error field, for
+/// the APIs whose response has one; `None` for the others (their errors are per topic,
+/// partition or group, which only the handler can fill in). At versions without the
+/// top-level field, encoding this response fails, which callers treat as `None`.
+pub fn error_response(api_key: ApiKey, error_code: i16) -> Option<ResponseKind> {
+    use kafka_protocol::messages as m;
+    macro_rules! with_error {
+        ($($api:ident => $response:ident),* $(,)?) => {
+            match api_key {
+                $(ApiKey::$api => Some(ResponseKind::$api(
+                    m::$response::default().with_error_code(error_code),
+                )),)*
+                _ => None,
+            }
+        };
+    }
+    with_error! {
+        ApiVersions => ApiVersionsResponse,
+        Fetch => FetchResponse,
+        DescribeCluster => DescribeClusterResponse,
+        DescribeLogDirs => DescribeLogDirsResponse,
+        InitProducerId => InitProducerIdResponse,
+        FindCoordinator => FindCoordinatorResponse,
+        JoinGroup => JoinGroupResponse,
+        SyncGroup => SyncGroupResponse,
+        Heartbeat => HeartbeatResponse,
+        LeaveGroup => LeaveGroupResponse,
+        ConsumerGroupHeartbeat => ConsumerGroupHeartbeatResponse,
+        OffsetFetch => OffsetFetchResponse,
+        ListGroups => ListGroupsResponse,
+        OffsetDelete => OffsetDeleteResponse,
+        AddPartitionsToTxn => AddPartitionsToTxnResponse,
+        AddOffsetsToTxn => AddOffsetsToTxnResponse,
+        EndTxn => EndTxnResponse,
+        ListTransactions => ListTransactionsResponse,
+    }
 }
 
 /// The answer to an ApiVersions request of a version we do not know (KIP-511): a v0 response

@@ -22,21 +22,34 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-use crate::codec::{api_versions_fallback, decode_request, encode_response, DecodeError, Request};
+use crate::codec::{
+    api_versions_fallback, decode_request, encode_response, error_response, DecodeError, Request,
+    UNKNOWN_SERVER_ERROR,
+};
 use crate::frame::next_frame;
 use crate::versions::ApiTable;
 
-/// A response still being worked on.
+/// A response still being worked on; `None` if it cannot be given (the connection is then
+/// closed, so the client does not wait for it).
 pub type PendingResponse = Pin<Box<dyn Future<Output = Option<ResponseKind>> + Send>>;
 
 /// What a service does with a request.
 pub enum Reply {
     /// Respond with this.
     Ready(Box<ResponseKind>),
-    /// Respond with what this future yields (`None`: no response).
+    /// Respond with what this future yields.
     Later(PendingResponse),
     /// The request takes no response (Produce with acks=0).
     Silent,
+    /// The request cannot be answered: close the connection after the responses before it,
+    /// for this reason.
+    Close(String),
+}
+
+impl From<ResponseKind> for Reply {
+    fn from(body: ResponseKind) -> Self {
+        Reply::Ready(Box::new(body))
+    }
 }
 
 /// Who sent a request.
@@ -53,6 +66,10 @@ pub trait Service: Send + Sync + 'static {
     fn call(&self, request: Request, peer: &Peer) -> Reply;
     /// A request of `api` was answered `elapsed` after it was decoded (for metrics).
     fn request_done(&self, _api: ApiKey, _elapsed: Duration) {}
+    /// The response built for a request of `api` at `version` could not be encoded (a bug:
+    /// for metrics and logs). The client got an error response instead, or the connection was
+    /// closed.
+    fn response_unencodable(&self, _api: ApiKey, _version: i16, _reason: &str) {}
     fn connection_opened(&self) {}
     fn connection_closed(&self) {}
 }
@@ -134,8 +151,8 @@ struct Connection {
     read_buf: BytesMut,
 }
 
-/// One pending response: the API it answers and how, tagged for encoding.
-type Outgoing = Pin<Box<dyn Future<Output = Option<Bytes>> + Send>>;
+/// One pending response, encoded: the frame to send, or why the connection must close.
+type Outgoing = Pin<Box<dyn Future<Output = Result<Bytes, String>> + Send>>;
 
 impl Connection {
     fn new(stream: TcpStream, addr: SocketAddr, limits: &Limits) -> Self {
@@ -184,14 +201,19 @@ impl Connection {
             tokio::select! {
                 biased;
                 Some(done) = pending.next(), if !pending.is_empty() => {
-                    if let Some(frame) = done {
-                        out.extend_from_slice(&frame);
-                    }
-                    // Write every response that is already done with one syscall.
-                    while let Some(Some(done)) = pending.next().now_or_never() {
-                        if let Some(frame) = done {
-                            out.extend_from_slice(&frame);
+                    let mut next = Some(done);
+                    // Write every response that is already done with one syscall; a response
+                    // that cannot be given closes the connection once those before it are out.
+                    while let Some(done) = next {
+                        match done {
+                            Ok(frame) => out.extend_from_slice(&frame),
+                            Err(reason) => {
+                                closing.get_or_insert(reason);
+                                pending.clear();
+                                break;
+                            }
                         }
+                        next = pending.next().now_or_never().flatten();
                     }
                     if !out.is_empty() {
                         writer.write_all(&out).await.map_err(|e| format!("write failed: {e}"))?;
@@ -239,28 +261,176 @@ fn handle_frame<S: Service>(
         }) => {
             let frame = api_versions_fallback(correlation_id, service.api_table())
                 .map_err(|e| e.to_string())?;
-            return Ok(Some(Box::pin(std::future::ready(Some(frame)))));
+            return Ok(Some(Box::pin(std::future::ready(Ok(frame)))));
         }
         Err(e) => return Err(e.to_string()),
     };
     let (api_key, version, correlation_id) =
         (request.api_key, request.version(), request.correlation_id());
-    let timing = Arc::clone(service);
-    let encode =
-        move |body: ResponseKind| match encode_response(api_key, version, correlation_id, &body) {
-            Ok(frame) => {
-                timing.request_done(api_key, started.elapsed());
-                Some(frame)
-            }
-            Err(e) => {
-                // A response we built but cannot encode is our bug; the client will time out.
-                tracing::error!(error = %e, "dropping response");
-                None
-            }
-        };
+    let reporter = Arc::clone(service);
+    let encode = move |body: Option<ResponseKind>| {
+        let body =
+            body.ok_or_else(|| format!("{api_key:?} v{version}: no response could be built"))?;
+        let frame = encode_response(api_key, version, correlation_id, &body).or_else(|e| {
+            // A response we built but cannot encode is our bug. The client still gets an
+            // answer: the API's error response where it has one, else a closed connection.
+            reporter.response_unencodable(api_key, version, &e.reason);
+            error_response(api_key, UNKNOWN_SERVER_ERROR)
+                .and_then(|body| encode_response(api_key, version, correlation_id, &body).ok())
+                .ok_or_else(|| e.to_string())
+        })?;
+        reporter.request_done(api_key, started.elapsed());
+        Ok(frame)
+    };
     Ok(match service.call(request, peer) {
-        Reply::Ready(body) => Some(Box::pin(std::future::ready(encode(*body)))),
-        Reply::Later(future) => Some(Box::pin(future.map(move |body| body.and_then(encode)))),
+        Reply::Ready(body) => Some(Box::pin(std::future::ready(encode(Some(*body))))),
+        Reply::Later(future) => Some(Box::pin(future.map(encode))),
         Reply::Silent => None,
+        Reply::Close(reason) => return Err(reason),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+    //! A response the service built but the codec cannot encode at the request's version still
+    //! gets an answer: the API's error response, or a closed connection.
+
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use kafka_protocol::messages::list_offsets_response::{
+        ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+    };
+    use kafka_protocol::messages::{
+        HeartbeatRequest, HeartbeatResponse, ListOffsetsRequest, ListOffsetsResponse,
+        RequestHeader, RequestKind,
+    };
+    use kafka_protocol::protocol::{Decodable, Encodable};
+
+    use super::*;
+    use crate::versions::ApiRange;
+
+    /// Answers Heartbeat v0 and ListOffsets v1 with fields those versions lack.
+    struct Broken {
+        table: ApiTable,
+        unencodable: AtomicUsize,
+    }
+
+    impl Service for Broken {
+        fn api_table(&self) -> &ApiTable {
+            &self.table
+        }
+
+        fn call(&self, request: Request, _peer: &Peer) -> Reply {
+            match request.body {
+                // throttle_time_ms exists from v1 on.
+                RequestKind::Heartbeat(_) => {
+                    ResponseKind::Heartbeat(HeartbeatResponse::default().with_throttle_time_ms(5))
+                        .into()
+                }
+                // leader_epoch exists from v4 on; ListOffsets has no top-level error field.
+                RequestKind::ListOffsets(_) => {
+                    ResponseKind::ListOffsets(ListOffsetsResponse::default().with_topics(vec![
+                        ListOffsetsTopicResponse::default().with_partitions(vec![
+                            ListOffsetsPartitionResponse::default().with_leader_epoch(3),
+                        ]),
+                    ]))
+                    .into()
+                }
+                _ => Reply::Close("unexpected".into()),
+            }
+        }
+
+        fn response_unencodable(&self, _api: ApiKey, _version: i16, _reason: &str) {
+            self.unencodable.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    async fn start() -> (Arc<Broken>, SocketAddr, CancellationToken) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let service = Arc::new(Broken {
+            table: ApiTable::new(vec![
+                ApiRange {
+                    key: ApiKey::Heartbeat,
+                    min: 0,
+                    max: 4,
+                },
+                ApiRange {
+                    key: ApiKey::ListOffsets,
+                    min: 1,
+                    max: 7,
+                },
+            ]),
+            unencodable: AtomicUsize::new(0),
+        });
+        let shutdown = CancellationToken::new();
+        tokio::spawn(serve(
+            listener,
+            Arc::clone(&service),
+            Limits::default(),
+            shutdown.clone(),
+        ));
+        (service, addr, shutdown)
+    }
+
+    async fn send(stream: &mut TcpStream, api: ApiKey, version: i16, body: RequestKind) {
+        let mut frame = BytesMut::new();
+        frame.put_i32(0);
+        RequestHeader::default()
+            .with_request_api_key(api as i16)
+            .with_request_api_version(version)
+            .with_correlation_id(7)
+            .encode(&mut frame, api.request_header_version(version))
+            .unwrap();
+        body.encode(&mut frame, version).unwrap();
+        let size = (frame.len() - 4) as i32;
+        frame[..4].copy_from_slice(&size.to_be_bytes());
+        stream.write_all(&frame).await.unwrap();
+    }
+
+    use bytes::BufMut;
+
+    #[tokio::test]
+    async fn an_unencodable_response_becomes_the_apis_error_response() {
+        let (service, addr, shutdown) = start().await;
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        send(
+            &mut stream,
+            ApiKey::Heartbeat,
+            0,
+            RequestKind::Heartbeat(HeartbeatRequest::default()),
+        )
+        .await;
+        let size = stream.read_i32().await.unwrap() as usize;
+        let mut buf = vec![0; size];
+        stream.read_exact(&mut buf).await.unwrap();
+        let mut buf = Bytes::from(buf);
+        let header = kafka_protocol::messages::ResponseHeader::decode(&mut buf, 0).unwrap();
+        assert_eq!(header.correlation_id, 7);
+        let response = HeartbeatResponse::decode(&mut buf, 0).unwrap();
+        assert_eq!(response.error_code, crate::codec::UNKNOWN_SERVER_ERROR);
+        assert_eq!(service.unencodable.load(Ordering::Relaxed), 1);
+        shutdown.cancel();
+    }
+
+    #[tokio::test]
+    async fn without_an_error_field_the_connection_closes() {
+        let (service, addr, shutdown) = start().await;
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        send(
+            &mut stream,
+            ApiKey::ListOffsets,
+            1,
+            RequestKind::ListOffsets(ListOffsetsRequest::default()),
+        )
+        .await;
+        let mut rest = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut rest))
+            .await
+            .expect("the connection closes instead of leaving the client waiting");
+        assert!(read.is_ok() && rest.is_empty(), "no frame: {rest:?}");
+        assert_eq!(service.unencodable.load(Ordering::Relaxed), 1);
+        shutdown.cancel();
+    }
 }

@@ -612,10 +612,17 @@ impl Coordinator {
         records
     }
 
-    /// Checks an OffsetCommit of `partitions` against the group: a group with members takes
-    /// commits only from a member of the current generation (for a group of the new protocol,
-    /// see `ConsumerGroup::check_commit`); an empty or unknown group takes them from anyone
-    /// (generation -1, a standalone consumer).
+    /// Checks an OffsetCommit (or, `transactional`, a TxnOffsetCommit) of `partitions`
+    /// against the group: a group with members takes commits only from a member of the current
+    /// generation (for a group of the new protocol, see `ConsumerGroup::check_commit`); an
+    /// empty or unknown group takes them from anyone (generation -1, a standalone consumer).
+    ///
+    /// As in Kafka, a member of the current generation may commit while the group prepares a
+    /// rebalance: that is when clients commit what they processed before giving their
+    /// partitions up (the revoke callback), and refusing it makes the next owner process those
+    /// records again. Only between the join and the assignment (CompletingRebalance) is a
+    /// plain commit refused with REBALANCE_IN_PROGRESS, since the member has not yet learned
+    /// what it owns in the new generation.
     pub fn check_commit(
         &self,
         group_id: &str,
@@ -623,6 +630,7 @@ impl Coordinator {
         member_id: &str,
         instance_id: Option<&str>,
         partitions: &[(&str, i32)],
+        transactional: bool,
     ) -> Result<(), ResponseError> {
         if group_id.is_empty() {
             return Err(ResponseError::InvalidGroupId);
@@ -650,7 +658,7 @@ impl Coordinator {
         if generation != group.generation {
             return Err(ResponseError::IllegalGeneration);
         }
-        if group.state == GroupState::PreparingRebalance {
+        if !transactional && group.state == GroupState::CompletingRebalance {
             return Err(ResponseError::RebalanceInProgress);
         }
         Ok(())
@@ -1113,17 +1121,17 @@ mod tests {
             c.heartbeat("g", 1, "stranger", None, 100),
             Err(ResponseError::UnknownMemberId)
         );
-        assert_eq!(c.check_commit("g", 1, &id, None, &[]), Ok(()));
+        assert_eq!(c.check_commit("g", 1, &id, None, &[], false), Ok(()));
         assert_eq!(
-            c.check_commit("g", 0, &id, None, &[]),
+            c.check_commit("g", 0, &id, None, &[], false),
             Err(ResponseError::IllegalGeneration)
         );
         assert_eq!(
-            c.check_commit("g", 1, "stranger", None, &[]),
+            c.check_commit("g", 1, "stranger", None, &[], false),
             Err(ResponseError::UnknownMemberId)
         );
         assert_eq!(
-            c.check_commit("other", -1, "", None, &[]),
+            c.check_commit("other", -1, "", None, &[], false),
             Ok(()),
             "standalone commits to an empty group"
         );
@@ -1175,6 +1183,43 @@ mod tests {
         assert_eq!(
             b_sync.try_recv().unwrap().assignment,
             Bytes::from_static(b"B")
+        );
+    }
+
+    #[test]
+    fn members_commit_while_a_rebalance_is_prepared_as_in_kafka() {
+        let mut c = Coordinator::new(config());
+        let (a, mut a_join) = new_member(&mut c, 0);
+        a_join.try_recv().unwrap();
+        later(c.sync("g", 1, &a, None, vec![]).0)
+            .try_recv()
+            .unwrap();
+        let (b, mut b_join) = new_member(&mut c, 10);
+        assert_eq!(c.state_of("g"), GroupState::PreparingRebalance);
+        // The revoke callback's commit, before `a` rejoins: accepted.
+        assert_eq!(c.check_commit("g", 1, &a, None, &[], false), Ok(()));
+        assert_eq!(
+            c.check_commit("g", 0, &a, None, &[], false),
+            Err(ResponseError::IllegalGeneration)
+        );
+        assert_eq!(
+            c.check_commit("g", 1, "stranger", None, &[], false),
+            Err(ResponseError::UnknownMemberId)
+        );
+        let mut a_join = later(c.join(join_req(&a, None), 30).0);
+        a_join.try_recv().unwrap();
+        b_join.try_recv().unwrap();
+        assert_eq!(c.state_of("g"), GroupState::CompletingRebalance);
+        // Joined generation 2 but not yet assigned: a plain commit waits for the assignment,
+        // a transactional one is taken; generation 1 is over.
+        assert_eq!(
+            c.check_commit("g", 2, &a, None, &[], false),
+            Err(ResponseError::RebalanceInProgress)
+        );
+        assert_eq!(c.check_commit("g", 2, &b, None, &[], true), Ok(()));
+        assert_eq!(
+            c.check_commit("g", 1, &a, None, &[], false),
+            Err(ResponseError::IllegalGeneration)
         );
     }
 
@@ -1242,7 +1287,7 @@ mod tests {
             "the replaced member is fenced"
         );
         assert_eq!(
-            c.check_commit("g", 1, &first.member_id, Some("i1"), &[]),
+            c.check_commit("g", 1, &first.member_id, Some("i1"), &[], false),
             Err(ResponseError::FencedInstanceId)
         );
         assert_eq!(
@@ -1254,7 +1299,7 @@ mod tests {
             Err(ResponseError::FencedInstanceId)
         );
         assert_eq!(
-            c.check_commit("g", 1, &again.member_id, Some("i2"), &[]),
+            c.check_commit("g", 1, &again.member_id, Some("i2"), &[], false),
             Err(ResponseError::FencedInstanceId)
         );
         let r = now(c.sync("g", 1, &again.member_id, Some("i1"), vec![]).0);

@@ -7,6 +7,7 @@ use kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 
 use sluice_wire::Reply;
 
 use crate::broker::Broker;
+use crate::handlers::{Call, Versions};
 
 fn answer(error: Option<ResponseError>) -> Option<ResponseKind> {
     Some(ResponseKind::AddOffsetsToTxn(
@@ -14,7 +15,9 @@ fn answer(error: Option<ResponseError>) -> Option<ResponseKind> {
     ))
 }
 
-pub fn handle(broker: &Broker, request: AddOffsetsToTxnRequest, _version: i16) -> Reply {
+pub const VERSIONS: Versions = Versions::new(0, 4);
+
+pub fn handle(broker: &Broker, request: AddOffsetsToTxnRequest, _call: &Call) -> Reply {
     if request.group_id.is_empty() {
         return Reply::Ready(Box::new(ResponseKind::AddOffsetsToTxn(
             AddOffsetsToTxnResponse::default()

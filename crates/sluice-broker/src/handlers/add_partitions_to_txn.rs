@@ -16,6 +16,7 @@ use kafka_protocol::messages::{
 use sluice_wire::Reply;
 
 use crate::broker::Broker;
+use crate::handlers::{Call, Versions};
 use crate::txn::durable;
 
 fn results(
@@ -112,7 +113,10 @@ fn add(
     }
 }
 
-pub fn handle(broker: &Broker, request: AddPartitionsToTxnRequest, version: i16) -> Reply {
+pub const VERSIONS: Versions = Versions::new(0, 5);
+
+pub fn handle(broker: &Broker, request: AddPartitionsToTxnRequest, call: &Call) -> Reply {
+    let version = call.version;
     let mut waits = Vec::new();
     let response = if version <= 3 {
         let (r, w) = add(

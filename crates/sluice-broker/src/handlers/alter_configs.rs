@@ -9,9 +9,12 @@ use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse, Respon
 use super::{str_bytes, RESOURCE_BROKER, RESOURCE_TOPIC};
 use crate::broker::Broker;
 use crate::error::BrokerError;
+use crate::handlers::{Call, Versions};
 use crate::topic_config::ConfigError;
 
-pub fn handle(broker: &Broker, request: AlterConfigsRequest, _version: i16) -> ResponseKind {
+pub const VERSIONS: Versions = Versions::new(0, 2);
+
+pub fn handle(broker: &Broker, request: AlterConfigsRequest, _call: &Call) -> ResponseKind {
     let responses = request
         .resources
         .into_iter()

@@ -14,14 +14,17 @@ use kafka_protocol::messages::{
 use super::str_bytes;
 use crate::broker::Broker;
 use crate::group::consumer;
+use crate::handlers::{Call, Versions};
 
 /// Kafka's member type of a member of the new protocol (v1).
 const CONSUMER_MEMBER: i8 = 1;
 
+pub const VERSIONS: Versions = Versions::new(0, 1);
+
 pub fn handle(
     broker: &Broker,
     request: ConsumerGroupDescribeRequest,
-    _version: i16,
+    _call: &Call,
 ) -> ResponseKind {
     let topics = broker.topics();
     let assignment = |a: &consumer::Assignment| {

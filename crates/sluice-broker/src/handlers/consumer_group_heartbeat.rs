@@ -12,6 +12,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use crate::broker::Broker;
 use crate::group::consumer::{self, Heartbeat, LEAVE_EPOCH, STATIC_LEAVE_EPOCH};
+use crate::handlers::{Call, Versions};
 
 fn refuse(error: ResponseError, message: &str) -> ResponseKind {
     ResponseKind::ConsumerGroupHeartbeat(
@@ -61,13 +62,14 @@ fn invalid(request: &ConsumerGroupHeartbeatRequest, version: i16) -> Option<&'st
     None
 }
 
+pub const VERSIONS: Versions = Versions::new(0, 1);
+
 pub fn handle(
     broker: &Broker,
     request: ConsumerGroupHeartbeatRequest,
-    version: i16,
-    client_id: &str,
-    client_host: &str,
+    call: &Call,
 ) -> ResponseKind {
+    let version = call.version;
     if let Some(message) = invalid(&request, version) {
         return refuse(ResponseError::InvalidRequest, message);
     }
@@ -116,8 +118,8 @@ pub fn handle(
             .map(|r| r.to_string()),
         server_assignor: request.server_assignor.as_ref().map(|a| a.to_string()),
         owned,
-        client_id: client_id.to_string(),
-        client_host: client_host.to_string(),
+        client_id: call.client_id.to_string(),
+        client_host: call.client_host(),
     };
     let partitions_of = |name: &str| {
         (!crate::topics::is_internal(name))

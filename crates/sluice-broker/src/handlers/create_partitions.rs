@@ -6,8 +6,11 @@ use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse
 use super::str_bytes;
 use crate::broker::Broker;
 use crate::error::BrokerError;
+use crate::handlers::{Call, Versions};
 
-pub fn handle(broker: &Broker, request: CreatePartitionsRequest, _version: i16) -> ResponseKind {
+pub const VERSIONS: Versions = Versions::new(0, 3);
+
+pub fn handle(broker: &Broker, request: CreatePartitionsRequest, _call: &Call) -> ResponseKind {
     let node = broker.node_id();
     let results = request
         .topics

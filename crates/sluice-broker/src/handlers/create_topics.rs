@@ -12,8 +12,12 @@ use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse, Respon
 use super::{describe_configs::topic_entries, str_bytes};
 use crate::broker::Broker;
 use crate::error::BrokerError;
+use crate::handlers::{Call, Versions};
 
-pub fn handle(broker: &Broker, request: CreateTopicsRequest, version: i16) -> ResponseKind {
+pub const VERSIONS: Versions = Versions::new(2, 7);
+
+pub fn handle(broker: &Broker, request: CreateTopicsRequest, call: &Call) -> ResponseKind {
+    let version = call.version;
     let validate_only = request.validate_only;
     let mut seen = std::collections::HashSet::new();
     let topics = request

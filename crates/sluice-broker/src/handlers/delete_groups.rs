@@ -4,8 +4,11 @@ use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse, ResponseKind};
 
 use crate::broker::Broker;
+use crate::handlers::{Call, Versions};
 
-pub fn handle(broker: &Broker, request: DeleteGroupsRequest, _version: i16) -> ResponseKind {
+pub const VERSIONS: Versions = Versions::new(0, 2);
+
+pub fn handle(broker: &Broker, request: DeleteGroupsRequest, _call: &Call) -> ResponseKind {
     let groups = &broker.groups;
     let mut coordinator = groups.coordinator.lock();
     let results = request

@@ -13,8 +13,11 @@ use kafka_protocol::messages::delete_records_response::{
 use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse, ResponseKind};
 
 use crate::broker::Broker;
+use crate::handlers::{Call, Versions};
 
-pub fn handle(broker: &Broker, request: DeleteRecordsRequest, _version: i16) -> ResponseKind {
+pub const VERSIONS: Versions = Versions::new(0, 2);
+
+pub fn handle(broker: &Broker, request: DeleteRecordsRequest, _call: &Call) -> ResponseKind {
     let topics = request
         .topics
         .iter()

@@ -8,8 +8,12 @@ use kafka_protocol::messages::{
 use super::{str_bytes, topic_name};
 use crate::broker::Broker;
 use crate::error::BrokerError;
+use crate::handlers::{Call, Versions};
 
-pub fn handle(broker: &Broker, request: DeleteTopicsRequest, version: i16) -> ResponseKind {
+pub const VERSIONS: Versions = Versions::new(1, 6);
+
+pub fn handle(broker: &Broker, request: DeleteTopicsRequest, call: &Call) -> ResponseKind {
+    let version = call.version;
     let wanted: Vec<(Option<String>, uuid::Uuid)> = if version >= 6 {
         request
             .topics

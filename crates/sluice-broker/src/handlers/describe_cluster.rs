@@ -8,11 +8,15 @@ use kafka_protocol::messages::{
 
 use super::str_bytes;
 use crate::broker::Broker;
+use crate::handlers::{Call, Versions};
 
 /// Endpoint types of DescribeCluster v1+ (KIP-919).
 const ENDPOINT_BROKERS: i8 = 1;
 
-pub fn handle(broker: &Broker, request: DescribeClusterRequest, version: i16) -> ResponseKind {
+pub const VERSIONS: Versions = Versions::new(0, 2);
+
+pub fn handle(broker: &Broker, request: DescribeClusterRequest, call: &Call) -> ResponseKind {
+    let version = call.version;
     let mut response = DescribeClusterResponse::default()
         .with_cluster_id(str_bytes(broker.cluster_id()))
         .with_controller_id(BrokerId(broker.node_id()))

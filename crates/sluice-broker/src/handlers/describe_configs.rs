@@ -12,6 +12,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::{str_bytes, RESOURCE_BROKER, RESOURCE_TOPIC};
 use crate::broker::Broker;
+use crate::handlers::{Call, Versions};
 use crate::topic_config::{self, DEFS};
 
 /// ConfigSource values (KIP-226).
@@ -152,7 +153,10 @@ fn broker_entries(broker: &Broker, keys: Option<&[StrBytes]>) -> Vec<Entry> {
         .collect()
 }
 
-pub fn handle(broker: &Broker, request: DescribeConfigsRequest, version: i16) -> ResponseKind {
+pub const VERSIONS: Versions = Versions::new(1, 4);
+
+pub fn handle(broker: &Broker, request: DescribeConfigsRequest, call: &Call) -> ResponseKind {
+    let version = call.version;
     let results = request
         .resources
         .into_iter()

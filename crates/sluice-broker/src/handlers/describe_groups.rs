@@ -7,8 +7,12 @@ use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse, Re
 use super::str_bytes;
 use crate::broker::Broker;
 use crate::group::state::GroupState;
+use crate::handlers::{Call, Versions};
 
-pub fn handle(broker: &Broker, request: DescribeGroupsRequest, version: i16) -> ResponseKind {
+pub const VERSIONS: Versions = Versions::new(0, 5);
+
+pub fn handle(broker: &Broker, request: DescribeGroupsRequest, call: &Call) -> ResponseKind {
+    let version = call.version;
     let coordinator = broker.groups.coordinator.lock();
     let groups = request
         .groups

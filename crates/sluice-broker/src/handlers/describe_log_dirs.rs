@@ -12,8 +12,11 @@ use kafka_protocol::messages::{DescribeLogDirsRequest, DescribeLogDirsResponse, 
 use kafka_protocol::protocol::StrBytes;
 
 use crate::broker::Broker;
+use crate::handlers::{Call, Versions};
 
-pub fn handle(broker: &Broker, request: DescribeLogDirsRequest, _version: i16) -> ResponseKind {
+pub const VERSIONS: Versions = Versions::new(1, 4);
+
+pub fn handle(broker: &Broker, request: DescribeLogDirsRequest, _call: &Call) -> ResponseKind {
     let wanted = |topic: &str, partition: i32| match &request.topics {
         None => true,
         Some(topics) => topics

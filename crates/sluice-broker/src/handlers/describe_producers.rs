@@ -10,8 +10,11 @@ use kafka_protocol::messages::{
 };
 
 use crate::broker::Broker;
+use crate::handlers::{Call, Versions};
 
-pub fn handle(broker: &Broker, request: DescribeProducersRequest, _version: i16) -> ResponseKind {
+pub const VERSIONS: Versions = Versions::new(0, 0);
+
+pub fn handle(broker: &Broker, request: DescribeProducersRequest, _call: &Call) -> ResponseKind {
     let topics = request
         .topics
         .iter()

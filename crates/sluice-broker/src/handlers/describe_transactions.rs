@@ -9,12 +9,11 @@ use kafka_protocol::messages::{
 
 use super::{str_bytes, topic_name};
 use crate::broker::Broker;
+use crate::handlers::{Call, Versions};
 
-pub fn handle(
-    broker: &Broker,
-    request: DescribeTransactionsRequest,
-    _version: i16,
-) -> ResponseKind {
+pub const VERSIONS: Versions = Versions::new(0, 0);
+
+pub fn handle(broker: &Broker, request: DescribeTransactionsRequest, _call: &Call) -> ResponseKind {
     let coordinator = broker.txns.coordinator.lock();
     let states = request
         .transactional_ids

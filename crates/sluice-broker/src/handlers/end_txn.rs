@@ -8,6 +8,7 @@ use kafka_protocol::messages::{EndTxnRequest, EndTxnResponse, ProducerId, Respon
 use sluice_wire::Reply;
 
 use crate::broker::Broker;
+use crate::handlers::{Call, Versions};
 use crate::txn::coordinator::End;
 use crate::txn::durable;
 
@@ -24,7 +25,10 @@ fn answer(result: Result<(i64, i16), ResponseError>) -> Option<ResponseKind> {
     Some(ResponseKind::EndTxn(response))
 }
 
-pub fn handle(broker: &Broker, request: EndTxnRequest, version: i16) -> Reply {
+pub const VERSIONS: Versions = Versions::new(0, 5);
+
+pub fn handle(broker: &Broker, request: EndTxnRequest, call: &Call) -> Reply {
+    let version = call.version;
     let now = broker.txns.now_ms();
     let mut alloc = || {
         broker

@@ -26,6 +26,7 @@ use uuid::Uuid;
 use crate::broker::Broker;
 use crate::error::log_error;
 use crate::fetch_session::{FetchPosition, PartitionKey, Plan};
+use crate::handlers::{Call, Versions};
 use crate::partition::{Partition, Progress};
 
 /// What a fetch asked of one partition, resolved against this broker.
@@ -45,7 +46,10 @@ struct WantedTopic {
 
 const READ_COMMITTED: i8 = 1;
 
-pub fn handle(broker: &Broker, request: FetchRequest, version: i16) -> Reply {
+pub const VERSIONS: Versions = Versions::new(4, 17);
+
+pub fn handle(broker: &Broker, request: FetchRequest, call: &Call) -> Reply {
+    let version = call.version;
     let named = named_partitions(request.topics);
     let plan = if version >= 7 {
         let forgotten = request

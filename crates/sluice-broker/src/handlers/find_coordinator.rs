@@ -10,11 +10,15 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::str_bytes;
 use crate::broker::Broker;
+use crate::handlers::{Call, Versions};
 
 const KEY_GROUP: i8 = 0;
 const KEY_TRANSACTION: i8 = 1;
 
-pub fn handle(broker: &Broker, request: FindCoordinatorRequest, version: i16) -> ResponseKind {
+pub const VERSIONS: Versions = Versions::new(0, 6);
+
+pub fn handle(broker: &Broker, request: FindCoordinatorRequest, call: &Call) -> ResponseKind {
+    let version = call.version;
     let config = broker.config();
     let answer = |key: &StrBytes| -> (i16, Option<StrBytes>) {
         if request.key_type != KEY_GROUP && request.key_type != KEY_TRANSACTION {

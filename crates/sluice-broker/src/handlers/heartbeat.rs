@@ -3,8 +3,11 @@
 use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse, ResponseKind};
 
 use crate::broker::Broker;
+use crate::handlers::{Call, Versions};
 
-pub fn handle(broker: &Broker, request: HeartbeatRequest, _version: i16) -> ResponseKind {
+pub const VERSIONS: Versions = Versions::new(0, 4);
+
+pub fn handle(broker: &Broker, request: HeartbeatRequest, _call: &Call) -> ResponseKind {
     let groups = &broker.groups;
     let error = groups.coordinator.lock().heartbeat(
         &request.group_id,

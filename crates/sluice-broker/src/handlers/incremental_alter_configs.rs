@@ -10,6 +10,7 @@ use super::alter_configs::static_broker_configs;
 use super::{str_bytes, RESOURCE_BROKER, RESOURCE_TOPIC};
 use crate::broker::Broker;
 use crate::error::BrokerError;
+use crate::handlers::{Call, Versions};
 use crate::topic_config::{self, ConfigError, Kind};
 
 const SET: i8 = 0;
@@ -17,10 +18,12 @@ const DELETE: i8 = 1;
 const APPEND: i8 = 2;
 const SUBTRACT: i8 = 3;
 
+pub const VERSIONS: Versions = Versions::new(0, 1);
+
 pub fn handle(
     broker: &Broker,
     request: IncrementalAlterConfigsRequest,
-    _version: i16,
+    _call: &Call,
 ) -> ResponseKind {
     let responses = request
         .resources

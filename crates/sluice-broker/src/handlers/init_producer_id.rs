@@ -10,6 +10,7 @@ use kafka_protocol::messages::{
 use sluice_wire::Reply;
 
 use crate::broker::Broker;
+use crate::handlers::{Call, Versions};
 use crate::txn::coordinator::Init;
 use crate::txn::durable;
 
@@ -30,7 +31,9 @@ fn granted(producer_id: i64, epoch: i16) -> ResponseKind {
     )
 }
 
-pub fn handle(broker: &Broker, request: InitProducerIdRequest, _version: i16) -> Reply {
+pub const VERSIONS: Versions = Versions::new(0, 5);
+
+pub fn handle(broker: &Broker, request: InitProducerIdRequest, _call: &Call) -> Reply {
     let Some(id) = request.transactional_id.as_ref().map(|t| t.0.to_string()) else {
         return Reply::Ready(Box::new(match broker.producer_ids.next() {
             Ok(id) => granted(id, 0),

@@ -10,20 +10,18 @@ use crate::broker::Broker;
 use crate::group::coordinator::{JoinRequest, Reply as GroupReply};
 use crate::group::state::JoinResult;
 use crate::group::GroupService;
+use crate::handlers::{Call, Versions};
 
-pub fn handle(
-    broker: &Broker,
-    request: JoinGroupRequest,
-    version: i16,
-    client_id: &str,
-    client_host: &str,
-) -> Reply {
+pub const VERSIONS: Versions = Versions::new(0, 9);
+
+pub fn handle(broker: &Broker, request: JoinGroupRequest, call: &Call) -> Reply {
+    let version = call.version;
     let join = JoinRequest {
         group_id: request.group_id.to_string(),
         member_id: request.member_id.to_string(),
         instance_id: request.group_instance_id.as_ref().map(|s| s.to_string()),
-        client_id: client_id.to_string(),
-        client_host: client_host.to_string(),
+        client_id: call.client_id.to_string(),
+        client_host: call.client_host(),
         session_timeout_ms: i64::from(request.session_timeout_ms),
         // v0 has no rebalance timeout: it is the session timeout.
         rebalance_timeout_ms: i64::from(if version >= 1 {

@@ -5,8 +5,12 @@ use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse, ResponseKind};
 
 use crate::broker::Broker;
+use crate::handlers::{Call, Versions};
 
-pub fn handle(broker: &Broker, request: LeaveGroupRequest, version: i16) -> ResponseKind {
+pub const VERSIONS: Versions = Versions::new(0, 5);
+
+pub fn handle(broker: &Broker, request: LeaveGroupRequest, call: &Call) -> ResponseKind {
+    let version = call.version;
     let members: Vec<(String, Option<String>)> = if version >= 3 {
         request
             .members

@@ -6,8 +6,11 @@ use kafka_protocol::messages::{ListGroupsRequest, ListGroupsResponse, ResponseKi
 
 use super::str_bytes;
 use crate::broker::Broker;
+use crate::handlers::{Call, Versions};
 
-pub fn handle(broker: &Broker, request: ListGroupsRequest, _version: i16) -> ResponseKind {
+pub const VERSIONS: Versions = Versions::new(0, 5);
+
+pub fn handle(broker: &Broker, request: ListGroupsRequest, _call: &Call) -> ResponseKind {
     let coordinator = broker.groups.coordinator.lock();
     let states: Vec<String> = request
         .states_filter

@@ -9,12 +9,16 @@ use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse, Response
 
 use crate::broker::Broker;
 use crate::error::log_error;
+use crate::handlers::{Call, Versions};
 
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
 const MAX_TIMESTAMP: i64 = -3;
 
-pub fn handle(broker: &Broker, request: ListOffsetsRequest, _version: i16) -> ResponseKind {
+pub const VERSIONS: Versions = Versions::new(1, 7);
+
+pub fn handle(broker: &Broker, request: ListOffsetsRequest, call: &Call) -> ResponseKind {
+    let version = call.version;
     // read_committed consumers start from the last stable offset, not the high watermark.
     let committed = request.isolation_level == 1;
     let topics = request
@@ -29,8 +33,7 @@ pub fn handle(broker: &Broker, request: ListOffsetsRequest, _version: i16) -> Re
                     let response = ListOffsetsPartitionResponse::default()
                         .with_partition_index(p.partition_index)
                         .with_timestamp(-1)
-                        .with_offset(-1)
-                        .with_leader_epoch(-1);
+                        .with_offset(-1);
                     let Some(partition) =
                         found.as_ref().and_then(|t| t.partition(p.partition_index))
                     else {
@@ -56,10 +59,11 @@ pub fn handle(broker: &Broker, request: ListOffsetsRequest, _version: i16) -> Re
                         _ => return response.with_error_code(ResponseError::InvalidRequest.code()),
                     };
                     match found {
+                        // The leader epoch is in the response from v4 on (KIP-320).
                         Ok(Some((offset, timestamp))) => response
                             .with_offset(offset.0)
                             .with_timestamp(timestamp)
-                            .with_leader_epoch(epoch),
+                            .with_leader_epoch(if version >= 4 { epoch } else { -1 }),
                         Ok(None) => response,
                         Err(e) => response.with_error_code(log_error(&e).code()),
                     }

@@ -9,6 +9,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::str_bytes;
 use crate::broker::Broker;
+use crate::handlers::{Call, Versions};
 
 const STATES: [&str; 6] = [
     "Empty",
@@ -35,7 +36,9 @@ fn matches(pattern: &str, text: &str) -> bool {
     go(&p, &t)
 }
 
-pub fn handle(broker: &Broker, request: ListTransactionsRequest, _version: i16) -> ResponseKind {
+pub const VERSIONS: Versions = Versions::new(0, 2);
+
+pub fn handle(broker: &Broker, request: ListTransactionsRequest, _call: &Call) -> ResponseKind {
     let unknown: Vec<StrBytes> = request
         .state_filters
         .iter()

@@ -12,12 +12,16 @@ use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, Resp
 
 use super::{str_bytes, topic_name};
 use crate::broker::Broker;
+use crate::handlers::{Call, Versions};
 use crate::topics::Topic;
 
 /// "Authorized operations not requested" (KIP-430).
 const OPERATIONS_UNSET: i32 = i32::MIN;
 
-pub fn handle(broker: &Broker, request: MetadataRequest, version: i16) -> ResponseKind {
+pub const VERSIONS: Versions = Versions::new(0, 12);
+
+pub fn handle(broker: &Broker, request: MetadataRequest, call: &Call) -> ResponseKind {
+    let version = call.version;
     let allow_auto_create = version < 4 || request.allow_auto_topic_creation;
     let topics = match request.topics {
         // v0: an empty list means all topics; v1+: null means all, empty means none.

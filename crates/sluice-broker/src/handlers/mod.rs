@@ -1,5 +1,9 @@
 //! One Kafka API, one file. Each handler turns the wire request into calls on the broker's
 //! state and builds the response; error codes come from [`crate::error`].
+//!
+//! Each handler file declares the versions it serves (`VERSIONS`) beside its `handle`, and the
+//! one list in [`apis!`] below builds both the ApiVersions table and the dispatch from them, so
+//! an API cannot be advertised without a handler, nor handled without being advertised.
 
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
@@ -38,8 +42,103 @@ pub mod sync_group;
 pub mod txn_offset_commit;
 pub mod write_txn_markers;
 
-use kafka_protocol::messages::TopicName;
+use kafka_protocol::messages::{ApiKey, RequestKind, TopicName};
 use kafka_protocol::protocol::StrBytes;
+use sluice_wire::{ApiRange, ApiTable, Peer, Reply};
+
+use crate::broker::Broker;
+
+/// The versions of one API a handler serves, inclusive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Versions {
+    pub min: i16,
+    pub max: i16,
+}
+
+impl Versions {
+    pub const fn new(min: i16, max: i16) -> Self {
+        Versions { min, max }
+    }
+}
+
+/// What a handler knows of a request besides its body.
+#[derive(Debug, Clone, Copy)]
+pub struct Call<'a> {
+    pub version: i16,
+    pub client_id: &'a str,
+    pub peer: &'a Peer,
+}
+
+impl Call<'_> {
+    /// The client's host as Kafka shows it in group descriptions (`/127.0.0.1`).
+    pub fn client_host(&self) -> String {
+        format!("/{}", self.peer.addr.ip())
+    }
+}
+
+/// The one list of served APIs: `RequestKind` variant => handler module.
+macro_rules! apis {
+    ($($api:ident => $module:ident),* $(,)?) => {
+        /// The API versions Sluice implements; ApiVersions advertises exactly these.
+        pub fn api_table() -> ApiTable {
+            ApiTable::new(vec![$(ApiRange {
+                key: ApiKey::$api,
+                min: $module::VERSIONS.min,
+                max: $module::VERSIONS.max,
+            }),*])
+        }
+
+        /// Hands a decoded request to its handler.
+        pub(crate) fn dispatch(broker: &Broker, api: ApiKey, body: RequestKind, call: &Call) -> Reply {
+            match body {
+                $(RequestKind::$api(request) => $module::handle(broker, request, call).into(),)*
+                // Decoding admits only the APIs of `api_table`, which lists exactly the arms
+                // above; an answer we cannot give closes the connection rather than leave the
+                // client waiting.
+                _ => Reply::Close(format!("no handler for {api:?}")),
+            }
+        }
+    };
+}
+
+apis! {
+    Produce => produce,
+    Fetch => fetch,
+    ListOffsets => list_offsets,
+    Metadata => metadata,
+    ApiVersions => api_versions,
+    CreateTopics => create_topics,
+    DeleteTopics => delete_topics,
+    DeleteRecords => delete_records,
+    DescribeConfigs => describe_configs,
+    AlterConfigs => alter_configs,
+    CreatePartitions => create_partitions,
+    IncrementalAlterConfigs => incremental_alter_configs,
+    DescribeCluster => describe_cluster,
+    DescribeLogDirs => describe_log_dirs,
+    InitProducerId => init_producer_id,
+    FindCoordinator => find_coordinator,
+    JoinGroup => join_group,
+    SyncGroup => sync_group,
+    Heartbeat => heartbeat,
+    ConsumerGroupHeartbeat => consumer_group_heartbeat,
+    ConsumerGroupDescribe => consumer_group_describe,
+    LeaveGroup => leave_group,
+    OffsetCommit => offset_commit,
+    OffsetFetch => offset_fetch,
+    DescribeGroups => describe_groups,
+    ListGroups => list_groups,
+    DeleteGroups => delete_groups,
+    OffsetDelete => offset_delete,
+    AddPartitionsToTxn => add_partitions_to_txn,
+    AddOffsetsToTxn => add_offsets_to_txn,
+    EndTxn => end_txn,
+    WriteTxnMarkers => write_txn_markers,
+    TxnOffsetCommit => txn_offset_commit,
+    DescribeProducers => describe_producers,
+    DescribeTransactions => describe_transactions,
+    ListTransactions => list_transactions,
+}
 
 pub(crate) fn str_bytes(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_string())

@@ -12,8 +12,11 @@ use sluice_wire::Reply;
 use crate::broker::Broker;
 use crate::group::coordinator::{offset_record, Committed};
 use crate::group::{offset_commit_error, GroupService};
+use crate::handlers::{Call, Versions};
 
-pub fn handle(broker: &Broker, request: OffsetCommitRequest, _version: i16) -> Reply {
+pub const VERSIONS: Versions = Versions::new(2, 9);
+
+pub fn handle(broker: &Broker, request: OffsetCommitRequest, _call: &Call) -> Reply {
     let groups = &broker.groups;
     let now = groups.now_ms();
     let max_metadata = groups.coordinator.lock().config.max_metadata_bytes;
@@ -33,6 +36,7 @@ pub fn handle(broker: &Broker, request: OffsetCommitRequest, _version: i16) -> R
         &request.member_id,
         request.group_instance_id.as_deref(),
         &committed,
+        false,
     );
     let mut records = Vec::new();
     let topics: Vec<OffsetCommitResponseTopic> = request

@@ -10,8 +10,11 @@ use kafka_protocol::messages::{OffsetDeleteRequest, OffsetDeleteResponse, Respon
 use crate::broker::Broker;
 use crate::group::records::{OffsetKey, Record};
 use crate::group::state::GroupState;
+use crate::handlers::{Call, Versions};
 
-pub fn handle(broker: &Broker, request: OffsetDeleteRequest, _version: i16) -> ResponseKind {
+pub const VERSIONS: Versions = Versions::new(0, 0);
+
+pub fn handle(broker: &Broker, request: OffsetDeleteRequest, _call: &Call) -> ResponseKind {
     let groups = &broker.groups;
     let mut coordinator = groups.coordinator.lock();
     if coordinator.state_of(&request.group_id) == GroupState::Dead {

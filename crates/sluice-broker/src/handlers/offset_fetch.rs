@@ -12,6 +12,7 @@ use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse, Response
 use super::{str_bytes, topic_name};
 use crate::broker::Broker;
 use crate::group::coordinator::Coordinator;
+use crate::handlers::{Call, Versions};
 use crate::txn::state::TxnState;
 
 /// (topic, [(partition, offset, leader epoch, metadata)]) for the asked topics, or all.
@@ -55,7 +56,10 @@ fn fetch(
 
 const UNSTABLE_OFFSET_COMMIT: i16 = 88;
 
-pub fn handle(broker: &Broker, request: OffsetFetchRequest, version: i16) -> ResponseKind {
+pub const VERSIONS: Versions = Versions::new(1, 9);
+
+pub fn handle(broker: &Broker, request: OffsetFetchRequest, call: &Call) -> ResponseKind {
+    let version = call.version;
     // (group, topic, partition) with offsets pending in an open transaction.
     let pending: std::collections::HashSet<(String, String, i32)> = if request.require_stable {
         broker

@@ -14,6 +14,7 @@ use sluice_wire::Reply;
 use super::str_bytes;
 use crate::broker::Broker;
 use crate::error::{log_error, BrokerError};
+use crate::handlers::{Call, Versions};
 use crate::partition::Partition;
 
 /// A partition's answer, possibly still waiting for its fsync.
@@ -35,7 +36,10 @@ fn failed(index: i32, error: ResponseError, message: String) -> Pending {
     }
 }
 
-pub fn handle(broker: &Broker, request: ProduceRequest, version: i16) -> Reply {
+pub const VERSIONS: Versions = Versions::new(3, 13);
+
+pub fn handle(broker: &Broker, request: ProduceRequest, call: &Call) -> Reply {
+    let version = call.version;
     let acks = request.acks;
     let mut topics: Vec<(TopicName, uuid::Uuid, Vec<Pending>)> =
         Vec::with_capacity(request.topic_data.len());

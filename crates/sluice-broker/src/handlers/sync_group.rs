@@ -8,8 +8,12 @@ use crate::broker::Broker;
 use crate::group::coordinator::Reply as GroupReply;
 use crate::group::state::SyncResult;
 use crate::group::GroupService;
+use crate::handlers::{Call, Versions};
 
-pub fn handle(broker: &Broker, request: SyncGroupRequest, version: i16) -> Reply {
+pub const VERSIONS: Versions = Versions::new(0, 5);
+
+pub fn handle(broker: &Broker, request: SyncGroupRequest, call: &Call) -> Reply {
+    let version = call.version;
     let groups = &broker.groups;
     let mut coordinator = groups.coordinator.lock();
     let (reply, records) = coordinator.sync(

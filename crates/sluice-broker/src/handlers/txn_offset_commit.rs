@@ -12,9 +12,13 @@ use sluice_wire::Reply;
 
 use crate::broker::Broker;
 use crate::group::offset_commit_error;
+use crate::handlers::{Call, Versions};
 use crate::txn::state::PendingOffset;
 
-pub fn handle(broker: &Broker, request: TxnOffsetCommitRequest, version: i16) -> Reply {
+pub const VERSIONS: Versions = Versions::new(0, 5);
+
+pub fn handle(broker: &Broker, request: TxnOffsetCommitRequest, call: &Call) -> Reply {
+    let version = call.version;
     let max_metadata = broker.groups.coordinator.lock().config.max_metadata_bytes;
     // Per partition: an error of its own, or the offset to commit.
     let mut offsets = Vec::new();
@@ -63,6 +67,7 @@ pub fn handle(broker: &Broker, request: TxnOffsetCommitRequest, version: i16) ->
             &request.member_id,
             request.group_instance_id.as_deref(),
             &committed,
+            true,
         )
     } else {
         Ok(())

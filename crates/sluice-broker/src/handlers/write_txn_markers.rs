@@ -13,8 +13,11 @@ use sluice_wire::Reply;
 
 use crate::broker::Broker;
 use crate::error::log_error;
+use crate::handlers::{Call, Versions};
 
-pub fn handle(broker: &Broker, request: WriteTxnMarkersRequest, _version: i16) -> Reply {
+pub const VERSIONS: Versions = Versions::new(1, 1);
+
+pub fn handle(broker: &Broker, request: WriteTxnMarkersRequest, _call: &Call) -> Reply {
     let mut waits = Vec::new();
     let markers: Vec<WritableTxnMarkerResult> = request
         .markers
