@@ -1,0 +1,313 @@
+//! The controller: the metadata leader's decisions, as records to append.
+//!
+//! It takes events — a node registering or heartbeating, time passing, a leader asking to
+//! change its ISR (AlterPartition, KIP-497), a topic to create — and returns the records that
+//! carry the decision out, computed against the *applied* metadata state. The runtime appends
+//! them to the metadata log and waits for them to be committed and applied before it asks the
+//! controller anything else, so two decisions never race on one partition; if one did, the
+//! partition epoch in each change would make the second fail to apply on every node alike.
+//!
+//! Liveness is the controller's own memory (last heartbeat per node), not the log: a new
+//! controller gives every node a full session timeout before fencing it.
+
+use std::collections::BTreeMap;
+
+use uuid::Uuid;
+
+use crate::ids::LeaderEpoch;
+use crate::ids::{NodeId, PartitionEpoch};
+use crate::metadata::{ClusterState, MetadataRecord, NodeRegistration, PartitionChange};
+use crate::placement::{self, PlacementError};
+
+#[derive(Debug, Clone)]
+pub struct ControllerConfig {
+    /// A node silent this long is fenced.
+    pub session_timeout_ms: i64,
+    /// Producer ids handed to a node at a time.
+    pub producer_id_block: i64,
+}
+
+impl Default for ControllerConfig {
+    fn default() -> Self {
+        ControllerConfig {
+            session_timeout_ms: 1_000,
+            producer_id_block: 1_000,
+        }
+    }
+}
+
+/// Why an AlterPartition is refused; each maps to a Kafka error code in the broker.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AlterPartitionError {
+    #[error("unknown topic or partition")]
+    UnknownTopicOrPartition,
+    #[error("node {0} does not lead this partition")]
+    NotLeader(NodeId),
+    #[error("leader epoch {got:?} is not the current {current:?}")]
+    FencedLeaderEpoch {
+        got: LeaderEpoch,
+        current: LeaderEpoch,
+    },
+    #[error("partition epoch {got:?} is not the current {current:?}")]
+    InvalidUpdateVersion {
+        got: PartitionEpoch,
+        current: PartitionEpoch,
+    },
+    #[error("ISR {0:?} must be distinct replicas including the leader")]
+    InvalidIsr(Vec<NodeId>),
+    #[error("node {0} is fenced and cannot join the ISR")]
+    IneligibleReplica(NodeId),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CreateTopicError {
+    #[error("topic {0} already exists")]
+    Exists(String),
+    #[error("a topic needs at least one partition, not {0}")]
+    InvalidPartitions(i32),
+    #[error(transparent)]
+    Placement(#[from] PlacementError),
+}
+
+#[derive(Debug)]
+pub struct Controller {
+    config: ControllerConfig,
+    last_heartbeat_ms: BTreeMap<NodeId, i64>,
+}
+
+impl Controller {
+    /// A controller that has just taken over at `now_ms`: every registered node starts a
+    /// fresh session.
+    pub fn new(config: ControllerConfig, state: &ClusterState, now_ms: i64) -> Controller {
+        let last_heartbeat_ms = state.nodes.keys().map(|n| (*n, now_ms)).collect();
+        Controller {
+            config,
+            last_heartbeat_ms,
+        }
+    }
+
+    /// A node (re)starts: it is registered and unfenced, and partitions left without a leader
+    /// whose ISR it is in get it as leader.
+    pub fn register(
+        &mut self,
+        state: &ClusterState,
+        registration: NodeRegistration,
+        now_ms: i64,
+    ) -> Vec<MetadataRecord> {
+        let node = registration.node;
+        self.last_heartbeat_ms.insert(node, now_ms);
+        let unchanged = state
+            .nodes
+            .get(&node)
+            .is_some_and(|n| !n.fenced && n.registration == registration);
+        let mut records = Vec::new();
+        if !unchanged {
+            records.push(MetadataRecord::RegisterNode(registration));
+        }
+        for (topic, index, p) in state.partitions() {
+            if p.leader.is_none() && p.isr.contains(&node) {
+                // The other members that are still fenced leave the ISR now that it has a
+                // leader again; they rejoin once they catch up.
+                let isr = p
+                    .isr
+                    .iter()
+                    .copied()
+                    .filter(|r| *r == node || state.is_live(*r))
+                    .collect();
+                records.push(change(topic.id, index, p, Some(node), isr));
+            }
+        }
+        records
+    }
+
+    /// A node is alive. Returns whether it is registered and unfenced; a fenced node must
+    /// register again (it may have missed its own fencing).
+    pub fn heartbeat(&mut self, state: &ClusterState, node: NodeId, now_ms: i64) -> bool {
+        if !state.is_live(node) {
+            return false;
+        }
+        self.last_heartbeat_ms.insert(node, now_ms);
+        true
+    }
+
+    /// Fences the nodes whose session expired, with the partition changes that follow.
+    pub fn tick(&mut self, state: &ClusterState, now_ms: i64) -> Vec<MetadataRecord> {
+        let expired: Vec<NodeId> = state
+            .live_nodes()
+            .map(|n| n.registration.node)
+            .filter(|n| {
+                let last = self.last_heartbeat_ms.get(n).copied().unwrap_or(i64::MIN);
+                now_ms.saturating_sub(last) > self.config.session_timeout_ms
+            })
+            .collect();
+        let mut records = Vec::new();
+        for node in &expired {
+            records.push(MetadataRecord::FenceNode { node: *node });
+        }
+        if expired.is_empty() {
+            return records;
+        }
+        let live = |n: NodeId| state.is_live(n) && !expired.contains(&n);
+        for (topic, index, p) in state.partitions() {
+            if !p.isr.iter().any(|r| expired.contains(r)) {
+                continue;
+            }
+            let remaining: Vec<NodeId> = p
+                .isr
+                .iter()
+                .copied()
+                .filter(|r| !expired.contains(r))
+                .collect();
+            // When the last in-sync replicas go, they stay in the ISR: they hold every
+            // committed record, so only they may lead again (the first to come back leads).
+            let isr = if remaining.is_empty() {
+                p.isr.clone()
+            } else {
+                remaining
+            };
+            let probe = PartitionChange {
+                isr: isr.clone(),
+                ..p.clone()
+            };
+            let leader = match p.leader {
+                Some(l) if live(l) => Some(l),
+                _ => placement::choose_leader(&probe, live),
+            };
+            records.push(change(topic.id, index, p, leader, isr));
+        }
+        records
+    }
+
+    /// A leader's request to change its ISR (shrink a lagging follower out, take a caught-up
+    /// one in).
+    #[allow(clippy::too_many_arguments)]
+    pub fn alter_partition(
+        &self,
+        state: &ClusterState,
+        requester: NodeId,
+        topic: Uuid,
+        partition: i32,
+        leader_epoch: LeaderEpoch,
+        partition_epoch: PartitionEpoch,
+        isr: Vec<NodeId>,
+    ) -> Result<Vec<MetadataRecord>, AlterPartitionError> {
+        let p = state
+            .partition(topic, partition)
+            .map_err(|_| AlterPartitionError::UnknownTopicOrPartition)?;
+        if p.leader != Some(requester) {
+            return Err(AlterPartitionError::NotLeader(requester));
+        }
+        if leader_epoch != p.leader_epoch {
+            return Err(AlterPartitionError::FencedLeaderEpoch {
+                got: leader_epoch,
+                current: p.leader_epoch,
+            });
+        }
+        if partition_epoch != p.partition_epoch {
+            return Err(AlterPartitionError::InvalidUpdateVersion {
+                got: partition_epoch,
+                current: p.partition_epoch,
+            });
+        }
+        let distinct = isr.iter().enumerate().all(|(i, r)| !isr[..i].contains(r));
+        if !distinct || !isr.contains(&requester) || isr.iter().any(|r| !p.replicas.contains(r)) {
+            return Err(AlterPartitionError::InvalidIsr(isr));
+        }
+        if let Some(fenced) = isr
+            .iter()
+            .find(|r| !p.isr.contains(r) && !state.is_live(**r))
+        {
+            return Err(AlterPartitionError::IneligibleReplica(*fenced));
+        }
+        if isr == p.isr {
+            return Ok(Vec::new());
+        }
+        Ok(vec![change(topic, partition, p, p.leader, isr)])
+    }
+
+    /// A new topic: its replicas placed over the live nodes; each partition led by its
+    /// preferred replica, with every replica in sync (they are all empty).
+    pub fn create_topic(
+        &self,
+        state: &ClusterState,
+        name: &str,
+        id: Uuid,
+        partitions: i32,
+        replication_factor: i32,
+        configs: BTreeMap<String, String>,
+    ) -> Result<Vec<MetadataRecord>, CreateTopicError> {
+        if state.names.contains_key(name) {
+            return Err(CreateTopicError::Exists(name.to_string()));
+        }
+        let count = usize::try_from(partitions)
+            .ok()
+            .filter(|c| *c >= 1)
+            .ok_or(CreateTopicError::InvalidPartitions(partitions))?;
+        let partitions = placement::place(state, count, replication_factor)?
+            .into_iter()
+            .map(|replicas| PartitionChange {
+                leader: replicas.first().copied(),
+                leader_epoch: LeaderEpoch(0),
+                isr: replicas.clone(),
+                replicas,
+                partition_epoch: PartitionEpoch(0),
+            })
+            .collect();
+        Ok(vec![MetadataRecord::CreateTopic {
+            name: name.to_string(),
+            id,
+            configs,
+            partitions,
+        }])
+    }
+
+    /// Moves leadership back to each partition's preferred replica where it is in sync and
+    /// live (never to a replica still catching up: it would not be in the ISR).
+    pub fn balance_leaders(&self, state: &ClusterState) -> Vec<MetadataRecord> {
+        state
+            .partitions()
+            .filter_map(|(topic, index, p)| {
+                let preferred = *p.replicas.first()?;
+                let eligible = p.leader != Some(preferred)
+                    && p.isr.contains(&preferred)
+                    && state.is_live(preferred);
+                eligible.then(|| change(topic.id, index, p, Some(preferred), p.isr.clone()))
+            })
+            .collect()
+    }
+
+    /// The next block of producer ids for `node`.
+    pub fn producer_ids(&self, state: &ClusterState, node: NodeId) -> MetadataRecord {
+        MetadataRecord::ProducerIds {
+            node,
+            first: state.next_producer_id,
+            count: self.config.producer_id_block,
+        }
+    }
+}
+
+/// The record that sets `p`'s leader and ISR; the leader epoch moves only with the leader.
+fn change(
+    topic: Uuid,
+    partition: i32,
+    p: &PartitionChange,
+    leader: Option<NodeId>,
+    isr: Vec<NodeId>,
+) -> MetadataRecord {
+    let leader_epoch = if leader == p.leader {
+        p.leader_epoch
+    } else {
+        p.leader_epoch.next()
+    };
+    MetadataRecord::ChangePartition {
+        topic,
+        partition,
+        change: PartitionChange {
+            replicas: p.replicas.clone(),
+            leader,
+            leader_epoch,
+            isr,
+            partition_epoch: p.partition_epoch.next(),
+        },
+    }
+}

@@ -1,0 +1,8 @@
+//! Cluster metadata: the records of the metadata log ([`records`]) and the state every node
+//! builds by applying them in order ([`state`]).
+
+pub mod records;
+pub mod state;
+
+pub use records::{MetadataRecord, NodeRegistration, PartitionChange};
+pub use state::{ApplyError, ClusterState, NodeInfo, PartitionInfo, TopicInfo};

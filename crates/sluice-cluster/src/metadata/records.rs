@@ -1,0 +1,86 @@
+//! The records of the metadata log. Each is a fact the controller decided; applying the same
+//! records in the same order gives every node the same [`super::ClusterState`]. They are
+//! serialized as JSON: the metadata log is small and rarely written, and a readable log is
+//! worth more than the bytes.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::ids::{LeaderEpoch, NodeId, PartitionEpoch};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum MetadataRecord {
+    /// A node announces itself (at every start): where clients and peers reach it. A new
+    /// `incarnation` means the process restarted. A registered node is unfenced.
+    RegisterNode(NodeRegistration),
+    /// The node stopped heartbeating (or is being removed): it leads nothing and is in no ISR
+    /// until it registers again. The partition changes that follow from it are separate
+    /// records, written in the same batch.
+    FenceNode {
+        node: NodeId,
+    },
+    /// The node is gone for good (`sluice cluster remove-node`, after its replicas moved).
+    RemoveNode {
+        node: NodeId,
+    },
+    /// A topic and its partitions' first assignment. Partition `i` is `partitions[i]`.
+    CreateTopic {
+        name: String,
+        id: Uuid,
+        configs: BTreeMap<String, String>,
+        partitions: Vec<PartitionChange>,
+    },
+    /// More partitions for a topic (CreatePartitions); they continue its numbering.
+    AddPartitions {
+        topic: Uuid,
+        partitions: Vec<PartitionChange>,
+    },
+    DeleteTopic {
+        topic: Uuid,
+    },
+    /// A topic's config overrides, replaced as a whole.
+    TopicConfig {
+        topic: Uuid,
+        configs: BTreeMap<String, String>,
+    },
+    /// A partition's new leader, ISR or replicas. `partition_epoch` is the new epoch; it must
+    /// be the current one plus one.
+    ChangePartition {
+        topic: Uuid,
+        partition: i32,
+        change: PartitionChange,
+    },
+    /// Producer ids `[first, first + count)` now belong to `node` (for InitProducerId).
+    ProducerIds {
+        node: NodeId,
+        first: i64,
+        count: i64,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeRegistration {
+    pub node: NodeId,
+    pub incarnation: Uuid,
+    /// The Kafka listener clients are told about (Metadata).
+    pub kafka_host: String,
+    pub kafka_port: i32,
+    /// The internal listener (Raft and replication traffic).
+    pub internal_addr: String,
+    pub rack: Option<String>,
+}
+
+/// A partition's state as the controller sets it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionChange {
+    /// In preference order: the first is the preferred leader.
+    pub replicas: Vec<NodeId>,
+    /// `None` while no in-sync replica is alive (the partition is offline).
+    pub leader: Option<NodeId>,
+    pub leader_epoch: LeaderEpoch,
+    pub isr: Vec<NodeId>,
+    pub partition_epoch: PartitionEpoch,
+}

@@ -1,0 +1,356 @@
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+//! The controller's decisions applied to the metadata state, by scenario and under random
+//! schedules of heartbeats, crashes, restarts and ISR requests. After every step: every record
+//! the controller emitted applies on the state as is (so every node applies it alike), and the
+//! partition invariants hold — the leader is a live in-sync replica, only an in-sync replica
+//! ever becomes leader, the leader epoch moves exactly when the leader does, and a fenced node
+//! is in an ISR only while the partition has no leader (the last in-sync replicas wait there
+//! for one of them to return).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use proptest::prelude::*;
+use sluice_cluster::controller::{AlterPartitionError, Controller, ControllerConfig};
+use sluice_cluster::metadata::{MetadataRecord, NodeRegistration};
+use sluice_cluster::{ClusterState, LeaderEpoch, NodeId};
+use uuid::Uuid;
+
+const SESSION_MS: i64 = 1_000;
+
+fn registration(id: i32) -> NodeRegistration {
+    NodeRegistration {
+        node: NodeId(id),
+        incarnation: Uuid::new_v4(),
+        kafka_host: "127.0.0.1".into(),
+        kafka_port: 9092 + id,
+        internal_addr: format!("127.0.0.1:{}", 9192 + id),
+        rack: None,
+    }
+}
+
+/// A metadata state and its controller, checking each batch of records as it applies them.
+struct Cluster {
+    state: ClusterState,
+    controller: Controller,
+    now_ms: i64,
+}
+
+impl Cluster {
+    fn new(nodes: i32) -> Cluster {
+        let state = ClusterState::default();
+        let controller = Controller::new(
+            ControllerConfig {
+                session_timeout_ms: SESSION_MS,
+                ..Default::default()
+            },
+            &state,
+            0,
+        );
+        let mut cluster = Cluster {
+            state,
+            controller,
+            now_ms: 0,
+        };
+        for id in 1..=nodes {
+            cluster.register(id);
+        }
+        cluster
+    }
+
+    fn register(&mut self, id: i32) {
+        let records = self
+            .controller
+            .register(&self.state, registration(id), self.now_ms);
+        self.commit(records);
+    }
+
+    fn tick(&mut self) {
+        let records = self.controller.tick(&self.state, self.now_ms);
+        self.commit(records);
+    }
+
+    fn create_topic(&mut self, name: &str, partitions: i32, rf: i32) -> Uuid {
+        let id = Uuid::new_v4();
+        let records = self
+            .controller
+            .create_topic(&self.state, name, id, partitions, rf, BTreeMap::new())
+            .unwrap();
+        self.commit(records);
+        id
+    }
+
+    /// Applies one decision's `records` as the metadata log does (one log entry, applied
+    /// whole), then checks the invariants.
+    fn commit(&mut self, records: Vec<MetadataRecord>) {
+        let before = self.state.clone();
+        for record in records {
+            if let Err(e) = self.state.apply(&record) {
+                panic!("controller emitted a record that fails: {e}: {record:?}");
+            }
+        }
+        check(&before, &self.state);
+    }
+}
+
+fn check(before: &ClusterState, after: &ClusterState) {
+    for (topic, index, p) in after.partitions() {
+        if let Some(leader) = p.leader {
+            assert!(
+                p.isr.contains(&leader),
+                "{}-{index}: leader outside ISR {p:?}",
+                topic.name
+            );
+            assert!(
+                after.is_live(leader),
+                "{}-{index}: fenced leader {p:?}",
+                topic.name
+            );
+        }
+        for r in &p.isr {
+            assert!(
+                after.is_live(*r) || p.leader.is_none(),
+                "{}-{index}: fenced {r} in ISR {p:?}",
+                topic.name
+            );
+        }
+        let Ok(old) = before.partition(topic.id, index) else {
+            continue;
+        };
+        if p.leader != old.leader {
+            assert_eq!(
+                p.leader_epoch,
+                old.leader_epoch.next(),
+                "epoch moves with the leader"
+            );
+            if let Some(leader) = p.leader {
+                assert!(
+                    old.isr.contains(&leader),
+                    "{}-{index}: unclean election of {leader}: {old:?} → {p:?}",
+                    topic.name
+                );
+            }
+        } else {
+            assert_eq!(p.leader_epoch, old.leader_epoch);
+        }
+        assert!(p.partition_epoch >= old.partition_epoch);
+    }
+}
+
+#[test]
+fn a_dead_leader_is_replaced_by_an_in_sync_replica() {
+    let mut c = Cluster::new(3);
+    let topic = c.create_topic("orders", 3, 3);
+    let p0 = c.state.partition(topic, 0).unwrap().clone();
+    let dead = p0.leader.unwrap();
+    // Everyone but the leader keeps heartbeating past its session.
+    c.now_ms = SESSION_MS + 1;
+    for n in 1..=3 {
+        if NodeId(n) != dead {
+            assert!(c.controller.heartbeat(&c.state, NodeId(n), c.now_ms));
+        }
+    }
+    c.tick();
+    assert!(!c.state.is_live(dead));
+    let p0 = c.state.partition(topic, 0).unwrap();
+    assert_ne!(p0.leader, Some(dead));
+    assert_eq!(p0.leader_epoch, LeaderEpoch(1));
+    assert!(!p0.isr.contains(&dead));
+    // A fenced node's heartbeat is refused: it must register again.
+    assert!(!c.controller.heartbeat(&c.state, dead, c.now_ms));
+    c.register(dead.0);
+    assert!(c.state.is_live(dead));
+    assert!(
+        !c.state.partition(topic, 0).unwrap().isr.contains(&dead),
+        "rejoins the ISR only once caught up"
+    );
+}
+
+#[test]
+fn the_last_in_sync_replica_is_the_only_one_that_may_lead_again() {
+    let mut c = Cluster::new(3);
+    let topic = c.create_topic("t", 1, 3);
+    let p = c.state.partition(topic, 0).unwrap().clone();
+    let leader = p.leader.unwrap();
+    // The leader shrinks its ISR to itself (its followers lag), then dies.
+    let records = c
+        .controller
+        .alter_partition(
+            &c.state,
+            leader,
+            topic,
+            0,
+            p.leader_epoch,
+            p.partition_epoch,
+            vec![leader],
+        )
+        .unwrap();
+    c.commit(records);
+    c.now_ms = SESSION_MS + 1;
+    for n in 1..=3 {
+        if NodeId(n) != leader {
+            c.controller.heartbeat(&c.state, NodeId(n), c.now_ms);
+        }
+    }
+    c.tick();
+    let p = c.state.partition(topic, 0).unwrap();
+    assert_eq!(p.leader, None, "offline, not led by an out-of-sync replica");
+    assert_eq!(p.isr, vec![leader]);
+    c.register(leader.0);
+    assert_eq!(c.state.partition(topic, 0).unwrap().leader, Some(leader));
+}
+
+#[test]
+fn isr_changes_are_checked_against_the_current_partition() {
+    let mut c = Cluster::new(3);
+    let topic = c.create_topic("t", 1, 3);
+    let p = c.state.partition(topic, 0).unwrap().clone();
+    let leader = p.leader.unwrap();
+    let follower = *p.replicas.iter().find(|r| **r != leader).unwrap();
+    let (le, pe) = (p.leader_epoch, p.partition_epoch);
+    let alter = |c: &Cluster, who, le, pe, isr| {
+        c.controller
+            .alter_partition(&c.state, who, topic, 0, le, pe, isr)
+    };
+    assert_eq!(
+        alter(&c, follower, le, pe, vec![follower]),
+        Err(AlterPartitionError::NotLeader(follower))
+    );
+    assert!(matches!(
+        alter(&c, leader, le.next(), pe, vec![leader]),
+        Err(AlterPartitionError::FencedLeaderEpoch { .. })
+    ));
+    assert!(matches!(
+        alter(&c, leader, le, pe.next(), vec![leader]),
+        Err(AlterPartitionError::InvalidUpdateVersion { .. })
+    ));
+    assert!(matches!(
+        alter(&c, leader, le, pe, vec![follower]),
+        Err(AlterPartitionError::InvalidIsr(_))
+    ));
+    assert!(matches!(
+        alter(&c, leader, le, pe, vec![leader, leader]),
+        Err(AlterPartitionError::InvalidIsr(_))
+    ));
+    assert!(matches!(
+        alter(&c, leader, le, pe, vec![leader, NodeId(9)]),
+        Err(AlterPartitionError::InvalidIsr(_))
+    ));
+    let records = alter(&c, leader, le, pe, vec![leader]).unwrap();
+    c.commit(records);
+    // The same request again is now stale.
+    assert!(matches!(
+        alter(&c, leader, le, pe, vec![leader, follower]),
+        Err(AlterPartitionError::InvalidUpdateVersion { .. })
+    ));
+}
+
+#[test]
+fn leadership_returns_to_the_preferred_replica_once_it_is_in_sync() {
+    let mut c = Cluster::new(3);
+    let topic = c.create_topic("t", 1, 3);
+    let preferred = c.state.partition(topic, 0).unwrap().replicas[0];
+    c.now_ms = SESSION_MS + 1;
+    for n in 1..=3 {
+        if NodeId(n) != preferred {
+            c.controller.heartbeat(&c.state, NodeId(n), c.now_ms);
+        }
+    }
+    c.tick();
+    c.register(preferred.0);
+    assert!(
+        c.controller.balance_leaders(&c.state).is_empty(),
+        "not in sync yet"
+    );
+    let p = c.state.partition(topic, 0).unwrap().clone();
+    let mut isr = p.isr.clone();
+    isr.push(preferred);
+    let records = c
+        .controller
+        .alter_partition(
+            &c.state,
+            p.leader.unwrap(),
+            topic,
+            0,
+            p.leader_epoch,
+            p.partition_epoch,
+            isr,
+        )
+        .unwrap();
+    c.commit(records);
+    let records = c.controller.balance_leaders(&c.state);
+    assert_eq!(records.len(), 1);
+    c.commit(records);
+    assert_eq!(c.state.partition(topic, 0).unwrap().leader, Some(preferred));
+}
+
+#[derive(Debug, Clone)]
+enum Event {
+    /// Time passes; every live process heartbeats, then the controller ticks.
+    Advance(i64),
+    Crash(i32),
+    Restart(i32),
+    /// The leader of partition `p` asks for the ISR given by a bit mask of nodes.
+    Alter {
+        partition: i32,
+        mask: u8,
+    },
+    BalanceLeaders,
+}
+
+fn event() -> impl Strategy<Value = Event> {
+    prop_oneof![
+        4 => (100i64..1500).prop_map(Event::Advance),
+        1 => (1i32..=5).prop_map(Event::Crash),
+        1 => (1i32..=5).prop_map(Event::Restart),
+        3 => (0i32..4, any::<u8>()).prop_map(|(partition, mask)| Event::Alter { partition, mask }),
+        1 => Just(Event::BalanceLeaders),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn random_schedules_keep_the_invariants(events in prop::collection::vec(event(), 1..60)) {
+        let mut c = Cluster::new(5);
+        let topic = c.create_topic("t", 4, 3);
+        let mut running: BTreeSet<i32> = (1..=5).collect();
+        for e in events {
+            match e {
+                Event::Advance(ms) => {
+                    c.now_ms += ms;
+                    for n in &running {
+                        if !c.controller.heartbeat(&c.state, NodeId(*n), c.now_ms) {
+                            // A fenced process learns it from the refused heartbeat.
+                            let records = c.controller.register(&c.state, registration(*n), c.now_ms);
+                            c.commit(records);
+                        }
+                    }
+                    c.tick();
+                }
+                Event::Crash(n) => {
+                    running.remove(&n);
+                }
+                Event::Restart(n) => {
+                    if running.insert(n) {
+                        c.register(n);
+                    }
+                }
+                Event::Alter { partition, mask } => {
+                    let p = c.state.partition(topic, partition).unwrap().clone();
+                    let Some(leader) = p.leader else { continue };
+                    let isr: Vec<NodeId> = (1..=5).filter(|n| mask & (1 << n) != 0).map(NodeId).collect();
+                    if let Ok(records) = c.controller.alter_partition(
+                        &c.state, leader, topic, partition, p.leader_epoch, p.partition_epoch, isr,
+                    ) {
+                        c.commit(records);
+                    }
+                }
+                Event::BalanceLeaders => {
+                    let records = c.controller.balance_leaders(&c.state);
+                    c.commit(records);
+                }
+            }
+        }
+    }
+}
