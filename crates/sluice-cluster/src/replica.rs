@@ -1,0 +1,391 @@
+//! A partition leader's view of its followers: what each has, the high watermark, and when to
+//! ask the controller to take a follower out of the ISR or back in (Kafka's replica manager,
+//! KIP-497). Pure: offsets and times come in, decisions come out.
+//!
+//! ```text
+//!   follower fetch(from = N)  ─▶ it has every offset below N ─▶ high watermark =
+//!   leader's own end (durable in sync mode)                       min(own end, ISR members' ends)
+//!   tick(now): an ISR member not caught up for `lag_time_max_ms` ─▶ ask to shrink the ISR
+//!   a follower that reached the high watermark and this epoch   ─▶ ask to expand the ISR
+//! ```
+//!
+//! While an ISR change is pending (asked, not yet committed in the metadata log) no other is
+//! asked, and the high watermark counts the members being added as well as the current ones
+//! (the largest ISR it may turn out to be), so that it never passes an offset that the ISR,
+//! whichever it becomes, does not hold.
+
+use std::collections::BTreeMap;
+
+use sluice_log::Offset;
+
+use crate::ids::{LeaderEpoch, NodeId, PartitionEpoch};
+use crate::metadata::PartitionInfo;
+
+#[derive(Debug, Clone)]
+struct Follower {
+    /// The follower has every offset below this (its last fetch offset); `None` before its
+    /// first fetch in this epoch.
+    log_end: Option<Offset>,
+    /// The last time it had everything the leader had.
+    last_caught_up_ms: i64,
+}
+
+/// What changed after an event.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Update {
+    /// The high watermark moved to this.
+    pub high_watermark: Option<Offset>,
+    /// Ask the controller for this ISR (with [`LeaderReplicas::epochs`]).
+    pub alter_isr: Option<Vec<NodeId>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("{isr} in-sync replicas, fewer than min.insync.replicas = {required}")]
+pub struct NotEnoughReplicas {
+    pub isr: usize,
+    pub required: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct LeaderReplicas {
+    me: NodeId,
+    leader_epoch: LeaderEpoch,
+    partition_epoch: PartitionEpoch,
+    isr: Vec<NodeId>,
+    pending: Option<Vec<NodeId>>,
+    followers: BTreeMap<NodeId, Follower>,
+    /// The first offset written in this leader epoch: a follower joins the ISR only once it
+    /// has reached it (it then holds no record of an older leader that this one lacks).
+    epoch_start: Offset,
+    local_end: Offset,
+    high_watermark: Offset,
+    lag_time_max_ms: i64,
+}
+
+impl LeaderReplicas {
+    /// This node became (or stays) leader of a partition described by `p`. `local_end` is its
+    /// log end (the first offset of its epoch, when it just became leader), `high_watermark`
+    /// the one it knew; followers get a full `lag_time_max_ms` to show up.
+    pub fn new(
+        me: NodeId,
+        p: &PartitionInfo,
+        local_end: Offset,
+        high_watermark: Offset,
+        lag_time_max_ms: i64,
+        now_ms: i64,
+    ) -> LeaderReplicas {
+        assert_eq!(p.leader, Some(me), "only the leader tracks its followers");
+        let followers = p
+            .replicas
+            .iter()
+            .filter(|r| **r != me)
+            .map(|r| {
+                (
+                    *r,
+                    Follower {
+                        log_end: None,
+                        last_caught_up_ms: now_ms,
+                    },
+                )
+            })
+            .collect();
+        LeaderReplicas {
+            me,
+            leader_epoch: p.leader_epoch,
+            partition_epoch: p.partition_epoch,
+            isr: p.isr.clone(),
+            pending: None,
+            followers,
+            epoch_start: local_end,
+            local_end,
+            high_watermark: high_watermark.min(local_end),
+            lag_time_max_ms,
+        }
+    }
+
+    pub fn high_watermark(&self) -> Offset {
+        self.high_watermark
+    }
+
+    pub fn isr(&self) -> &[NodeId] {
+        &self.isr
+    }
+
+    /// The epochs an AlterPartition request must carry.
+    pub fn epochs(&self) -> (LeaderEpoch, PartitionEpoch) {
+        (self.leader_epoch, self.partition_epoch)
+    }
+
+    /// Whether an `acks=all` write may be taken now.
+    pub fn check_min_insync(&self, min_insync: usize) -> Result<(), NotEnoughReplicas> {
+        if self.isr.len() < min_insync {
+            return Err(NotEnoughReplicas {
+                isr: self.isr.len(),
+                required: min_insync,
+            });
+        }
+        Ok(())
+    }
+
+    /// A follower fetched from `fetch_offset`, when the leader's log ended at `leader_end`.
+    pub fn on_fetch(
+        &mut self,
+        follower: NodeId,
+        fetch_offset: Offset,
+        leader_end: Offset,
+        now_ms: i64,
+    ) -> Update {
+        let Some(f) = self.followers.get_mut(&follower) else {
+            return Update::default();
+        };
+        // A follower never loses what it reported within one epoch (it truncates only when
+        // the leader changes), so its end only moves forward here.
+        f.log_end = Some(f.log_end.map_or(fetch_offset, |e| e.max(fetch_offset)));
+        if fetch_offset >= leader_end {
+            f.last_caught_up_ms = now_ms;
+        }
+        let mut update = Update {
+            high_watermark: self.advance_high_watermark(),
+            alter_isr: None,
+        };
+        let can_join = !self.isr.contains(&follower)
+            && fetch_offset >= self.high_watermark
+            && fetch_offset >= self.epoch_start;
+        if can_join && self.pending.is_none() {
+            let mut isr = self.isr.clone();
+            isr.push(follower);
+            update.alter_isr = Some(self.ask(isr));
+        }
+        update
+    }
+
+    /// The leader's own end moved (appended; or, in sync mode, fsynced).
+    pub fn on_local_end(&mut self, local_end: Offset) -> Update {
+        debug_assert!(local_end >= self.local_end, "the leader's end only grows");
+        self.local_end = self.local_end.max(local_end);
+        Update {
+            high_watermark: self.advance_high_watermark(),
+            alter_isr: None,
+        }
+    }
+
+    /// Takes out of the ISR the followers that have not caught up for too long.
+    pub fn tick(&mut self, now_ms: i64) -> Update {
+        if self.pending.is_some() {
+            return Update::default();
+        }
+        let lagging: Vec<NodeId> = self
+            .isr
+            .iter()
+            .copied()
+            .filter(|r| *r != self.me)
+            .filter(|r| {
+                self.followers
+                    .get(r)
+                    .is_some_and(|f| now_ms - f.last_caught_up_ms > self.lag_time_max_ms)
+            })
+            .collect();
+        if lagging.is_empty() {
+            return Update::default();
+        }
+        let isr = self
+            .isr
+            .iter()
+            .copied()
+            .filter(|r| !lagging.contains(r))
+            .collect();
+        Update {
+            high_watermark: None,
+            alter_isr: Some(self.ask(isr)),
+        }
+    }
+
+    /// The committed metadata of the partition changed while this node still leads it (an ISR
+    /// change, ours or not). Returns the high watermark if it moved.
+    pub fn on_metadata(&mut self, p: &PartitionInfo) -> Update {
+        debug_assert_eq!(p.leader, Some(self.me));
+        debug_assert_eq!(p.leader_epoch, self.leader_epoch);
+        self.partition_epoch = p.partition_epoch;
+        self.isr = p.isr.clone();
+        self.pending = None;
+        Update {
+            high_watermark: self.advance_high_watermark(),
+            alter_isr: None,
+        }
+    }
+
+    /// The controller refused our ISR change (e.g. a stale partition epoch): ask again later.
+    pub fn on_alter_failed(&mut self) {
+        self.pending = None;
+    }
+
+    fn ask(&mut self, isr: Vec<NodeId>) -> Vec<NodeId> {
+        self.pending = Some(isr.clone());
+        isr
+    }
+
+    /// The smallest end among the ISR — the current members and any being added — and the
+    /// leader's own end; never lower than before.
+    fn advance_high_watermark(&mut self) -> Option<Offset> {
+        let members = self.isr.iter().chain(self.pending.iter().flatten());
+        let mut low = self.local_end;
+        for member in members {
+            if *member == self.me {
+                continue;
+            }
+            match self.followers.get(member).and_then(|f| f.log_end) {
+                Some(end) => low = low.min(end),
+                // A member that has not fetched in this epoch holds the high watermark.
+                None => return None,
+            }
+        }
+        if low > self.high_watermark {
+            self.high_watermark = low;
+            Some(low)
+        } else {
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
+    use super::*;
+    use crate::testing::node;
+
+    fn partition(isr: &[i32]) -> PartitionInfo {
+        PartitionInfo {
+            replicas: vec![node(1), node(2), node(3)],
+            leader: Some(node(1)),
+            leader_epoch: LeaderEpoch(4),
+            isr: isr.iter().map(|n| node(*n)).collect(),
+            partition_epoch: PartitionEpoch(9),
+        }
+    }
+
+    const LAG_MS: i64 = 1_000;
+
+    #[test]
+    fn the_high_watermark_is_the_smallest_end_in_the_isr() {
+        let mut l = LeaderReplicas::new(
+            node(1),
+            &partition(&[1, 2, 3]),
+            Offset(10),
+            Offset(10),
+            LAG_MS,
+            0,
+        );
+        assert_eq!(
+            l.on_local_end(Offset(15)).high_watermark,
+            None,
+            "followers not heard from"
+        );
+        assert_eq!(
+            l.on_fetch(node(2), Offset(15), Offset(15), 1)
+                .high_watermark,
+            None
+        );
+        assert_eq!(
+            l.on_fetch(node(3), Offset(12), Offset(15), 1)
+                .high_watermark,
+            Some(Offset(12))
+        );
+        assert_eq!(
+            l.on_fetch(node(3), Offset(15), Offset(15), 2)
+                .high_watermark,
+            Some(Offset(15))
+        );
+        assert_eq!(
+            l.on_local_end(Offset(20)),
+            Update::default(),
+            "waits for followers"
+        );
+        assert_eq!(l.high_watermark(), Offset(15));
+    }
+
+    #[test]
+    fn a_lagging_follower_leaves_the_isr_and_rejoins_once_caught_up() {
+        let mut l = LeaderReplicas::new(
+            node(1),
+            &partition(&[1, 2, 3]),
+            Offset(0),
+            Offset(0),
+            LAG_MS,
+            0,
+        );
+        l.on_local_end(Offset(100));
+        l.on_fetch(node(2), Offset(100), Offset(100), 500);
+        l.on_fetch(node(3), Offset(40), Offset(100), 500);
+        assert_eq!(l.high_watermark(), Offset(40));
+        assert_eq!(l.tick(900), Update::default());
+        let shrink = l.tick(1_001).alter_isr.unwrap();
+        assert_eq!(shrink, vec![node(1), node(2)]);
+        assert_eq!(l.tick(5_000), Update::default(), "one change at a time");
+        // Still counted until the change is committed.
+        assert_eq!(
+            l.on_fetch(node(2), Offset(100), Offset(100), 1_100)
+                .high_watermark,
+            None
+        );
+        let mut p = partition(&[1, 2]);
+        p.partition_epoch = PartitionEpoch(10);
+        assert_eq!(l.on_metadata(&p).high_watermark, Some(Offset(100)));
+        assert_eq!(l.check_min_insync(2), Ok(()));
+        assert!(l.check_min_insync(3).is_err());
+        // Node 3 catches up to the high watermark: it asks to come back.
+        assert_eq!(
+            l.on_fetch(node(3), Offset(90), Offset(100), 1_200)
+                .alter_isr,
+            None
+        );
+        let expand = l
+            .on_fetch(node(3), Offset(100), Offset(100), 1_300)
+            .alter_isr
+            .unwrap();
+        assert_eq!(expand, vec![node(1), node(2), node(3)]);
+        assert_eq!(l.epochs(), (LeaderEpoch(4), PartitionEpoch(10)));
+    }
+
+    #[test]
+    fn a_new_leader_takes_followers_back_only_from_its_own_epoch() {
+        // Became leader alone at offset 50, knowing a high watermark of 30: it alone is the
+        // ISR, so everything it has is committed.
+        let mut l =
+            LeaderReplicas::new(node(1), &partition(&[1]), Offset(50), Offset(30), LAG_MS, 0);
+        assert_eq!(l.on_local_end(Offset(50)).high_watermark, Some(Offset(50)));
+        let early = l.on_fetch(node(2), Offset(45), Offset(50), 1);
+        assert_eq!(early.alter_isr, None, "below the epoch start");
+        let joined = l.on_fetch(node(2), Offset(50), Offset(50), 2);
+        assert_eq!(joined.alter_isr, Some(vec![node(1), node(2)]));
+        // The member being added holds the high watermark meanwhile.
+        assert_eq!(l.on_local_end(Offset(60)).high_watermark, None);
+        assert_eq!(
+            l.on_fetch(node(2), Offset(60), Offset(60), 3)
+                .high_watermark,
+            Some(Offset(60))
+        );
+    }
+
+    #[test]
+    fn the_high_watermark_never_moves_back() {
+        let mut l = LeaderReplicas::new(
+            node(1),
+            &partition(&[1, 2]),
+            Offset(0),
+            Offset(0),
+            LAG_MS,
+            0,
+        );
+        l.on_local_end(Offset(10));
+        l.on_fetch(node(2), Offset(10), Offset(10), 1);
+        assert_eq!(l.high_watermark(), Offset(10));
+        // A late, reordered fetch from an older position changes nothing.
+        assert_eq!(
+            l.on_fetch(node(2), Offset(5), Offset(10), 2),
+            Update::default()
+        );
+        assert_eq!(l.high_watermark(), Offset(10));
+    }
+}
