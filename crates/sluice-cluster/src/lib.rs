@@ -15,6 +15,7 @@ pub mod controller;
 pub mod ids;
 pub mod metadata;
 pub mod placement;
+pub mod raft;
 pub mod replica;
 #[cfg(test)]
 mod testing;

@@ -1,0 +1,254 @@
+//! The internal listener's protocol: length-prefixed JSON frames, one request and its response
+//! at a time per connection. It carries the metadata group's Raft RPCs and what nodes ask of
+//! the metadata leader. (Partition data does not travel here: followers use the Kafka Fetch
+//! API.)
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::error::{
+    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
+};
+use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use openraft::BasicNode;
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use super::{CommandOutcome, MetaTypes, MetadataCommand};
+
+/// Frames larger than this close the connection.
+const MAX_FRAME_BYTES: usize = 64 << 20;
+
+#[derive(Debug, Serialize, Deserialize)]
+pub enum InternalRequest {
+    Append(AppendEntriesRequest<MetaTypes>),
+    Vote(VoteRequest<u64>),
+    Snapshot(InstallSnapshotRequest<MetaTypes>),
+    /// A command for the metadata leader, from a node that is not it.
+    Propose(MetadataCommand),
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub enum InternalResponse {
+    Append(Result<AppendEntriesResponse<u64>, RaftError<u64>>),
+    Vote(Result<VoteResponse<u64>, RaftError<u64>>),
+    Snapshot(Result<InstallSnapshotResponse<u64>, RaftError<u64, InstallSnapshotError>>),
+    Propose(Result<CommandOutcome, ProposeError>),
+}
+
+/// Why a proposal did not commit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+pub enum ProposeError {
+    #[error("no metadata leader is known")]
+    NoLeader,
+    #[error("node {0} is not the metadata leader")]
+    NotLeader(u64),
+    #[error("metadata leader unreachable: {0}")]
+    Unreachable(String),
+    #[error("metadata group failed: {0}")]
+    Raft(String),
+}
+
+/// What answers the internal listener's requests.
+pub trait InternalHandler: Send + Sync + 'static {
+    fn handle(
+        &self,
+        request: InternalRequest,
+    ) -> impl std::future::Future<Output = InternalResponse> + Send;
+}
+
+async fn write_frame<T: Serialize>(stream: &mut TcpStream, value: &T) -> std::io::Result<()> {
+    let json = serde_json::to_vec(value).map_err(std::io::Error::other)?;
+    let mut frame = Vec::with_capacity(json.len() + 4);
+    frame.extend_from_slice(&(json.len() as u32).to_be_bytes());
+    frame.extend_from_slice(&json);
+    stream.write_all(&frame).await
+}
+
+async fn read_frame<T: for<'de> Deserialize<'de>>(stream: &mut TcpStream) -> std::io::Result<T> {
+    let len = stream.read_u32().await? as usize;
+    if len > MAX_FRAME_BYTES {
+        return Err(std::io::Error::other(format!("frame of {len} bytes")));
+    }
+    let mut buf = vec![0; len];
+    stream.read_exact(&mut buf).await?;
+    serde_json::from_slice(&buf).map_err(std::io::Error::other)
+}
+
+/// Serves the internal listener until `shutdown` fires.
+pub async fn serve<H: InternalHandler>(
+    listener: TcpListener,
+    handler: Arc<H>,
+    shutdown: tokio_util::sync::CancellationToken,
+) {
+    loop {
+        let accepted = tokio::select! {
+            () = shutdown.cancelled() => return,
+            accepted = listener.accept() => accepted,
+        };
+        let Ok((mut stream, peer)) = accepted else {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let handler = Arc::clone(&handler);
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            loop {
+                let request = tokio::select! {
+                    () = shutdown.cancelled() => return,
+                    r = read_frame::<InternalRequest>(&mut stream) => r,
+                };
+                let request = match request {
+                    Ok(r) => r,
+                    Err(e) => {
+                        if e.kind() != std::io::ErrorKind::UnexpectedEof {
+                            tracing::debug!(%peer, error = %e, "internal connection closed");
+                        }
+                        return;
+                    }
+                };
+                let response = handler.handle(request).await;
+                if write_frame(&mut stream, &response).await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
+}
+
+/// A connection to one peer's internal listener, opened on first use and again after an
+/// error.
+#[derive(Debug)]
+pub struct PeerClient {
+    addr: String,
+    stream: Option<TcpStream>,
+}
+
+impl PeerClient {
+    pub fn new(addr: String) -> PeerClient {
+        PeerClient { addr, stream: None }
+    }
+
+    /// Sends `request` and waits for the answer, for at most `timeout`.
+    pub async fn call(
+        &mut self,
+        request: &InternalRequest,
+        timeout: Duration,
+    ) -> std::io::Result<InternalResponse> {
+        let result = tokio::time::timeout(timeout, async {
+            if self.stream.is_none() {
+                let stream = TcpStream::connect(&self.addr).await?;
+                stream.set_nodelay(true)?;
+                self.stream = Some(stream);
+            }
+            let stream = self
+                .stream
+                .as_mut()
+                .ok_or_else(|| std::io::Error::other("not connected"))?;
+            write_frame(stream, request).await?;
+            read_frame(stream).await
+        })
+        .await
+        .unwrap_or_else(|_| {
+            Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "timed out",
+            ))
+        });
+        if result.is_err() {
+            // The connection may hold half a frame: start afresh next time.
+            self.stream = None;
+        }
+        result
+    }
+}
+
+/// openraft's view of the network: a [`PeerClient`] per target.
+#[derive(Debug, Clone, Default)]
+pub struct Network;
+
+impl RaftNetworkFactory<MetaTypes> for Network {
+    type Network = PeerClient;
+
+    async fn new_client(&mut self, _target: u64, node: &BasicNode) -> PeerClient {
+        PeerClient::new(node.addr.clone())
+    }
+}
+
+type RpcResult<T, E = openraft::error::Infallible> =
+    Result<T, RPCError<u64, BasicNode, RaftError<u64, E>>>;
+
+fn unreachable<E: std::error::Error>(
+    e: std::io::Error,
+) -> RPCError<u64, BasicNode, RaftError<u64, E>> {
+    if e.kind() == std::io::ErrorKind::ConnectionRefused {
+        RPCError::Unreachable(Unreachable::new(&e))
+    } else {
+        RPCError::Network(NetworkError::new(&e))
+    }
+}
+
+fn unexpected<E: std::error::Error>() -> RPCError<u64, BasicNode, RaftError<u64, E>> {
+    RPCError::Network(NetworkError::new(&std::io::Error::other(
+        "unexpected response kind",
+    )))
+}
+
+impl RaftNetwork<MetaTypes> for PeerClient {
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<MetaTypes>,
+        option: RPCOption,
+    ) -> RpcResult<AppendEntriesResponse<u64>> {
+        match self
+            .call(&InternalRequest::Append(rpc), option.hard_ttl())
+            .await
+        {
+            Ok(InternalResponse::Append(r)) => {
+                r.map_err(|e| RPCError::RemoteError(RemoteError::new(0, e)))
+            }
+            Ok(_) => Err(unexpected()),
+            Err(e) => Err(unreachable(e)),
+        }
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        rpc: InstallSnapshotRequest<MetaTypes>,
+        option: RPCOption,
+    ) -> RpcResult<InstallSnapshotResponse<u64>, InstallSnapshotError> {
+        match self
+            .call(&InternalRequest::Snapshot(rpc), option.hard_ttl())
+            .await
+        {
+            Ok(InternalResponse::Snapshot(r)) => {
+                r.map_err(|e| RPCError::RemoteError(RemoteError::new(0, e)))
+            }
+            Ok(_) => Err(unexpected()),
+            Err(e) => Err(unreachable(e)),
+        }
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<u64>,
+        option: RPCOption,
+    ) -> RpcResult<VoteResponse<u64>> {
+        match self
+            .call(&InternalRequest::Vote(rpc), option.hard_ttl())
+            .await
+        {
+            Ok(InternalResponse::Vote(r)) => {
+                r.map_err(|e| RPCError::RemoteError(RemoteError::new(0, e)))
+            }
+            Ok(_) => Err(unexpected()),
+            Err(e) => Err(unreachable(e)),
+        }
+    }
+}

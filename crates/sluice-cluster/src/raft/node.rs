@@ -1,0 +1,232 @@
+//! One node's member of the metadata group: its Raft, its storage, the internal listener, and
+//! `propose`, which any node may call (a node that does not lead forwards to the one that does).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::error::{ClientWriteError, RaftError};
+use openraft::{BasicNode, Config};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::log_store::LogStore;
+use super::network::{
+    self, InternalHandler, InternalRequest, InternalResponse, Network, PeerClient, ProposeError,
+};
+use super::state_machine::{Applied, StateMachine};
+use super::{CommandOutcome, MetaRaft, MetadataCommand};
+use crate::metadata::MetadataRecord;
+
+#[derive(Debug, Clone)]
+pub struct MetadataConfig {
+    pub node_id: u64,
+    /// The voters: node id → internal listener address. A node not listed here is a learner
+    /// (not yet supported: every node of `--cluster` is a voter).
+    pub voters: BTreeMap<u64, String>,
+    /// Where the Raft log, vote and snapshot live (`data/meta/raft`).
+    pub dir: PathBuf,
+    pub heartbeat_interval_ms: u64,
+    pub election_timeout_min_ms: u64,
+    pub election_timeout_max_ms: u64,
+    /// How long a forwarded proposal may take.
+    pub propose_timeout: Duration,
+}
+
+impl MetadataConfig {
+    pub fn new(node_id: u64, voters: BTreeMap<u64, String>, dir: PathBuf) -> MetadataConfig {
+        MetadataConfig {
+            node_id,
+            voters,
+            dir,
+            heartbeat_interval_ms: 100,
+            election_timeout_min_ms: 400,
+            election_timeout_max_ms: 800,
+            propose_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("metadata storage: {0}")]
+    Storage(#[from] std::io::Error),
+    #[error("metadata Raft config: {0}")]
+    Config(String),
+    #[error("metadata Raft: {0}")]
+    Raft(String),
+}
+
+pub struct MetadataNode {
+    id: u64,
+    raft: MetaRaft,
+    applied: watch::Receiver<Arc<Applied>>,
+    voters: BTreeMap<u64, String>,
+    propose_timeout: Duration,
+    /// Connections to the other nodes, for forwarding proposals.
+    peers: tokio::sync::Mutex<BTreeMap<u64, PeerClient>>,
+}
+
+impl std::fmt::Debug for MetadataNode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "MetadataNode({})", self.id)
+    }
+}
+
+impl MetadataNode {
+    /// Opens the storage, starts Raft and serves `listener` (this node's internal listener)
+    /// until `shutdown`. On a fresh data directory the voters are bootstrapped; every voter
+    /// may do so, with the same member list.
+    pub async fn start(
+        config: MetadataConfig,
+        listener: TcpListener,
+        shutdown: CancellationToken,
+    ) -> Result<Arc<MetadataNode>, StartError> {
+        let log = LogStore::open(&config.dir)?;
+        let (state_machine, applied) = StateMachine::open(&config.dir)?;
+        let raft_config = Config {
+            cluster_name: "sluice-metadata".into(),
+            heartbeat_interval: config.heartbeat_interval_ms,
+            election_timeout_min: config.election_timeout_min_ms,
+            election_timeout_max: config.election_timeout_max_ms,
+            ..Default::default()
+        }
+        .validate()
+        .map_err(|e| StartError::Config(e.to_string()))?;
+        let fresh = {
+            let mut probe = log.clone();
+            use openraft::storage::RaftLogStorage;
+            let state = probe
+                .get_log_state()
+                .await
+                .map_err(|e| StartError::Raft(e.to_string()))?;
+            state.last_log_id.is_none() && applied.borrow().last_applied.is_none()
+        };
+        let raft = MetaRaft::new(
+            config.node_id,
+            Arc::new(raft_config),
+            Network,
+            log,
+            state_machine,
+        )
+        .await
+        .map_err(|e| StartError::Raft(e.to_string()))?;
+        if fresh {
+            let members: BTreeMap<u64, BasicNode> = config
+                .voters
+                .iter()
+                .map(|(id, addr)| (*id, BasicNode::new(addr)))
+                .collect();
+            match raft.initialize(members).await {
+                Ok(()) => {}
+                // Another voter's bootstrap reached us first: fine.
+                Err(RaftError::APIError(openraft::error::InitializeError::NotAllowed(_))) => {}
+                Err(e) => return Err(StartError::Raft(e.to_string())),
+            }
+        }
+        let node = Arc::new(MetadataNode {
+            id: config.node_id,
+            raft,
+            applied,
+            voters: config.voters,
+            propose_timeout: config.propose_timeout,
+            peers: Default::default(),
+        });
+        tokio::spawn(network::serve(
+            listener,
+            Arc::clone(&node),
+            shutdown.clone(),
+        ));
+        let stopping = Arc::clone(&node);
+        tokio::spawn(async move {
+            shutdown.cancelled().await;
+            let _ = stopping.raft.shutdown().await;
+        });
+        Ok(node)
+    }
+
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The applied metadata, as it changes.
+    pub fn applied(&self) -> watch::Receiver<Arc<Applied>> {
+        self.applied.clone()
+    }
+
+    /// The metadata leader this node knows of.
+    pub fn leader(&self) -> Option<u64> {
+        self.raft.metrics().borrow().current_leader
+    }
+
+    pub fn is_leader(&self) -> bool {
+        self.leader() == Some(self.id)
+    }
+
+    pub fn raft(&self) -> &MetaRaft {
+        &self.raft
+    }
+
+    /// Appends `records` as one command and waits until it is committed and applied here
+    /// (on the leader) — from any node: one that does not lead forwards to the one that does.
+    pub async fn propose(
+        &self,
+        records: Vec<MetadataRecord>,
+    ) -> Result<CommandOutcome, ProposeError> {
+        let command = MetadataCommand { records };
+        match self.propose_local(command.clone()).await {
+            Err(ProposeError::NotLeader(_)) | Err(ProposeError::NoLeader) => {}
+            done => return done,
+        }
+        let leader = self.leader().ok_or(ProposeError::NoLeader)?;
+        let addr = self
+            .voters
+            .get(&leader)
+            .cloned()
+            .ok_or(ProposeError::NoLeader)?;
+        let mut peers = self.peers.lock().await;
+        let peer = peers.entry(leader).or_insert_with(|| PeerClient::new(addr));
+        match peer
+            .call(&InternalRequest::Propose(command), self.propose_timeout)
+            .await
+        {
+            Ok(InternalResponse::Propose(result)) => result,
+            Ok(_) => Err(ProposeError::Unreachable("unexpected response".into())),
+            Err(e) => Err(ProposeError::Unreachable(e.to_string())),
+        }
+    }
+
+    async fn propose_local(
+        &self,
+        command: MetadataCommand,
+    ) -> Result<CommandOutcome, ProposeError> {
+        match self.raft.client_write(command).await {
+            Ok(response) => Ok(response.data),
+            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => match f.leader_id {
+                Some(leader) => Err(ProposeError::NotLeader(leader)),
+                None => Err(ProposeError::NoLeader),
+            },
+            Err(e) => Err(ProposeError::Raft(e.to_string())),
+        }
+    }
+}
+
+impl InternalHandler for MetadataNode {
+    async fn handle(&self, request: InternalRequest) -> InternalResponse {
+        match request {
+            InternalRequest::Append(rpc) => {
+                InternalResponse::Append(self.raft.append_entries(rpc).await)
+            }
+            InternalRequest::Vote(rpc) => InternalResponse::Vote(self.raft.vote(rpc).await),
+            InternalRequest::Snapshot(rpc) => {
+                InternalResponse::Snapshot(self.raft.install_snapshot(rpc).await)
+            }
+            // Forwarded proposals are not forwarded again (no loops while leadership moves).
+            InternalRequest::Propose(command) => {
+                InternalResponse::Propose(self.propose_local(command).await)
+            }
+        }
+    }
+}

@@ -1,0 +1,137 @@
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+//! The metadata Raft group over real sockets on loopback: three nodes bootstrap together, a
+//! proposal from any node commits and applies on all, the group survives losing its leader,
+//! and a stopped node catches up when it returns (from its own files).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sluice_cluster::metadata::{MetadataRecord, NodeRegistration};
+use sluice_cluster::raft::node::{MetadataConfig, MetadataNode};
+use sluice_cluster::NodeId;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+struct Running {
+    node: Arc<MetadataNode>,
+    stop: CancellationToken,
+}
+
+async fn start(
+    id: u64,
+    voters: &BTreeMap<u64, String>,
+    dir: &Path,
+    listener: TcpListener,
+) -> Running {
+    let stop = CancellationToken::new();
+    let config = MetadataConfig::new(id, voters.clone(), dir.join(format!("node{id}")));
+    let node = MetadataNode::start(config, listener, stop.clone())
+        .await
+        .unwrap();
+    Running { node, stop }
+}
+
+fn register(id: i32) -> Vec<MetadataRecord> {
+    vec![MetadataRecord::RegisterNode(NodeRegistration {
+        node: NodeId(id),
+        incarnation: Uuid::new_v4(),
+        kafka_host: "127.0.0.1".into(),
+        kafka_port: 9000 + id,
+        internal_addr: String::new(),
+        rack: None,
+    })]
+}
+
+/// Waits (up to 20 s) until `predicate` holds.
+async fn wait_for(what: &str, mut predicate: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !predicate() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn knows(node: &MetadataNode, id: i32) -> bool {
+    node.applied()
+        .borrow()
+        .state
+        .nodes
+        .contains_key(&NodeId(id))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_nodes_agree_survive_their_leader_and_catch_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut listeners = BTreeMap::new();
+    let mut voters = BTreeMap::new();
+    for id in 1..=3u64 {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        voters.insert(id, l.local_addr().unwrap().to_string());
+        listeners.insert(id, l);
+    }
+    let mut nodes = BTreeMap::new();
+    for (id, listener) in listeners {
+        nodes.insert(id, start(id, &voters, dir.path(), listener).await);
+    }
+    wait_for("a leader", || {
+        nodes.values().all(|n| n.node.leader().is_some())
+    })
+    .await;
+
+    // A proposal through a follower is forwarded, committed, and applied everywhere.
+    let leader = nodes[&1].node.leader().unwrap();
+    let follower = *nodes.keys().find(|id| **id != leader).unwrap();
+    let outcome = nodes[&follower].node.propose(register(7)).await.unwrap();
+    assert_eq!(outcome.refused, None);
+    wait_for("every node to apply", || {
+        nodes.values().all(|n| knows(&n.node, 7))
+    })
+    .await;
+
+    // A command that breaks an invariant is refused whole, the same way on every node.
+    let bad = vec![
+        register(8).remove(0),
+        MetadataRecord::FenceNode { node: NodeId(99) },
+    ];
+    let outcome = nodes[&leader].node.propose(bad).await.unwrap();
+    assert!(outcome.refused.unwrap().contains("unknown node 99"));
+    assert!(
+        !knows(&nodes[&leader].node, 8),
+        "nothing of a refused command applies"
+    );
+
+    // The leader stops: the other two elect a new one and keep committing.
+    let old = nodes.remove(&leader).unwrap();
+    old.stop.cancel();
+    let _ = old.node.raft().shutdown().await;
+    wait_for("a new leader", || {
+        nodes
+            .values()
+            .all(|n| n.node.leader().is_some_and(|l| l != leader))
+    })
+    .await;
+    let any = nodes.values().next().unwrap();
+    assert_eq!(any.node.propose(register(9)).await.unwrap().refused, None);
+    wait_for("the survivors to apply", || {
+        nodes.values().all(|n| knows(&n.node, 9))
+    })
+    .await;
+
+    // It comes back from its files and catches up.
+    drop(old);
+    let listener = TcpListener::bind(&voters[&leader]).await.unwrap();
+    let back = start(leader, &voters, dir.path(), listener).await;
+    wait_for("the returning node to catch up", || {
+        knows(&back.node, 9) && knows(&back.node, 7)
+    })
+    .await;
+    for n in nodes.values().chain([&back]) {
+        n.stop.cancel();
+    }
+}
