@@ -298,11 +298,12 @@ mod tests {
 
     use std::sync::atomic::{AtomicUsize, Ordering};
 
+    use kafka_protocol::messages::find_coordinator_response::Coordinator;
     use kafka_protocol::messages::list_offsets_response::{
         ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
     };
     use kafka_protocol::messages::{
-        HeartbeatRequest, HeartbeatResponse, ListOffsetsRequest, ListOffsetsResponse,
+        FindCoordinatorRequest, FindCoordinatorResponse, ListOffsetsRequest, ListOffsetsResponse,
         RequestHeader, RequestKind,
     };
     use kafka_protocol::protocol::{Decodable, Encodable};
@@ -310,7 +311,7 @@ mod tests {
     use super::*;
     use crate::versions::ApiRange;
 
-    /// Answers Heartbeat v0 and ListOffsets v1 with fields those versions lack.
+    /// Answers FindCoordinator v0 and ListOffsets v1 with fields those versions lack.
     struct Broken {
         table: ApiTable,
         unencodable: AtomicUsize,
@@ -323,11 +324,12 @@ mod tests {
 
         fn call(&self, request: Request, _peer: &Peer) -> Reply {
             match request.body {
-                // throttle_time_ms exists from v1 on.
-                RequestKind::Heartbeat(_) => {
-                    ResponseKind::Heartbeat(HeartbeatResponse::default().with_throttle_time_ms(5))
-                        .into()
-                }
+                // The list of coordinators exists from v4 on (KIP-699).
+                RequestKind::FindCoordinator(_) => ResponseKind::FindCoordinator(
+                    FindCoordinatorResponse::default()
+                        .with_coordinators(vec![Coordinator::default().with_port(9092)]),
+                )
+                .into(),
                 // leader_epoch exists from v4 on; ListOffsets has no top-level error field.
                 RequestKind::ListOffsets(_) => {
                     ResponseKind::ListOffsets(ListOffsetsResponse::default().with_topics(vec![
@@ -352,9 +354,9 @@ mod tests {
         let service = Arc::new(Broken {
             table: ApiTable::new(vec![
                 ApiRange {
-                    key: ApiKey::Heartbeat,
+                    key: ApiKey::FindCoordinator,
                     min: 0,
-                    max: 4,
+                    max: 6,
                 },
                 ApiRange {
                     key: ApiKey::ListOffsets,
@@ -397,9 +399,9 @@ mod tests {
         let mut stream = TcpStream::connect(addr).await.unwrap();
         send(
             &mut stream,
-            ApiKey::Heartbeat,
+            ApiKey::FindCoordinator,
             0,
-            RequestKind::Heartbeat(HeartbeatRequest::default()),
+            RequestKind::FindCoordinator(FindCoordinatorRequest::default()),
         )
         .await;
         let size = stream.read_i32().await.unwrap() as usize;
@@ -408,7 +410,7 @@ mod tests {
         let mut buf = Bytes::from(buf);
         let header = kafka_protocol::messages::ResponseHeader::decode(&mut buf, 0).unwrap();
         assert_eq!(header.correlation_id, 7);
-        let response = HeartbeatResponse::decode(&mut buf, 0).unwrap();
+        let response = FindCoordinatorResponse::decode(&mut buf, 0).unwrap();
         assert_eq!(response.error_code, crate::codec::UNKNOWN_SERVER_ERROR);
         assert_eq!(service.unencodable.load(Ordering::Relaxed), 1);
         shutdown.cancel();

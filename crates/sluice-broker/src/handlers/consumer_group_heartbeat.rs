@@ -121,19 +121,11 @@ pub fn handle(
         client_id: call.client_id.to_string(),
         client_host: call.client_host(),
     };
-    let partitions_of = |name: &str| {
-        (!crate::topics::is_internal(name))
-            .then(|| topics.get(name).map(|t| t.partition_count()))
-            .flatten()
-    };
-    let all_topics = || {
-        topics
-            .list()
-            .iter()
-            .filter(|t| !crate::topics::is_internal(&t.name))
-            .map(|t| t.name.to_string())
-            .collect()
-    };
+    // As in Kafka's group coordinator, a subscription (by name or by a regex, matched whole
+    // against every topic) may take internal topics too: clients exclude them themselves
+    // when they want to (`exclude.internal.topics`).
+    let partitions_of = |name: &str| topics.get(name).map(|t| t.partition_count());
+    let all_topics = || topics.list().iter().map(|t| t.name.to_string()).collect();
     let groups = &broker.groups;
     let mut coordinator = groups.coordinator.lock();
     let interval = coordinator.config.consumer.heartbeat_interval_ms;
