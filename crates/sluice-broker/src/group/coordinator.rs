@@ -584,8 +584,14 @@ impl Coordinator {
                 _ => {}
             }
         }
+        // A group that never had a generation goes once nothing is left in it — including the
+        // member ids handed out with MEMBER_ID_REQUIRED (KIP-394), which must stay until their
+        // session timeout so that the member's rejoin finds them.
         self.groups.retain(|_, g| {
-            !(g.state == GroupState::Empty && g.members.is_empty() && g.generation == 0)
+            !(g.state == GroupState::Empty
+                && g.members.is_empty()
+                && g.pending_member_ids.is_empty()
+                && g.generation == 0)
         });
         let cutoff = now_ms - self.config.offsets_retention_ms;
         for (group_id, offsets) in self.offsets.iter_mut() {
@@ -1221,6 +1227,28 @@ mod tests {
             c.check_commit("g", 1, &a, None, &[], false),
             Err(ResponseError::IllegalGeneration)
         );
+    }
+
+    #[test]
+    fn a_member_id_handed_out_survives_ticks_until_its_session_times_out() {
+        let mut c = Coordinator::new(config());
+        let first = now(c.join(join_req("", None), 0).0);
+        assert_eq!(first.error, ResponseError::MemberIdRequired.code());
+        // The client's rejoin comes after a tick or two (a slow network, a busy client).
+        assert!(c.tick(300).is_empty());
+        assert!(c.tick(600).is_empty());
+        let mut joined = later(c.join(join_req(&first.member_id, None), 700).0);
+        assert_eq!(joined.try_recv().unwrap().error, 0);
+        // An id never used expires with its session, and its empty group goes with it.
+        let in_h = |member: &str| JoinRequest {
+            group_id: "h".into(),
+            ..join_req(member, None)
+        };
+        let unused = now(c.join(in_h(""), 0).0);
+        c.tick(10_001);
+        assert!(c.group("h").is_none());
+        let late = now(c.join(in_h(&unused.member_id), 10_002).0);
+        assert_eq!(late.error, ResponseError::UnknownMemberId.code());
     }
 
     #[test]
