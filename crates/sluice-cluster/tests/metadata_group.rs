@@ -28,9 +28,12 @@ async fn start(
 ) -> Running {
     let stop = CancellationToken::new();
     let config = MetadataConfig::new(id, voters.clone(), dir.join(format!("node{id}")));
-    let node = MetadataNode::start(config, listener, stop.clone())
-        .await
-        .unwrap();
+    let node = MetadataNode::start(config, stop.clone()).await.unwrap();
+    tokio::spawn(sluice_cluster::raft::network::serve(
+        listener,
+        Arc::clone(&node),
+        stop.clone(),
+    ));
     Running { node, stop }
 }
 

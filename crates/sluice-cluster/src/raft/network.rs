@@ -20,6 +20,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use super::{CommandOutcome, MetaTypes, MetadataCommand};
+use crate::ids::NodeId;
+use crate::metadata::NodeRegistration;
 
 /// Frames larger than this close the connection.
 const MAX_FRAME_BYTES: usize = 64 << 20;
@@ -31,6 +33,12 @@ pub enum InternalRequest {
     Snapshot(InstallSnapshotRequest<MetaTypes>),
     /// A command for the metadata leader, from a node that is not it.
     Propose(MetadataCommand),
+    /// A node (re)starting, for the controller.
+    Register(NodeRegistration),
+    /// A node is alive, for the controller.
+    Heartbeat {
+        node: NodeId,
+    },
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -39,6 +47,8 @@ pub enum InternalResponse {
     Vote(Result<VoteResponse<u64>, RaftError<u64>>),
     Snapshot(Result<InstallSnapshotResponse<u64>, RaftError<u64, InstallSnapshotError>>),
     Propose(Result<CommandOutcome, ProposeError>),
+    /// To Register and Heartbeat: whether the node is registered and unfenced now.
+    Registered(Result<bool, ProposeError>),
 }
 
 /// Why a proposal did not commit.

@@ -8,13 +8,12 @@ use std::time::Duration;
 
 use openraft::error::{ClientWriteError, RaftError};
 use openraft::{BasicNode, Config};
-use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::log_store::LogStore;
 use super::network::{
-    self, InternalHandler, InternalRequest, InternalResponse, Network, PeerClient, ProposeError,
+    InternalHandler, InternalRequest, InternalResponse, Network, PeerClient, ProposeError,
 };
 use super::state_machine::{Applied, StateMachine};
 use super::{CommandOutcome, MetaRaft, MetadataCommand};
@@ -76,12 +75,12 @@ impl std::fmt::Debug for MetadataNode {
 }
 
 impl MetadataNode {
-    /// Opens the storage, starts Raft and serves `listener` (this node's internal listener)
-    /// until `shutdown`. On a fresh data directory the voters are bootstrapped; every voter
-    /// may do so, with the same member list.
+    /// Opens the storage and starts Raft, until `shutdown`. On a fresh data directory the voters
+    /// are bootstrapped; every voter may do so, with the same member list. The internal
+    /// listener is served by the caller (`network::serve`), with this node or a handler that
+    /// wraps it.
     pub async fn start(
         config: MetadataConfig,
-        listener: TcpListener,
         shutdown: CancellationToken,
     ) -> Result<Arc<MetadataNode>, StartError> {
         let log = LogStore::open(&config.dir)?;
@@ -134,11 +133,6 @@ impl MetadataNode {
             propose_timeout: config.propose_timeout,
             peers: Default::default(),
         });
-        tokio::spawn(network::serve(
-            listener,
-            Arc::clone(&node),
-            shutdown.clone(),
-        ));
         let stopping = Arc::clone(&node);
         tokio::spawn(async move {
             shutdown.cancelled().await;
@@ -167,6 +161,24 @@ impl MetadataNode {
 
     pub fn raft(&self) -> &MetaRaft {
         &self.raft
+    }
+
+    /// Sends `request` to the metadata leader's internal listener.
+    pub async fn call_leader(
+        &self,
+        request: &InternalRequest,
+    ) -> Result<InternalResponse, ProposeError> {
+        let leader = self.leader().ok_or(ProposeError::NoLeader)?;
+        let addr = self
+            .voters
+            .get(&leader)
+            .cloned()
+            .ok_or(ProposeError::NoLeader)?;
+        let mut peers = self.peers.lock().await;
+        let peer = peers.entry(leader).or_insert_with(|| PeerClient::new(addr));
+        peer.call(request, self.propose_timeout)
+            .await
+            .map_err(|e| ProposeError::Unreachable(e.to_string()))
     }
 
     /// Appends `records` as one command and waits until it is committed and applied here
@@ -198,7 +210,8 @@ impl MetadataNode {
         }
     }
 
-    async fn propose_local(
+    /// Proposes on this node, which must lead (no forwarding).
+    pub async fn propose_local(
         &self,
         command: MetadataCommand,
     ) -> Result<CommandOutcome, ProposeError> {
@@ -226,6 +239,11 @@ impl InternalHandler for MetadataNode {
             // Forwarded proposals are not forwarded again (no loops while leadership moves).
             InternalRequest::Propose(command) => {
                 InternalResponse::Propose(self.propose_local(command).await)
+            }
+            InternalRequest::Register(_) | InternalRequest::Heartbeat { .. } => {
+                InternalResponse::Registered(Err(ProposeError::Raft(
+                    "no controller runs here".into(),
+                )))
             }
         }
     }

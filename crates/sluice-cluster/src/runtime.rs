@@ -1,0 +1,251 @@
+//! A node of the cluster at run time: its member of the metadata group, the controller while it
+//! leads that group, and its own registration and heartbeats.
+//!
+//! ```text
+//!   every node:   heartbeat every heartbeat_interval ──▶ controller (on the metadata leader)
+//!                 (refused: fenced or unknown) ──▶ register again
+//!   the leader:   tick every tick_interval ──▶ controller.tick ──▶ records ──▶ metadata log
+//! ```
+//! The controller's decisions are taken one at a time (a lock held from computing the records
+//! until they are applied), always against the applied state; a node that just became leader
+//! first waits until it has applied everything committed before (`ensure_linearizable`), then
+//! starts a controller that gives every node a full session.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sluice_log::Clock;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::controller::{Controller, ControllerConfig};
+use crate::ids::NodeId;
+use crate::metadata::{ClusterState, MetadataRecord, NodeRegistration};
+use crate::raft::network::{
+    self, InternalHandler, InternalRequest, InternalResponse, ProposeError,
+};
+use crate::raft::node::{MetadataConfig, MetadataNode, StartError};
+
+#[derive(Debug, Clone)]
+pub struct ClusterConfig {
+    /// This node as it announces itself; `registration.node` is its id.
+    pub registration: NodeRegistration,
+    pub metadata: MetadataConfig,
+    pub controller: ControllerConfig,
+    pub heartbeat_interval: Duration,
+    pub tick_interval: Duration,
+}
+
+pub struct ClusterNode {
+    registration: NodeRegistration,
+    metadata: Arc<MetadataNode>,
+    controller_config: ControllerConfig,
+    /// The controller of the leadership term it was made in.
+    controller: tokio::sync::Mutex<Option<(u64, Controller)>>,
+    clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for ClusterNode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ClusterNode({})", self.registration.node)
+    }
+}
+
+impl ClusterNode {
+    /// Starts the metadata group member, serves the internal listener, and runs the heartbeat
+    /// and controller loops until `shutdown`.
+    pub async fn start(
+        config: ClusterConfig,
+        listener: TcpListener,
+        clock: Arc<dyn Clock>,
+        shutdown: CancellationToken,
+    ) -> Result<Arc<ClusterNode>, StartError> {
+        let metadata = MetadataNode::start(config.metadata, shutdown.clone()).await?;
+        let node = Arc::new(ClusterNode {
+            registration: config.registration,
+            metadata,
+            controller_config: config.controller,
+            controller: tokio::sync::Mutex::new(None),
+            clock,
+        });
+        tokio::spawn(network::serve(
+            listener,
+            Arc::clone(&node),
+            shutdown.clone(),
+        ));
+        let beating = Arc::clone(&node);
+        let stop = shutdown.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(config.heartbeat_interval);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    _ = tick.tick() => beating.heartbeat_once().await,
+                }
+            }
+        });
+        let ticking = Arc::clone(&node);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(config.tick_interval);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    () = shutdown.cancelled() => return,
+                    _ = tick.tick() => {}
+                }
+                if ticking.metadata.is_leader() {
+                    if let Err(e) = ticking.decide(|c, s, now| c.tick(s, now)).await {
+                        tracing::debug!(error = %e, "controller tick");
+                    }
+                }
+            }
+        });
+        Ok(node)
+    }
+
+    pub fn id(&self) -> NodeId {
+        self.registration.node
+    }
+
+    pub fn metadata(&self) -> &Arc<MetadataNode> {
+        &self.metadata
+    }
+
+    /// The applied cluster state, now.
+    pub fn state(&self) -> Arc<crate::raft::state_machine::Applied> {
+        Arc::clone(&self.metadata.applied().borrow())
+    }
+
+    /// Runs one controller decision on this node, which must lead the metadata group: computes
+    /// records against the applied state and waits until they are applied.
+    pub async fn decide(
+        &self,
+        decision: impl FnOnce(&mut Controller, &ClusterState, i64) -> Vec<MetadataRecord>,
+    ) -> Result<(), ProposeError> {
+        let mut guard = self.controller.lock().await;
+        let controller = self.current_controller(&mut guard).await?;
+        let records = {
+            let applied = self.metadata.applied();
+            let applied = applied.borrow();
+            decision(controller, &applied.state, self.clock.now_ms())
+        };
+        if records.is_empty() {
+            return Ok(());
+        }
+        let outcome = self
+            .metadata
+            .propose_local(crate::raft::MetadataCommand { records })
+            .await?;
+        if let Some(why) = outcome.refused {
+            // The controller computed against the applied state under this lock: a refusal
+            // is a bug in it, not a race.
+            tracing::error!(%why, "a controller decision was refused");
+        }
+        Ok(())
+    }
+
+    /// The controller of the current term, made (after applying everything committed before)
+    /// if leadership is new.
+    async fn current_controller<'a>(
+        &self,
+        guard: &'a mut Option<(u64, Controller)>,
+    ) -> Result<&'a mut Controller, ProposeError> {
+        let (leader, term) = {
+            let metrics = self.metadata.raft().metrics();
+            let m = metrics.borrow();
+            (m.current_leader, m.current_term)
+        };
+        if leader != Some(self.metadata.id()) {
+            return Err(leader.map_or(ProposeError::NoLeader, ProposeError::NotLeader));
+        }
+        if guard.as_ref().map(|(t, _)| *t) != Some(term) {
+            self.metadata
+                .raft()
+                .ensure_linearizable()
+                .await
+                .map_err(|e| ProposeError::Raft(e.to_string()))?;
+            let applied = self.metadata.applied();
+            let controller = Controller::new(
+                self.controller_config.clone(),
+                &applied.borrow().state,
+                self.clock.now_ms(),
+            );
+            tracing::info!(term, "controller started");
+            *guard = Some((term, controller));
+        }
+        match guard {
+            Some((_, controller)) => Ok(controller),
+            None => Err(ProposeError::NoLeader),
+        }
+    }
+
+    async fn register_here(&self, registration: NodeRegistration) -> Result<bool, ProposeError> {
+        self.decide(|c, s, now| c.register(s, registration, now))
+            .await?;
+        Ok(true)
+    }
+
+    async fn heartbeat_here(&self, node: NodeId) -> Result<bool, ProposeError> {
+        let mut guard = self.controller.lock().await;
+        let controller = self.current_controller(&mut guard).await?;
+        let applied = self.metadata.applied();
+        let live = controller.heartbeat(&applied.borrow().state, node, self.clock.now_ms());
+        Ok(live)
+    }
+
+    /// Tells the controller this node is alive, registering it if the controller does not
+    /// know it as live (first start, a restart, or fenced while it was away).
+    async fn heartbeat_once(&self) {
+        let node = self.registration.node;
+        let live = if self.metadata.is_leader() {
+            self.heartbeat_here(node).await
+        } else {
+            match self
+                .metadata
+                .call_leader(&InternalRequest::Heartbeat { node })
+                .await
+            {
+                Ok(InternalResponse::Registered(r)) => r,
+                Ok(_) => Err(ProposeError::Unreachable("unexpected response".into())),
+                Err(e) => Err(e),
+            }
+        };
+        let registered = match live {
+            Ok(true) => return,
+            Ok(false) => {
+                if self.metadata.is_leader() {
+                    self.register_here(self.registration.clone()).await
+                } else {
+                    match self
+                        .metadata
+                        .call_leader(&InternalRequest::Register(self.registration.clone()))
+                        .await
+                    {
+                        Ok(InternalResponse::Registered(r)) => r,
+                        Ok(_) => Err(ProposeError::Unreachable("unexpected response".into())),
+                        Err(e) => Err(e),
+                    }
+                }
+            }
+            Err(e) => Err(e),
+        };
+        if let Err(e) = registered {
+            tracing::debug!(error = %e, "heartbeat to the controller failed");
+        }
+    }
+}
+
+impl InternalHandler for ClusterNode {
+    async fn handle(&self, request: InternalRequest) -> InternalResponse {
+        match request {
+            InternalRequest::Register(registration) => {
+                InternalResponse::Registered(self.register_here(registration).await)
+            }
+            InternalRequest::Heartbeat { node } => {
+                InternalResponse::Registered(self.heartbeat_here(node).await)
+            }
+            other => self.metadata.handle(other).await,
+        }
+    }
+}
