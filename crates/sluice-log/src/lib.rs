@@ -13,6 +13,7 @@ pub mod compaction;
 pub mod config;
 pub mod control;
 pub mod decompress;
+mod epoch_cache;
 pub mod error;
 mod flush;
 pub mod index;

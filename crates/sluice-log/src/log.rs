@@ -24,6 +24,7 @@ use crate::checkpoint::Checkpoint;
 use crate::clock::Clock;
 use crate::config::LogConfig;
 use crate::control::Marker;
+use crate::epoch_cache::EpochCache;
 use crate::error::LogError;
 use crate::flush::FlushJob;
 use crate::offset::{LeaderEpoch, Offset};
@@ -68,6 +69,8 @@ pub struct Log {
     checkpoint: Checkpoint,
     producers: ProducerStates,
     aborted: AbortedIndex,
+    /// Each leader epoch's first offset (`epoch_cache.rs`).
+    epochs: EpochCache,
     /// Set when an I/O failure left the files in a state we could not undo.
     offline: Option<String>,
 }
@@ -183,8 +186,10 @@ impl Log {
             checkpoint,
             producers: ProducerStates::default(),
             aborted: AbortedIndex::open(dir, next_offset)?,
+            epochs: EpochCache::default(),
             offline: None,
         };
+        log.load_epochs()?;
         log.rebuild_producer_state()?;
         log.check_invariants();
         Ok((log, report))
@@ -361,6 +366,33 @@ impl Log {
         let (Some(first), Some(last)) = (headers.first(), headers.last()) else {
             return Ok(());
         };
+        // A new leader epoch is on disk before its first batch is.
+        let mut new_epoch = false;
+        for header in headers {
+            new_epoch |= self
+                .epochs
+                .assign(header.partition_leader_epoch, header.base_offset);
+        }
+        if new_epoch {
+            self.epochs.write(&self.dir)?;
+        }
+        let written = self.write_batches(bytes, headers, first, last, now_ms);
+        if written.is_err() && self.epochs.truncate_from_end(self.next_offset) {
+            if let Err(e) = self.epochs.write(&self.dir) {
+                tracing::warn!(dir = %self.dir.display(), error = %e, "could not drop a failed append's epoch; the next start will");
+            }
+        }
+        written
+    }
+
+    fn write_batches(
+        &mut self,
+        bytes: &[u8],
+        headers: &[BatchHeader],
+        first: &BatchHeader,
+        last: &BatchHeader,
+        now_ms: i64,
+    ) -> Result<(), LogError> {
         self.maybe_roll(
             bytes.len() as u64,
             first.base_offset,
@@ -576,6 +608,11 @@ impl Log {
         self.checkpoint.log_start = self.log_start_offset;
         self.checkpoint.write(&self.dir)?;
         self.aborted.truncate(new_end)?;
+        if self.epochs.truncate_from_end(new_end)
+            | self.epochs.truncate_from_start(self.log_start_offset)
+        {
+            self.epochs.write(&self.dir)?;
+        }
         self.rebuild_producer_state()?;
         self.check_invariants();
         Ok(new_end)
@@ -607,6 +644,9 @@ impl Log {
         self.log_start_offset = offset;
         self.durable_offset = self.durable_offset.max(offset);
         self.aborted.trim(offset)?;
+        if self.epochs.truncate_from_start(offset) {
+            self.epochs.write(&self.dir)?;
+        }
         self.checkpoint.log_start = offset;
         self.checkpoint.write(&self.dir)?;
         tracing::info!(dir = %self.dir.display(), log_start = offset.0, "records deleted");
@@ -663,6 +703,9 @@ impl Log {
         self.log_start_offset = self.log_start_offset.max(new_start);
         self.durable_offset = self.durable_offset.max(self.log_start_offset);
         self.aborted.trim(self.log_start_offset)?;
+        if self.epochs.truncate_from_start(self.log_start_offset) {
+            self.epochs.write(&self.dir)?;
+        }
         self.check_invariants();
         Ok(())
     }
@@ -830,6 +873,47 @@ impl Log {
 
     /// Rebuilds the idempotent producers' state: the newest snapshot at or below the log end,
     /// then every batch after it.
+    /// Loads the leader-epoch cache, or rebuilds it from the batches when it is missing or
+    /// unreadable, and drops what lies outside the log (a cut tail, a moved start).
+    fn load_epochs(&mut self) -> Result<(), LogError> {
+        let (mut epochs, mut changed) = match EpochCache::read(&self.dir) {
+            Some(epochs) => (epochs, false),
+            None => {
+                let mut epochs = EpochCache::default();
+                for segment in self.segments.values() {
+                    segment.for_each_batch(|header, _| {
+                        epochs.assign(header.partition_leader_epoch, header.base_offset);
+                    })?;
+                }
+                (epochs, self.next_offset > self.log_start_offset)
+            }
+        };
+        changed |= epochs.truncate_from_end(self.next_offset);
+        changed |= epochs.truncate_from_start(self.log_start_offset);
+        if changed {
+            epochs.write(&self.dir)?;
+        }
+        self.epochs = epochs;
+        Ok(())
+    }
+
+    /// The newest leader epoch that wrote to this log.
+    pub fn latest_epoch(&self) -> Option<LeaderEpoch> {
+        self.epochs.latest()
+    }
+
+    /// Each leader epoch that wrote here and its first offset, oldest first.
+    pub fn epoch_starts(&self) -> &[(LeaderEpoch, Offset)] {
+        self.epochs.entries()
+    }
+
+    /// OffsetForLeaderEpoch: where `epoch` ended in this log — the largest epoch at or below it
+    /// that wrote here and the first offset after it (the log end for the newest epoch).
+    /// `None` if `epoch` is newer than any here (Kafka's UNDEFINED_EPOCH_OFFSET).
+    pub fn end_offset_for_epoch(&self, epoch: LeaderEpoch) -> Option<(LeaderEpoch, Offset)> {
+        self.epochs.end_offset_for(epoch, self.next_offset)
+    }
+
     fn rebuild_producer_state(&mut self) -> Result<(), LogError> {
         let (from, mut states) = producer_state::load_snapshot(&self.dir, self.next_offset)?
             .unwrap_or((self.log_start_offset, ProducerStates::default()));

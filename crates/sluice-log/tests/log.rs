@@ -825,3 +825,87 @@ fn delete_records_moves_the_start_into_a_segment_and_survives_restarts() {
     assert_eq!(append(&mut log, 2, 1_000, 10, 0).base_offset, Offset(500));
     assert_eq!(read_all(&log).len(), 2);
 }
+
+fn append_in_epoch(log: &mut Log, count: usize, epoch: i32) -> sluice_log::AppendInfo {
+    let bytes = batch_bytes(0, count, 1_000, 10, 0);
+    log.append(
+        validate_produce(&bytes, 1 << 20).unwrap(),
+        LeaderEpoch(epoch),
+    )
+    .unwrap()
+}
+
+fn epochs(log: &Log) -> Vec<(i32, i64)> {
+    log.epoch_starts().iter().map(|(e, o)| (e.0, o.0)).collect()
+}
+
+#[test]
+fn the_leader_epoch_cache_follows_appends_truncation_restarts_and_the_log_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(1_000));
+    let mut log = open(dir.path(), config(), &clock);
+    assert_eq!(
+        log.end_offset_for_epoch(LeaderEpoch(0)),
+        None,
+        "an empty log knows no epoch"
+    );
+    append_in_epoch(&mut log, 5, 0);
+    append_in_epoch(&mut log, 5, 0);
+    append_in_epoch(&mut log, 5, 2);
+    append_in_epoch(&mut log, 5, 5);
+    assert_eq!(epochs(&log), [(0, 0), (2, 10), (5, 15)]);
+    let end = |log: &Log, e: i32| {
+        log.end_offset_for_epoch(LeaderEpoch(e))
+            .map(|(e, o)| (e.0, o.0))
+    };
+    assert_eq!(end(&log, 0), Some((0, 10)));
+    assert_eq!(end(&log, 1), Some((0, 10)), "epoch 1 never wrote here");
+    assert_eq!(end(&log, 5), Some((5, 20)));
+    assert_eq!(end(&log, 6), None);
+
+    // A follower of a new leader cuts its divergent tail (at the end of epoch 2 on the new
+    // leader): epoch 5 goes with it.
+    assert_eq!(log.truncate_to(Offset(15)).unwrap(), Offset(15));
+    assert_eq!(epochs(&log), [(0, 0), (2, 10)]);
+    // ... and copies the leader's batches of epoch 7, offsets assigned by the leader.
+    let mut copied = batch_bytes(15, 4, 1_000, 10, 0);
+    copied[12..16].copy_from_slice(&7i32.to_be_bytes());
+    log.append_assigned(&copied).unwrap();
+    assert_eq!(epochs(&log), [(0, 0), (2, 10), (7, 15)]);
+
+    // A crash: the cache comes back from its file.
+    drop(log);
+    let mut log = open(dir.path(), config(), &clock);
+    assert_eq!(epochs(&log), [(0, 0), (2, 10), (7, 15)]);
+
+    // DeleteRecords moves the start into epoch 2.
+    log.delete_records_before(Offset(12)).unwrap();
+    assert_eq!(epochs(&log), [(2, 12), (7, 15)]);
+
+    // A lost or damaged file is rebuilt from the batches.
+    drop(log);
+    fs::write(dir.path().join("leader-epoch-checkpoint"), "garbage").unwrap();
+    let log = open(dir.path(), config(), &clock);
+    assert_eq!(epochs(&log), [(2, 12), (7, 15)]);
+}
+
+#[test]
+fn an_epoch_written_ahead_of_a_batch_that_never_landed_is_dropped_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(1_000));
+    let mut log = open(dir.path(), config(), &clock);
+    append_in_epoch(&mut log, 5, 1);
+    drop(log);
+    // What a crash between the checkpoint write and the data write leaves.
+    fs::write(
+        dir.path().join("leader-epoch-checkpoint"),
+        "0\n2\n1 0\n4 5\n",
+    )
+    .unwrap();
+    let log = open(dir.path(), config(), &clock);
+    assert_eq!(epochs(&log), [(1, 0)]);
+    assert_eq!(
+        fs::read_to_string(dir.path().join("leader-epoch-checkpoint")).unwrap(),
+        "0\n1\n1 0\n"
+    );
+}
