@@ -58,8 +58,9 @@ pub fn handle(broker: &Broker, request: EndTxnRequest, call: &Call) -> Reply {
                 }
                 End::Finish(prepare) => {
                     let ids = (prepare.producer_id, prepare.producer_epoch);
-                    let waits = broker.txns.put(&mut coordinator, prepare.clone())?;
-                    Ok((Some(prepare), waits, ids))
+                    let (waits, claim) =
+                        broker.txns.put_prepare(&mut coordinator, prepare.clone())?;
+                    Ok((Some((prepare, claim)), waits, ids))
                 }
             })
     };
@@ -83,9 +84,9 @@ pub fn handle(broker: &Broker, request: EndTxnRequest, call: &Call) -> Reply {
         }
         match prepare {
             None => answer(Ok(ids)),
-            Some(prepare) => answer(
+            Some((prepare, claim)) => answer(
                 broker
-                    .finish_txn(prepare)
+                    .finish_txn(prepare, claim)
                     .await
                     .map(|done| (done.producer_id, done.producer_epoch)),
             ),

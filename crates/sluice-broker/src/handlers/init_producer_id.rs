@@ -51,7 +51,7 @@ pub fn handle(broker: &Broker, request: InitProducerIdRequest, _call: &Call) -> 
             .next()
             .map_err(|_| ResponseError::CoordinatorNotAvailable)
     };
-    let (outcome, waits) = {
+    let (outcome, waits, claim) = {
         let mut coordinator = broker.txns.coordinator.lock();
         let outcome = match coordinator.init(
             &id,
@@ -63,11 +63,19 @@ pub fn handle(broker: &Broker, request: InitProducerIdRequest, _call: &Call) -> 
             Ok(o) => o,
             Err(e) => return Reply::Ready(Box::new(answer(e))),
         };
-        let meta = match &outcome {
-            Init::Ready(m) | Init::AbortFirst(m) => m.clone(),
+        let written = match &outcome {
+            Init::Ready(m) => broker
+                .txns
+                .put(&mut coordinator, m.clone())
+                .map(|w| (w, None)),
+            // The open transaction is aborted first, by this request's finisher.
+            Init::AbortFirst(m) => broker
+                .txns
+                .put_prepare(&mut coordinator, m.clone())
+                .map(|(w, claim)| (w, Some(claim))),
         };
-        match broker.txns.put(&mut coordinator, meta) {
-            Ok(waits) => (outcome, waits),
+        match written {
+            Ok((waits, claim)) => (outcome, waits, claim),
             Err(e) => return Reply::Ready(Box::new(answer(e))),
         }
     };
@@ -80,9 +88,12 @@ pub fn handle(broker: &Broker, request: InitProducerIdRequest, _call: &Call) -> 
         }
         Some(match outcome {
             Init::Ready(meta) => granted(meta.producer_id, meta.producer_epoch),
-            Init::AbortFirst(prepare) => match broker.finish_txn(prepare).await {
-                Ok(done) => granted(done.producer_id, done.producer_epoch),
-                Err(e) => answer(e),
+            Init::AbortFirst(prepare) => match claim {
+                Some(claim) => match broker.finish_txn(prepare, claim).await {
+                    Ok(done) => granted(done.producer_id, done.producer_epoch),
+                    Err(e) => answer(e),
+                },
+                None => answer(ResponseError::ConcurrentTransactions),
             },
         })
     }))

@@ -296,6 +296,21 @@ impl Coordinator {
         if meta.producer_id != producer_id {
             return Err(ResponseError::InvalidProducerIdMapping);
         }
+        let preparing = matches!(meta.state, TxnState::PrepareCommit | TxnState::PrepareAbort);
+        if preparing
+            && tv2
+            && meta.end_requested_epoch == Some(epoch)
+            && epoch != meta.producer_epoch
+        {
+            // A retry of the EndTxn whose decision is still being carried out (it bumped the
+            // epoch, KIP-890): retriable, as Kafka answers it, until the transaction completes
+            // and the retry is answered from `last` above. Not a fenced producer.
+            return if (meta.state == TxnState::PrepareCommit) == commit {
+                Err(ResponseError::ConcurrentTransactions)
+            } else {
+                Err(ResponseError::InvalidTxnState)
+            };
+        }
         if epoch != meta.producer_epoch {
             return Err(fenced(meta.producer_epoch, epoch));
         }
@@ -613,6 +628,40 @@ mod tests {
         let done = completed(&prepare, 3);
         c.apply(done);
         assert!(c.heal("t", 0, 30, 0).unwrap().commit);
+    }
+
+    #[test]
+    fn a_retried_end_while_its_decision_is_carried_out_is_retriable_not_fenced() {
+        let mut c = Coordinator::new(900_000, i64::MAX);
+        fresh(&mut c, "r", 7);
+        let m = c.get("r").unwrap().clone();
+        let added = c
+            .add_partitions("r", 7, m.producer_epoch, &[("t".to_string(), 0)], true, 1)
+            .unwrap()
+            .unwrap();
+        c.apply(added);
+        let mut alloc = || Ok(999);
+        let End::Finish(prepare) = c.end("r", (7, 0), true, true, &mut alloc, 2).unwrap() else {
+            panic!("expected a transaction to finish")
+        };
+        assert_eq!(prepare.producer_epoch, 1, "KIP-890 bumps the epoch");
+        c.apply(prepare.clone());
+        // The client did not get the answer and retries with the epoch it had.
+        assert_eq!(
+            c.end("r", (7, 0), true, true, &mut alloc, 3).err(),
+            Some(ResponseError::ConcurrentTransactions)
+        );
+        assert_eq!(
+            c.end("r", (7, 0), false, true, &mut alloc, 3).err(),
+            Some(ResponseError::InvalidTxnState),
+            "the opposite decision is not a retry"
+        );
+        // Once the markers are written, the retry gets the outcome.
+        c.apply(completed(&prepare, 4));
+        match c.end("r", (7, 0), true, true, &mut alloc, 5).unwrap() {
+            End::Done { producer_epoch, .. } => assert_eq!(producer_epoch, 1),
+            _ => panic!("expected the completed transaction's answer"),
+        }
     }
 
     #[test]

@@ -57,8 +57,9 @@ pub struct TxnService {
     pub coordinator: Mutex<Coordinator>,
     topic: Arc<Topic>,
     clock: Arc<dyn Clock>,
-    /// Ids whose `Prepare*` state is being finished right now.
-    finishing: Mutex<HashSet<String>>,
+    /// Ids whose `Prepare*` state has a finisher (claimed with it, under the coordinator
+    /// lock, and released when the finisher ends).
+    finishing: Arc<Mutex<HashSet<String>>>,
 }
 
 impl std::fmt::Debug for TxnService {
@@ -100,7 +101,7 @@ impl TxnService {
             coordinator: Mutex::new(coordinator),
             topic,
             clock,
-            finishing: Mutex::new(HashSet::new()),
+            finishing: Arc::default(),
         })
     }
 
@@ -154,17 +155,44 @@ impl TxnService {
         coordinator.apply(meta);
         Ok(waits)
     }
+
+    /// Writes a `Prepare*` state and claims the right to finish it, in one step under the
+    /// coordinator lock (which the caller holds): no other finisher (the clock's tick) can
+    /// take a transaction between its decision and its finisher.
+    pub(crate) fn put_prepare(
+        &self,
+        coordinator: &mut Coordinator,
+        prepare: TxnMeta,
+    ) -> Result<(Vec<(Arc<Partition>, Offset)>, FinishClaim), ResponseError> {
+        debug_assert!(prepare.state.is_prepare());
+        let claim = self
+            .claim(&prepare.transactional_id)
+            .ok_or(ResponseError::ConcurrentTransactions)?;
+        Ok((self.put(coordinator, prepare)?, claim))
+    }
+
+    /// The right to finish `id`'s transaction, unless a finisher has it.
+    pub(crate) fn claim(&self, id: &str) -> Option<FinishClaim> {
+        self.finishing
+            .lock()
+            .insert(id.to_string())
+            .then(|| FinishClaim {
+                finishing: Arc::clone(&self.finishing),
+                id: id.to_string(),
+            })
+    }
 }
 
-/// Marks a transactional id as being finished until dropped.
-struct Finishing<'a> {
-    broker: &'a Broker,
+/// Held by the one finisher of a transaction's `Prepare*` state; released when dropped.
+#[derive(Debug)]
+pub(crate) struct FinishClaim {
+    finishing: Arc<Mutex<HashSet<String>>>,
     id: String,
 }
 
-impl Drop for Finishing<'_> {
+impl Drop for FinishClaim {
     fn drop(&mut self) {
-        self.broker.txns.finishing.lock().remove(&self.id);
+        self.finishing.lock().remove(&self.id);
     }
 }
 
@@ -184,17 +212,12 @@ impl Broker {
     pub(crate) async fn finish_txn(
         self: &Arc<Self>,
         prepare: TxnMeta,
+        claim: FinishClaim,
     ) -> Result<TxnMeta, ResponseError> {
-        let id = prepare.transactional_id.clone();
-        if !self.txns.finishing.lock().insert(id.clone()) {
-            return Err(ResponseError::ConcurrentTransactions);
-        }
+        debug_assert_eq!(claim.id, prepare.transactional_id);
         let broker = Arc::clone(self);
         let task = tokio::spawn(async move {
-            let _finishing = Finishing {
-                broker: &broker,
-                id,
-            };
+            let _claim = claim;
             broker.finish_txn_inner(prepare).await
         });
         task.await
@@ -284,23 +307,22 @@ impl Broker {
             let mut to_finish = Vec::new();
             for meta in aborts {
                 tracing::info!(transactional_id = %meta.transactional_id, "aborting a transaction past its timeout");
-                match self.txns.put(&mut coordinator, meta.clone()) {
-                    Ok(_) => to_finish.push(meta),
+                match self.txns.put_prepare(&mut coordinator, meta.clone()) {
+                    Ok((_, claim)) => to_finish.push((meta, claim)),
                     Err(e) => tracing::warn!(error = ?e, "cannot abort an expired transaction"),
                 }
             }
-            let finishing = self.txns.finishing.lock();
-            for meta in coordinator.all() {
-                if meta.state.is_prepare()
-                    && !finishing.contains(&meta.transactional_id)
-                    && !to_finish
-                        .iter()
-                        .any(|m| m.transactional_id == meta.transactional_id)
-                {
-                    to_finish.push(meta.clone());
+            // `Prepare*` states nobody is finishing: left by a restart or a failed finisher.
+            let left: Vec<TxnMeta> = coordinator
+                .all()
+                .filter(|meta| meta.state.is_prepare())
+                .cloned()
+                .collect();
+            for meta in left {
+                if let Some(claim) = self.txns.claim(&meta.transactional_id) {
+                    to_finish.push((meta, claim));
                 }
             }
-            drop(finishing);
             let records: Vec<TxnRecord> = forget.iter().cloned().map(TxnRecord::Delete).collect();
             if !records.is_empty() && self.txns.write(&records).is_ok() {
                 for id in &forget {
@@ -312,14 +334,12 @@ impl Broker {
         if forgotten > 0 {
             tracing::info!(count = forgotten, "forgot idle transactional ids");
         }
-        for prepare in to_finish {
+        for (prepare, claim) in to_finish {
             let broker = Arc::clone(self);
             tokio::spawn(async move {
                 let id = prepare.transactional_id.clone();
-                if let Err(e) = broker.finish_txn(prepare).await {
-                    if e != ResponseError::ConcurrentTransactions {
-                        tracing::warn!(transactional_id = %id, error = ?e, "finishing a transaction failed; will retry");
-                    }
+                if let Err(e) = broker.finish_txn(prepare, claim).await {
+                    tracing::warn!(transactional_id = %id, error = ?e, "finishing a transaction failed; will retry");
                 }
             });
         }
