@@ -163,7 +163,7 @@ impl TxnService {
         &self,
         coordinator: &mut Coordinator,
         prepare: TxnMeta,
-    ) -> Result<(Vec<(Arc<Partition>, Offset)>, FinishClaim), ResponseError> {
+    ) -> Result<(DurableWaits, FinishClaim), ResponseError> {
         debug_assert!(prepare.state.is_prepare());
         let claim = self
             .claim(&prepare.transactional_id)
@@ -182,6 +182,9 @@ impl TxnService {
             })
     }
 }
+
+/// The writes to wait for before a step counts as durable: (partition, offset).
+pub(crate) type DurableWaits = Vec<(Arc<Partition>, Offset)>;
 
 /// Held by the one finisher of a transaction's `Prepare*` state; released when dropped.
 #[derive(Debug)]
