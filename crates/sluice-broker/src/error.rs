@@ -94,3 +94,49 @@ pub fn log_error(e: &LogError) -> ResponseError {
 }
 
 pub const NONE: i16 = 0;
+
+/// Whether [`for_request_version`] may change a response of `api` at `version` (so that the
+/// other replies, produce and fetch among them, pass untouched).
+pub(crate) fn rewrites_errors(api: kafka_protocol::messages::ApiKey, version: i16) -> bool {
+    use kafka_protocol::messages::ApiKey;
+    match api {
+        ApiKey::InitProducerId => version < 4,
+        ApiKey::AddPartitionsToTxn | ApiKey::AddOffsetsToTxn | ApiKey::EndTxn => version < 2,
+        _ => false,
+    }
+}
+
+/// Error codes as the request's version knows them. PRODUCER_FENCED (90) came with KIP-588 in
+/// InitProducerId v4 and AddPartitionsToTxn, AddOffsetsToTxn and EndTxn v2; older versions get
+/// INVALID_PRODUCER_EPOCH (47), as Kafka answers them (a client that predates 90 reports it
+/// as an unknown error instead of a fenced producer).
+pub(crate) fn for_request_version(
+    api: kafka_protocol::messages::ApiKey,
+    version: i16,
+    response: &mut kafka_protocol::messages::ResponseKind,
+) {
+    use kafka_protocol::messages::ResponseKind;
+    if !rewrites_errors(api, version) {
+        return;
+    }
+    let fenced = ResponseError::ProducerFenced.code();
+    let older = ResponseError::InvalidProducerEpoch.code();
+    let fix = |code: &mut i16| {
+        if *code == fenced {
+            *code = older;
+        }
+    };
+    match response {
+        ResponseKind::InitProducerId(r) => fix(&mut r.error_code),
+        ResponseKind::AddOffsetsToTxn(r) => fix(&mut r.error_code),
+        ResponseKind::EndTxn(r) => fix(&mut r.error_code),
+        ResponseKind::AddPartitionsToTxn(r) => {
+            for topic in &mut r.results_by_topic_v3_and_below {
+                for p in &mut topic.results_by_partition {
+                    fix(&mut p.partition_error_code);
+                }
+            }
+        }
+        _ => {}
+    }
+}

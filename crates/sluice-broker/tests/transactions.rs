@@ -443,3 +443,44 @@ async fn offsets_pending_in_a_transaction_are_unstable_until_it_commits() {
         (NONE, 7)
     );
 }
+
+/// PRODUCER_FENCED (90) exists from InitProducerId v4 and AddPartitionsToTxn, AddOffsetsToTxn
+/// and EndTxn v2 (KIP-588); older versions get INVALID_PRODUCER_EPOCH (47), as from Kafka
+/// (aiokafka, which speaks AddPartitionsToTxn v0, reported 90 as an unknown error).
+#[tokio::test]
+async fn a_fenced_producer_gets_the_error_its_request_version_knows() {
+    let f = fixture();
+    let b = &f.broker;
+    let (_, pid, epoch) = init(b, "old", 60_000).await;
+    let (_, _, newer) = init(b, "old", 60_000).await;
+    assert!(newer > epoch, "a second InitProducerId fences the first");
+    for (version, expected) in [
+        (0, INVALID_PRODUCER_EPOCH),
+        (1, INVALID_PRODUCER_EPOCH),
+        (2, PRODUCER_FENCED),
+        (3, PRODUCER_FENCED),
+    ] {
+        let r = call(
+            b,
+            ApiKey::AddPartitionsToTxn,
+            version,
+            RequestKind::AddPartitionsToTxn(
+                AddPartitionsToTxnRequest::default()
+                    .with_v3_and_below_transactional_id(tid("old"))
+                    .with_v3_and_below_producer_id(ProducerId(pid))
+                    .with_v3_and_below_producer_epoch(epoch)
+                    .with_v3_and_below_topics(vec![AddPartitionsToTxnTopic::default()
+                        .with_name(TopicName(StrBytes::from_string("t".into())))
+                        .with_partitions(vec![0])]),
+            ),
+        )
+        .await;
+        let ResponseKind::AddPartitionsToTxn(r) = r else {
+            panic!("{r:?}")
+        };
+        let code = r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code;
+        assert_eq!(code, expected, "AddPartitionsToTxn v{version}");
+        let (code, _, _) = end(b, "old", pid, epoch, false, version).await;
+        assert_eq!(code, expected, "EndTxn v{version}");
+    }
+}

@@ -689,3 +689,92 @@ async fn api_versions_shows_zero_minimum_features_only_from_v4() {
         }
     }
 }
+
+/// Produce is listed from v0 as Kafka 4 lists it (KAFKA-18659: librdkafka before 2.11 compresses
+/// only for brokers that list v0) but served from v3: a v0–2 request closes the connection
+/// instead of waiting for an answer that never comes.
+#[tokio::test]
+async fn produce_is_listed_from_v0_and_older_requests_close_the_connection() {
+    let f = fixture().await;
+    let mut wire = Wire::connect(f.addr).await;
+    let ResponseKind::ApiVersions(r) = wire
+        .call(
+            ApiKey::ApiVersions,
+            3,
+            RequestKind::ApiVersions(ApiVersionsRequest::default()),
+        )
+        .await
+    else {
+        panic!("not an ApiVersions response")
+    };
+    let produce = r
+        .api_keys
+        .iter()
+        .find(|k| k.api_key == ApiKey::Produce as i16)
+        .unwrap();
+    assert_eq!((produce.min_version, produce.max_version), (0, 13));
+    for version in 0..=2i16 {
+        // A v0–2 body is a message set the codec does not speak: the header alone is enough,
+        // the broker refuses the version before reading further.
+        let mut stream = TcpStream::connect(f.addr).await.unwrap();
+        let mut frame = BytesMut::new();
+        frame.put_i32(0);
+        RequestHeader::default()
+            .with_request_api_key(ApiKey::Produce as i16)
+            .with_request_api_version(version)
+            .with_correlation_id(9)
+            .with_client_id(Some(s("old-client")))
+            .encode(&mut frame, 1)
+            .unwrap();
+        frame.put_i16(1); // acks
+        let size = (frame.len() - 4) as i32;
+        frame[..4].copy_from_slice(&size.to_be_bytes());
+        stream.write_all(&frame).await.unwrap();
+        let mut rest = Vec::new();
+        let read = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            stream.read_to_end(&mut rest),
+        )
+        .await
+        .expect("the connection closes");
+        assert!(
+            read.is_ok() && rest.is_empty(),
+            "Produce v{version}: {rest:?}"
+        );
+    }
+}
+
+/// CreateTopics at every version creates the topic and, on success, carries no error message
+/// (null, as Kafka answers; aiokafka checks it).
+#[tokio::test]
+async fn create_topics_succeeds_without_a_message_at_every_version() {
+    use kafka_protocol::messages::create_topics_request::CreatableTopic;
+    let f = fixture().await;
+    let mut wire = Wire::connect(f.addr).await;
+    for version in versions(ApiKey::CreateTopics) {
+        let name = format!("created-v{version}");
+        let request = CreateTopicsRequest::default()
+            .with_timeout_ms(5_000)
+            .with_topics(vec![CreatableTopic::default()
+                .with_name(TopicName(s(&name)))
+                .with_num_partitions(2)
+                .with_replication_factor(1)]);
+        let ResponseKind::CreateTopics(r) = wire
+            .call(
+                ApiKey::CreateTopics,
+                version,
+                RequestKind::CreateTopics(request),
+            )
+            .await
+        else {
+            panic!("not a CreateTopics response")
+        };
+        let t = &r.topics[0];
+        assert_eq!(
+            (t.error_code, t.error_message.as_ref()),
+            (NONE, None),
+            "CreateTopics v{version}"
+        );
+        assert_eq!(f.broker.topics().get(&name).unwrap().partition_count(), 2);
+    }
+}

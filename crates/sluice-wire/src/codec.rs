@@ -184,8 +184,7 @@ pub fn api_versions_body(table: &ApiTable, error_code: i16) -> ApiVersionsRespon
         .with_error_code(error_code)
         .with_api_keys(
             table
-                .ranges()
-                .iter()
+                .advertised()
                 .map(|r| {
                     ApiVersion::default()
                         .with_api_key(r.key as i16)

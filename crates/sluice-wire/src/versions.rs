@@ -11,7 +11,10 @@ pub struct ApiRange {
 
 #[derive(Debug, Clone)]
 pub struct ApiTable {
+    /// The versions served (decoded and handled).
     ranges: Vec<ApiRange>,
+    /// APIs advertised from a lower version than served (see [`ApiTable::advertise_from`]).
+    advertised_min: Vec<(ApiKey, i16)>,
 }
 
 impl ApiTable {
@@ -28,7 +31,33 @@ impl ApiTable {
                 codec
             );
         }
-        ApiTable { ranges }
+        ApiTable {
+            ranges,
+            advertised_min: Vec::new(),
+        }
+    }
+
+    /// Advertises `key` from `min`, below the versions served: requests of those versions are
+    /// refused (the connection is closed, as for any version not served). Apache Kafka 4 does
+    /// this for Produce (0–2 listed, refused; KAFKA-18659) because librdkafka before 2.11
+    /// compresses with gzip, snappy and lz4 only if a broker lists Produce v0.
+    pub fn advertise_from(mut self, key: ApiKey, min: i16) -> Self {
+        if self.get(key).is_some_and(|r| min < r.min) {
+            self.advertised_min.push((key, min));
+        }
+        self
+    }
+
+    /// The ranges ApiVersions lists.
+    pub fn advertised(&self) -> impl Iterator<Item = ApiRange> + '_ {
+        self.ranges.iter().map(|r| {
+            let min = self
+                .advertised_min
+                .iter()
+                .find(|(k, _)| *k == r.key)
+                .map_or(r.min, |(_, m)| *m);
+            ApiRange { min, ..*r }
+        })
     }
 
     pub fn get(&self, key: ApiKey) -> Option<ApiRange> {

@@ -25,10 +25,13 @@ pub fn handle(broker: &Broker, request: CreateTopicsRequest, call: &Call) -> Res
         .into_iter()
         .map(|topic| {
             let name = topic.name.clone();
+            // No message unless there is an error: Kafka answers null there (the codec's
+            // default is an empty string, which clients such as aiokafka take for a message).
             let result = CreatableTopicResult::default()
                 .with_name(name.clone())
                 .with_num_partitions(-1)
-                .with_replication_factor(-1);
+                .with_replication_factor(-1)
+                .with_error_message(None);
             if !seen.insert(name.clone()) {
                 let e = BrokerError::InvalidRequest(format!(
                     "topic '{}' appears more than once in the request",

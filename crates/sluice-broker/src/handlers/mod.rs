@@ -48,16 +48,30 @@ use sluice_wire::{ApiRange, ApiTable, Peer, Reply};
 
 use crate::broker::Broker;
 
-/// The versions of one API a handler serves, inclusive.
+/// The versions of one API a handler serves, inclusive, and the lowest it advertises.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Versions {
     pub min: i16,
     pub max: i16,
+    /// Below `min` only for Kafka's compatibility listings (`ApiTable::advertise_from`).
+    pub advertised_min: i16,
 }
 
 impl Versions {
     pub const fn new(min: i16, max: i16) -> Self {
-        Versions { min, max }
+        Versions {
+            min,
+            max,
+            advertised_min: min,
+        }
+    }
+
+    /// Listed in ApiVersions from `min`, but served only from `self.min`.
+    pub const fn advertised_from(self, min: i16) -> Self {
+        Versions {
+            advertised_min: min,
+            ..self
+        }
     }
 }
 
@@ -81,21 +95,44 @@ macro_rules! apis {
     ($($api:ident => $module:ident),* $(,)?) => {
         /// The API versions Sluice implements; ApiVersions advertises exactly these.
         pub fn api_table() -> ApiTable {
-            ApiTable::new(vec![$(ApiRange {
+            let table = ApiTable::new(vec![$(ApiRange {
                 key: ApiKey::$api,
                 min: $module::VERSIONS.min,
                 max: $module::VERSIONS.max,
-            }),*])
+            }),*]);
+            $(let table = table.advertise_from(ApiKey::$api, $module::VERSIONS.advertised_min);)*
+            table
         }
 
-        /// Hands a decoded request to its handler.
+        /// Hands a decoded request to its handler; error codes leave as the request's
+        /// version knows them (`error::for_request_version`).
         pub(crate) fn dispatch(broker: &Broker, api: ApiKey, body: RequestKind, call: &Call) -> Reply {
-            match body {
+            let reply: Reply = match body {
                 $(RequestKind::$api(request) => $module::handle(broker, request, call).into(),)*
                 // Decoding admits only the APIs of `api_table`, which lists exactly the arms
                 // above; an answer we cannot give closes the connection rather than leave the
                 // client waiting.
-                _ => Reply::Close(format!("no handler for {api:?}")),
+                _ => return Reply::Close(format!("no handler for {api:?}")),
+            };
+            let version = call.version;
+            if !crate::error::rewrites_errors(api, version) {
+                return reply;
+            }
+            match reply {
+                Reply::Ready(mut response) => {
+                    crate::error::for_request_version(api, version, &mut response);
+                    Reply::Ready(response)
+                }
+                Reply::Later(pending) => Reply::Later(Box::pin(futures::FutureExt::map(
+                    pending,
+                    move |response| {
+                        response.map(|mut r| {
+                            crate::error::for_request_version(api, version, &mut r);
+                            r
+                        })
+                    },
+                ))),
+                other => other,
             }
         }
     };

@@ -36,7 +36,10 @@ fn failed(index: i32, error: ResponseError, message: String) -> Pending {
     }
 }
 
-pub const VERSIONS: Versions = Versions::new(3, 13);
+/// v3–13 served (record batches v2). Listed from v0 as Kafka 4 lists it (KAFKA-18659), because
+/// librdkafka before 2.11 sends gzip, snappy and lz4 batches uncompressed to a broker that does
+/// not list v0; a v0–2 request (message sets v0/v1) closes the connection.
+pub const VERSIONS: Versions = Versions::new(3, 13).advertised_from(0);
 
 pub fn handle(broker: &Broker, request: ProduceRequest, call: &Call) -> Reply {
     let version = call.version;
