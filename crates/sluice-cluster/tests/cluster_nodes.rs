@@ -4,11 +4,14 @@
 //! metadata leader (and does not fence the living while it takes over), and a node that comes
 //! back is registered and unfenced again.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::{bind_voters, wait_for};
 use sluice_cluster::controller::ControllerConfig;
 use sluice_cluster::metadata::NodeRegistration;
 use sluice_cluster::raft::node::MetadataConfig;
@@ -56,17 +59,6 @@ async fn start(
     Running { node, stop }
 }
 
-async fn wait_for(what: &str, mut predicate: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while !predicate() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 fn live(n: &ClusterNode, id: u64) -> bool {
     n.state().state.is_live(NodeId(id as i32))
 }
@@ -82,13 +74,7 @@ fn fenced(n: &ClusterNode, id: u64) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nodes_register_are_fenced_when_silent_and_return() {
     let dir = tempfile::tempdir().unwrap();
-    let mut listeners = BTreeMap::new();
-    let mut voters = BTreeMap::new();
-    for id in 1..=3u64 {
-        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        voters.insert(id, l.local_addr().unwrap().to_string());
-        listeners.insert(id, l);
-    }
+    let (listeners, voters) = bind_voters(3).await;
     let mut nodes = BTreeMap::new();
     for (id, listener) in listeners {
         nodes.insert(id, start(id, &voters, dir.path(), listener).await);

@@ -3,11 +3,13 @@
 //! proposal from any node commits and applies on all, the group survives losing its leader,
 //! and a stopped node catches up when it returns (from its own files).
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
+use common::{bind_voters, wait_for};
 use sluice_cluster::metadata::{MetadataRecord, NodeRegistration};
 use sluice_cluster::raft::node::{MetadataConfig, MetadataNode};
 use sluice_cluster::NodeId;
@@ -48,18 +50,6 @@ fn register(id: i32) -> Vec<MetadataRecord> {
     })]
 }
 
-/// Waits (up to 20 s) until `predicate` holds.
-async fn wait_for(what: &str, mut predicate: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while !predicate() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 fn knows(node: &MetadataNode, id: i32) -> bool {
     node.applied()
         .borrow()
@@ -71,13 +61,7 @@ fn knows(node: &MetadataNode, id: i32) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_nodes_agree_survive_their_leader_and_catch_up() {
     let dir = tempfile::tempdir().unwrap();
-    let mut listeners = BTreeMap::new();
-    let mut voters = BTreeMap::new();
-    for id in 1..=3u64 {
-        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        voters.insert(id, l.local_addr().unwrap().to_string());
-        listeners.insert(id, l);
-    }
+    let (listeners, voters) = bind_voters(3).await;
     let mut nodes = BTreeMap::new();
     for (id, listener) in listeners {
         nodes.insert(id, start(id, &voters, dir.path(), listener).await);
