@@ -24,77 +24,14 @@ import org.apache.kafka.common.TopicPartitionInfo;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 
-public class ClientCompat {
+public class ClientCompat extends Checks {
     static final List<String> CHECKS = Arrays.asList(
         "admin_create_topic", "admin_describe_topic", "produce", "produce_idempotent",
         "consume_from_beginning", "consume_from_end", "group_commit_and_resume",
         "admin_describe_group", "transactions", "transactions_send_offsets", "admin_delete_topic");
-    static final Map<String, String> reported = new LinkedHashMap<>();
-    static volatile String running = "start-up";
     static final long WAIT_MS = 20_000; // the bound of each wait for records or futures
 
     static String bootstrap, topic, groupTopic, txnIn, txnOut, group, txnGroup, prefix;
-
-    interface Check {
-        void run() throws Exception;
-    }
-
-    static class CheckFailed extends Exception {
-        CheckFailed(String why) {
-            super(why);
-        }
-    }
-
-    static void require(boolean ok, String what) throws CheckFailed {
-        if (!ok) throw new CheckFailed(what);
-    }
-
-    static synchronized void report(String name, String failure) {
-        if (reported.containsKey(name)) return;
-        reported.put(name, failure);
-        System.out.println("CHECK " + name + (failure == null ? " ok" : " FAIL " + failure.replace('\n', ' ')));
-        System.out.flush();
-    }
-
-    static synchronized boolean passed(String name) {
-        return reported.containsKey(name) && reported.get(name) == null;
-    }
-
-    static String describe(Throwable t) {
-        StringBuilder sb = new StringBuilder();
-        for (Throwable c = t; c != null && sb.length() < 600; c = c.getCause()) {
-            if (sb.length() > 0) sb.append(" <- ");
-            sb.append(c instanceof CheckFailed ? "" : c.getClass().getSimpleName() + ": ").append(c.getMessage());
-            if (c.getCause() == c) break;
-        }
-        return sb.toString();
-    }
-
-    static void run(String name, Check check, String... needs) {
-        for (String need : needs) {
-            if (!passed(need)) {
-                report(name, "not run: it needs " + need + ", which failed");
-                return;
-            }
-        }
-        running = name;
-        long started = System.nanoTime();
-        try {
-            check.run();
-            report(name, null);
-        } catch (Throwable t) {
-            System.err.println("check " + name + " failed:");
-            t.printStackTrace();
-            report(name, describe(t));
-        }
-        System.err.printf("INFO %s took %d ms%n", name, (System.nanoTime() - started) / 1_000_000);
-    }
-
-    /** Reports a check that ran inside another one (`within`). */
-    static void after(String name, String result, String within) {
-        if (result == null) report(name, "not reached: " + within + " failed before it");
-        else report(name, result.isEmpty() ? null : result);
-    }
 
     // ---- client configuration ----
 
@@ -523,17 +460,7 @@ public class ClientCompat {
         group = prefix + "-g";
         txnGroup = prefix + "-txn-g";
         System.err.println("INFO kafka-clients from " + KafkaProducer.class.getProtectionDomain().getCodeSource().getLocation());
-        Thread watchdog = new Thread(() -> {
-            try {
-                Thread.sleep(deadlineSeconds * 1000);
-            } catch (InterruptedException e) {
-                return;
-            }
-            for (String name : CHECKS) report(name, "not finished within " + deadlineSeconds + " s (the run was in " + running + ")");
-            Runtime.getRuntime().halt(3);
-        });
-        watchdog.setDaemon(true);
-        watchdog.start();
+        startWatchdog(CHECKS, deadlineSeconds);
 
         run("admin_create_topic", ClientCompat::createTopics);
         run("admin_describe_topic", ClientCompat::describeTopic, "admin_create_topic");

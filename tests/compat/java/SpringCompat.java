@@ -33,12 +33,10 @@ import org.springframework.kafka.support.SendResult;
 import org.springframework.kafka.transaction.KafkaTransactionManager;
 import org.springframework.transaction.support.TransactionTemplate;
 
-public class SpringCompat {
+public class SpringCompat extends Checks {
     static final List<String> CHECKS = Arrays.asList(
         "spring_admin_create_topic", "spring_template_send", "spring_listener_receive",
         "spring_transactions", "spring_listener_in_transaction", "spring_listener_commit_resume");
-    static final Map<String, String> reported = new LinkedHashMap<>();
-    static volatile String running = "start-up";
     static final long WAIT_MS = 30_000;
     static final int FIRST = 20, SECOND = 10, FORWARD = 5;
 
@@ -47,61 +45,6 @@ public class SpringCompat {
     // What the listeners received; the group listener's queue is replaced between contexts.
     static volatile BlockingQueue<ConsumerRecord<String, String>> groupReceived = new LinkedBlockingQueue<>();
     static final BlockingQueue<ConsumerRecord<String, String>> txnReceived = new LinkedBlockingQueue<>();
-
-    interface Check {
-        void run() throws Exception;
-    }
-
-    static class CheckFailed extends Exception {
-        CheckFailed(String why) {
-            super(why);
-        }
-    }
-
-    static void require(boolean ok, String what) throws CheckFailed {
-        if (!ok) throw new CheckFailed(what);
-    }
-
-    static synchronized void report(String name, String failure) {
-        if (reported.containsKey(name)) return;
-        reported.put(name, failure);
-        System.out.println("CHECK " + name + (failure == null ? " ok" : " FAIL " + failure.replace('\n', ' ')));
-        System.out.flush();
-    }
-
-    static synchronized boolean passed(String name) {
-        return reported.containsKey(name) && reported.get(name) == null;
-    }
-
-    static String describe(Throwable t) {
-        StringBuilder sb = new StringBuilder();
-        for (Throwable c = t; c != null && sb.length() < 600; c = c.getCause()) {
-            if (sb.length() > 0) sb.append(" <- ");
-            sb.append(c instanceof CheckFailed ? "" : c.getClass().getSimpleName() + ": ").append(c.getMessage());
-            if (c.getCause() == c) break;
-        }
-        return sb.toString();
-    }
-
-    static void run(String name, Check check, String... needs) {
-        for (String need : needs) {
-            if (!passed(need)) {
-                report(name, "not run: it needs " + need + ", which failed");
-                return;
-            }
-        }
-        running = name;
-        long started = System.nanoTime();
-        try {
-            check.run();
-            report(name, null);
-        } catch (Throwable t) {
-            System.err.println("check " + name + " failed:");
-            t.printStackTrace();
-            report(name, describe(t));
-        }
-        System.err.printf("INFO %s took %d ms%n", name, (System.nanoTime() - started) / 1_000_000);
-    }
 
     // ---- configuration shared by the contexts ----
 
@@ -473,17 +416,7 @@ public class SpringCompat {
         System.setProperty("compat.fwd.group", fwdGroup);
         System.err.println("INFO spring-kafka from " + KafkaTemplate.class.getProtectionDomain().getCodeSource().getLocation()
             + ", kafka-clients from " + ConsumerRecord.class.getProtectionDomain().getCodeSource().getLocation());
-        Thread watchdog = new Thread(() -> {
-            try {
-                Thread.sleep(deadlineSeconds * 1000);
-            } catch (InterruptedException e) {
-                return;
-            }
-            for (String name : CHECKS) report(name, "not finished within " + deadlineSeconds + " s (the run was in " + running + ")");
-            Runtime.getRuntime().halt(3);
-        });
-        watchdog.setDaemon(true);
-        watchdog.start();
+        startWatchdog(CHECKS, deadlineSeconds);
 
         run("spring_admin_create_topic", () -> {
             first = new AnnotationConfigApplicationContext(Base.class, GroupListener.class, TxnReader.class, Forwarder.class);
