@@ -69,4 +69,45 @@ function hardDeadline(ms) {
   timer.unref();
 }
 
-module.exports = { RUN, unique, sleep, waitFor, withTimeout, assert, check, hardDeadline };
+// Clients the program made, disconnected when it ends (`runMain`).
+const cleanups = [];
+
+function track(client) {
+  cleanups.push(client);
+  return client;
+}
+
+async function stopClient(client) {
+  try {
+    await client.disconnect();
+  } catch (e) {
+    console.error(`disconnect: ${e.message}`);
+  }
+}
+
+function values(records) {
+  return records.map(r => r.value);
+}
+
+function sameSet(got, want) {
+  const a = [...got].sort();
+  const b = [...want].sort();
+  return a.length === b.length && a.every((v, i) => v === b[i]);
+}
+
+/** Runs the program's `main`, then disconnects every tracked client (3 s each at most) and exits. */
+function runMain(main) {
+  main()
+    .catch(e => {
+      console.error(`fatal: ${e.stack || e}`);
+      process.exitCode = 1;
+    })
+    .finally(async () => {
+      for (const client of cleanups.reverse()) {
+        await Promise.race([client.disconnect().catch(() => {}), sleep(3000)]);
+      }
+      process.exit(process.exitCode || 0);
+    });
+}
+
+module.exports = { RUN, unique, sleep, waitFor, withTimeout, assert, check, hardDeadline, track, stopClient, values, sameSet, runMain };

@@ -5,7 +5,7 @@
 
 const ckjs = require('@confluentinc/kafka-javascript');
 const { Kafka, logLevel, CompressionTypes } = ckjs.KafkaJS;
-const { unique, sleep, waitFor, assert, check, hardDeadline } = require('./common');
+const { unique, sleep, waitFor, assert, check, hardDeadline, track, stopClient, values, sameSet, runMain } = require('./common');
 
 const bootstrap = process.argv[2];
 if (!bootstrap) {
@@ -39,12 +39,6 @@ const TXN = unique('ckjs-txn');             // 2 partitions: transactions
 const DOOMED = unique('ckjs-delete');       // deleted by admin_delete_topic
 
 const CLASSIC_TIMINGS = { maxWaitTimeInMs: 100, heartbeatInterval: 500, sessionTimeout: 10000, rebalanceTimeout: 30000 };
-
-const cleanups = [];
-function track(client) {
-  cleanups.push(client);
-  return client;
-}
 
 function producer(kafkaJS = {}, extra = {}) {
   // linger.ms 0: every awaited send goes out at once.
@@ -94,24 +88,6 @@ function positioned(c) {
     const p = t && t.partitions && t.partitions[String(partition)];
     return p && p.fetch_state === 'active' && p.next_offset >= 0;
   });
-}
-
-async function stopClient(client) {
-  try {
-    await client.disconnect();
-  } catch (e) {
-    console.error(`disconnect: ${e.message}`);
-  }
-}
-
-function values(records) {
-  return records.map(r => r.value);
-}
-
-function sameSet(got, want) {
-  const a = [...got].sort();
-  const b = [...want].sort();
-  return a.length === b.length && a.every((v, i) => v === b[i]);
 }
 
 async function committedOffset(admin, groupId, topic, partition, requireStableOffsets = false) {
@@ -518,14 +494,4 @@ async function main() {
   });
 }
 
-main()
-  .catch(e => {
-    console.error(`fatal: ${e.stack || e}`);
-    process.exitCode = 1;
-  })
-  .finally(async () => {
-    for (const client of cleanups.reverse()) {
-      await Promise.race([client.disconnect().catch(() => {}), sleep(3000)]);
-    }
-    process.exit(process.exitCode || 0);
-  });
+runMain(main);

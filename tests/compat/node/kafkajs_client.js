@@ -3,7 +3,7 @@
 // Prints one `CHECK <name> ok|FAIL <reason>` line per check (tests/compat/harness.py).
 
 const { Kafka, logLevel, Partitioners, CompressionTypes } = require('kafkajs');
-const { unique, sleep, waitFor, assert, check, hardDeadline } = require('./common');
+const { unique, sleep, waitFor, assert, check, hardDeadline, track, stopClient, values, sameSet, runMain } = require('./common');
 
 const bootstrap = process.argv[2];
 if (!bootstrap) {
@@ -32,12 +32,6 @@ const DOOMED = unique('kjs-delete');         // deleted by admin_delete_topic
 
 // Short fetch waits and heartbeats keep the program quick; the semantics are Kafka's defaults.
 const CONSUMER_TIMINGS = { maxWaitTimeInMs: 250, heartbeatInterval: 500, sessionTimeout: 10000, rebalanceTimeout: 20000 };
-
-const cleanups = [];
-function track(client) {
-  cleanups.push(client);
-  return client;
-}
 
 // A consumer whose records land in `records` ({topic, partition, offset, key, value}).
 async function startConsumer(groupId, topics, { fromBeginning, readUncommitted = false, autoCommit = true, onMessage } = {}) {
@@ -72,24 +66,6 @@ async function startConsumer(groupId, topics, { fromBeginning, readUncommitted =
     },
   });
   return { consumer, records, state };
-}
-
-async function stopClient(client) {
-  try {
-    await client.disconnect();
-  } catch (e) {
-    console.error(`disconnect: ${e.message}`);
-  }
-}
-
-function values(records) {
-  return records.map(r => r.value);
-}
-
-function sameSet(got, want) {
-  const a = [...got].sort();
-  const b = [...want].sort();
-  return a.length === b.length && a.every((v, i) => v === b[i]);
 }
 
 async function main() {
@@ -462,14 +438,4 @@ async function main() {
   });
 }
 
-main()
-  .catch(e => {
-    console.error(`fatal: ${e.stack || e}`);
-    process.exitCode = 1;
-  })
-  .finally(async () => {
-    for (const client of cleanups.reverse()) {
-      await Promise.race([client.disconnect().catch(() => {}), sleep(3000)]);
-    }
-    process.exit(process.exitCode || 0);
-  });
+runMain(main);

@@ -1054,6 +1054,16 @@ mod tests {
     }
 
     /// Joins a new member the KIP-394 way; returns its id and pending join.
+    /// The one member of a group that just became Stable (joined and synced generation 1).
+    fn stable_member(c: &mut Coordinator) -> String {
+        let (a, mut a_join) = new_member(c, 0);
+        a_join.try_recv().unwrap();
+        later(c.sync("g", 1, &a, None, vec![]).0)
+            .try_recv()
+            .unwrap();
+        a
+    }
+
     fn new_member(c: &mut Coordinator, t: i64) -> (String, oneshot::Receiver<JoinResult>) {
         let first = now(c.join(join_req("", None), t).0);
         assert_eq!(first.error, ResponseError::MemberIdRequired.code());
@@ -1195,11 +1205,7 @@ mod tests {
     #[test]
     fn members_commit_while_a_rebalance_is_prepared_as_in_kafka() {
         let mut c = Coordinator::new(config());
-        let (a, mut a_join) = new_member(&mut c, 0);
-        a_join.try_recv().unwrap();
-        later(c.sync("g", 1, &a, None, vec![]).0)
-            .try_recv()
-            .unwrap();
+        let a = stable_member(&mut c);
         let (b, mut b_join) = new_member(&mut c, 10);
         assert_eq!(c.state_of("g"), GroupState::PreparingRebalance);
         // The revoke callback's commit, before `a` rejoins: accepted.
@@ -1254,11 +1260,7 @@ mod tests {
     #[test]
     fn silent_members_expire_and_late_joiners_are_dropped() {
         let mut c = Coordinator::new(config());
-        let (a, mut a_join) = new_member(&mut c, 0);
-        a_join.try_recv().unwrap();
-        later(c.sync("g", 1, &a, None, vec![]).0)
-            .try_recv()
-            .unwrap();
+        let a = stable_member(&mut c);
         let (b, mut b_join) = new_member(&mut c, 0);
         // `a` keeps heartbeating but never rejoins: after the rebalance timeout the join
         // completes without it.
