@@ -6,7 +6,6 @@
 //! Text, one `key=value` per line, replaced atomically (write, fsync, rename, fsync dir).
 
 use std::fs::{self, File};
-use std::io::Write;
 use std::path::Path;
 
 use crate::error::LogError;
@@ -60,14 +59,8 @@ impl Checkpoint {
                 base.0
             ));
         }
-        let tmp = dir.join(format!("{FILE_NAME}.tmp"));
-        let path = dir.join(FILE_NAME);
-        let mut file = File::create(&tmp).map_err(|e| LogError::io("create", &tmp, e))?;
-        file.write_all(text.as_bytes())
-            .and_then(|()| file.sync_all())
-            .map_err(|e| LogError::io("write", &tmp, e))?;
-        fs::rename(&tmp, &path).map_err(|e| LogError::io("rename", &path, e))?;
-        sync_dir(dir)
+        crate::replace_file(dir, FILE_NAME, text.as_bytes())
+            .map_err(|e| LogError::io("replace", dir.join(FILE_NAME), e))
     }
 }
 

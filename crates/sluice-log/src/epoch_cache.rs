@@ -9,8 +9,7 @@
 //! was cut by recovery) are dropped when the log opens or is truncated. A missing or unreadable
 //! file is rebuilt from the batches.
 
-use std::fs::{self, File};
-use std::io::Write;
+use std::fs;
 use std::path::Path;
 
 use crate::error::LogError;
@@ -57,13 +56,8 @@ impl EpochCache {
         for (epoch, offset) in &self.entries {
             text.push_str(&format!("{} {}\n", epoch.0, offset.0));
         }
-        let tmp = dir.join(format!("{FILE_NAME}.tmp"));
-        let io = |e| LogError::io("write the leader-epoch checkpoint in", dir.to_path_buf(), e);
-        let mut f = File::create(&tmp).map_err(io)?;
-        f.write_all(text.as_bytes()).map_err(io)?;
-        f.sync_all().map_err(io)?;
-        fs::rename(&tmp, dir.join(FILE_NAME)).map_err(io)?;
-        File::open(dir).and_then(|d| d.sync_all()).map_err(io)
+        crate::replace_file(dir, FILE_NAME, text.as_bytes())
+            .map_err(|e| LogError::io("replace", dir.join(FILE_NAME), e))
     }
 
     pub(crate) fn entries(&self) -> &[(LeaderEpoch, Offset)] {

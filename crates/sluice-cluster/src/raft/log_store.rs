@@ -96,11 +96,7 @@ impl LogStore {
     }
 
     fn write_op(&self, inner: &mut Inner, op: &LogOp) -> Result<(), StorageError> {
-        let json = serde_json::to_vec(op).map_err(io_error)?;
-        let mut frame = Vec::with_capacity(json.len() + 8);
-        frame.extend_from_slice(&(json.len() as u32).to_be_bytes());
-        frame.extend_from_slice(&crc32c::crc32c(&json).to_be_bytes());
-        frame.extend_from_slice(&json);
+        let frame = encode_frame(op)?;
         let file = inner
             .file
             .as_mut()
@@ -116,7 +112,6 @@ impl LogStore {
         if inner.ops_in_file < 256 || inner.ops_in_file < 4 * inner.entries.len().max(1) {
             return Ok(());
         }
-        let tmp = self.dir.join("raft.log.tmp");
         let mut ops = Vec::new();
         if let Some(purged) = inner.last_purged {
             ops.push(LogOp::PurgeTo(purged));
@@ -124,18 +119,9 @@ impl LogStore {
         ops.push(LogOp::Append(inner.entries.values().cloned().collect()));
         let mut out = Vec::new();
         for op in &ops {
-            let json = serde_json::to_vec(op).map_err(io_error)?;
-            out.extend_from_slice(&(json.len() as u32).to_be_bytes());
-            out.extend_from_slice(&crc32c::crc32c(&json).to_be_bytes());
-            out.extend_from_slice(&json);
+            out.extend(encode_frame(op)?);
         }
-        let mut f = File::create(&tmp).map_err(io_error)?;
-        f.write_all(&out).map_err(io_error)?;
-        f.sync_all().map_err(io_error)?;
-        std::fs::rename(&tmp, self.dir.join("raft.log")).map_err(io_error)?;
-        File::open(&self.dir)
-            .and_then(|d| d.sync_all())
-            .map_err(io_error)?;
+        sluice_log::replace_file(&self.dir, "raft.log", &out).map_err(io_error)?;
         inner.file = Some(
             OpenOptions::new()
                 .append(true)
@@ -146,6 +132,16 @@ impl LogStore {
         inner.ops_in_file = ops.len();
         Ok(())
     }
+}
+
+/// `len:u32 crc32c:u32 json` of one operation.
+fn encode_frame(op: &LogOp) -> Result<Vec<u8>, StorageError> {
+    let json = serde_json::to_vec(op).map_err(io_error)?;
+    let mut frame = Vec::with_capacity(json.len() + 8);
+    frame.extend_from_slice(&(json.len() as u32).to_be_bytes());
+    frame.extend_from_slice(&crc32c::crc32c(&json).to_be_bytes());
+    frame.extend_from_slice(&json);
+    Ok(frame)
 }
 
 fn decode_frame(bytes: &[u8]) -> Option<(LogOp, usize)> {
@@ -208,14 +204,7 @@ impl RaftLogStorage<MetaTypes> for LogStore {
 
     async fn save_vote(&mut self, vote: &Vote<u64>) -> Result<(), StorageError> {
         let json = serde_json::to_vec(vote).map_err(io_error)?;
-        let tmp = self.dir.join("vote.json.tmp");
-        let mut f = File::create(&tmp).map_err(io_error)?;
-        f.write_all(&json).map_err(io_error)?;
-        f.sync_all().map_err(io_error)?;
-        std::fs::rename(&tmp, self.dir.join("vote.json")).map_err(io_error)?;
-        File::open(&self.dir)
-            .and_then(|d| d.sync_all())
-            .map_err(io_error)?;
+        sluice_log::replace_file(&self.dir, "vote.json", &json).map_err(io_error)?;
         self.inner.lock().vote = Some(*vote);
         Ok(())
     }

@@ -5,7 +5,7 @@
 // openraft's `StorageError` is the error type its storage traits require; helpers return it too.
 #![allow(clippy::result_large_err)]
 
-use std::io::{Cursor, Write};
+use std::io::Cursor;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -85,14 +85,7 @@ fn read_snapshot(dir: &Path) -> std::io::Result<Option<StoredSnapshot>> {
 /// Writes `<dir>/snapshot.json` atomically (temporary file, fsync, rename, fsync the directory).
 fn write_snapshot(dir: &Path, snapshot: &StoredSnapshot) -> Result<(), StorageError> {
     let json = serde_json::to_vec(snapshot).map_err(sm_error)?;
-    let tmp = dir.join("snapshot.json.tmp");
-    let mut f = std::fs::File::create(&tmp).map_err(sm_error)?;
-    f.write_all(&json).map_err(sm_error)?;
-    f.sync_all().map_err(sm_error)?;
-    std::fs::rename(&tmp, dir.join("snapshot.json")).map_err(sm_error)?;
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(sm_error)
+    sluice_log::replace_file(dir, "snapshot.json", &json).map_err(sm_error)
 }
 
 fn snapshot_of(stored: StoredSnapshot) -> Result<Snapshot<MetaTypes>, StorageError> {
