@@ -55,6 +55,9 @@ impl From<BrokerError> for ApiError {
             | BrokerError::InvalidConfig(_)
             | BrokerError::InvalidRequest(_) => StatusCode::BAD_REQUEST,
             BrokerError::Log(l) if !l.is_storage() => StatusCode::BAD_REQUEST,
+            BrokerError::NotLeader(_)
+            | BrokerError::NotEnoughReplicas(_)
+            | BrokerError::ControllerUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             BrokerError::Log(_)
             | BrokerError::Metadata { .. }
             | BrokerError::CorruptMetadata { .. } => StatusCode::INTERNAL_SERVER_ERROR,

@@ -26,6 +26,8 @@ pub struct Broker {
     pub(crate) metrics: Arc<crate::metrics::Metrics>,
     pub(crate) txns: crate::txn::TxnService,
     pub(crate) fetch_sessions: Arc<crate::fetch_session::FetchSessions>,
+    /// Set once this broker joined a cluster (`sluice serve --cluster`).
+    pub(crate) replication: std::sync::OnceLock<Arc<crate::replication::Replication>>,
     api_table: ApiTable,
     started_at_ms: i64,
     /// This broker, for work that outlives a request (finishing a transaction).
@@ -71,12 +73,13 @@ impl Broker {
             txns,
             metrics,
             started_at_ms: clock.now_ms(),
+            cluster_id: config.cluster_id.clone().unwrap_or(identity.cluster_id),
             config,
-            cluster_id: identity.cluster_id,
             topics,
             clock,
             producer_ids,
             fetch_sessions: Arc::default(),
+            replication: std::sync::OnceLock::new(),
             api_table: handlers::api_table(),
             me: me.clone(),
         });
@@ -115,6 +118,18 @@ impl Broker {
             return Ok(topic);
         }
         crate::topics::validate_topic_name(name)?;
+        if let Some(replication) = self.replication.get() {
+            // In a cluster the controller creates it; the client retries meanwhile.
+            let known = replication.state().state.names.contains_key(name);
+            if !known && allow && self.config.auto_create_topics {
+                self.auto_create_in_cluster(name);
+            } else if !known {
+                return Err(BrokerError::UnknownTopic(name.to_string()));
+            }
+            return Err(BrokerError::NotLeader(format!(
+                "topic '{name}' is being created; retry"
+            )));
+        }
         if !(allow && self.config.auto_create_topics) {
             return Err(BrokerError::UnknownTopic(name.to_string()));
         }
@@ -130,6 +145,26 @@ impl Broker {
                 .ok_or_else(|| BrokerError::UnknownTopic(name.to_string())),
             Err(e) => Err(e),
         }
+    }
+
+    /// Asks the controller, in the background, to create a topic a client named (Kafka's
+    /// `auto.create.topics.enable`), with the broker's defaults.
+    pub(crate) fn auto_create_in_cluster(&self, name: &str) {
+        let Some(replication) = self.replication.get().cloned() else {
+            return;
+        };
+        let name = name.to_string();
+        let partitions = self.config.num_partitions;
+        tokio::spawn(async move {
+            let rf = replication.default_replication_factor();
+            match replication
+                .create_topic(&name, partitions, rf, Default::default(), false)
+                .await
+            {
+                Ok(_) | Err(BrokerError::TopicExists(_)) => {}
+                Err(e) => tracing::warn!(topic = %name, error = %e, "auto-creating a topic failed"),
+            }
+        });
     }
 
     /// Starts the interval flusher, the retention task, the log cleaner and the group

@@ -9,6 +9,9 @@ use crate::topics::TopicLimits;
 #[derive(Debug, Clone)]
 pub struct BrokerConfig {
     pub node_id: i32,
+    /// The cluster's id when this node belongs to one (the same on every node); a single node
+    /// keeps the one it made at first start.
+    pub cluster_id: Option<String>,
     /// Host and port clients are told to connect to (Metadata, DescribeCluster).
     pub advertised_host: String,
     pub advertised_port: i32,
@@ -45,6 +48,7 @@ impl Default for BrokerConfig {
     fn default() -> Self {
         BrokerConfig {
             node_id: 1,
+            cluster_id: None,
             advertised_host: "127.0.0.1".into(),
             advertised_port: 9092,
             data_dir: PathBuf::from("./data"),

@@ -32,6 +32,14 @@ pub enum BrokerError {
     PolicyViolation(String),
     #[error(transparent)]
     Log(#[from] LogError),
+    /// This node does not lead the partition (any more): the client should refresh metadata.
+    #[error("{0}")]
+    NotLeader(String),
+    #[error("{0}")]
+    NotEnoughReplicas(String),
+    /// The cluster's controller could not be reached or did not decide in time.
+    #[error("{0}")]
+    ControllerUnavailable(String),
     #[error("metadata store {path}: {source}")]
     Metadata {
         path: std::path::PathBuf,
@@ -60,6 +68,9 @@ impl BrokerError {
             BrokerError::InvalidRequest(_) => ResponseError::InvalidRequest,
             BrokerError::PolicyViolation(_) => ResponseError::PolicyViolation,
             BrokerError::Log(e) => log_error(e),
+            BrokerError::NotLeader(_) => ResponseError::NotLeaderOrFollower,
+            BrokerError::NotEnoughReplicas(_) => ResponseError::NotEnoughReplicas,
+            BrokerError::ControllerUnavailable(_) => ResponseError::RequestTimedOut,
             BrokerError::Metadata { .. } | BrokerError::CorruptMetadata { .. } => {
                 ResponseError::KafkaStorageError
             }
@@ -68,6 +79,11 @@ impl BrokerError {
 
     pub fn code(&self) -> i16 {
         self.response_error().code()
+    }
+
+    /// True when the error is the storage's fault.
+    pub fn is_storage(&self) -> bool {
+        matches!(self, BrokerError::Log(e) if e.is_storage())
     }
 }
 

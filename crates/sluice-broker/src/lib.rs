@@ -20,6 +20,8 @@ pub mod offset_reset;
 pub mod partition;
 pub mod producer_ids;
 pub mod publish;
+pub mod replica_role;
+pub mod replication;
 #[cfg(test)]
 mod test_support;
 pub mod topic_admin;

@@ -20,6 +20,9 @@ pub struct StoredTopic {
     pub partitions: i32,
     #[serde(default)]
     pub configs: BTreeMap<String, String>,
+    /// The partitions this node holds a replica of, in a cluster; `None`: all of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hosted: Option<Vec<i32>>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]

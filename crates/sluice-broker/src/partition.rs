@@ -11,7 +11,7 @@
 //! sync-mode producers wait on. In sync mode one fsync covers every append made before it
 //! started (group commit): while it runs, new appends accumulate for the next one.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -20,6 +20,20 @@ use sluice_log::{
     OpenTxn, ReadPlan, ValidatedBatch,
 };
 use tokio::sync::watch;
+
+use sluice_cluster::metadata::PartitionChange as Assignment;
+use sluice_cluster::replica::LeaderReplicas;
+use sluice_cluster::{NodeId, PartitionEpoch};
+
+use crate::error::BrokerError;
+use crate::replica_role::Role;
+
+/// An ISR change a leader asks of the controller, with the epochs it is based on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IsrChange {
+    pub isr: Vec<NodeId>,
+    pub epochs: (sluice_cluster::LeaderEpoch, PartitionEpoch),
+}
 
 /// Where a partition's readable and durable ends are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,12 +48,17 @@ pub struct Progress {
     pub log_start: Offset,
     /// The log went offline (I/O failure): writes fail, waiters should stop waiting.
     pub failed: bool,
+    /// The log end (what a follower fetches up to).
+    pub end: Offset,
+    /// This replica leads (or is the only one): it takes writes and serves consumers.
+    pub leading: bool,
 }
 
 struct State {
     log: Log,
     flush_in_flight: bool,
     last_flush_ms: i64,
+    role: Role,
 }
 
 /// Produce and fetch traffic of one partition, for metrics (one atomic add on the hot path).
@@ -58,7 +77,8 @@ pub struct Partition {
     progress: watch::Sender<Progress>,
     /// Appended since the last flush started (for the interval flusher's quick check).
     dirty: AtomicBool,
-    leader_epoch: LeaderEpoch,
+    /// The leader epoch this replica knows (0 on a single node).
+    leader_epoch: AtomicI32,
     counters: PartitionCounters,
     metrics: Arc<crate::metrics::Metrics>,
 }
@@ -95,6 +115,8 @@ impl Partition {
             durable: log.durable_offset(),
             log_start: log.log_start_offset(),
             failed: log.is_offline(),
+            end,
+            leading: true,
         });
         Arc::new(Partition {
             topic,
@@ -103,10 +125,11 @@ impl Partition {
                 log,
                 flush_in_flight: false,
                 last_flush_ms: now_ms,
+                role: Role::Standalone,
             }),
             progress,
             dirty: AtomicBool::new(false),
-            leader_epoch: LeaderEpoch(0),
+            leader_epoch: AtomicI32::new(0),
             counters: PartitionCounters::default(),
             metrics,
         })
@@ -117,7 +140,7 @@ impl Partition {
     }
 
     pub fn leader_epoch(&self) -> LeaderEpoch {
-        self.leader_epoch
+        LeaderEpoch(self.leader_epoch.load(Ordering::Acquire))
     }
 
     pub fn progress(&self) -> Progress {
@@ -135,7 +158,7 @@ impl Partition {
     pub fn set_config(self: &Arc<Self>, config: LogConfig) -> Result<(), LogError> {
         let mut state = self.state.lock();
         state.log.set_config(config)?;
-        self.publish(&state.log);
+        self.publish(&mut state);
         Ok(())
     }
 
@@ -153,10 +176,11 @@ impl Partition {
 
     /// Appends a producer's batches. In sync mode this also makes sure an fsync that will
     /// cover them is under way; the caller waits with [`Partition::wait_durable`].
-    pub fn append(self: &Arc<Self>, batch: ValidatedBatch) -> Result<AppendInfo, LogError> {
+    pub fn append(self: &Arc<Self>, batch: ValidatedBatch) -> Result<AppendInfo, BrokerError> {
         let (records, bytes) = (batch.record_count() as u64, batch.total_bytes() as u64);
         let mut state = self.state.lock();
-        let info = state.log.append(batch, self.leader_epoch)?;
+        self.check_leads(&state)?;
+        let info = state.log.append(batch, self.leader_epoch())?;
         if info.duplicate {
             return Ok(info);
         }
@@ -178,17 +202,28 @@ impl Partition {
         producer_id: i64,
         producer_epoch: i16,
         coordinator_epoch: i32,
-    ) -> Result<AppendInfo, LogError> {
+    ) -> Result<AppendInfo, BrokerError> {
         let mut state = self.state.lock();
+        self.check_leads(&state)?;
         let info = state.log.append_marker(
             marker,
             producer_id,
             producer_epoch,
             coordinator_epoch,
-            self.leader_epoch,
+            self.leader_epoch(),
         )?;
         self.after_append(&mut state);
         Ok(info)
+    }
+
+    fn check_leads(&self, state: &State) -> Result<(), BrokerError> {
+        if state.role.leads() {
+            return Ok(());
+        }
+        Err(BrokerError::NotLeader(format!(
+            "this node does not lead {}-{}",
+            self.topic, self.index
+        )))
     }
 
     /// Starts the write-back and flush work an append needs and publishes the new ends.
@@ -205,7 +240,7 @@ impl Partition {
             }
             FlushMode::Interval { .. } => self.dirty.store(true, Ordering::Release),
         }
-        self.publish(&state.log);
+        self.publish(state);
     }
 
     /// Aborted transactions that may have records in `[from, to)` (for `read_committed`).
@@ -321,7 +356,7 @@ impl Partition {
             if let Err(e) = state.log.complete_flush(&job, outcome) {
                 tracing::error!(partition = ?self, error = %e, "flush failed");
             }
-            self.publish(&state.log);
+            self.publish(&mut state);
             if state.log.is_offline() {
                 state.flush_in_flight = false;
                 return;
@@ -355,7 +390,7 @@ impl Partition {
             });
         }
         let start = state.log.delete_records_before(target)?;
-        self.publish(&state.log);
+        self.publish(&mut state);
         Ok(start)
     }
 
@@ -364,7 +399,7 @@ impl Partition {
         let mut state = self.state.lock();
         let deleted = state.log.apply_retention()?;
         if deleted > 0 {
-            self.publish(&state.log);
+            self.publish(&mut state);
         }
         Ok(deleted)
     }
@@ -392,16 +427,249 @@ impl Partition {
         state.log.close()
     }
 
-    /// Publishes the log's current ends; both only ever move forward.
-    fn publish(&self, log: &Log) {
-        let sync = log.config().flush == FlushMode::Sync;
+    /// Closes a partition this node no longer holds: writes fail and waiters stop waiting.
+    pub fn retire(&self) {
+        let mut state = self.state.lock();
+        state.role = Role::Leaderless;
+        if let Err(e) = state.log.close() {
+            tracing::warn!(partition = ?self, error = %e, "closing a retired partition");
+        }
+        self.publish(&mut state);
+    }
+
+    /// This node leads the partition as `info` says: a new leader epoch starts here, or (same
+    /// epoch) the ISR changed.
+    pub fn lead(
+        &self,
+        me: NodeId,
+        info: &Assignment,
+        min_insync: usize,
+        lag_time_max_ms: i64,
+        now_ms: i64,
+    ) {
+        let mut state = self.state.lock();
+        match &mut state.role {
+            Role::Leader {
+                replicas,
+                min_insync: m,
+            } if replicas.epochs().0 == info.leader_epoch => {
+                replicas.on_metadata(info);
+                *m = min_insync;
+            }
+            _ => {
+                let end = state.log.next_offset();
+                let held = if state.log.config().flush == FlushMode::Sync {
+                    state.log.durable_offset()
+                } else {
+                    end
+                };
+                let high_watermark = self.progress().visible;
+                state.role = Role::Leader {
+                    replicas: LeaderReplicas::new(
+                        me,
+                        info,
+                        end,
+                        held,
+                        high_watermark,
+                        lag_time_max_ms,
+                        now_ms,
+                    ),
+                    min_insync,
+                };
+                self.leader_epoch
+                    .store(info.leader_epoch.0, Ordering::Release);
+                tracing::info!(partition = ?self, epoch = info.leader_epoch.0, end = end.0, high_watermark = high_watermark.0, isr = ?info.isr, "leading");
+            }
+        }
+        self.publish(&mut state);
+    }
+
+    /// This node follows `leader` in `epoch` (or, with no leader, waits for one).
+    pub fn follow(&self, leader: Option<NodeId>, epoch: sluice_cluster::LeaderEpoch) {
+        let mut state = self.state.lock();
+        let same = match (&state.role, leader) {
+            (Role::Follower { leader: l, .. }, Some(new)) => *l == new,
+            (Role::Leaderless, None) => true,
+            _ => false,
+        } && self.leader_epoch().0 == epoch.0;
+        if same {
+            return;
+        }
+        let high_watermark = self.progress().visible;
+        state.role = match leader {
+            Some(leader) => Role::Follower {
+                leader,
+                leader_high_watermark: high_watermark,
+            },
+            None => Role::Leaderless,
+        };
+        self.leader_epoch.store(epoch.0, Ordering::Release);
+        tracing::info!(partition = ?self, epoch = epoch.0, ?leader, "following");
+        self.publish(&mut state);
+    }
+
+    /// The leader this replica follows, if it follows one.
+    pub fn leader(&self) -> Option<NodeId> {
+        self.state.lock().role.leader()
+    }
+
+    /// Where a follower fetches from: its log end and the newest epoch in it.
+    pub fn fetch_position(&self) -> (Offset, Option<LeaderEpoch>) {
+        let state = self.state.lock();
+        (state.log.next_offset(), state.log.latest_epoch())
+    }
+
+    /// A follower's fetch: whole batches from `offset` up to the log end (not the high
+    /// watermark: followers copy what is not committed yet). Only a leader serves it.
+    pub fn read_for_follower(
+        &self,
+        offset: Offset,
+        max_bytes: usize,
+    ) -> Result<(ReadPlan, Progress), BrokerError> {
+        let state = self.state.lock();
+        self.check_leads(&state)?;
+        let end = state.log.next_offset();
+        let plan = state.log.read(offset, max_bytes, end, true)?;
+        Ok((plan, self.progress()))
+    }
+
+    /// OffsetForLeaderEpoch on this replica's log.
+    pub fn end_offset_for_epoch(&self, epoch: LeaderEpoch) -> Option<(LeaderEpoch, Offset)> {
+        self.state.lock().log.end_offset_for_epoch(epoch)
+    }
+
+    /// A follower copies batches fetched from its leader (which had `leader_high_watermark`).
+    pub fn append_replicated(
+        self: &Arc<Self>,
+        bytes: &[u8],
+        leader_high_watermark: Offset,
+    ) -> Result<(), BrokerError> {
+        let mut state = self.state.lock();
+        let Role::Follower {
+            leader_high_watermark: hw,
+            ..
+        } = &mut state.role
+        else {
+            return Err(BrokerError::NotLeader(format!(
+                "{}-{} is not a follower here",
+                self.topic, self.index
+            )));
+        };
+        *hw = (*hw).max(leader_high_watermark);
+        if bytes.is_empty() {
+            self.publish(&mut state);
+            return Ok(());
+        }
+        state.log.append_assigned(bytes)?;
+        self.after_append(&mut state);
+        Ok(())
+    }
+
+    /// A follower whose log diverged from its leader's drops everything from `offset` on.
+    pub fn truncate_to(&self, offset: Offset) -> Result<Offset, BrokerError> {
+        let mut state = self.state.lock();
+        let end = state.log.truncate_to(offset)?;
+        tracing::warn!(partition = ?self, to = end.0, "truncated to the leader's log");
+        self.publish(&mut state);
+        Ok(end)
+    }
+
+    /// The leader learns a follower's position (its fetch offset). Returns an ISR change to
+    /// ask of the controller, with the epochs it must carry.
+    pub fn on_follower_fetch(
+        &self,
+        follower: NodeId,
+        fetch_offset: Offset,
+        now_ms: i64,
+    ) -> Option<IsrChange> {
+        let mut state = self.state.lock();
+        let end = state.log.next_offset();
+        let Role::Leader { replicas, .. } = &mut state.role else {
+            return None;
+        };
+        let update = replicas.on_fetch(follower, fetch_offset, end, now_ms);
+        let change = update.alter_isr.map(|isr| IsrChange {
+            isr,
+            epochs: replicas.epochs(),
+        });
+        if update.high_watermark.is_some() {
+            self.publish(&mut state);
+        }
+        change
+    }
+
+    /// Time passed: followers that fell behind for too long leave the ISR.
+    pub fn tick_replicas(&self, now_ms: i64) -> Option<IsrChange> {
+        let mut state = self.state.lock();
+        let Role::Leader { replicas, .. } = &mut state.role else {
+            return None;
+        };
+        let update = replicas.tick(now_ms);
+        update.alter_isr.map(|isr| IsrChange {
+            isr,
+            epochs: replicas.epochs(),
+        })
+    }
+
+    /// The controller refused an ISR change; a later event asks again.
+    pub fn isr_change_failed(&self) {
+        if let Role::Leader { replicas, .. } = &mut self.state.lock().role {
+            replicas.on_alter_failed();
+        }
+    }
+
+    /// Whether an acks=all write may be taken: this node leads and enough replicas are in
+    /// sync (`min.insync.replicas`).
+    pub fn check_insync(&self) -> Result<(), BrokerError> {
+        let state = self.state.lock();
+        self.check_leads(&state)?;
+        if let Role::Leader {
+            replicas,
+            min_insync,
+        } = &state.role
+        {
+            replicas
+                .check_min_insync(*min_insync)
+                .map_err(|e| BrokerError::NotEnoughReplicas(e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    /// Waits until everything below `end` is committed (below the high watermark). Fails if
+    /// this node stops leading or the log fails first.
+    pub async fn wait_committed(&self, end: Offset) -> Result<(), BrokerError> {
+        let mut rx = self.progress.subscribe();
+        let outcome = rx
+            .wait_for(|p| p.visible >= end || p.failed || !p.leading)
+            .await
+            .map(|p| *p);
+        match outcome {
+            Ok(p) if p.visible >= end => Ok(()),
+            Ok(p) if p.failed => Err(BrokerError::Log(LogError::Offline {
+                path: std::path::PathBuf::from(format!("{}-{}", self.topic, self.index)),
+                reason: "the log failed before the write was committed".into(),
+            })),
+            _ => Err(BrokerError::NotLeader(format!(
+                "leadership of {}-{} moved before the write was committed",
+                self.topic, self.index
+            ))),
+        }
+    }
+
+    /// Publishes the log's current ends; the high watermark and durable end only ever move
+    /// forward.
+    fn publish(&self, state: &mut State) {
+        let log = &state.log;
+        let local_end = if log.config().flush == FlushMode::Sync {
+            log.durable_offset()
+        } else {
+            log.next_offset()
+        };
+        let current = self.progress.borrow().visible;
+        let high_watermark = state.role.high_watermark(local_end, current);
+        let leading = state.role.leads();
         self.progress.send_if_modified(|p| {
-            let visible = if sync {
-                log.durable_offset()
-            } else {
-                log.next_offset()
-            };
-            let visible = p.visible.max(visible);
+            let visible = p.visible.max(high_watermark);
             let next = Progress {
                 visible,
                 stable: log
@@ -410,6 +678,8 @@ impl Partition {
                 durable: p.durable.max(log.durable_offset()),
                 log_start: log.log_start_offset(),
                 failed: log.is_offline(),
+                end: log.next_offset(),
+                leading,
             };
             let changed = next != *p;
             *p = next;

@@ -16,6 +16,9 @@ pub struct ProducerIds {
     store: Arc<MetadataStore>,
     /// (next id, end of the reserved block)
     range: Mutex<(i64, i64)>,
+    /// In a cluster, blocks come from the controller (unique cluster-wide) instead of the
+    /// local store: the blocks granted and not yet used up, oldest first.
+    granted: Mutex<Option<std::collections::VecDeque<(i64, i64)>>>,
 }
 
 impl ProducerIds {
@@ -24,10 +27,44 @@ impl ProducerIds {
         Ok(ProducerIds {
             store,
             range: Mutex::new((start, start)),
+            granted: Mutex::new(None),
         })
     }
 
+    /// From now on ids come only from blocks the controller grants ([`ProducerIds::grant`]).
+    pub fn use_cluster_blocks(&self) {
+        *self.granted.lock() = Some(Default::default());
+    }
+
+    /// A block `[first, first + count)` granted by the controller.
+    pub fn grant(&self, first: i64, count: i64) {
+        if let Some(blocks) = self.granted.lock().as_mut() {
+            blocks.push_back((first, first + count));
+        }
+    }
+
+    /// In a cluster, how many granted ids are left (`None` on a single node).
+    pub fn granted_left(&self) -> Option<i64> {
+        self.granted
+            .lock()
+            .as_ref()
+            .map(|b| b.iter().map(|(a, z)| z - a).sum())
+    }
+
     pub fn next(&self) -> Result<i64, BrokerError> {
+        if let Some(blocks) = self.granted.lock().as_mut() {
+            let Some(block) = blocks.front_mut() else {
+                return Err(BrokerError::ControllerUnavailable(
+                    "no producer ids granted by the controller yet; retry".into(),
+                ));
+            };
+            let id = block.0;
+            block.0 += 1;
+            if block.0 == block.1 {
+                blocks.pop_front();
+            }
+            return Ok(id);
+        }
         let mut range = self.range.lock();
         if range.0 == range.1 {
             let end = range.1 + BLOCK;

@@ -25,7 +25,8 @@ pub const MAX_TOPIC_NAME_BYTES: usize = 249;
 pub struct Topic {
     pub name: Arc<str>,
     pub id: Uuid,
-    partitions: RwLock<Vec<Arc<Partition>>>,
+    /// Indexed by partition number; `None` where this node holds no replica (in a cluster).
+    partitions: RwLock<Vec<Option<Arc<Partition>>>>,
     overrides: RwLock<BTreeMap<String, String>>,
 }
 
@@ -39,11 +40,27 @@ impl Topic {
     pub fn partition(&self, index: i32) -> Option<Arc<Partition>> {
         usize::try_from(index)
             .ok()
-            .and_then(|i| self.partitions.read().get(i).cloned())
+            .and_then(|i| self.partitions.read().get(i).cloned().flatten())
     }
 
+    /// The partitions this node holds, in order.
     pub fn partitions(&self) -> Vec<Arc<Partition>> {
-        self.partitions.read().clone()
+        self.partitions.read().iter().flatten().cloned().collect()
+    }
+
+    /// Which partitions this node holds (`None` when it holds them all).
+    fn hosted(&self) -> Option<Vec<i32>> {
+        let all = self.partitions.read();
+        if all.iter().all(Option::is_some) {
+            return None;
+        }
+        Some(
+            all.iter()
+                .enumerate()
+                .filter(|(_, p)| p.is_some())
+                .map(|(i, _)| i as i32)
+                .collect(),
+        )
     }
 
     pub fn partition_count(&self) -> i32 {
@@ -80,6 +97,9 @@ pub struct Topics {
     by_name: RwLock<HashMap<Arc<str>, Arc<Topic>>>,
     /// Serializes changes (and the metadata file writes).
     changes: Mutex<()>,
+    /// In a cluster the metadata decides: local creates, deletes and config changes are
+    /// refused (they go to the controller), except for internal topics.
+    clustered: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Topics {
@@ -143,6 +163,7 @@ impl Topics {
             metrics,
             by_name: RwLock::new(HashMap::new()),
             changes: Mutex::new(()),
+            clustered: std::sync::atomic::AtomicBool::new(false),
         };
         let mut known_dirs = std::collections::HashSet::new();
         for stored in topics.store.load_topics()? {
@@ -150,8 +171,12 @@ impl Topics {
             let name: Arc<str> = Arc::from(stored.name.as_str());
             let mut partitions = Vec::new();
             for index in 0..stored.partitions {
+                if stored.hosted.as_ref().is_some_and(|h| !h.contains(&index)) {
+                    partitions.push(None);
+                    continue;
+                }
                 known_dirs.insert(topics.partition_dir(&name, index));
-                partitions.push(topics.open_partition(&name, index, config.clone())?);
+                partitions.push(Some(topics.open_partition(&name, index, config.clone())?));
             }
             let topic = Arc::new(Topic {
                 name: Arc::clone(&name),
@@ -195,6 +220,23 @@ impl Topics {
         ))
     }
 
+    /// From now on the cluster's metadata decides (see [`Topics::sync_from_cluster`]).
+    pub fn set_clustered(&self) {
+        self.clustered
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    fn refuse_in_cluster(&self, name: &str) -> Result<(), BrokerError> {
+        if self.clustered.load(std::sync::atomic::Ordering::Acquire) && !is_internal(name) {
+            return Err(BrokerError::InvalidRequest(format!(
+                "topic '{name}': in a cluster this change goes through the Kafka admin API \
+                 (CreateTopics, DeleteTopics, CreatePartitions); config changes are not \
+                 supported in a cluster yet"
+            )));
+        }
+        Ok(())
+    }
+
     pub fn defaults(&self) -> &Defaults {
         &self.defaults
     }
@@ -214,7 +256,7 @@ impl Topics {
         all
     }
 
-    fn check_partition_count(&self, count: i32) -> Result<(), BrokerError> {
+    pub fn check_partition_count(&self, count: i32) -> Result<(), BrokerError> {
         if count < 1 {
             return Err(BrokerError::InvalidPartitions(format!(
                 "number of partitions must be at least 1, not {count}"
@@ -237,6 +279,7 @@ impl Topics {
                 id: t.id,
                 partitions: t.partition_count(),
                 configs: t.overrides(),
+                hosted: t.hosted(),
             })
             .collect()
     }
@@ -250,6 +293,7 @@ impl Topics {
         validate_only: bool,
     ) -> Result<Option<Arc<Topic>>, BrokerError> {
         validate_topic_name(name)?;
+        self.refuse_in_cluster(name)?;
         self.check_partition_count(partitions)?;
         let config = topic_config::resolve(&configs, &self.defaults)?;
         let _changes = self.changes.lock();
@@ -269,7 +313,7 @@ impl Topics {
                 let _ = fs::remove_dir_all(&dir);
             }
             match self.open_partition(&name, index, config.clone()) {
-                Ok(p) => opened.push(p),
+                Ok(p) => opened.push(Some(p)),
                 Err(e) => {
                     self.remove_partition_dirs(&name, 0..=index);
                     return Err(e);
@@ -288,6 +332,7 @@ impl Topics {
             id: topic.id,
             partitions,
             configs: topic.overrides(),
+            hosted: None,
         });
         if let Err(e) = self.store.save_topics(&stored) {
             self.remove_partition_dirs(&name, 0..=partitions - 1);
@@ -302,6 +347,11 @@ impl Topics {
 
     /// Deletes a topic: forgotten in the metadata first, then its data removed.
     pub fn delete(&self, name: &str) -> Result<Arc<Topic>, BrokerError> {
+        self.refuse_in_cluster(name)?;
+        self.delete_here(name)
+    }
+
+    fn delete_here(&self, name: &str) -> Result<Arc<Topic>, BrokerError> {
         let _changes = self.changes.lock();
         let Some(topic) = self.get(name) else {
             return Err(BrokerError::UnknownTopic(name.to_string()));
@@ -313,28 +363,7 @@ impl Topics {
             .collect();
         self.store.save_topics(&stored)?;
         self.by_name.write().remove(name);
-        let mut doomed = Vec::new();
-        for partition in topic.partitions() {
-            let dir = self.partition_dir(name, partition.index);
-            let aside = self.topics_dir.join(format!(
-                "{name}-{}.{}.deleted",
-                partition.index,
-                topic.id.simple()
-            ));
-            match fs::rename(&dir, &aside) {
-                Ok(()) => doomed.push(aside),
-                Err(e) => {
-                    tracing::warn!(dir = %dir.display(), error = %e, "cannot move deleted partition aside")
-                }
-            }
-        }
-        std::thread::spawn(move || {
-            for dir in doomed {
-                if let Err(e) = fs::remove_dir_all(&dir) {
-                    tracing::warn!(dir = %dir.display(), error = %e, "cannot remove deleted partition");
-                }
-            }
-        });
+        self.remove_partitions(&topic, topic.partitions());
         tracing::info!(topic = %name, "deleted topic");
         Ok(topic)
     }
@@ -346,6 +375,7 @@ impl Topics {
         count: i32,
         validate_only: bool,
     ) -> Result<(), BrokerError> {
+        self.refuse_in_cluster(name)?;
         let _changes = self.changes.lock();
         let Some(topic) = self.get(name) else {
             return Err(BrokerError::UnknownTopic(name.to_string()));
@@ -364,7 +394,7 @@ impl Topics {
         let mut added = Vec::new();
         for index in current..count {
             match self.open_partition(&topic.name, index, config.clone()) {
-                Ok(p) => added.push(p),
+                Ok(p) => added.push(Some(p)),
                 Err(e) => {
                     self.remove_partition_dirs(&topic.name, current..=index);
                     return Err(e);
@@ -391,6 +421,7 @@ impl Topics {
         configs: BTreeMap<String, String>,
         validate_only: bool,
     ) -> Result<(), BrokerError> {
+        self.refuse_in_cluster(name)?;
         let config = topic_config::resolve(&configs, &self.defaults)?;
         let _changes = self.changes.lock();
         let Some(topic) = self.get(name) else {
@@ -410,6 +441,128 @@ impl Topics {
         }
         tracing::info!(topic = %name, "altered topic configs");
         Ok(())
+    }
+
+    /// Closes partitions that are gone (a deleted topic, a replica moved away) and removes
+    /// their directories: renamed aside at once, deleted in the background.
+    fn remove_partitions(&self, topic: &Topic, partitions: Vec<Arc<Partition>>) {
+        let mut doomed = Vec::new();
+        for partition in partitions {
+            partition.retire();
+            let dir = self.partition_dir(&topic.name, partition.index);
+            let aside = self.topics_dir.join(format!(
+                "{}-{}.{}.deleted",
+                topic.name,
+                partition.index,
+                topic.id.simple()
+            ));
+            match fs::rename(&dir, &aside) {
+                Ok(()) => doomed.push(aside),
+                Err(e) => {
+                    tracing::warn!(dir = %dir.display(), error = %e, "cannot move deleted partition aside")
+                }
+            }
+        }
+        std::thread::spawn(move || {
+            for dir in doomed {
+                if let Err(e) = fs::remove_dir_all(&dir) {
+                    tracing::warn!(dir = %dir.display(), error = %e, "cannot remove deleted partition");
+                }
+            }
+        });
+    }
+
+    /// Makes this node's copy of a topic match the cluster's metadata: the topic with this id
+    /// (a local topic of the same name but another id is an older, deleted one and goes), its
+    /// config, and a replica for exactly the partitions in `hosted` (of `count`).
+    pub fn sync_from_cluster(
+        &self,
+        name: &str,
+        id: Uuid,
+        count: i32,
+        hosted: &[i32],
+        configs: &BTreeMap<String, String>,
+    ) -> Result<Arc<Topic>, BrokerError> {
+        let _changes = self.changes.lock();
+        if let Some(old) = self.get(name).filter(|t| t.id != id) {
+            self.by_name.write().remove(name);
+            self.remove_partitions(&old, old.partitions());
+        }
+        let config = topic_config::resolve(configs, &self.defaults)?;
+        let topic = match self.get(name) {
+            Some(t) => t,
+            None => Arc::new(Topic {
+                name: Arc::from(name),
+                id,
+                partitions: RwLock::new(Vec::new()),
+                overrides: RwLock::new(configs.clone()),
+            }),
+        };
+        let mut changed = false;
+        let mut gone = Vec::new();
+        {
+            let mut slots = topic.partitions.write();
+            if slots.len() < count as usize {
+                slots.resize(count as usize, None);
+                changed = true;
+            }
+            for (index, slot) in slots.iter_mut().enumerate() {
+                let wanted = hosted.contains(&(index as i32));
+                match (slot.is_some(), wanted) {
+                    (false, true) => {
+                        let dir = self.partition_dir(name, index as i32);
+                        if dir.exists() {
+                            tracing::warn!(dir = %dir.display(), "removing stale partition directory");
+                            let _ = fs::remove_dir_all(&dir);
+                        }
+                        *slot =
+                            Some(self.open_partition(&topic.name, index as i32, config.clone())?);
+                        changed = true;
+                    }
+                    (true, false) => {
+                        gone.extend(slot.take());
+                        changed = true;
+                    }
+                    _ => {}
+                }
+            }
+        }
+        if *topic.overrides.read() != *configs {
+            *topic.overrides.write() = configs.clone();
+            for partition in topic.partitions() {
+                partition.set_config(config.clone())?;
+            }
+            changed = true;
+        }
+        let known = self.get(name).is_some();
+        if changed || !known {
+            self.by_name
+                .write()
+                .insert(Arc::clone(&topic.name), Arc::clone(&topic));
+            self.store.save_topics(&self.stored())?;
+        }
+        if !gone.is_empty() {
+            self.remove_partitions(&topic, gone);
+        }
+        if !known {
+            tracing::info!(topic = %name, partitions = count, ?hosted, "topic from the cluster");
+        }
+        Ok(topic)
+    }
+
+    /// Forgets every topic not in `keep` (deleted in the cluster's metadata), except the
+    /// broker's internal topics.
+    pub fn retain_cluster_topics(&self, keep: &std::collections::HashSet<Uuid>) {
+        let doomed: Vec<Arc<Topic>> = self
+            .list()
+            .into_iter()
+            .filter(|t| !keep.contains(&t.id) && !is_internal(&t.name))
+            .collect();
+        for topic in doomed {
+            if let Err(e) = self.delete_here(&topic.name) {
+                tracing::warn!(topic = %topic.name, error = %e, "cannot delete a topic the cluster deleted");
+            }
+        }
     }
 
     fn remove_partition_dirs(&self, topic: &str, indexes: std::ops::RangeInclusive<i32>) {

@@ -17,6 +17,7 @@ pub mod metadata;
 pub mod placement;
 pub mod raft;
 pub mod replica;
+pub mod requests;
 pub mod runtime;
 #[cfg(test)]
 mod testing;

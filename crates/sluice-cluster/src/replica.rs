@@ -63,12 +63,14 @@ pub struct LeaderReplicas {
 }
 
 impl LeaderReplicas {
-    /// This node became (or stays) leader of a partition described by `p`. `local_end` is its
-    /// log end (the first offset of its epoch, when it just became leader), `high_watermark`
-    /// the one it knew; followers get a full `lag_time_max_ms` to show up.
+    /// This node became (or stays) leader of a partition described by `p`. `epoch_start` is
+    /// its log end (the first offset of its epoch), `local_end` what it holds for certain (the
+    /// log end, or the fsynced end under `flush.mode=sync`), `high_watermark` the one it knew;
+    /// followers get a full `lag_time_max_ms` to show up.
     pub fn new(
         me: NodeId,
         p: &PartitionInfo,
+        epoch_start: Offset,
         local_end: Offset,
         high_watermark: Offset,
         lag_time_max_ms: i64,
@@ -96,7 +98,7 @@ impl LeaderReplicas {
             isr: p.isr.clone(),
             pending: None,
             followers,
-            epoch_start: local_end,
+            epoch_start,
             local_end,
             high_watermark: high_watermark.min(local_end),
             lag_time_max_ms,
@@ -161,7 +163,6 @@ impl LeaderReplicas {
 
     /// The leader's own end moved (appended; or, in sync mode, fsynced).
     pub fn on_local_end(&mut self, local_end: Offset) -> Update {
-        debug_assert!(local_end >= self.local_end, "the leader's end only grows");
         self.local_end = self.local_end.max(local_end);
         Update {
             high_watermark: self.advance_high_watermark(),
@@ -274,6 +275,7 @@ mod tests {
             &partition(&[1, 2, 3]),
             Offset(10),
             Offset(10),
+            Offset(10),
             LAG_MS,
             0,
         );
@@ -310,6 +312,7 @@ mod tests {
         let mut l = LeaderReplicas::new(
             node(1),
             &partition(&[1, 2, 3]),
+            Offset(0),
             Offset(0),
             Offset(0),
             LAG_MS,
@@ -352,8 +355,15 @@ mod tests {
     fn a_new_leader_takes_followers_back_only_from_its_own_epoch() {
         // Became leader alone at offset 50, knowing a high watermark of 30: it alone is the
         // ISR, so everything it has is committed.
-        let mut l =
-            LeaderReplicas::new(node(1), &partition(&[1]), Offset(50), Offset(30), LAG_MS, 0);
+        let mut l = LeaderReplicas::new(
+            node(1),
+            &partition(&[1]),
+            Offset(50),
+            Offset(50),
+            Offset(30),
+            LAG_MS,
+            0,
+        );
         assert_eq!(l.on_local_end(Offset(50)).high_watermark, Some(Offset(50)));
         let early = l.on_fetch(node(2), Offset(45), Offset(50), 1);
         assert_eq!(early.alter_isr, None, "below the epoch start");
@@ -373,6 +383,7 @@ mod tests {
         let mut l = LeaderReplicas::new(
             node(1),
             &partition(&[1, 2]),
+            Offset(0),
             Offset(0),
             Offset(0),
             LAG_MS,

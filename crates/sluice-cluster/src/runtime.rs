@@ -25,6 +25,7 @@ use crate::raft::network::{
     self, InternalHandler, InternalRequest, InternalResponse, ProposeError,
 };
 use crate::raft::node::{MetadataConfig, MetadataNode, StartError};
+use crate::requests::{ControllerError, ControllerReply, ControllerRequest};
 
 #[derive(Debug, Clone)]
 pub struct ClusterConfig {
@@ -43,6 +44,8 @@ pub struct ClusterNode {
     /// The controller of the leadership term it was made in.
     controller: tokio::sync::Mutex<Option<(u64, Controller)>>,
     clock: Arc<dyn Clock>,
+    /// When the controller last confirmed this node registered and unfenced (ms).
+    confirmed_live_ms: std::sync::atomic::AtomicI64,
 }
 
 impl std::fmt::Debug for ClusterNode {
@@ -67,6 +70,7 @@ impl ClusterNode {
             controller_config: config.controller,
             controller: tokio::sync::Mutex::new(None),
             clock,
+            confirmed_live_ms: std::sync::atomic::AtomicI64::new(i64::MIN),
         });
         tokio::spawn(network::serve(
             listener,
@@ -108,6 +112,20 @@ impl ClusterNode {
         self.registration.node
     }
 
+    pub fn registration(&self) -> &NodeRegistration {
+        &self.registration
+    }
+
+    /// Whether the controller confirmed this node live within its session timeout: a leader
+    /// that cannot say so may have been replaced (a paused or cut-off node) and must not take
+    /// writes.
+    pub fn holds_session(&self) -> bool {
+        let last = self
+            .confirmed_live_ms
+            .load(std::sync::atomic::Ordering::Acquire);
+        self.clock.now_ms().saturating_sub(last) <= self.controller_config.session_timeout_ms
+    }
+
     pub fn metadata(&self) -> &Arc<MetadataNode> {
         &self.metadata
     }
@@ -123,15 +141,28 @@ impl ClusterNode {
         &self,
         decision: impl FnOnce(&mut Controller, &ClusterState, i64) -> Vec<MetadataRecord>,
     ) -> Result<(), ProposeError> {
+        self.decide_with(|c, s, now| Ok::<_, ProposeError>((decision(c, s, now), ())))
+            .await
+    }
+
+    /// Like [`ClusterNode::decide`], for a decision that may be refused and has an answer.
+    async fn decide_with<T, E: From<ProposeError>>(
+        &self,
+        decision: impl FnOnce(
+            &mut Controller,
+            &ClusterState,
+            i64,
+        ) -> Result<(Vec<MetadataRecord>, T), E>,
+    ) -> Result<T, E> {
         let mut guard = self.controller.lock().await;
         let controller = self.current_controller(&mut guard).await?;
-        let records = {
+        let (records, answer) = {
             let applied = self.metadata.applied();
             let applied = applied.borrow();
-            decision(controller, &applied.state, self.clock.now_ms())
+            decision(controller, &applied.state, self.clock.now_ms())?
         };
         if records.is_empty() {
-            return Ok(());
+            return Ok(answer);
         }
         let outcome = self
             .metadata
@@ -141,8 +172,36 @@ impl ClusterNode {
             // The controller computed against the applied state under this lock: a refusal
             // is a bug in it, not a race.
             tracing::error!(%why, "a controller decision was refused");
+            return Err(ProposeError::Raft(format!("refused: {why}")).into());
         }
-        Ok(())
+        Ok(answer)
+    }
+
+    /// Asks the controller, wherever it runs, and waits until its decision is applied on the
+    /// metadata leader.
+    pub async fn ask(
+        &self,
+        request: ControllerRequest,
+    ) -> Result<ControllerReply, ControllerError> {
+        if self.metadata.is_leader() {
+            return self.ask_here(request).await;
+        }
+        match self
+            .metadata
+            .call_leader(&InternalRequest::Controller(request))
+            .await?
+        {
+            InternalResponse::Controller(r) => r,
+            _ => Err(ProposeError::Unreachable("unexpected response".into()).into()),
+        }
+    }
+
+    async fn ask_here(
+        &self,
+        request: ControllerRequest,
+    ) -> Result<ControllerReply, ControllerError> {
+        self.decide_with(|c, s, _| crate::requests::decide(c, s, request))
+            .await
     }
 
     /// The controller of the current term, made (after applying everything committed before)
@@ -198,6 +257,8 @@ impl ClusterNode {
     /// know it as live (first start, a restart, or fenced while it was away).
     async fn heartbeat_once(&self) {
         let node = self.registration.node;
+        // The lease runs from before the question: the controller's session began no earlier.
+        let before = self.clock.now_ms();
         let live = if self.metadata.is_leader() {
             self.heartbeat_here(node).await
         } else {
@@ -211,8 +272,12 @@ impl ClusterNode {
                 Err(e) => Err(e),
             }
         };
+        let confirm = || {
+            self.confirmed_live_ms
+                .fetch_max(before, std::sync::atomic::Ordering::AcqRel);
+        };
         let registered = match live {
-            Ok(true) => return,
+            Ok(true) => return confirm(),
             Ok(false) => {
                 if self.metadata.is_leader() {
                     self.register_here(self.registration.clone()).await
@@ -230,8 +295,10 @@ impl ClusterNode {
             }
             Err(e) => Err(e),
         };
-        if let Err(e) = registered {
-            tracing::debug!(error = %e, "heartbeat to the controller failed");
+        match registered {
+            // Registered now: confirmed at the next heartbeat, once the change is applied.
+            Ok(_) => {}
+            Err(e) => tracing::debug!(error = %e, "heartbeat to the controller failed"),
         }
     }
 }
@@ -244,6 +311,9 @@ impl InternalHandler for ClusterNode {
             }
             InternalRequest::Heartbeat { node } => {
                 InternalResponse::Registered(self.heartbeat_here(node).await)
+            }
+            InternalRequest::Controller(request) => {
+                InternalResponse::Controller(self.ask_here(request).await)
             }
             other => self.metadata.handle(other).await,
         }

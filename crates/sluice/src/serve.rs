@@ -28,6 +28,9 @@ pub async fn run(settings: Resolved) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("binding the admin listener {}", settings.admin_listen))?;
     let shutdown = CancellationToken::new();
+    if let Some(voters) = &settings.cluster {
+        join_cluster(&broker, &settings, voters, shutdown.clone()).await?;
+    }
     broker.start_background(shutdown.clone());
     tracing::info!(
         kafka = %kafka.local_addr()?,
@@ -63,6 +66,55 @@ pub async fn run(settings: Resolved) -> anyhow::Result<()> {
     let _ = tokio::time::timeout(Duration::from_secs(2), http).await;
     tokio::task::spawn_blocking(move || broker.close()).await?;
     tracing::info!("stopped cleanly");
+    Ok(())
+}
+
+/// Starts this node's member of the metadata group and its internal listener, and makes the
+/// broker follow the cluster's metadata.
+async fn join_cluster(
+    broker: &Arc<Broker>,
+    settings: &Resolved,
+    voters: &std::collections::BTreeMap<i32, String>,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    use sluice_cluster::metadata::NodeRegistration;
+    use sluice_cluster::raft::node::MetadataConfig;
+    use sluice_cluster::runtime::{ClusterConfig, ClusterNode};
+
+    let me = settings.broker.node_id;
+    let internal = voters
+        .get(&me)
+        .context("the cluster does not name this node")?;
+    let listener = TcpListener::bind(internal)
+        .await
+        .with_context(|| format!("binding the internal listener {internal}"))?;
+    let metadata = MetadataConfig::new(
+        me as u64,
+        voters
+            .iter()
+            .map(|(id, a)| (*id as u64, a.clone()))
+            .collect(),
+        settings.broker.data_dir.join("cluster"),
+    );
+    let config = ClusterConfig {
+        registration: NodeRegistration {
+            node: sluice_cluster::NodeId(me),
+            incarnation: uuid::Uuid::new_v4(),
+            kafka_host: settings.broker.advertised_host.clone(),
+            kafka_port: settings.broker.advertised_port,
+            internal_addr: internal.clone(),
+            rack: settings.rack.clone(),
+        },
+        metadata,
+        controller: Default::default(),
+        heartbeat_interval: Duration::from_millis(100),
+        tick_interval: Duration::from_millis(100),
+    };
+    let node = ClusterNode::start(config, listener, Arc::new(SystemClock), shutdown.clone())
+        .await
+        .context("starting the cluster node")?;
+    broker.join_cluster(node, shutdown)?;
+    tracing::info!(node = me, voters = voters.len(), %internal, "joined the cluster");
     Ok(())
 }
 

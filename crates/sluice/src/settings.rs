@@ -35,6 +35,14 @@ pub struct Settings {
     /// This node's id [default: 1]
     #[arg(long, env = "SLUICE_NODE_ID")]
     pub node_id: Option<i32>,
+    /// Form or join a cluster: every voting node as ID@HOST:PORT, comma-separated, where
+    /// HOST:PORT is that node's internal listener (Raft and replication traffic); this node
+    /// listens on its own entry. Without it: a single node.
+    #[arg(long, env = "SLUICE_CLUSTER")]
+    pub cluster: Option<String>,
+    /// This node's rack: replicas of a partition go to distinct racks when nodes have one
+    #[arg(long, env = "SLUICE_RACK")]
+    pub rack: Option<String>,
     /// Create unknown topics on Metadata and Produce requests [default: true]
     #[arg(long, env = "SLUICE_AUTO_CREATE_TOPICS", action = clap::ArgAction::Set)]
     pub auto_create_topics: Option<bool>,
@@ -117,6 +125,61 @@ pub struct Resolved {
     pub limits: Limits,
     pub worker_threads: Option<usize>,
     pub log_level: String,
+    /// `--cluster`: the voters by node id, each with its internal listener.
+    pub cluster: Option<std::collections::BTreeMap<i32, String>>,
+    pub rack: Option<String>,
+}
+
+/// A cluster's id, the same on every node: derived from its voters (22 URL-safe base64
+/// characters, like Kafka's).
+fn cluster_id_of(voters: &std::collections::BTreeMap<i32, String>) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let text: String = voters.iter().map(|(id, a)| format!("{id}@{a},")).collect();
+    let mut bytes = Vec::with_capacity(16);
+    for seed in 0u32..4 {
+        bytes.extend(crc32c::crc32c_append(seed, text.as_bytes()).to_be_bytes());
+    }
+    let mut bits = 0u32;
+    let mut held = 0;
+    let mut out = String::new();
+    for b in bytes {
+        bits = (bits << 8) | u32::from(b);
+        held += 8;
+        while held >= 6 {
+            held -= 6;
+            out.push(ALPHABET[((bits >> held) & 63) as usize] as char);
+        }
+    }
+    if held > 0 {
+        out.push(ALPHABET[((bits << (6 - held)) & 63) as usize] as char);
+    }
+    out
+}
+
+/// Parses `1@host:port,2@host:port`: ids unique and positive, addresses host:port.
+pub fn parse_cluster(spec: &str) -> anyhow::Result<std::collections::BTreeMap<i32, String>> {
+    let mut voters = std::collections::BTreeMap::new();
+    for entry in spec.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let (id, addr) = entry
+            .split_once('@')
+            .with_context(|| format!("cluster entry '{entry}' is not ID@HOST:PORT"))?;
+        let id: i32 = id.parse().ok().filter(|id| *id >= 0).with_context(|| {
+            format!("cluster entry '{entry}': '{id}' is not a node id (0 or more)")
+        })?;
+        let (host, port) = addr
+            .rsplit_once(':')
+            .with_context(|| format!("cluster entry '{entry}': '{addr}' is not HOST:PORT"))?;
+        if host.is_empty() || port.parse::<u16>().is_err() {
+            bail!("cluster entry '{entry}': '{addr}' is not HOST:PORT");
+        }
+        if voters.insert(id, addr.to_string()).is_some() {
+            bail!("cluster names node {id} twice");
+        }
+    }
+    if voters.is_empty() {
+        bail!("cluster is empty: give ID@HOST:PORT for every voting node");
+    }
+    Ok(voters)
 }
 
 macro_rules! overlay {
@@ -144,6 +207,8 @@ impl Settings {
             admin_token,
             data_dir,
             node_id,
+            cluster,
+            rack,
             auto_create_topics,
             num_partitions,
             log_segment_bytes,
@@ -265,8 +330,18 @@ impl Settings {
             }
             groups.offsets_retention_ms = v * 60_000;
         }
+        let node_id = self.node_id.unwrap_or(1);
+        let cluster = self.cluster.as_deref().map(parse_cluster).transpose()?;
+        if let Some(voters) = &cluster {
+            if !voters.contains_key(&node_id) {
+                bail!(
+                    "cluster does not name this node (node_id {node_id}): list it with its internal listener"
+                );
+            }
+        }
         let broker = BrokerConfig {
-            node_id: self.node_id.unwrap_or(1),
+            node_id,
+            cluster_id: cluster.as_ref().map(cluster_id_of),
             advertised_host,
             advertised_port,
             data_dir: self.data_dir.unwrap_or_else(|| PathBuf::from("./data")),
@@ -315,6 +390,8 @@ impl Settings {
                 n => n,
             },
             log_level: self.log_level.unwrap_or_else(|| "info".into()),
+            cluster,
+            rack: self.rack.filter(|r| !r.is_empty()),
         })
     }
 }

@@ -7,10 +7,42 @@ use super::str_bytes;
 use crate::broker::Broker;
 use crate::error::BrokerError;
 use crate::handlers::{Call, Versions};
+use sluice_wire::Reply;
 
 pub const VERSIONS: Versions = Versions::new(0, 3);
 
-pub fn handle(broker: &Broker, request: CreatePartitionsRequest, _call: &Call) -> ResponseKind {
+pub fn handle(broker: &Broker, request: CreatePartitionsRequest, _call: &Call) -> Reply {
+    if let Some(replication) = broker.replication() {
+        let replication = std::sync::Arc::clone(replication);
+        return Reply::Later(Box::pin(async move {
+            let mut results = Vec::new();
+            for topic in request.topics {
+                let outcome = if topic.assignments.is_some() {
+                    Err(BrokerError::InvalidReplicaAssignment(
+                        "manual replica assignments are not supported in a cluster yet".into(),
+                    ))
+                } else {
+                    replication
+                        .add_partitions(&topic.name, topic.count, request.validate_only)
+                        .await
+                };
+                let result = CreatePartitionsTopicResult::default().with_name(topic.name);
+                results.push(match outcome {
+                    Ok(()) => result,
+                    Err(e) => result
+                        .with_error_code(e.code())
+                        .with_error_message(Some(str_bytes(&e.to_string()))),
+                });
+            }
+            Some(ResponseKind::CreatePartitions(
+                CreatePartitionsResponse::default().with_results(results),
+            ))
+        }));
+    }
+    Reply::Ready(Box::new(on_one_node(broker, request)))
+}
+
+fn on_one_node(broker: &Broker, request: CreatePartitionsRequest) -> ResponseKind {
     let node = broker.node_id();
     let results = request
         .topics

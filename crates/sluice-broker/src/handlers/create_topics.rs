@@ -13,11 +13,24 @@ use super::{describe_configs::topic_entries, str_bytes};
 use crate::broker::Broker;
 use crate::error::BrokerError;
 use crate::handlers::{Call, Versions};
+use crate::replication::Replication;
+use sluice_wire::Reply;
 
 pub const VERSIONS: Versions = Versions::new(2, 7);
 
-pub fn handle(broker: &Broker, request: CreateTopicsRequest, call: &Call) -> ResponseKind {
-    let version = call.version;
+pub fn handle(broker: &Broker, request: CreateTopicsRequest, call: &Call) -> Reply {
+    if let (Some(replication), Some(broker)) = (broker.replication(), broker.arc()) {
+        return in_cluster(
+            broker,
+            std::sync::Arc::clone(replication),
+            request,
+            call.version,
+        );
+    }
+    Reply::Ready(Box::new(on_one_node(broker, request, call.version)))
+}
+
+fn on_one_node(broker: &Broker, request: CreateTopicsRequest, version: i16) -> ResponseKind {
     let validate_only = request.validate_only;
     let mut seen = std::collections::HashSet::new();
     let topics = request
@@ -124,17 +137,122 @@ fn create(
         }
         indexes.len() as i32
     };
-    let mut configs = BTreeMap::new();
-    for c in topic.configs {
+    let configs = configs_of(topic.configs)?;
+    let created = broker
+        .topics()
+        .create(&topic.name, partitions, configs, validate_only)?;
+    Ok((partitions, created.map_or(uuid::Uuid::nil(), |t| t.id)))
+}
+
+/// In a cluster: checked here as on one node, then created by the controller; each topic is
+/// answered once this node has applied it.
+fn in_cluster(
+    broker: std::sync::Arc<Broker>,
+    replication: std::sync::Arc<Replication>,
+    request: CreateTopicsRequest,
+    version: i16,
+) -> Reply {
+    let validate_only = request.validate_only;
+    Reply::Later(Box::pin(async move {
+        let mut seen = std::collections::HashSet::new();
+        let mut results = Vec::with_capacity(request.topics.len());
+        for topic in request.topics {
+            let name = topic.name.clone();
+            let result = CreatableTopicResult::default()
+                .with_name(name.clone())
+                .with_num_partitions(-1)
+                .with_replication_factor(-1)
+                .with_error_message(None);
+            let outcome = if !seen.insert(name.clone()) {
+                Err(BrokerError::InvalidRequest(format!(
+                    "topic '{}' appears more than once in the request",
+                    &*name
+                )))
+            } else {
+                create_in_cluster(&broker, &replication, topic, validate_only).await
+            };
+            results.push(match outcome {
+                Ok((partitions, rf, id, overrides)) => {
+                    let mut result = result
+                        .with_num_partitions(partitions)
+                        .with_replication_factor(rf as i16)
+                        .with_topic_id(id);
+                    if version >= 5 {
+                        result = result.with_configs(Some(
+                            topic_entries(&broker, &overrides, None)
+                                .into_iter()
+                                .map(|e| {
+                                    CreatableTopicConfigs::default()
+                                        .with_name(e.name)
+                                        .with_value(e.value)
+                                        .with_config_source(e.config_source)
+                                })
+                                .collect(),
+                        ));
+                    }
+                    result
+                }
+                Err(e) => result
+                    .with_error_code(e.code())
+                    .with_error_message(Some(str_bytes(&e.to_string()))),
+            });
+        }
+        Some(ResponseKind::CreateTopics(
+            CreateTopicsResponse::default().with_topics(results),
+        ))
+    }))
+}
+
+async fn create_in_cluster(
+    broker: &Broker,
+    replication: &Replication,
+    topic: CreatableTopic,
+    validate_only: bool,
+) -> Result<(i32, i32, uuid::Uuid, BTreeMap<String, String>), BrokerError> {
+    crate::topics::validate_topic_name(&topic.name)?;
+    if crate::topics::is_internal(&topic.name) {
+        return Err(BrokerError::InvalidTopic(format!(
+            "{} is internal; only the broker creates it",
+            &*topic.name
+        )));
+    }
+    if !topic.assignments.is_empty() {
+        return Err(BrokerError::InvalidReplicaAssignment(
+            "manual replica assignments are not supported in a cluster yet; leave them out and \
+             the controller places replicas"
+                .into(),
+        ));
+    }
+    let partitions = if topic.num_partitions == -1 {
+        broker.config().num_partitions
+    } else {
+        topic.num_partitions
+    };
+    broker.topics().check_partition_count(partitions)?;
+    let rf = if topic.replication_factor == -1 {
+        replication.default_replication_factor()
+    } else {
+        i32::from(topic.replication_factor)
+    };
+    let configs = configs_of(topic.configs)?;
+    crate::topic_config::resolve(&configs, broker.topics().defaults())?;
+    let id = replication
+        .create_topic(&topic.name, partitions, rf, configs.clone(), validate_only)
+        .await?;
+    Ok((partitions, rf, id, configs))
+}
+
+fn configs_of(
+    configs: Vec<kafka_protocol::messages::create_topics_request::CreatableTopicConfig>,
+) -> Result<BTreeMap<String, String>, BrokerError> {
+    let mut out = BTreeMap::new();
+    for c in configs {
         let Some(value) = c.value else {
             return Err(BrokerError::InvalidConfig(
                 crate::topic_config::ConfigError(format!("config '{}' has a null value", &*c.name)),
             ));
         };
-        configs.insert(c.name.to_string(), value.to_string());
+        out.insert(c.name.to_string(), value.to_string());
     }
-    let created = broker
-        .topics()
-        .create(&topic.name, partitions, configs, validate_only)?;
-    Ok((partitions, created.map_or(uuid::Uuid::nil(), |t| t.id)))
+    Ok(out)
 }

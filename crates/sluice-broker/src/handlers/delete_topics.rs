@@ -9,12 +9,62 @@ use super::{str_bytes, topic_name};
 use crate::broker::Broker;
 use crate::error::BrokerError;
 use crate::handlers::{Call, Versions};
+use sluice_wire::Reply;
 
 pub const VERSIONS: Versions = Versions::new(1, 6);
 
-pub fn handle(broker: &Broker, request: DeleteTopicsRequest, call: &Call) -> ResponseKind {
-    let version = call.version;
-    let wanted: Vec<(Option<String>, uuid::Uuid)> = if version >= 6 {
+pub fn handle(broker: &Broker, request: DeleteTopicsRequest, call: &Call) -> Reply {
+    if let (Some(replication), Some(broker)) = (broker.replication(), broker.arc()) {
+        let replication = std::sync::Arc::clone(replication);
+        let version = call.version;
+        return Reply::Later(Box::pin(async move {
+            let mut responses = Vec::new();
+            for (name, id) in wanted(request, version) {
+                let state = replication.state();
+                let name = match name {
+                    Some(name) => Ok(name),
+                    None => state
+                        .state
+                        .topics
+                        .get(&id)
+                        .map(|t| t.name.clone())
+                        .ok_or(BrokerError::UnknownTopicId(id)),
+                };
+                let asked = name.as_ref().ok().map(|n| topic_name(n));
+                let outcome = match &name {
+                    Ok(n) if crate::topics::is_internal(n) => Err(BrokerError::InvalidTopic(
+                        format!("{n} is internal and cannot be deleted"),
+                    )),
+                    Ok(n) => replication.delete_topic(n).await,
+                    Err(_) => Err(BrokerError::UnknownTopicId(id)),
+                };
+                responses.push(match outcome {
+                    Ok(deleted) => {
+                        if let Ok(n) = &name {
+                            broker.groups.forget_topic(n);
+                        }
+                        DeletableTopicResult::default()
+                            .with_name(asked)
+                            .with_topic_id(deleted)
+                    }
+                    Err(e) => DeletableTopicResult::default()
+                        .with_name(asked.or_else(|| (version < 6).then(TopicName::default)))
+                        .with_topic_id(id)
+                        .with_error_code(e.code())
+                        .with_error_message(Some(str_bytes(&e.to_string()))),
+                });
+            }
+            Some(ResponseKind::DeleteTopics(
+                DeleteTopicsResponse::default().with_responses(responses),
+            ))
+        }));
+    }
+    Reply::Ready(Box::new(on_one_node(broker, request, call.version)))
+}
+
+/// The topics a request names: by name before v6, by name or id from v6.
+fn wanted(request: DeleteTopicsRequest, version: i16) -> Vec<(Option<String>, uuid::Uuid)> {
+    if version >= 6 {
         request
             .topics
             .into_iter()
@@ -26,8 +76,11 @@ pub fn handle(broker: &Broker, request: DeleteTopicsRequest, call: &Call) -> Res
             .into_iter()
             .map(|n| (Some(n.to_string()), uuid::Uuid::nil()))
             .collect()
-    };
-    let responses = wanted
+    }
+}
+
+fn on_one_node(broker: &Broker, request: DeleteTopicsRequest, version: i16) -> ResponseKind {
+    let responses = wanted(request, version)
         .into_iter()
         .map(|(name, id)| {
             let name = match name {

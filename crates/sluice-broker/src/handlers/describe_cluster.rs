@@ -1,4 +1,5 @@
-//! DescribeCluster (KIP-700): this node is the whole cluster and its controller.
+//! DescribeCluster (KIP-700): the live nodes and the controller (the metadata leader); on a
+//! single node, this node.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
@@ -19,7 +20,7 @@ pub fn handle(broker: &Broker, request: DescribeClusterRequest, call: &Call) -> 
     let version = call.version;
     let mut response = DescribeClusterResponse::default()
         .with_cluster_id(str_bytes(broker.cluster_id()))
-        .with_controller_id(BrokerId(broker.node_id()))
+        .with_controller_id(BrokerId(broker.controller_id()))
         .with_cluster_authorized_operations(i32::MIN);
     if version >= 1 {
         response = response.with_endpoint_type(ENDPOINT_BROKERS);
@@ -33,9 +34,16 @@ pub fn handle(broker: &Broker, request: DescribeClusterRequest, call: &Call) -> 
             );
         }
     }
-    let config = broker.config();
-    ResponseKind::DescribeCluster(response.with_brokers(vec![DescribeClusterBroker::default()
-            .with_broker_id(BrokerId(config.node_id))
-            .with_host(str_bytes(&config.advertised_host))
-            .with_port(config.advertised_port)]))
+    let brokers = broker
+        .live_nodes()
+        .into_iter()
+        .map(|(id, host, port, rack)| {
+            DescribeClusterBroker::default()
+                .with_broker_id(BrokerId(id))
+                .with_host(str_bytes(&host))
+                .with_port(port)
+                .with_rack(rack.as_deref().map(str_bytes))
+        })
+        .collect();
+    ResponseKind::DescribeCluster(response.with_brokers(brokers))
 }

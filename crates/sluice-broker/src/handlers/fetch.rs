@@ -50,6 +50,24 @@ pub const VERSIONS: Versions = Versions::new(4, 17);
 
 pub fn handle(broker: &Broker, request: FetchRequest, call: &Call) -> Reply {
     let version = call.version;
+    let replica = if version >= 15 {
+        request.replica_state.replica_id.0
+    } else {
+        request.replica_id.0
+    };
+    if replica >= 0 {
+        if broker.replication().is_none() {
+            return Reply::Ready(Box::new(ResponseKind::Fetch(
+                FetchResponse::default().with_error_code(ResponseError::NotLeaderOrFollower.code()),
+            )));
+        }
+        return crate::replication::leader_fetch::serve(
+            broker,
+            request,
+            sluice_cluster::NodeId(replica),
+            version,
+        );
+    }
     let named = named_partitions(request.topics);
     let plan = if version >= 7 {
         let forgotten = request

@@ -19,7 +19,7 @@ pub const VERSIONS: Versions = Versions::new(0, 6);
 
 pub fn handle(broker: &Broker, request: FindCoordinatorRequest, call: &Call) -> ResponseKind {
     let version = call.version;
-    let config = broker.config();
+    let (node_id, host, port) = broker.coordinator_endpoint();
     let answer = |key: &StrBytes| -> (i16, Option<StrBytes>) {
         if request.key_type != KEY_GROUP && request.key_type != KEY_TRANSACTION {
             (
@@ -48,17 +48,13 @@ pub fn handle(broker: &Broker, request: FindCoordinatorRequest, call: &Call) -> 
                 let (error, message) = answer(key);
                 Coordinator::default()
                     .with_key(key.clone())
-                    .with_node_id(BrokerId(if error == 0 { config.node_id } else { -1 }))
+                    .with_node_id(BrokerId(if error == 0 { node_id } else { -1 }))
                     .with_host(if error == 0 {
-                        str_bytes(&config.advertised_host)
+                        str_bytes(&host)
                     } else {
                         StrBytes::default()
                     })
-                    .with_port(if error == 0 {
-                        config.advertised_port
-                    } else {
-                        -1
-                    })
+                    .with_port(if error == 0 { port } else { -1 })
                     .with_error_code(error)
                     .with_error_message(message)
             })
@@ -73,9 +69,9 @@ pub fn handle(broker: &Broker, request: FindCoordinatorRequest, call: &Call) -> 
         .with_error_message(message);
     ResponseKind::FindCoordinator(if error == 0 {
         response
-            .with_node_id(BrokerId(config.node_id))
-            .with_host(str_bytes(&config.advertised_host))
-            .with_port(config.advertised_port)
+            .with_node_id(BrokerId(node_id))
+            .with_host(str_bytes(&host))
+            .with_port(port)
     } else {
         response.with_node_id(BrokerId(-1)).with_port(-1)
     })

@@ -13,7 +13,10 @@ use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, Resp
 use super::{str_bytes, topic_name};
 use crate::broker::Broker;
 use crate::handlers::{Call, Versions};
+use crate::replication::Replication;
 use crate::topics::Topic;
+use sluice_cluster::metadata::{ClusterState, TopicInfo};
+use sluice_cluster::NodeId;
 
 /// "Authorized operations not requested" (KIP-430).
 const OPERATIONS_UNSET: i32 = i32::MIN;
@@ -23,6 +26,9 @@ pub const VERSIONS: Versions = Versions::new(0, 12);
 pub fn handle(broker: &Broker, request: MetadataRequest, call: &Call) -> ResponseKind {
     let version = call.version;
     let allow_auto_create = version < 4 || request.allow_auto_topic_creation;
+    if let Some(replication) = broker.replication() {
+        return in_cluster(broker, replication, request, version, allow_auto_create);
+    }
     let topics = match request.topics {
         // v0: an empty list means all topics; v1+: null means all, empty means none.
         None => broker
@@ -89,6 +95,157 @@ fn describe(broker: &Broker, topic: &Arc<Topic>) -> MetadataResponseTopic {
                         .with_partition_index(p.index)
                         .with_leader_id(node)
                         .with_leader_epoch(p.leader_epoch().0)
+                        .with_replica_nodes(vec![node])
+                        .with_isr_nodes(vec![node])
+                })
+                .collect(),
+        )
+}
+
+/// In a cluster: everything from the applied metadata, the same on every node. Internal
+/// topics are still local and listed as led by the coordinator node.
+fn in_cluster(
+    broker: &Broker,
+    replication: &Arc<Replication>,
+    request: MetadataRequest,
+    version: i16,
+    allow_auto_create: bool,
+) -> ResponseKind {
+    let applied = replication.state();
+    let state = &applied.state;
+    let all = match &request.topics {
+        None => true,
+        Some(list) => list.is_empty() && version == 0,
+    };
+    let mut topics = Vec::new();
+    if all {
+        topics.extend(
+            state
+                .topics
+                .values()
+                .map(|t| describe_cluster_topic(state, t)),
+        );
+        for t in broker.topics().list() {
+            if crate::topics::is_internal(&t.name) {
+                topics.push(describe_internal(replication, &t));
+            }
+        }
+    } else {
+        for wanted in request.topics.into_iter().flatten() {
+            let found = match &wanted.name {
+                Some(name) => state
+                    .names
+                    .get(name.as_str())
+                    .and_then(|id| state.topics.get(id)),
+                None => state.topics.get(&wanted.topic_id),
+            };
+            if let Some(t) = found {
+                topics.push(describe_cluster_topic(state, t));
+                continue;
+            }
+            let Some(name) = wanted.name else {
+                topics.push(
+                    MetadataResponseTopic::default()
+                        .with_topic_id(wanted.topic_id)
+                        .with_error_code(ResponseError::UnknownTopicId.code())
+                        .with_topic_authorized_operations(OPERATIONS_UNSET),
+                );
+                continue;
+            };
+            if crate::topics::is_internal(&name) {
+                if let Some(t) = broker.topics().get(&name) {
+                    topics.push(describe_internal(replication, &t));
+                    continue;
+                }
+            }
+            let error = match crate::topics::validate_topic_name(&name) {
+                Err(e) => e.response_error(),
+                Ok(()) if allow_auto_create && broker.config().auto_create_topics => {
+                    broker.auto_create_in_cluster(&name);
+                    ResponseError::LeaderNotAvailable
+                }
+                Ok(()) => ResponseError::UnknownTopicOrPartition,
+            };
+            topics.push(
+                MetadataResponseTopic::default()
+                    .with_name(Some(name))
+                    .with_error_code(error.code())
+                    .with_topic_authorized_operations(OPERATIONS_UNSET),
+            );
+        }
+    }
+    let brokers = state
+        .live_nodes()
+        .map(|n| {
+            let r = &n.registration;
+            MetadataResponseBroker::default()
+                .with_node_id(BrokerId(r.node.0))
+                .with_host(str_bytes(&r.kafka_host))
+                .with_port(r.kafka_port)
+                .with_rack(r.rack.as_deref().map(str_bytes))
+        })
+        .collect();
+    let controller = replication
+        .node()
+        .metadata()
+        .leader()
+        .and_then(|l| i32::try_from(l).ok())
+        .unwrap_or(-1);
+    ResponseKind::Metadata(
+        MetadataResponse::default()
+            .with_brokers(brokers)
+            .with_cluster_id(Some(str_bytes(broker.cluster_id())))
+            .with_controller_id(BrokerId(controller))
+            .with_topics(topics)
+            .with_cluster_authorized_operations(OPERATIONS_UNSET),
+    )
+}
+
+fn ids(nodes: impl IntoIterator<Item = NodeId>) -> Vec<BrokerId> {
+    nodes.into_iter().map(|n| BrokerId(n.0)).collect()
+}
+
+fn describe_cluster_topic(state: &ClusterState, t: &TopicInfo) -> MetadataResponseTopic {
+    MetadataResponseTopic::default()
+        .with_name(Some(topic_name(&t.name)))
+        .with_topic_id(t.id)
+        .with_topic_authorized_operations(OPERATIONS_UNSET)
+        .with_partitions(
+            t.partitions
+                .iter()
+                .enumerate()
+                .map(|(i, p)| {
+                    let offline = p.replicas.iter().copied().filter(|r| !state.is_live(*r));
+                    MetadataResponsePartition::default()
+                        .with_error_code(if p.leader.is_some() {
+                            0
+                        } else {
+                            ResponseError::LeaderNotAvailable.code()
+                        })
+                        .with_partition_index(i as i32)
+                        .with_leader_id(BrokerId(p.leader.map_or(-1, |l| l.0)))
+                        .with_leader_epoch(p.leader_epoch.0)
+                        .with_replica_nodes(ids(p.replicas.iter().copied()))
+                        .with_isr_nodes(ids(p.isr.iter().copied()))
+                        .with_offline_replicas(ids(offline))
+                })
+                .collect(),
+        )
+}
+
+fn describe_internal(replication: &Replication, topic: &Arc<Topic>) -> MetadataResponseTopic {
+    let node = BrokerId(replication.coordinator_node().0);
+    MetadataResponseTopic::default()
+        .with_name(Some(topic_name(&topic.name)))
+        .with_topic_id(topic.id)
+        .with_is_internal(true)
+        .with_topic_authorized_operations(OPERATIONS_UNSET)
+        .with_partitions(
+            (0..topic.partition_count())
+                .map(|i| {
+                    MetadataResponsePartition::default()
+                        .with_partition_index(i)
+                        .with_leader_id(node)
                         .with_replica_nodes(vec![node])
                         .with_isr_nodes(vec![node])
                 })

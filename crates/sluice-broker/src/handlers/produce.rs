@@ -1,6 +1,8 @@
-//! Produce: validate each partition's batches, append them, and answer per `acks`:
-//! 0 → no response; 1 / -1 → once appended (interval mode) or once fsynced (sync mode, where
-//! concurrent producers share fsyncs). A single node is the whole ISR, so 1 and -1 coincide.
+//! Produce: validate each partition's batches, append them on the leader, and answer per
+//! `acks`: 0 → no response; 1 → once the leader has the batch (fsynced, in sync mode, where
+//! concurrent producers share fsyncs); -1 → once it is committed: below the high watermark,
+//! which every in-sync replica has reached (`min.insync.replicas` of them at least, else
+//! NOT_ENOUGH_REPLICAS). A single node is the whole ISR, so 1 and -1 coincide there.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,10 +19,18 @@ use crate::error::{log_error, BrokerError};
 use crate::handlers::{Call, Versions};
 use crate::partition::Partition;
 
-/// A partition's answer, possibly still waiting for its fsync.
+/// What an answer waits for.
+enum Wait {
+    /// The leader's fsync (acks=1, sync mode).
+    Durable(Arc<Partition>, Offset),
+    /// The high watermark (acks=all).
+    Committed(Arc<Partition>, Offset),
+}
+
+/// A partition's answer, possibly still waiting.
 struct Pending {
     response: PartitionProduceResponse,
-    wait_for: Option<(Arc<Partition>, Offset)>,
+    wait_for: Option<Wait>,
 }
 
 fn failed(index: i32, error: ResponseError, message: String) -> Pending {
@@ -78,6 +88,16 @@ pub fn handle(broker: &Broker, request: ProduceRequest, call: &Call) -> Reply {
                     );
                 }
                 let Some(partition) = topic.partition(data.index) else {
+                    if (0..topic.partition_count()).contains(&data.index) {
+                        return failed(
+                            data.index,
+                            ResponseError::NotLeaderOrFollower,
+                            format!(
+                                "this node holds no replica of {}-{}",
+                                topic.name, data.index
+                            ),
+                        );
+                    }
                     return failed(
                         data.index,
                         ResponseError::UnknownTopicOrPartition,
@@ -89,6 +109,7 @@ pub fn handle(broker: &Broker, request: ProduceRequest, call: &Call) -> Reply {
                     &partition,
                     data.records.as_deref().unwrap_or_default(),
                     version,
+                    acks,
                 )
             })
             .collect();
@@ -137,24 +158,49 @@ pub fn handle(broker: &Broker, request: ProduceRequest, call: &Call) -> Reply {
                 wait_for,
             } in partitions
             {
-                if let Some((partition, end)) = wait_for {
-                    match tokio::time::timeout(timeout, partition.wait_durable(end)).await {
-                        Ok(true) => {}
-                        Ok(false) => {
-                            response = failed(
-                                response.index,
-                                ResponseError::KafkaStorageError,
-                                "fsync failed".into(),
-                            )
-                            .response;
+                match wait_for {
+                    None => {}
+                    Some(Wait::Durable(partition, end)) => {
+                        match tokio::time::timeout(timeout, partition.wait_durable(end)).await {
+                            Ok(true) => {}
+                            Ok(false) => {
+                                response = failed(
+                                    response.index,
+                                    ResponseError::KafkaStorageError,
+                                    "fsync failed".into(),
+                                )
+                                .response;
+                            }
+                            Err(_) => {
+                                response = failed(
+                                    response.index,
+                                    ResponseError::RequestTimedOut,
+                                    format!(
+                                        "not on disk within the request timeout of {timeout:?}"
+                                    ),
+                                )
+                                .response;
+                            }
                         }
-                        Err(_) => {
-                            response = failed(
-                                response.index,
-                                ResponseError::RequestTimedOut,
-                                format!("not on disk within the request timeout of {timeout:?}"),
-                            )
-                            .response;
+                    }
+                    Some(Wait::Committed(partition, end)) => {
+                        match tokio::time::timeout(timeout, partition.wait_committed(end)).await {
+                            Ok(Ok(())) => {}
+                            Ok(Err(e)) => {
+                                response =
+                                    failed(response.index, e.response_error(), e.to_string())
+                                        .response;
+                            }
+                            Err(_) => {
+                                response = failed(
+                                    response.index,
+                                    ResponseError::RequestTimedOut,
+                                    format!(
+                                        "not replicated to the in-sync replicas within the request timeout of {timeout:?}"
+                                    ),
+                                )
+                                .response;
+                            }
                         }
                     }
                 }
@@ -166,8 +212,19 @@ pub fn handle(broker: &Broker, request: ProduceRequest, call: &Call) -> Reply {
     }))
 }
 
-fn append(broker: &Broker, partition: &Arc<Partition>, records: &[u8], version: i16) -> Pending {
+fn append(
+    broker: &Broker,
+    partition: &Arc<Partition>,
+    records: &[u8],
+    version: i16,
+    acks: i16,
+) -> Pending {
     let index = partition.index;
+    if acks == -1 {
+        if let Err(e) = partition.check_insync() {
+            return failed(index, e.response_error(), e.to_string());
+        }
+    }
     let config = partition.config();
     let validated = match validate_produce(records, config.max_message_bytes) {
         // Compacted topics keep the newest record per key, so every record needs one.
@@ -201,20 +258,29 @@ fn append(broker: &Broker, partition: &Arc<Partition>, records: &[u8], version: 
         }
     };
     match partition.append(validated) {
-        Ok(info) => Pending {
-            response: PartitionProduceResponse::default()
-                .with_index(index)
-                .with_base_offset(info.base_offset.0)
-                .with_log_append_time_ms(info.log_append_time_ms)
-                .with_log_start_offset(partition.progress().log_start.0),
-            wait_for: (config.flush == FlushMode::Sync)
-                .then(|| (Arc::clone(partition), info.last_offset.plus(1))),
-        },
+        Ok(info) => {
+            let end = info.last_offset.plus(1);
+            let progress = partition.progress();
+            let wait_for = if acks == -1 {
+                (progress.visible < end).then(|| Wait::Committed(Arc::clone(partition), end))
+            } else {
+                (config.flush == FlushMode::Sync && progress.durable < end)
+                    .then(|| Wait::Durable(Arc::clone(partition), end))
+            };
+            Pending {
+                response: PartitionProduceResponse::default()
+                    .with_index(index)
+                    .with_base_offset(info.base_offset.0)
+                    .with_log_append_time_ms(info.log_append_time_ms)
+                    .with_log_start_offset(progress.log_start.0),
+                wait_for,
+            }
+        }
         Err(e) => {
             if e.is_storage() {
                 tracing::warn!(?partition, error = %e, "append failed");
             }
-            failed(index, log_error(&e), e.to_string())
+            failed(index, e.response_error(), e.to_string())
         }
     }
 }

@@ -12,7 +12,7 @@ use sluice_log::{FlushMode, LogError, Marker};
 use sluice_wire::Reply;
 
 use crate::broker::Broker;
-use crate::error::log_error;
+use crate::error::BrokerError;
 use crate::handlers::{Call, Versions};
 
 pub const VERSIONS: Versions = Versions::new(1, 1);
@@ -51,11 +51,11 @@ pub fn handle(broker: &Broker, request: WriteTxnMarkersRequest, _call: &Call) ->
                                         }
                                         0
                                     }
-                                    Err(e @ LogError::Producer(_)) => {
+                                    Err(e @ BrokerError::Log(LogError::Producer(_))) => {
                                         tracing::info!(error = %e, "refused a transaction marker");
                                         ResponseError::InvalidProducerEpoch.code()
                                     }
-                                    Err(e) => log_error(&e).code(),
+                                    Err(e) => e.code(),
                                 },
                             };
                             WritableTxnMarkerPartitionResult::default()

@@ -242,7 +242,7 @@ impl Broker {
             // A Prepare* state holds the producer id and epoch its markers carry.
             match partition.append_marker(marker, prepare.producer_id, prepare.producer_epoch, 0) {
                 Ok(_) => {}
-                Err(LogError::Producer(e)) => {
+                Err(BrokerError::Log(LogError::Producer(e))) => {
                     // The partition saw a newer epoch of this producer: its transaction there
                     // was already ended by a newer decision.
                     tracing::warn!(?partition, error = %e, "transaction marker refused");

@@ -39,6 +39,8 @@ pub enum InternalRequest {
     Heartbeat {
         node: NodeId,
     },
+    /// A request for the controller (topic administration, ISR changes, producer ids).
+    Controller(crate::requests::ControllerRequest),
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -49,6 +51,7 @@ pub enum InternalResponse {
     Propose(Result<CommandOutcome, ProposeError>),
     /// To Register and Heartbeat: whether the node is registered and unfenced now.
     Registered(Result<bool, ProposeError>),
+    Controller(Result<crate::requests::ControllerReply, crate::requests::ControllerError>),
 }
 
 /// Why a proposal did not commit.

@@ -245,6 +245,9 @@ impl InternalHandler for MetadataNode {
                     "no controller runs here".into(),
                 )))
             }
+            InternalRequest::Controller(_) => InternalResponse::Controller(Err(
+                ProposeError::Raft("no controller runs here".into()).into(),
+            )),
         }
     }
 }

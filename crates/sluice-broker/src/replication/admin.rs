@@ -1,0 +1,124 @@
+//! Topic administration in a cluster: the controller decides, every node applies. Each call
+//! returns once this node has applied the decision too, so the client's next request here
+//! (a Metadata, a Produce) already sees it.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use sluice_cluster::metadata::ClusterState;
+use sluice_cluster::requests::{ControllerReply, ControllerRequest};
+
+use super::Replication;
+use crate::error::BrokerError;
+
+/// How long a change may take to reach this node after the controller made it.
+const APPLY_WAIT: Duration = Duration::from_secs(10);
+
+impl Replication {
+    /// Waits until the applied metadata here satisfies `done`.
+    pub async fn applied_until(
+        &self,
+        done: impl Fn(&ClusterState) -> bool,
+    ) -> Result<(), BrokerError> {
+        let mut applied = self.node.metadata().applied();
+        let waited = tokio::time::timeout(APPLY_WAIT, applied.wait_for(|a| done(&a.state))).await;
+        match waited {
+            Ok(Ok(_)) => Ok(()),
+            _ => Err(BrokerError::ControllerUnavailable(
+                "the change was made but has not reached this node yet".into(),
+            )),
+        }
+    }
+
+    /// The replication factor a topic gets when the request leaves it to the broker: three,
+    /// or every live node if there are fewer.
+    pub fn default_replication_factor(&self) -> i32 {
+        let live = self.state().state.live_nodes().count();
+        live.clamp(1, 3) as i32
+    }
+
+    pub async fn create_topic(
+        &self,
+        name: &str,
+        partitions: i32,
+        replication_factor: i32,
+        configs: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<uuid::Uuid, BrokerError> {
+        let reply = self
+            .ask(ControllerRequest::CreateTopic {
+                name: name.to_string(),
+                partitions,
+                replication_factor,
+                configs,
+                validate_only,
+            })
+            .await?;
+        match reply {
+            ControllerReply::TopicCreated { id } => {
+                self.applied_until(|s| s.topics.contains_key(&id)).await?;
+                Ok(id)
+            }
+            _ => Ok(uuid::Uuid::nil()),
+        }
+    }
+
+    pub async fn delete_topic(&self, name: &str) -> Result<uuid::Uuid, BrokerError> {
+        let id = self
+            .state()
+            .state
+            .names
+            .get(name)
+            .copied()
+            .ok_or_else(|| BrokerError::UnknownTopic(name.to_string()))?;
+        self.ask(ControllerRequest::DeleteTopic {
+            name: name.to_string(),
+        })
+        .await?;
+        self.applied_until(|s| !s.topics.contains_key(&id)).await?;
+        Ok(id)
+    }
+
+    pub async fn add_partitions(
+        &self,
+        name: &str,
+        count: i32,
+        validate_only: bool,
+    ) -> Result<(), BrokerError> {
+        self.ask(ControllerRequest::AddPartitions {
+            name: name.to_string(),
+            count,
+            validate_only,
+        })
+        .await?;
+        if !validate_only {
+            self.applied_until(|s| {
+                s.names
+                    .get(name)
+                    .and_then(|id| s.topics.get(id))
+                    .is_some_and(|t| t.partitions.len() as i32 >= count)
+            })
+            .await?;
+        }
+        Ok(())
+    }
+
+    pub async fn set_topic_configs(
+        &self,
+        name: &str,
+        configs: BTreeMap<String, String>,
+    ) -> Result<(), BrokerError> {
+        self.ask(ControllerRequest::TopicConfigs {
+            name: name.to_string(),
+            configs: configs.clone(),
+        })
+        .await?;
+        self.applied_until(|s| {
+            s.names
+                .get(name)
+                .and_then(|id| s.topics.get(id))
+                .is_some_and(|t| t.configs == configs)
+        })
+        .await
+    }
+}

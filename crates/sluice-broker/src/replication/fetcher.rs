@@ -1,0 +1,177 @@
+//! A follower's copy loop: one task per leader node, one Kafka Fetch at a time for every
+//! partition this node follows from that leader (so one long poll per node pair, however many
+//! partitions), as Kafka's replica fetcher does.
+//!
+//! ```text
+//!   fetch(offset = log end, last fetched epoch)  ──▶ leader
+//!   ◀── batches + high watermark   → append as they are (same offsets, same bytes)
+//!   ◀── diverging epoch (E, end)   → truncate to min(end, our end of E), fetch again
+//! ```
+//! Under `flush.mode=sync` the next fetch goes out only once what was copied is fsynced: the
+//! fetch offset is what the leader counts this follower as having, so it must survive a crash.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::{BrokerId, FetchRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use sluice_client::Connection;
+use sluice_cluster::NodeId;
+use sluice_log::{FlushMode, LeaderEpoch, Offset};
+use tokio_util::sync::CancellationToken;
+
+use crate::broker::Broker;
+use crate::partition::Partition;
+
+/// How long the leader may hold a fetch with nothing new (`replica.fetch.wait.max.ms`).
+const MAX_WAIT_MS: i32 = 500;
+const PARTITION_MAX_BYTES: i32 = 1 << 20;
+const MAX_BYTES: i32 = 16 << 20;
+const RETRY: Duration = Duration::from_millis(100);
+
+/// Copies from `leader` until this node follows nothing there any more.
+pub(super) async fn run(
+    broker: Arc<Broker>,
+    leader: NodeId,
+    addr: String,
+    shutdown: CancellationToken,
+) {
+    let me = broker.node_id();
+    let mut connection: Option<Connection> = None;
+    tracing::info!(%leader, %addr, "replica fetcher started");
+    loop {
+        if shutdown.is_cancelled() {
+            return;
+        }
+        let partitions = broker.followed_from(leader);
+        if partitions.is_empty() {
+            tracing::info!(%leader, "replica fetcher stopped: nothing followed there");
+            return;
+        }
+        if connection.is_none() {
+            match Connection::connect(
+                &addr,
+                &format!("sluice-replica-{me}"),
+                Duration::from_secs(10),
+            )
+            .await
+            {
+                Ok(c) => connection = Some(c),
+                Err(e) => {
+                    tracing::debug!(%leader, error = %e, "cannot reach the leader");
+                    pause(&shutdown, RETRY).await;
+                    continue;
+                }
+            }
+        }
+        let Some(conn) = connection.as_mut() else {
+            continue;
+        };
+        let request = fetch_request(me, &partitions);
+        let response = tokio::select! {
+            () = shutdown.cancelled() => return,
+            r = conn.call(&request, 12, 12) => r,
+        };
+        let response = match response {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::debug!(%leader, error = %e, "replica fetch failed");
+                connection = None;
+                pause(&shutdown, RETRY).await;
+                continue;
+            }
+        };
+        let mut backoff = false;
+        for topic in response.responses {
+            for data in topic.partitions {
+                let Some((_, p)) = partitions.iter().find(|(name, p)| {
+                    **name == *topic.topic.as_str() && p.index == data.partition_index
+                }) else {
+                    continue;
+                };
+                backoff |= !apply(p, data).await;
+            }
+        }
+        if backoff {
+            pause(&shutdown, RETRY).await;
+        }
+    }
+}
+
+async fn pause(shutdown: &CancellationToken, how_long: Duration) {
+    tokio::select! {
+        () = shutdown.cancelled() => {}
+        () = tokio::time::sleep(how_long) => {}
+    }
+}
+
+fn fetch_request(me: i32, partitions: &[(Arc<str>, Arc<Partition>)]) -> FetchRequest {
+    let mut topics: Vec<FetchTopic> = Vec::new();
+    for (name, p) in partitions {
+        let (end, epoch) = p.fetch_position();
+        let wanted = FetchPartition::default()
+            .with_partition(p.index)
+            .with_current_leader_epoch(p.leader_epoch().0)
+            .with_fetch_offset(end.0)
+            .with_last_fetched_epoch(epoch.map_or(-1, |e| e.0))
+            .with_log_start_offset(p.progress().log_start.0)
+            .with_partition_max_bytes(PARTITION_MAX_BYTES);
+        match topics.last_mut() {
+            Some(t) if t.topic.as_str() == &**name => t.partitions.push(wanted),
+            _ => topics.push(
+                FetchTopic::default()
+                    .with_topic(TopicName(StrBytes::from_string(name.to_string())))
+                    .with_partitions(vec![wanted]),
+            ),
+        }
+    }
+    FetchRequest::default()
+        .with_replica_id(BrokerId(me))
+        .with_max_wait_ms(MAX_WAIT_MS)
+        .with_min_bytes(1)
+        .with_max_bytes(MAX_BYTES)
+        .with_isolation_level(0)
+        .with_session_id(0)
+        .with_session_epoch(-1)
+        .with_topics(topics)
+}
+
+/// Applies one partition's answer; false when the fetcher should back off a little.
+async fn apply(
+    p: &Arc<Partition>,
+    data: kafka_protocol::messages::fetch_response::PartitionData,
+) -> bool {
+    if data.error_code != 0 {
+        let error = ResponseError::try_from_code(data.error_code);
+        tracing::debug!(partition = ?p, ?error, "replica fetch refused");
+        // NOT_LEADER, FENCED or UNKNOWN_LEADER_EPOCH: the metadata will catch up.
+        return false;
+    }
+    if data.diverging_epoch.epoch >= 0 {
+        let leader_end = Offset(data.diverging_epoch.end_offset);
+        let ours = p
+            .end_offset_for_epoch(LeaderEpoch(data.diverging_epoch.epoch))
+            .map_or(leader_end, |(_, end)| end);
+        let to = leader_end.min(ours);
+        if let Err(e) = p.truncate_to(to) {
+            tracing::error!(partition = ?p, error = %e, "cannot truncate to the leader's log");
+            return false;
+        }
+        return true;
+    }
+    let bytes = data.records.unwrap_or_default();
+    let high_watermark = Offset(data.high_watermark);
+    if let Err(e) = p.append_replicated(&bytes, high_watermark) {
+        tracing::warn!(partition = ?p, error = %e, "cannot append what the leader sent");
+        return false;
+    }
+    if !bytes.is_empty() && p.config().flush == FlushMode::Sync {
+        let (end, _) = p.fetch_position();
+        if !p.wait_durable(end).await {
+            return false;
+        }
+    }
+    true
+}

@@ -1,0 +1,287 @@
+//! The broker as a node of a cluster (`docs/replication.md`): it follows the metadata the
+//! cluster's Raft group applies, holds the replicas assigned to it, leads or follows each, and
+//! asks the controller for what only the controller decides.
+//!
+//! ```text
+//!   metadata applied (watch) ──▶ reconcile: create/delete local replicas, set each role
+//!   follower partitions ──▶ fetcher per leader node (Kafka Fetch with replica_id = this node)
+//!   leader partitions   ◀── followers' fetches: their positions move the high watermark;
+//!                            tick: lagging followers leave the ISR (AlterPartition)
+//! ```
+//! Internal topics (`__consumer_offsets`, `__transaction_state`) are not replicated yet: they
+//! stay local to each node, and the group and transaction coordinators run on one node (the
+//! live node with the lowest id). Moving them onto replicated partitions is the next step.
+
+mod admin;
+mod fetcher;
+pub mod leader_fetch;
+mod reconcile;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use sluice_cluster::metadata::ClusterState;
+use sluice_cluster::requests::{ControllerReply, ControllerRequest};
+use sluice_cluster::runtime::ClusterNode;
+use sluice_cluster::NodeId;
+use tokio_util::sync::CancellationToken;
+
+use crate::broker::Broker;
+use crate::error::BrokerError;
+use crate::partition::{IsrChange, Partition};
+
+/// A follower out of touch this long leaves the ISR (`replica.lag.time.max.ms`).
+pub const LAG_TIME_MAX_MS: i64 = 10_000;
+
+/// Ask for more producer ids when fewer than this are left.
+const PRODUCER_ID_LOW_WATER: i64 = 500;
+
+pub struct Replication {
+    node: Arc<ClusterNode>,
+    me: NodeId,
+    /// The fetcher task per leader node this node follows.
+    fetchers: Mutex<HashMap<NodeId, tokio::task::JoinHandle<()>>>,
+    shutdown: CancellationToken,
+}
+
+impl std::fmt::Debug for Replication {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Replication(node {})", self.me)
+    }
+}
+
+impl Replication {
+    pub fn node(&self) -> &Arc<ClusterNode> {
+        &self.node
+    }
+
+    pub fn me(&self) -> NodeId {
+        self.me
+    }
+
+    /// The applied cluster metadata, now.
+    pub fn state(&self) -> Arc<sluice_cluster::raft::state_machine::Applied> {
+        self.node.state()
+    }
+
+    /// Asks the controller and maps its refusal to a broker error.
+    pub async fn ask(&self, request: ControllerRequest) -> Result<ControllerReply, BrokerError> {
+        use sluice_cluster::requests::ControllerError as E;
+        self.node.ask(request).await.map_err(|e| match e {
+            E::TopicExists(name) => BrokerError::TopicExists(name),
+            E::UnknownTopic(name) => BrokerError::UnknownTopic(name),
+            E::InvalidPartitions(m) => BrokerError::InvalidPartitions(m),
+            E::InvalidReplicationFactor(m) => BrokerError::InvalidReplicationFactor(m),
+            other => BrokerError::ControllerUnavailable(other.to_string()),
+        })
+    }
+
+    /// The node that runs the group and transaction coordinators: the live node with the
+    /// lowest id (internal topics are not replicated yet).
+    pub fn coordinator_node(&self) -> NodeId {
+        let applied = self.state();
+        applied
+            .state
+            .live_nodes()
+            .map(|n| n.registration.node)
+            .min()
+            .unwrap_or(self.me)
+    }
+}
+
+impl Broker {
+    /// Joins the cluster `node` belongs to: from here on the applied metadata decides which
+    /// topics and replicas this node holds and whether it leads each. Until the metadata
+    /// names a leader, local partitions take no writes. Internal topics stay local.
+    pub fn join_cluster(
+        self: &Arc<Self>,
+        node: Arc<ClusterNode>,
+        shutdown: CancellationToken,
+    ) -> Result<(), BrokerError> {
+        for topic in self.topics.list() {
+            if crate::topics::is_internal(&topic.name) {
+                continue;
+            }
+            for p in topic.partitions() {
+                p.follow(None, sluice_cluster::LeaderEpoch(p.leader_epoch().0));
+            }
+        }
+        self.producer_ids.use_cluster_blocks();
+        self.topics.set_clustered();
+        let replication = Arc::new(Replication {
+            me: node.id(),
+            node,
+            fetchers: Mutex::new(HashMap::new()),
+            shutdown: shutdown.clone(),
+        });
+        self.replication
+            .set(Arc::clone(&replication))
+            .map_err(|_| BrokerError::InvalidRequest("already joined a cluster".into()))?;
+        let broker = Arc::clone(self);
+        let stop = shutdown.clone();
+        let mut applied = replication.node.metadata().applied();
+        tokio::spawn(async move {
+            loop {
+                let state = Arc::clone(&applied.borrow_and_update());
+                broker.reconcile(&state.state);
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    changed = applied.changed() => if changed.is_err() { return },
+                }
+            }
+        });
+        let broker = Arc::clone(self);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(100));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    () = shutdown.cancelled() => return,
+                    _ = tick.tick() => {}
+                }
+                broker.tick_replication().await;
+            }
+        });
+        Ok(())
+    }
+
+    pub fn replication(&self) -> Option<&Arc<Replication>> {
+        self.replication.get()
+    }
+
+    /// The live nodes clients may reach: (id, host, port, rack). Just this one on a single
+    /// node.
+    pub fn live_nodes(&self) -> Vec<(i32, String, i32, Option<String>)> {
+        match self.replication.get() {
+            Some(r) => r
+                .state()
+                .state
+                .live_nodes()
+                .map(|n| {
+                    let r = &n.registration;
+                    (r.node.0, r.kafka_host.clone(), r.kafka_port, r.rack.clone())
+                })
+                .collect(),
+            None => vec![(
+                self.config.node_id,
+                self.config.advertised_host.clone(),
+                self.config.advertised_port,
+                None,
+            )],
+        }
+    }
+
+    /// The node Kafka's protocol calls the controller: the metadata group's leader (-1 while
+    /// there is none), or this node on its own.
+    pub fn controller_id(&self) -> i32 {
+        match self.replication.get() {
+            Some(r) => r
+                .node
+                .metadata()
+                .leader()
+                .and_then(|l| i32::try_from(l).ok())
+                .unwrap_or(-1),
+            None => self.config.node_id,
+        }
+    }
+
+    /// Where the group and transaction coordinators run: (id, host, port).
+    pub fn coordinator_endpoint(&self) -> (i32, String, i32) {
+        if let Some(r) = self.replication.get() {
+            let node = r.coordinator_node();
+            if let Some(n) = r.state().state.nodes.get(&node) {
+                let reg = &n.registration;
+                return (reg.node.0, reg.kafka_host.clone(), reg.kafka_port);
+            }
+        }
+        (
+            self.config.node_id,
+            self.config.advertised_host.clone(),
+            self.config.advertised_port,
+        )
+    }
+
+    /// Lagging followers leave the ISR; producer ids are topped up.
+    async fn tick_replication(self: &Arc<Self>) {
+        let Some(replication) = self.replication.get() else {
+            return;
+        };
+        let now = self.clock.now_ms();
+        for topic in self.topics.list() {
+            for p in topic.partitions() {
+                if let Some(change) = p.tick_replicas(now) {
+                    self.send_isr_change(topic.id, &p, change);
+                }
+            }
+        }
+        if self
+            .producer_ids
+            .granted_left()
+            .is_some_and(|left| left < PRODUCER_ID_LOW_WATER)
+        {
+            let me = replication.me;
+            match replication
+                .ask(ControllerRequest::ProducerIds { node: me })
+                .await
+            {
+                Ok(ControllerReply::ProducerIds { first, count }) => {
+                    self.producer_ids.grant(first, count)
+                }
+                Ok(other) => tracing::warn!(?other, "unexpected answer to a producer id request"),
+                Err(e) => tracing::debug!(error = %e, "no producer ids yet"),
+            }
+        }
+    }
+
+    /// Asks the controller for a leader's ISR change, in the background. Refused or lost, the
+    /// leader may ask again; granted, the metadata brings it back (and if the ISR already was
+    /// that, the partition is refreshed from the metadata as it is).
+    pub(crate) fn send_isr_change(&self, topic: uuid::Uuid, p: &Arc<Partition>, change: IsrChange) {
+        let (Some(replication), Some(broker)) = (self.replication.get(), self.arc()) else {
+            return;
+        };
+        let replication = Arc::clone(replication);
+        let p = Arc::clone(p);
+        tokio::spawn(async move {
+            let request = ControllerRequest::AlterPartition {
+                node: replication.me,
+                topic,
+                partition: p.index,
+                leader_epoch: change.epochs.0,
+                partition_epoch: change.epochs.1,
+                isr: change.isr.clone(),
+            };
+            match replication.ask(request).await {
+                Ok(_) => {
+                    tracing::info!(partition = ?p, isr = ?change.isr, "ISR change granted");
+                    let applied = replication.state();
+                    broker.refresh_partition(&applied.state, topic, &p);
+                }
+                Err(e) => {
+                    tracing::info!(partition = ?p, isr = ?change.isr, error = %e, "ISR change refused");
+                    p.isr_change_failed();
+                }
+            }
+        });
+    }
+}
+
+/// `min.insync.replicas` of a topic: its own setting, or a majority of its replicas.
+fn min_insync(configs: &std::collections::BTreeMap<String, String>, replicas: usize) -> usize {
+    configs
+        .get(crate::topic_config::MIN_INSYNC_REPLICAS)
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(replicas / 2 + 1)
+}
+
+/// The Kafka listener of `node`, as it registered.
+fn kafka_addr(state: &ClusterState, node: NodeId) -> Option<String> {
+    state.nodes.get(&node).map(|n| {
+        format!(
+            "{}:{}",
+            n.registration.kafka_host, n.registration.kafka_port
+        )
+    })
+}

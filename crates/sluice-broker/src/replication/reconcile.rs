@@ -1,0 +1,120 @@
+//! Making this node match the applied metadata: the topics and replicas it holds, the role of
+//! each replica, and a fetcher for every leader it follows.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use sluice_cluster::metadata::ClusterState;
+use sluice_cluster::NodeId;
+use uuid::Uuid;
+
+use super::{fetcher, kafka_addr, min_insync, LAG_TIME_MAX_MS};
+use crate::broker::Broker;
+use crate::partition::Partition;
+
+impl Broker {
+    /// Applies the whole metadata state. Idempotent: only differences change anything.
+    pub(super) fn reconcile(self: &Arc<Self>, state: &ClusterState) {
+        let Some(replication) = self.replication.get() else {
+            return;
+        };
+        let me = replication.me;
+        let now = self.clock.now_ms();
+        let mut keep = HashSet::new();
+        let mut leaders: HashSet<NodeId> = HashSet::new();
+        for topic in state.topics.values() {
+            keep.insert(topic.id);
+            let hosted: Vec<i32> = topic
+                .partitions
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| p.replicas.contains(&me))
+                .map(|(i, _)| i as i32)
+                .collect();
+            let local = match self.topics.sync_from_cluster(
+                &topic.name,
+                topic.id,
+                topic.partitions.len() as i32,
+                &hosted,
+                &topic.configs,
+            ) {
+                Ok(t) => t,
+                Err(e) => {
+                    tracing::error!(topic = %topic.name, error = %e, "cannot hold this node's replicas");
+                    continue;
+                }
+            };
+            for index in hosted {
+                let (Some(p), Some(info)) =
+                    (local.partition(index), topic.partitions.get(index as usize))
+                else {
+                    continue;
+                };
+                if info.leader == Some(me) {
+                    let min = min_insync(&topic.configs, info.replicas.len());
+                    p.lead(me, info, min, LAG_TIME_MAX_MS, now);
+                } else {
+                    p.follow(info.leader, info.leader_epoch);
+                    leaders.extend(info.leader);
+                }
+            }
+        }
+        self.topics.retain_cluster_topics(&keep);
+        let mut fetchers = replication.fetchers.lock();
+        fetchers.retain(|_, task| !task.is_finished());
+        for leader in leaders {
+            if fetchers.contains_key(&leader) {
+                continue;
+            }
+            let Some(addr) = kafka_addr(state, leader) else {
+                continue;
+            };
+            let task = tokio::spawn(fetcher::run(
+                Arc::clone(self),
+                leader,
+                addr,
+                replication.shutdown.clone(),
+            ));
+            fetchers.insert(leader, task);
+        }
+    }
+
+    /// Brings one led partition up to date with the metadata as it is (after an ISR change
+    /// the controller found already made).
+    pub(super) fn refresh_partition(&self, state: &ClusterState, topic: Uuid, p: &Arc<Partition>) {
+        let Some(replication) = self.replication.get() else {
+            return;
+        };
+        let Some(t) = state.topics.get(&topic) else {
+            return;
+        };
+        let Some(info) = t.partitions.get(p.index as usize) else {
+            return;
+        };
+        if info.leader == Some(replication.me) {
+            let min = min_insync(&t.configs, info.replicas.len());
+            p.lead(
+                replication.me,
+                info,
+                min,
+                LAG_TIME_MAX_MS,
+                self.clock.now_ms(),
+            );
+        }
+    }
+
+    /// The partitions this node follows from `leader`, with their topics' names.
+    pub(super) fn followed_from(&self, leader: NodeId) -> Vec<(Arc<str>, Arc<Partition>)> {
+        self.topics
+            .list()
+            .iter()
+            .flat_map(|t| {
+                t.partitions()
+                    .into_iter()
+                    .filter(|p| p.leader() == Some(leader))
+                    .map(|p| (Arc::clone(&t.name), p))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+}

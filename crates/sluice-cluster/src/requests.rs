@@ -1,0 +1,223 @@
+//! What a node asks of the controller on behalf of a client or of its own replicas: topic
+//! administration (CreateTopics, DeleteTopics, CreatePartitions, config changes), ISR changes
+//! (AlterPartition) and producer id blocks. Any node may ask; [`crate::runtime::ClusterNode`]
+//! answers on the metadata leader and forwards from the others.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::controller::{AlterPartitionError, Controller, CreateTopicError};
+use crate::ids::{LeaderEpoch, NodeId, PartitionEpoch};
+use crate::metadata::{ClusterState, MetadataRecord};
+use crate::placement::{self, PlacementError};
+use crate::raft::network::ProposeError;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ControllerRequest {
+    CreateTopic {
+        name: String,
+        partitions: i32,
+        replication_factor: i32,
+        configs: BTreeMap<String, String>,
+        validate_only: bool,
+    },
+    DeleteTopic {
+        name: String,
+    },
+    AddPartitions {
+        name: String,
+        count: i32,
+        validate_only: bool,
+    },
+    TopicConfigs {
+        name: String,
+        configs: BTreeMap<String, String>,
+    },
+    AlterPartition {
+        node: NodeId,
+        topic: Uuid,
+        partition: i32,
+        leader_epoch: LeaderEpoch,
+        partition_epoch: PartitionEpoch,
+        isr: Vec<NodeId>,
+    },
+    ProducerIds {
+        node: NodeId,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ControllerReply {
+    Done,
+    TopicCreated { id: Uuid },
+    ProducerIds { first: i64, count: i64 },
+}
+
+/// Why the controller refused (or could not be asked); the broker maps each to a Kafka error.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+pub enum ControllerError {
+    #[error(transparent)]
+    Unavailable(#[from] ProposeError),
+    #[error("topic '{0}' already exists")]
+    TopicExists(String),
+    #[error("unknown topic '{0}'")]
+    UnknownTopic(String),
+    #[error("{0}")]
+    InvalidPartitions(String),
+    #[error("{0}")]
+    InvalidReplicationFactor(String),
+    #[error("{0}")]
+    AlterPartition(String),
+    #[error("the metadata log refused the change: {0}")]
+    Refused(String),
+}
+
+impl From<CreateTopicError> for ControllerError {
+    fn from(e: CreateTopicError) -> Self {
+        match e {
+            CreateTopicError::Exists(name) => ControllerError::TopicExists(name),
+            CreateTopicError::InvalidPartitions(_) => {
+                ControllerError::InvalidPartitions(e.to_string())
+            }
+            CreateTopicError::Placement(p) => p.into(),
+        }
+    }
+}
+
+impl From<PlacementError> for ControllerError {
+    fn from(e: PlacementError) -> Self {
+        ControllerError::InvalidReplicationFactor(e.to_string())
+    }
+}
+
+impl From<AlterPartitionError> for ControllerError {
+    fn from(e: AlterPartitionError) -> Self {
+        ControllerError::AlterPartition(e.to_string())
+    }
+}
+
+/// One decision: the records that carry out `request` against `state`, and the reply.
+pub fn decide(
+    controller: &mut Controller,
+    state: &ClusterState,
+    request: ControllerRequest,
+) -> Result<(Vec<MetadataRecord>, ControllerReply), ControllerError> {
+    let topic_id = |name: &str| {
+        state
+            .names
+            .get(name)
+            .copied()
+            .ok_or_else(|| ControllerError::UnknownTopic(name.to_string()))
+    };
+    match request {
+        ControllerRequest::CreateTopic {
+            name,
+            partitions,
+            replication_factor,
+            configs,
+            validate_only,
+        } => {
+            let id = Uuid::new_v4();
+            let records = controller.create_topic(
+                state,
+                &name,
+                id,
+                partitions,
+                replication_factor,
+                configs,
+            )?;
+            if validate_only {
+                return Ok((Vec::new(), ControllerReply::Done));
+            }
+            Ok((records, ControllerReply::TopicCreated { id }))
+        }
+        ControllerRequest::DeleteTopic { name } => {
+            let topic = topic_id(&name)?;
+            Ok((
+                vec![MetadataRecord::DeleteTopic { topic }],
+                ControllerReply::Done,
+            ))
+        }
+        ControllerRequest::AddPartitions {
+            name,
+            count,
+            validate_only,
+        } => {
+            let topic = topic_id(&name)?;
+            let current = state
+                .topics
+                .get(&topic)
+                .map_or(0, |t| t.partitions.len() as i32);
+            if count <= current {
+                return Err(ControllerError::InvalidPartitions(format!(
+                    "topic '{name}' has {current} partitions; the new count must be larger, not {count}"
+                )));
+            }
+            let rf = state
+                .topics
+                .get(&topic)
+                .and_then(|t| t.partitions.first())
+                .map_or(1, |p| p.replicas.len() as i32);
+            let added = placement::place(state, (count - current) as usize, rf)?
+                .into_iter()
+                .map(|replicas| crate::metadata::PartitionChange {
+                    leader: replicas.first().copied(),
+                    leader_epoch: LeaderEpoch(0),
+                    isr: replicas.clone(),
+                    replicas,
+                    partition_epoch: PartitionEpoch(0),
+                })
+                .collect();
+            if validate_only {
+                return Ok((Vec::new(), ControllerReply::Done));
+            }
+            Ok((
+                vec![MetadataRecord::AddPartitions {
+                    topic,
+                    partitions: added,
+                }],
+                ControllerReply::Done,
+            ))
+        }
+        ControllerRequest::TopicConfigs { name, configs } => {
+            let topic = topic_id(&name)?;
+            Ok((
+                vec![MetadataRecord::TopicConfig { topic, configs }],
+                ControllerReply::Done,
+            ))
+        }
+        ControllerRequest::AlterPartition {
+            node,
+            topic,
+            partition,
+            leader_epoch,
+            partition_epoch,
+            isr,
+        } => {
+            let records = controller.alter_partition(
+                state,
+                node,
+                topic,
+                partition,
+                leader_epoch,
+                partition_epoch,
+                isr,
+            )?;
+            Ok((records, ControllerReply::Done))
+        }
+        ControllerRequest::ProducerIds { node } => {
+            if !state.is_live(node) {
+                return Err(ControllerError::Refused(format!(
+                    "node {node} is not registered yet"
+                )));
+            }
+            let record = controller.producer_ids(state, node);
+            let MetadataRecord::ProducerIds { first, count, .. } = record else {
+                return Err(ControllerError::Refused("not a producer id block".into()));
+            };
+            Ok((vec![record], ControllerReply::ProducerIds { first, count }))
+        }
+    }
+}

@@ -1,0 +1,55 @@
+"""Failover time of one partition on a local cluster (scripts/cluster-failover-time; not in CI,
+where test_failover.py bounds the worst of three kills): SIGKILL its leader N times, restarting
+the node and waiting for a full ISR in between, and time each kill until the first acks=all write
+produced after it is acknowledged. Every write is recorded and checked at the end.
+
+    scripts/cluster-failover-time [--kills 10] [--nodes 3|5] [--keep]
+"""
+
+import argparse
+import shutil
+import sys
+import tempfile
+
+from .checker import History
+from .harness import Cluster, cluster_cli_missing
+from .workload import drain_and_check, failover_times, summarize
+
+PROG = "scripts/cluster-failover-time"
+TOPIC = "failover-time"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
+    ap.add_argument("--kills", type=int, default=10)
+    ap.add_argument("--nodes", type=int, default=3, choices=(3, 5))
+    ap.add_argument("--keep", action="store_true", help="keep the data directories")
+    args = ap.parse_args(argv)
+    why = cluster_cli_missing()
+    if why:
+        print(why, file=sys.stderr)
+        return 2
+    base = tempfile.mkdtemp(prefix="sluice-failover-")
+    c = Cluster(args.nodes, base)
+    try:
+        c.start()
+        c.create_topic(TOPIC, 1, replication_factor=3)
+        history = History()
+        times = []
+        for k in range(args.kills):
+            times += failover_times(c, TOPIC, history, kills=1)
+            print(f"kill {k + 1}/{args.kills}: {times[-1]:.2f} s", flush=True)
+        print(summarize(times))
+        result = drain_and_check(c, TOPIC, history, "failover-time")
+        print(result)
+        return 0 if result.valid else 1
+    finally:
+        c.kill_all()
+        if args.keep:
+            print(f"data directories kept under {base}; node logs in tests/artifacts/cluster-*.log")
+        else:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,293 @@
+"""A cluster of `sluice serve` processes on loopback, one per node, each with its own ports and
+data directory, and the faults the tests inject into it: SIGKILL, SIGTERM, SIGSTOP/SIGCONT,
+restart on the same ports and data, and a wiped data directory.
+
+    node i:  --listen 127.0.0.1:K_i (Kafka)  --admin-listen 127.0.0.1:A_i (status)
+             --cluster 1@127.0.0.1:C_1,2@127.0.0.1:C_2,... (internal: Raft and replication)
+             --data-dir <base>/node-i     logs: tests/artifacts/cluster-<i>-<K_i>-<start>.log
+
+Who leads a partition is what the Kafka Metadata API says (as clients see it), asked of a node
+that is running and not paused. Every wait has a deadline (conftest.wait_until).
+"""
+
+import re
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from conftest import SLUICE, Broker, free_port, wait_until
+
+# librdkafka's defaults back off reconnects up to 10 s; a restarted node must be seen sooner.
+CLIENT_DEFAULTS = {"reconnect.backoff.max.ms": 1000, "socket.connection.setup.timeout.ms": 5000}
+
+
+def cluster_cli_missing():
+    """Why `sluice serve` cannot run a cluster node, or None if it can. A missing binary is not a
+    reason: the tests then fail with the build hint, as the single-broker tests do."""
+    if not SLUICE.exists():
+        return None
+    r = subprocess.run([str(SLUICE), "serve", "--help"], capture_output=True, text=True, timeout=30)
+    if re.search(r"--cluster[\s=<]", r.stdout + r.stderr):
+        return None
+    return f"{SLUICE} serve has no --cluster flag (replication is not in this build yet)"
+
+
+class Node(Broker):
+    """One cluster member: a conftest Broker with a node id, an internal listener and a rack."""
+
+    def __init__(self, node_id, data_dir, extra=(), env=None, rack=None):
+        super().__init__(data_dir, extra, env, name=f"cluster-{node_id}")
+        self.node_id = node_id
+        self.internal_port = free_port()
+        self.rack = rack
+        self.voters = None          # the --cluster list; the Cluster sets it
+        self.paused = False
+
+    @property
+    def internal_address(self):
+        return f"127.0.0.1:{self.internal_port}"
+
+    def command(self):
+        flags = ["--node-id", str(self.node_id), "--cluster", self.voters]
+        if self.rack is not None:
+            flags += ["--rack", self.rack]
+        return super().command() + flags
+
+    def start(self, wait=True):
+        assert not self.alive(), f"node {self.node_id} is already running"
+        self.paused = False
+        return super().start(wait)
+
+    def wait_ready(self, timeout=30):
+        """As Broker.wait_ready, but a node that exits fails at once, not at the deadline."""
+        def ready():
+            code = self.proc.poll()
+            if code is not None:
+                return "exited", code
+            return self.status() is not None and ("ready", None)
+        state, code = wait_until(ready, timeout, f"node {self.node_id} to serve ({self.log_path})")
+        assert state == "ready", f"node {self.node_id} exited with {code}: {self.log()[-3000:]}"
+
+    def kill(self):
+        super().kill()              # SIGKILL stops a stopped process too
+        self.paused = False
+
+    def stop(self):
+        if self.paused and self.alive():
+            self.resume()           # SIGTERM would wait for SIGCONT anyway
+        return super().stop()
+
+    def pause(self):
+        assert self.alive() and not self.paused, f"node {self.node_id} is not running"
+        self.proc.send_signal(signal.SIGSTOP)
+        self.paused = True
+
+    def resume(self):
+        assert self.paused, f"node {self.node_id} is not paused"
+        self.proc.send_signal(signal.SIGCONT)
+        self.paused = False
+
+    def responsive(self):
+        return self.alive() and not self.paused
+
+    def describe(self):
+        state = "paused" if self.paused else "running" if self.alive() else "down"
+        return f"node {self.node_id} ({state}, kafka {self.bootstrap}, log {self.log_path})"
+
+
+class Cluster:
+    """Nodes 1..n (3 or 5 in the tests). `extra`: flags for every node; `racks`: one per node."""
+
+    def __init__(self, n, base_dir, extra=(), env=None, racks=None):
+        assert n >= 1 and (racks is None or len(racks) == n)
+        base_dir = Path(base_dir)
+        self.nodes = {i: Node(i, base_dir / f"node-{i}", extra, env, racks[i - 1] if racks else None)
+                      for i in range(1, n + 1)}
+        voters = ",".join(f"{i}@{node.internal_address}" for i, node in self.nodes.items())
+        for node in self.nodes.values():
+            node.voters = voters
+
+    # --- membership and processes -------------------------------------------------------------
+
+    @property
+    def ids(self):
+        return list(self.nodes)
+
+    def node(self, i):
+        return self.nodes[i]
+
+    @property
+    def bootstrap(self):
+        return ",".join(node.bootstrap for node in self.nodes.values())
+
+    def live(self):
+        """Ids of the nodes that run and are not paused."""
+        return [i for i, node in self.nodes.items() if node.responsive()]
+
+    def describe(self):
+        return "; ".join(node.describe() for node in self.nodes.values())
+
+    def start(self, timeout=30):
+        """Starts every node at once (none can be ready before a quorum is up), then waits until
+        each serves and lists all the others as brokers."""
+        for node in self.nodes.values():
+            node.start(wait=False)
+        self.wait_ready(self.ids, timeout)
+        return self
+
+    def wait_ready(self, ids, timeout=30):
+        deadline = time.monotonic() + timeout
+        for i in ids:
+            self.nodes[i].wait_ready(max(deadline - time.monotonic(), 0.1))
+        self.wait_formed(max(deadline - time.monotonic(), 0.1))
+
+    def wait_formed(self, timeout=30):
+        """Every live node's Metadata lists every live node."""
+        deadline = time.monotonic() + timeout
+        for i in self.live():
+            wait_until(lambda: set(self.live()) <= set(self.metadata(via=i).brokers),
+                       max(deadline - time.monotonic(), 0.1), f"node {i} to list brokers {self.live()}")
+
+    def kill(self, i):
+        """SIGKILL: the crash case."""
+        self.nodes[i].kill()
+
+    def stop(self, i):
+        """SIGTERM: a clean shutdown; returns the exit code."""
+        return self.nodes[i].stop()
+
+    def pause(self, i):
+        """SIGSTOP: the node keeps its sockets but answers nothing (a GC pause, a VM stall)."""
+        self.nodes[i].pause()
+
+    def resume(self, i):
+        """SIGCONT."""
+        self.nodes[i].resume()
+
+    def restart(self, i, wait=True, timeout=30):
+        """Starts node i again on its ports and data directory (killing it first if it runs)."""
+        self.nodes[i].kill()
+        self.nodes[i].start(wait=False)
+        if wait:
+            self.wait_ready([i], timeout)
+
+    def wipe(self, i, wait=True, timeout=30):
+        """Kills node i, deletes its data directory and starts it empty: a replaced disk."""
+        self.nodes[i].kill()
+        shutil.rmtree(self.nodes[i].data_dir, ignore_errors=True)
+        self.restart(i, wait, timeout)
+
+    def kill_all(self):
+        """SIGKILLs every running node at once (all signals sent before any wait)."""
+        running = [node for node in self.nodes.values() if node.alive()]
+        for node in running:
+            node.proc.send_signal(signal.SIGKILL)
+        for node in running:
+            node.kill()
+
+    def restart_all(self, timeout=30):
+        self.kill_all()
+        self.start(timeout)
+
+    # --- what clients see ---------------------------------------------------------------------
+
+    def metadata(self, topic=None, via=None, timeout=3):
+        """Metadata (confluent_kafka ClusterMetadata) answered by node `via` (default: the first
+        live node). Raises if another node answered: librdkafka may route the request to any
+        broker it is connected to, and only the bootstrap one is wanted here."""
+        if via is None:
+            live = self.live()
+            assert live, f"no live node to ask: {self.describe()}"
+            via = live[0]
+        admin = AdminClient({"bootstrap.servers": self.nodes[via].bootstrap, **CLIENT_DEFAULTS})
+        md = admin.list_topics(topic, timeout=timeout)
+        # -1: the answer came over the bootstrap connection, before it learned the node's id.
+        if md.orig_broker_id not in (-1, via):
+            raise RuntimeError(f"asked node {via}, node {md.orig_broker_id} answered")
+        return md
+
+    def partition(self, topic, partition, via=None):
+        """PartitionMetadata (.leader, .replicas, .isrs, .error) as node `via` sees it, or None if
+        that node does not know the partition."""
+        t = self.metadata(topic, via).topics.get(topic)
+        if t is None or t.error is not None:
+            return None
+        return t.partitions.get(partition)
+
+    def leader_of(self, topic, partition, via=None):
+        """The leader's node id as a live node (`via`, or the first one that answers) reports
+        it; None while there is none."""
+        for i in [via] if via is not None else self.live():
+            try:
+                p = self.partition(topic, partition, via=i)
+            except Exception:  # that node did not answer in time; ask the next
+                continue
+            return p.leader if p is not None and p.error is None and p.leader >= 0 else None
+        return None
+
+    def wait_for_leader(self, topic, partition, not_node=None, timeout=30):
+        """Waits until a live node names a leader that is live, is not `not_node`, and names
+        itself when asked (a follower's view can be stale right after a failover)."""
+        def settled():
+            live = self.live()
+            for i in live:
+                leader = self.leader_of(topic, partition, via=i)
+                if leader is not None and leader != not_node and leader in live:
+                    return leader if self.leader_of(topic, partition, via=leader) == leader else None
+            return None
+        return wait_until(settled, timeout, f"a leader of {topic}/{partition} other than {not_node} "
+                                            f"({self.describe()})")
+
+    def wait_for_isr(self, topic, partition, nodes=None, timeout=30):
+        """Waits until the partition's leader reports `nodes` (default: all its replicas) in the
+        ISR; returns the ISR."""
+        def in_sync():
+            leader = self.leader_of(topic, partition)
+            if leader is None or leader not in self.live():
+                return None
+            p = self.partition(topic, partition, via=leader)
+            if p is None or p.leader != leader:
+                return None
+            want = set(p.replicas if nodes is None else nodes)
+            return sorted(p.isrs) if want <= set(p.isrs) else None
+        return wait_until(in_sync, timeout, f"{topic}/{partition} to have {nodes or 'every replica'} in its "
+                                            f"ISR ({self.describe()})")
+
+    def partitions_of(self, topic):
+        return sorted(self.metadata(topic).topics[topic].partitions)
+
+    def wait_in_sync(self, topic, timeout=30):
+        """Every partition of `topic` has a live leader and all its replicas in the ISR."""
+        deadline = time.monotonic() + timeout
+        for p in wait_until(lambda: self.partitions_of(topic), timeout, f"the partitions of {topic}"):
+            self.wait_for_isr(topic, p, timeout=max(deadline - time.monotonic(), 0.1))
+
+    def create_topic(self, name, partitions=1, replication_factor=3, config=None, timeout=30):
+        """Creates the topic and waits until every partition is led and fully in sync."""
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, **CLIENT_DEFAULTS})
+        futures = admin.create_topics([NewTopic(name, num_partitions=partitions,
+                                                replication_factor=replication_factor, config=config or {})])
+        futures[name].result(timeout)
+        wait_until(lambda: len(self.partitions_of(name)) == partitions, timeout, f"{name} in Metadata")
+        self.wait_in_sync(name, timeout)
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    """Factory: cluster(n=3, extra=(), env=None, racks=None, start=True) -> Cluster; every node
+    is SIGKILLed at teardown."""
+    made = []
+
+    def make(n=3, extra=(), env=None, racks=None, start=True):
+        c = Cluster(n, tmp_path / f"cluster-{len(made)}", extra, env, racks)
+        made.append(c)
+        return c.start() if start else c
+
+    yield make
+    for c in made:
+        c.kill_all()
