@@ -206,6 +206,7 @@ mod tests {
             id: Uuid::new_v4(),
             partitions: 3,
             configs: BTreeMap::from([("retention.ms".into(), "1".into())]),
+            hosted: Some(vec![0, 2]),
         }];
         store.save_topics(&topics).unwrap();
         assert_eq!(store.load_topics().unwrap(), topics);

@@ -54,6 +54,11 @@ pub const VERSIONS: Versions = Versions::new(3, 13).advertised_from(0);
 pub fn handle(broker: &Broker, request: ProduceRequest, call: &Call) -> Reply {
     let version = call.version;
     let acks = request.acks;
+    // A leader the controller has not confirmed within its session may already be replaced
+    // (paused, or cut off from the majority): it takes no writes until confirmed again.
+    let fenced = broker
+        .replication()
+        .is_some_and(|r| !r.node().holds_session());
     let mut topics: Vec<(TopicName, uuid::Uuid, Vec<Pending>)> =
         Vec::with_capacity(request.topic_data.len());
     for topic_data in request.topic_data {
@@ -80,6 +85,13 @@ pub fn handle(broker: &Broker, request: ProduceRequest, call: &Call) -> Reply {
                     Ok(topic) => topic,
                     Err(e) => return failed(data.index, e.response_error(), e.to_string()),
                 };
+                if fenced {
+                    return failed(
+                        data.index,
+                        ResponseError::NotLeaderOrFollower,
+                        "this node has lost touch with the cluster's controller".into(),
+                    );
+                }
                 if crate::topics::is_internal(&topic.name) {
                     return failed(
                         data.index,
