@@ -10,9 +10,11 @@ Who leads a partition is what the Kafka Metadata API says (as clients see it), a
 that is running and not paused. Every wait has a deadline (conftest.wait_until).
 """
 
+import random
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -24,6 +26,33 @@ from conftest import SLUICE, Broker, free_port, wait_until
 
 # librdkafka's defaults back off reconnects up to 10 s; a restarted node must be seen sooner.
 CLIENT_DEFAULTS = {"reconnect.backoff.max.ms": 1000, "socket.connection.setup.timeout.ms": 5000}
+
+
+_taken_ports = set()
+
+
+def cluster_port():
+    """A free loopback port below the kernel's ephemeral range. conftest.free_port() draws from
+    that range, where any outgoing connection (a client, a node dialing a peer) may take the
+    port as its source while a node is down between kill and restart; a cluster keeps 3 ports
+    per node across many restarts, and that race made nodes fail to bind."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            ephemeral_low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return free_port()
+    for _ in range(200):
+        port = random.randrange(10_000, max(ephemeral_low, 10_001))
+        if port in _taken_ports:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _taken_ports.add(port)
+        return port
+    return free_port()
 
 
 def cluster_cli_missing():
@@ -42,8 +71,9 @@ class Node(Broker):
 
     def __init__(self, node_id, data_dir, extra=(), env=None, rack=None):
         super().__init__(data_dir, extra, env, name=f"cluster-{node_id}")
+        self.port, self.admin_port = cluster_port(), cluster_port()
         self.node_id = node_id
-        self.internal_port = free_port()
+        self.internal_port = cluster_port()
         self.rack = rack
         self.voters = None          # the --cluster list; the Cluster sets it
         self.paused = False
@@ -176,9 +206,17 @@ class Cluster:
         if wait:
             self.wait_ready([i], timeout)
 
-    def wipe(self, i, wait=True, timeout=30):
-        """Kills node i, deletes its data directory and starts it empty: a replaced disk."""
+    def wipe(self, i, wait=True, timeout=30, leave_isr_of=None):
+        """Kills node i, deletes its data directory and starts it empty: a replaced disk.
+
+        With `leave_isr_of` (a topic) the node stays down until it has left the ISR of every
+        partition of that topic, so that its return to those ISRs shows that it refilled: a
+        quick restart can still be listed in sync from before the wipe."""
         self.nodes[i].kill()
+        if leave_isr_of is not None:
+            deadline = time.monotonic() + timeout
+            for p in wait_until(lambda: self.partitions_of(leave_isr_of), timeout, f"the partitions of {leave_isr_of}"):
+                self.wait_for_isr(leave_isr_of, p, without=[i], timeout=max(deadline - time.monotonic(), 0.1))
         shutil.rmtree(self.nodes[i].data_dir, ignore_errors=True)
         self.restart(i, wait, timeout)
 
@@ -243,9 +281,9 @@ class Cluster:
         return wait_until(settled, timeout, f"a leader of {topic}/{partition} other than {not_node} "
                                             f"({self.describe()})")
 
-    def wait_for_isr(self, topic, partition, nodes=None, timeout=30):
-        """Waits until the partition's leader reports `nodes` (default: all its replicas) in the
-        ISR; returns the ISR."""
+    def wait_for_isr(self, topic, partition, nodes=None, without=(), timeout=30):
+        """Waits until the partition's leader reports `nodes` (default: all its replicas but
+        `without`) in the ISR and none of `without`; returns the ISR."""
         def in_sync():
             leader = self.leader_of(topic, partition)
             if leader is None or leader not in self.live():
@@ -253,10 +291,11 @@ class Cluster:
             p = self.partition(topic, partition, via=leader)
             if p is None or p.leader != leader:
                 return None
-            want = set(p.replicas if nodes is None else nodes)
-            return sorted(p.isrs) if want <= set(p.isrs) else None
-        return wait_until(in_sync, timeout, f"{topic}/{partition} to have {nodes or 'every replica'} in its "
-                                            f"ISR ({self.describe()})")
+            want = set(p.replicas if nodes is None else nodes) - set(without)
+            isr = set(p.isrs)
+            return sorted(isr) if want <= isr and not isr & set(without) else None
+        return wait_until(in_sync, timeout, f"{topic}/{partition} to have {nodes or 'every replica'} in its ISR"
+                                            f"{f' and not {list(without)}' if without else ''} ({self.describe()})")
 
     def partitions_of(self, topic):
         return sorted(self.metadata(topic).topics[topic].partitions)

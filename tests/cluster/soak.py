@@ -81,7 +81,7 @@ class Soak:
     def wipe_follower(self):
         leader = self.leader()
         i = self.rng.choice([j for j in self.c.ids if j != leader])
-        self.c.wipe(i)
+        self.c.wipe(i, timeout=self.args.heal_s, leave_isr_of=TOPIC)  # see test_failover's wipe test
         return f"wiped follower {i}", lambda: None
 
     def kill_all(self):

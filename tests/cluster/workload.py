@@ -70,18 +70,31 @@ class ProducerWorkload:
         self.stop()
         return self.join()
 
+    def abort(self, timeout=10):
+        """Stops without waiting for outstanding reports (teardown after a failure)."""
+        self.flush_timeout_s = 0
+        self.stop()
+        self._thread.join(timeout)
+
     def acked(self, since=None, partition=None):
         return self.history.acked_count(since=since, producer=self.name, partition=partition)
 
     def wait_acked(self, count, timeout=30, since=None, partition=None):
-        def enough():
-            assert self.fatal is None, f"producer {self.name} failed: {describe(self.fatal)}"
+        """Waits for `count` acknowledged writes (to `partition`, since `since`); fails at once
+        if the producer stopped first."""
+        def state():
             acked = self.acked(since, partition)
+            if acked >= count:
+                return "done", acked
+            if self.fatal is not None or self.error is not None or not self._thread.is_alive():
+                return "stopped", acked
             # Raised, not returned, so that a timeout reports the latest count and errors.
-            assert acked >= count, f"{acked} so far; recent client errors: {self.client_errors[-3:]}"
-            return True
+            raise AssertionError(f"{acked} so far; recent client errors: {self.client_errors[-3:]}")
         where = "" if partition is None else f" on partition {partition}"
-        wait_until(enough, timeout, f"{count} acknowledged writes{where} by {self.name}")
+        outcome, acked = wait_until(state, timeout, f"{count} acknowledged writes{where} by {self.name}")
+        assert outcome == "done", (f"producer {self.name} stopped at {acked} of {count} acknowledged writes{where}: "
+                                   f"fatal {self.fatal}, error {self.error!r}, "
+                                   f"recent client errors {self.client_errors[-3:]}")
 
     def _client_error(self, err):
         if err.fatal():
@@ -97,6 +110,7 @@ class ProducerWorkload:
                 self.fatal = err
 
     def _run(self):
+        producer = None
         try:
             producer = Producer(self.conf)
             started = time.monotonic()
@@ -111,6 +125,8 @@ class ProducerWorkload:
             self.unflushed = producer.flush(self.flush_timeout_s)
         except BaseException as e:  # re-raised by join()
             self.error = e
+        finally:
+            producer = None         # the saved traceback would otherwise keep the client running
 
     def _produce(self, producer, deadline):
         value = self.history.next_value()
@@ -174,6 +190,7 @@ class ConsumerWorkload:
         self.client_errors = self.client_errors[-19:] + [describe(err)]
 
     def _run(self):
+        consumer = None
         try:
             consumer = Consumer(self.conf)
             moved = lambda consumer, partitions: self.history.rebalance(self.name)  # noqa: E731
@@ -190,9 +207,12 @@ class ConsumerWorkload:
                     got = True
                 if got:
                     self._commit(consumer)
-            consumer.close()
         except BaseException as e:
             self.error = e
+        finally:
+            if consumer is not None:
+                consumer.close()
+            consumer = None
 
     def _commit(self, consumer):
         start = time.monotonic()
