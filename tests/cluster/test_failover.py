@@ -9,13 +9,7 @@ import time
 import pytest
 
 from .checker import FAILED, OK, History
-from .harness import cluster_cli_missing
 from .workload import ProducerWorkload, drain_and_check, failover_times, produce_records, summarize
-
-# TEMPORARY, until the replication work lands: skip while `sluice serve` has no --cluster flag.
-_why_not = cluster_cli_missing()
-if _why_not:
-    pytest.skip(_why_not, allow_module_level=True)
 
 pytestmark = pytest.mark.timeout(120)
 

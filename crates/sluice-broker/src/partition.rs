@@ -538,13 +538,31 @@ impl Partition {
         self.state.lock().log.end_offset_for_epoch(epoch)
     }
 
-    /// A follower copies batches fetched from its leader (which had `leader_high_watermark`).
+    /// Whether this replica still follows `leader` in `epoch` (what a fetch was sent under):
+    /// an answer to an older fetch must not touch the log once leadership moved.
+    fn still_follows(&self, state: &State, leader: NodeId, epoch: i32) -> Result<(), BrokerError> {
+        match &state.role {
+            Role::Follower { leader: l, .. } if *l == leader && self.leader_epoch().0 == epoch => {
+                Ok(())
+            }
+            _ => Err(BrokerError::NotLeader(format!(
+                "{}-{} no longer follows node {leader} in epoch {epoch}",
+                self.topic, self.index
+            ))),
+        }
+    }
+
+    /// A follower copies batches its leader `from` sent in answer to a fetch made in `epoch`
+    /// (the leader had `leader_high_watermark`).
     pub fn append_replicated(
         self: &Arc<Self>,
+        from: NodeId,
+        epoch: i32,
         bytes: &[u8],
         leader_high_watermark: Offset,
     ) -> Result<(), BrokerError> {
         let mut state = self.state.lock();
+        self.still_follows(&state, from, epoch)?;
         let Role::Follower {
             leader_high_watermark: hw,
             ..
@@ -565,9 +583,16 @@ impl Partition {
         Ok(())
     }
 
-    /// A follower whose log diverged from its leader's drops everything from `offset` on.
-    pub fn truncate_to(&self, offset: Offset) -> Result<Offset, BrokerError> {
+    /// A follower whose log diverged from its leader's (`from`, in `epoch`) drops everything
+    /// from `offset` on.
+    pub fn truncate_to(
+        &self,
+        from: NodeId,
+        epoch: i32,
+        offset: Offset,
+    ) -> Result<Offset, BrokerError> {
         let mut state = self.state.lock();
+        self.still_follows(&state, from, epoch)?;
         let end = state.log.truncate_to(offset)?;
         tracing::warn!(partition = ?self, to = end.0, "truncated to the leader's log");
         self.publish(&mut state);

@@ -550,13 +550,12 @@ impl Topics {
         Ok(topic)
     }
 
-    /// Forgets every topic not in `keep` (deleted in the cluster's metadata), except the
-    /// broker's internal topics.
-    pub fn retain_cluster_topics(&self, keep: &std::collections::HashSet<Uuid>) {
+    /// Deletes the local copies of topics the cluster deleted (never the internal topics).
+    pub fn remove_deleted(&self, deleted: &std::collections::BTreeSet<Uuid>) {
         let doomed: Vec<Arc<Topic>> = self
             .list()
             .into_iter()
-            .filter(|t| !keep.contains(&t.id) && !is_internal(&t.name))
+            .filter(|t| deleted.contains(&t.id) && !is_internal(&t.name))
             .collect();
         for topic in doomed {
             if let Err(e) = self.delete_here(&topic.name) {

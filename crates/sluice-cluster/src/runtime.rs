@@ -260,7 +260,12 @@ impl ClusterNode {
         // The lease runs from before the question: the controller's session began no earlier.
         let before = self.clock.now_ms();
         let live = if self.metadata.is_leader() {
-            self.heartbeat_here(node).await
+            // A metadata leader that was paused still believes it leads until it hears of a
+            // newer term: it confirms its leadership with a quorum before it confirms itself.
+            match self.metadata.raft().ensure_linearizable().await {
+                Ok(_) => self.heartbeat_here(node).await,
+                Err(e) => Err(ProposeError::Raft(e.to_string())),
+            }
         } else {
             match self
                 .metadata

@@ -69,7 +69,9 @@ pub(super) async fn run(
         let Some(conn) = connection.as_mut() else {
             continue;
         };
-        let request = fetch_request(me, &partitions);
+        // The epoch each partition is fetched in: answers apply only if it still holds.
+        let epochs: Vec<i32> = partitions.iter().map(|(_, p)| p.leader_epoch().0).collect();
+        let request = fetch_request(me, &partitions, &epochs);
         let response = tokio::select! {
             () = shutdown.cancelled() => return,
             r = conn.call(&request, 12, 12) => r,
@@ -86,12 +88,12 @@ pub(super) async fn run(
         let mut backoff = false;
         for topic in response.responses {
             for data in topic.partitions {
-                let Some((_, p)) = partitions.iter().find(|(name, p)| {
+                let Some(at) = partitions.iter().position(|(name, p)| {
                     **name == *topic.topic.as_str() && p.index == data.partition_index
                 }) else {
                     continue;
                 };
-                backoff |= !apply(p, data).await;
+                backoff |= !apply(&partitions[at].1, leader, epochs[at], data).await;
             }
         }
         if backoff {
@@ -107,13 +109,17 @@ async fn pause(shutdown: &CancellationToken, how_long: Duration) {
     }
 }
 
-fn fetch_request(me: i32, partitions: &[(Arc<str>, Arc<Partition>)]) -> FetchRequest {
+fn fetch_request(
+    me: i32,
+    partitions: &[(Arc<str>, Arc<Partition>)],
+    epochs: &[i32],
+) -> FetchRequest {
     let mut topics: Vec<FetchTopic> = Vec::new();
-    for (name, p) in partitions {
+    for ((name, p), current) in partitions.iter().zip(epochs) {
         let (end, epoch) = p.fetch_position();
         let wanted = FetchPartition::default()
             .with_partition(p.index)
-            .with_current_leader_epoch(p.leader_epoch().0)
+            .with_current_leader_epoch(*current)
             .with_fetch_offset(end.0)
             .with_last_fetched_epoch(epoch.map_or(-1, |e| e.0))
             .with_log_start_offset(p.progress().log_start.0)
@@ -141,6 +147,8 @@ fn fetch_request(me: i32, partitions: &[(Arc<str>, Arc<Partition>)]) -> FetchReq
 /// Applies one partition's answer; false when the fetcher should back off a little.
 async fn apply(
     p: &Arc<Partition>,
+    leader: NodeId,
+    epoch: i32,
     data: kafka_protocol::messages::fetch_response::PartitionData,
 ) -> bool {
     if data.error_code != 0 {
@@ -155,7 +163,7 @@ async fn apply(
             .end_offset_for_epoch(LeaderEpoch(data.diverging_epoch.epoch))
             .map_or(leader_end, |(_, end)| end);
         let to = leader_end.min(ours);
-        if let Err(e) = p.truncate_to(to) {
+        if let Err(e) = p.truncate_to(leader, epoch, to) {
             tracing::error!(partition = ?p, error = %e, "cannot truncate to the leader's log");
             return false;
         }
@@ -163,7 +171,7 @@ async fn apply(
     }
     let bytes = data.records.unwrap_or_default();
     let high_watermark = Offset(data.high_watermark);
-    if let Err(e) = p.append_replicated(&bytes, high_watermark) {
+    if let Err(e) = p.append_replicated(leader, epoch, &bytes, high_watermark) {
         tracing::warn!(partition = ?p, error = %e, "cannot append what the leader sent");
         return false;
     }

@@ -61,6 +61,15 @@ impl Replication {
         self.me
     }
 
+    /// Whether this node's metadata is current: a metadata leader is known and everything in
+    /// the local metadata log is applied.
+    fn caught_up(&self) -> bool {
+        let metrics = self.node.metadata().raft().metrics();
+        let m = metrics.borrow();
+        let applied = m.last_applied.map(|l| l.index);
+        m.current_leader.is_some() && applied >= m.last_log_index
+    }
+
     /// The applied cluster metadata, now.
     pub fn state(&self) -> Arc<sluice_cluster::raft::state_machine::Applied> {
         self.node.state()
@@ -122,7 +131,19 @@ impl Broker {
         let broker = Arc::clone(self);
         let stop = shutdown.clone();
         let mut applied = replication.node.metadata().applied();
+        let gate = Arc::clone(&replication);
         tokio::spawn(async move {
+            // A restarted node replays its metadata log from the start: an old state could
+            // name it leader of a partition it no longer leads. Nothing is applied to the
+            // replicas until this node has applied everything its log holds and knows a
+            // metadata leader.
+            while !gate.caught_up() {
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    () = tokio::time::sleep(Duration::from_millis(20)) => {}
+                }
+            }
+            tracing::info!("metadata caught up; following it");
             loop {
                 let state = Arc::clone(&applied.borrow_and_update());
                 broker.reconcile(&state.state);

@@ -20,10 +20,8 @@ impl Broker {
         };
         let me = replication.me;
         let now = self.clock.now_ms();
-        let mut keep = HashSet::new();
         let mut leaders: HashSet<NodeId> = HashSet::new();
         for topic in state.topics.values() {
-            keep.insert(topic.id);
             let hosted: Vec<i32> = topic
                 .partitions
                 .iter()
@@ -59,7 +57,7 @@ impl Broker {
                 }
             }
         }
-        self.topics.retain_cluster_topics(&keep);
+        self.topics.remove_deleted(&state.deleted);
         let mut fetchers = replication.fetchers.lock();
         fetchers.retain(|_, task| !task.is_finished());
         for leader in leaders {

@@ -18,6 +18,10 @@ pub struct ClusterState {
     pub names: BTreeMap<String, Uuid>,
     /// The first producer id not yet handed to a node.
     pub next_producer_id: i64,
+    /// Topics deleted: a node removes its replicas of these (and only these — a topic it
+    /// holds but does not see here may be one its metadata has not caught up with).
+    #[serde(default)]
+    pub deleted: std::collections::BTreeSet<Uuid>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -122,6 +126,7 @@ impl ClusterState {
                     .remove(topic)
                     .ok_or(ApplyError::UnknownTopic(*topic))?;
                 self.names.remove(&info.name);
+                self.deleted.insert(*topic);
             }
             MetadataRecord::TopicConfig { topic, configs } => {
                 self.topic_mut(*topic)?.configs = configs.clone();
