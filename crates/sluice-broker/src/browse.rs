@@ -81,13 +81,7 @@ impl Broker {
         let mut offset = lo;
         while offset <= hi && records.len() < limit {
             let (plan, _) = p.read(Offset(offset), 1 << 20, true)?;
-            let bytes = plan.load().map_err(|e| {
-                BrokerError::Log(sluice_log::LogError::Io {
-                    op: "read",
-                    path: format!("{topic}-{partition}").into(),
-                    source: e,
-                })
-            })?;
+            let bytes = p.load(&plan)?;
             if bytes.is_empty() {
                 break;
             }

@@ -173,8 +173,12 @@ impl MetadataStore {
 
 /// A Kafka-style cluster id: 16 random bytes, URL-safe base64 without padding.
 fn new_cluster_id() -> String {
+    cluster_id_from(Uuid::new_v4().into_bytes())
+}
+
+/// 16 bytes as a Kafka-style cluster id: URL-safe base64 without padding (22 characters).
+pub fn cluster_id_from(bytes: [u8; 16]) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let bytes = Uuid::new_v4().into_bytes();
     let mut out = String::with_capacity(22);
     let mut acc: u32 = 0;
     let mut bits = 0;

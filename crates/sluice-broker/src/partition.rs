@@ -174,12 +174,20 @@ impl Partition {
         }
     }
 
-    /// Appends a producer's batches. In sync mode this also makes sure an fsync that will
-    /// cover them is under way; the caller waits with [`Partition::wait_durable`].
-    pub fn append(self: &Arc<Self>, batch: ValidatedBatch) -> Result<AppendInfo, BrokerError> {
+    /// Appends a producer's batches; with `acks_all`, only if enough replicas are in sync. In
+    /// sync mode this also makes sure an fsync that will cover them is under way; the caller
+    /// waits with [`Partition::wait_durable`] or [`Partition::wait_committed`].
+    pub fn append(
+        self: &Arc<Self>,
+        batch: ValidatedBatch,
+        acks_all: bool,
+    ) -> Result<AppendInfo, BrokerError> {
         let (records, bytes) = (batch.record_count() as u64, batch.total_bytes() as u64);
         let mut state = self.state.lock();
         self.check_leads(&state)?;
+        if acks_all {
+            self.check_insync(&state)?;
+        }
         let info = state.log.append(batch, self.leader_epoch())?;
         if info.duplicate {
             return Ok(info);
@@ -290,6 +298,15 @@ impl Partition {
         };
         let plan = state.log.read(offset, max_bytes, upper, min_one)?;
         Ok((plan, progress))
+    }
+
+    /// Reads the bytes a plan of this partition's names.
+    pub fn load(&self, plan: &ReadPlan) -> Result<bytes::Bytes, LogError> {
+        plan.load().map_err(|source| LogError::Io {
+            op: "read",
+            path: std::path::PathBuf::from(format!("{}-{}", self.topic, self.index)),
+            source,
+        })
     }
 
     pub fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<(Offset, i64)>, LogError> {
@@ -453,7 +470,11 @@ impl Partition {
                 replicas,
                 min_insync: m,
             } if replicas.epochs().0 == info.leader_epoch => {
-                replicas.on_metadata(info);
+                // Only a new partition epoch is news: metadata about other partitions must not
+                // settle an ISR change of this one that is still being decided.
+                if replicas.epochs().1 != info.partition_epoch {
+                    replicas.on_metadata(info);
+                }
                 *m = min_insync;
             }
             _ => {
@@ -636,18 +657,17 @@ impl Partition {
         })
     }
 
-    /// The controller refused an ISR change; a later event asks again.
-    pub fn isr_change_failed(&self) {
+    /// An ISR change is settled without a new partition epoch (refused, or the ISR already
+    /// was that): a later event may ask again.
+    pub fn isr_change_settled(&self) {
         if let Role::Leader { replicas, .. } = &mut self.state.lock().role {
             replicas.on_alter_failed();
         }
     }
 
-    /// Whether an acks=all write may be taken: this node leads and enough replicas are in
-    /// sync (`min.insync.replicas`).
-    pub fn check_insync(&self) -> Result<(), BrokerError> {
-        let state = self.state.lock();
-        self.check_leads(&state)?;
+    /// Whether an acks=all write may be taken: enough replicas are in sync
+    /// (`min.insync.replicas`).
+    fn check_insync(&self, state: &State) -> Result<(), BrokerError> {
         if let Role::Leader {
             replicas,
             min_insync,
@@ -710,5 +730,48 @@ impl Partition {
             *p = next;
             changed
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_cluster::LeaderEpoch as Epoch;
+
+    fn leader_of(dir: &std::path::Path) -> Arc<Partition> {
+        let clock: Arc<dyn sluice_log::Clock> = Arc::new(sluice_log::SystemClock);
+        let (log, _) = Log::open(dir, LogConfig::default(), clock).unwrap();
+        Partition::new(Arc::from("t"), 0, log, 0, Arc::default())
+    }
+
+    fn assignment(isr: &[i32], partition_epoch: i32) -> Assignment {
+        Assignment {
+            replicas: vec![NodeId(1), NodeId(2)],
+            leader: Some(NodeId(1)),
+            leader_epoch: Epoch(3),
+            isr: isr.iter().map(|n| NodeId(*n)).collect(),
+            partition_epoch: PartitionEpoch(partition_epoch),
+        }
+    }
+
+    #[test]
+    fn an_isr_change_stays_pending_until_its_partition_epoch_arrives() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = leader_of(dir.path());
+        p.lead(NodeId(1), &assignment(&[1], 0), 1, 10_000, 0);
+        let asked = p.on_follower_fetch(NodeId(2), Offset(0), 1).unwrap();
+        assert_eq!(asked.isr, vec![NodeId(1), NodeId(2)]);
+        // Metadata about something else arrives: the same partition epoch settles nothing.
+        p.lead(NodeId(1), &assignment(&[1], 0), 1, 10_000, 2);
+        assert_eq!(p.on_follower_fetch(NodeId(2), Offset(0), 3), None);
+        // The change is made: the new epoch settles it, and there is nothing left to ask.
+        p.lead(NodeId(1), &assignment(&[1, 2], 1), 1, 10_000, 4);
+        assert_eq!(p.on_follower_fetch(NodeId(2), Offset(0), 5), None);
+        // A refused change is settled by hand, and the leader may ask again.
+        p.lead(NodeId(1), &assignment(&[1], 2), 1, 10_000, 6);
+        assert!(p.on_follower_fetch(NodeId(2), Offset(0), 7).is_some());
+        assert_eq!(p.on_follower_fetch(NodeId(2), Offset(0), 8), None);
+        p.isr_change_settled();
+        assert!(p.on_follower_fetch(NodeId(2), Offset(0), 9).is_some());
     }
 }

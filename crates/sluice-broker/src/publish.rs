@@ -93,7 +93,7 @@ impl Broker {
         )
         .map_err(|e| BrokerError::InvalidRequest(format!("cannot encode the record: {e:#}")))?;
         let validated = validate_produce(&buf, config.max_message_bytes).map_err(LogError::from)?;
-        let info = p.append(validated)?;
+        let info = p.append(validated, false)?;
         Ok(Published {
             partition,
             offset: info.base_offset.0,

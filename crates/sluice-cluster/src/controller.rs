@@ -243,16 +243,7 @@ impl Controller {
             .ok()
             .filter(|c| *c >= 1)
             .ok_or(CreateTopicError::InvalidPartitions(partitions))?;
-        let partitions = placement::place(state, count, replication_factor)?
-            .into_iter()
-            .map(|replicas| PartitionChange {
-                leader: replicas.first().copied(),
-                leader_epoch: LeaderEpoch(0),
-                isr: replicas.clone(),
-                replicas,
-                partition_epoch: PartitionEpoch(0),
-            })
-            .collect();
+        let partitions = new_partitions(state, count, replication_factor)?;
         Ok(vec![MetadataRecord::CreateTopic {
             name: name.to_string(),
             id,
@@ -284,6 +275,25 @@ impl Controller {
             count: self.config.producer_id_block,
         }
     }
+}
+
+/// `count` new partitions placed over the live nodes, each led by its preferred replica with
+/// every replica in sync (they are all empty).
+pub fn new_partitions(
+    state: &ClusterState,
+    count: usize,
+    replication_factor: i32,
+) -> Result<Vec<PartitionChange>, PlacementError> {
+    Ok(placement::place(state, count, replication_factor)?
+        .into_iter()
+        .map(|replicas| PartitionChange {
+            leader: replicas.first().copied(),
+            leader_epoch: LeaderEpoch(0),
+            isr: replicas.clone(),
+            replicas,
+            partition_epoch: PartitionEpoch(0),
+        })
+        .collect())
 }
 
 /// The record that sets `p`'s leader and ISR; the leader epoch moves only with the leader.

@@ -1,5 +1,5 @@
 //! What a node asks of the controller on behalf of a client or of its own replicas: topic
-//! administration (CreateTopics, DeleteTopics, CreatePartitions, config changes), ISR changes
+//! administration (CreateTopics, DeleteTopics, CreatePartitions), ISR changes
 //! (AlterPartition) and producer id blocks. Any node may ask; [`crate::runtime::ClusterNode`]
 //! answers on the metadata leader and forwards from the others.
 
@@ -11,7 +11,7 @@ use uuid::Uuid;
 use crate::controller::{AlterPartitionError, Controller, CreateTopicError};
 use crate::ids::{LeaderEpoch, NodeId, PartitionEpoch};
 use crate::metadata::{ClusterState, MetadataRecord};
-use crate::placement::{self, PlacementError};
+use crate::placement::PlacementError;
 use crate::raft::network::ProposeError;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -30,10 +30,6 @@ pub enum ControllerRequest {
         name: String,
         count: i32,
         validate_only: bool,
-    },
-    TopicConfigs {
-        name: String,
-        configs: BTreeMap<String, String>,
     },
     AlterPartition {
         node: NodeId,
@@ -160,16 +156,7 @@ pub fn decide(
                 .get(&topic)
                 .and_then(|t| t.partitions.first())
                 .map_or(1, |p| p.replicas.len() as i32);
-            let added = placement::place(state, (count - current) as usize, rf)?
-                .into_iter()
-                .map(|replicas| crate::metadata::PartitionChange {
-                    leader: replicas.first().copied(),
-                    leader_epoch: LeaderEpoch(0),
-                    isr: replicas.clone(),
-                    replicas,
-                    partition_epoch: PartitionEpoch(0),
-                })
-                .collect();
+            let added = crate::controller::new_partitions(state, (count - current) as usize, rf)?;
             if validate_only {
                 return Ok((Vec::new(), ControllerReply::Done));
             }
@@ -178,13 +165,6 @@ pub fn decide(
                     topic,
                     partitions: added,
                 }],
-                ControllerReply::Done,
-            ))
-        }
-        ControllerRequest::TopicConfigs { name, configs } => {
-            let topic = topic_id(&name)?;
-            Ok((
-                vec![MetadataRecord::TopicConfig { topic, configs }],
                 ControllerReply::Done,
             ))
         }

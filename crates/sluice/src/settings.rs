@@ -133,27 +133,12 @@ pub struct Resolved {
 /// A cluster's id, the same on every node: derived from its voters (22 URL-safe base64
 /// characters, like Kafka's).
 fn cluster_id_of(voters: &std::collections::BTreeMap<i32, String>) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     let text: String = voters.iter().map(|(id, a)| format!("{id}@{a},")).collect();
-    let mut bytes = Vec::with_capacity(16);
-    for seed in 0u32..4 {
-        bytes.extend(crc32c::crc32c_append(seed, text.as_bytes()).to_be_bytes());
+    let mut bytes = [0u8; 16];
+    for (seed, chunk) in bytes.chunks_exact_mut(4).enumerate() {
+        chunk.copy_from_slice(&crc32c::crc32c_append(seed as u32, text.as_bytes()).to_be_bytes());
     }
-    let mut bits = 0u32;
-    let mut held = 0;
-    let mut out = String::new();
-    for b in bytes {
-        bits = (bits << 8) | u32::from(b);
-        held += 8;
-        while held >= 6 {
-            held -= 6;
-            out.push(ALPHABET[((bits >> held) & 63) as usize] as char);
-        }
-    }
-    if held > 0 {
-        out.push(ALPHABET[((bits << (6 - held)) & 63) as usize] as char);
-    }
-    out
+    sluice_broker::metadata_store::cluster_id_from(bytes)
 }
 
 /// Parses `1@host:port,2@host:port`: ids unique and positive, addresses host:port.
@@ -419,6 +404,43 @@ mod tests {
         let log = topic_config::resolve(&Default::default(), &r.broker.topic_defaults).unwrap();
         assert_eq!(log.flush, FlushMode::Sync);
         assert_eq!(r.admin_listen.port(), 8080);
+    }
+
+    #[test]
+    fn a_cluster_spec_is_checked_and_names_one_cluster_id() {
+        let voters = parse_cluster("1@127.0.0.1:19101, 2@127.0.0.1:19102,3@h:1").unwrap();
+        assert_eq!(voters.len(), 3);
+        assert_eq!(voters[&2], "127.0.0.1:19102");
+        let id = cluster_id_of(&voters);
+        assert_eq!(id.len(), 22);
+        assert_eq!(
+            id,
+            cluster_id_of(&parse_cluster("3@h:1,2@127.0.0.1:19102,1@127.0.0.1:19101").unwrap())
+        );
+        assert_ne!(
+            id,
+            cluster_id_of(&parse_cluster("1@127.0.0.1:19101").unwrap())
+        );
+        for (bad, says) in [
+            ("", "empty"),
+            ("1=127.0.0.1:1", "ID@HOST:PORT"),
+            ("x@127.0.0.1:1", "node id"),
+            ("1@127.0.0.1", "HOST:PORT"),
+            ("1@:9", "HOST:PORT"),
+            ("1@a:1,1@b:2", "twice"),
+        ] {
+            let err = parse_cluster(bad).unwrap_err().to_string();
+            assert!(err.contains(says), "{bad:?}: {err}");
+        }
+        let missing = Settings {
+            node_id: Some(4),
+            cluster: Some("1@a:1,2@b:2".into()),
+            ..Settings::default()
+        }
+        .resolve()
+        .unwrap_err()
+        .to_string();
+        assert!(missing.contains("node_id 4"), "{missing}");
     }
 
     #[test]

@@ -103,7 +103,7 @@ impl GroupService {
             let pairs: Vec<_> = list.iter().map(|r| (r.key(), r.value())).collect();
             let batch = crate::internal_log::encode(&pairs, now)?;
             let validated = validate_produce(&batch, usize::MAX).map_err(LogError::from)?;
-            let info = partition.append(validated)?;
+            let info = partition.append(validated, false)?;
             waits.push((partition, info.last_offset.plus(1)));
         }
         Ok(waits)

@@ -7,7 +7,9 @@ use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::create_topics_response::{
     CreatableTopicConfigs, CreatableTopicResult,
 };
-use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse, ResponseKind};
+use kafka_protocol::messages::{
+    CreateTopicsRequest, CreateTopicsResponse, ResponseKind, TopicName,
+};
 
 use super::{describe_configs::topic_entries, str_bytes};
 use crate::broker::Broker;
@@ -38,55 +40,86 @@ fn on_one_node(broker: &Broker, request: CreateTopicsRequest, version: i16) -> R
         .into_iter()
         .map(|topic| {
             let name = topic.name.clone();
-            // No message unless there is an error: Kafka answers null there (the codec's
-            // default is an empty string, which clients such as aiokafka take for a message).
-            let result = CreatableTopicResult::default()
-                .with_name(name.clone())
-                .with_num_partitions(-1)
-                .with_replication_factor(-1)
-                .with_error_message(None);
-            if !seen.insert(name.clone()) {
-                let e = BrokerError::InvalidRequest(format!(
-                    "topic '{}' appears more than once in the request",
-                    &*name
-                ));
-                return result
-                    .with_error_code(e.code())
-                    .with_error_message(Some(str_bytes(&e.to_string())));
-            }
-            match create(broker, topic, validate_only) {
-                Ok((partitions, id)) => {
-                    let mut result = result
-                        .with_num_partitions(partitions)
-                        .with_replication_factor(1)
-                        .with_topic_id(id);
-                    if version >= 5 {
-                        let overrides = broker
-                            .topics()
-                            .get(&name)
-                            .map(|t| t.overrides())
-                            .unwrap_or_default();
-                        result = result.with_configs(Some(
-                            topic_entries(broker, &overrides, None)
-                                .into_iter()
-                                .map(|e| {
-                                    CreatableTopicConfigs::default()
-                                        .with_name(e.name)
-                                        .with_value(e.value)
-                                        .with_config_source(e.config_source)
-                                })
-                                .collect(),
-                        ));
-                    }
-                    result
-                }
-                Err(e) => result
-                    .with_error_code(e.code())
-                    .with_error_message(Some(str_bytes(&e.to_string()))),
-            }
+            let outcome = match repeated(&mut seen, &name) {
+                Some(e) => Err(e),
+                None => create(broker, topic, validate_only).map(|(partitions, id)| Created {
+                    partitions,
+                    replication_factor: 1,
+                    id,
+                    overrides: broker
+                        .topics()
+                        .get(&name)
+                        .map(|t| t.overrides())
+                        .unwrap_or_default(),
+                }),
+            };
+            answer(broker, name, outcome, version)
         })
         .collect();
     ResponseKind::CreateTopics(CreateTopicsResponse::default().with_topics(topics))
+}
+
+/// What creating one topic came to.
+struct Created {
+    partitions: i32,
+    replication_factor: i32,
+    id: uuid::Uuid,
+    overrides: BTreeMap<String, String>,
+}
+
+/// A topic named twice in one request is refused (each time after the first).
+fn repeated(
+    seen: &mut std::collections::HashSet<TopicName>,
+    name: &TopicName,
+) -> Option<BrokerError> {
+    (!seen.insert(name.clone())).then(|| {
+        BrokerError::InvalidRequest(format!(
+            "topic '{}' appears more than once in the request",
+            &**name
+        ))
+    })
+}
+
+/// One topic's result; from v5 a created topic's configs come with it.
+fn answer(
+    broker: &Broker,
+    name: TopicName,
+    outcome: Result<Created, BrokerError>,
+    version: i16,
+) -> CreatableTopicResult {
+    // No message unless there is an error: Kafka answers null there (the codec's default is
+    // an empty string, which clients such as aiokafka take for a message).
+    let result = CreatableTopicResult::default()
+        .with_name(name)
+        .with_num_partitions(-1)
+        .with_replication_factor(-1)
+        .with_error_message(None);
+    let created = match outcome {
+        Ok(created) => created,
+        Err(e) => {
+            return result
+                .with_error_code(e.code())
+                .with_error_message(Some(str_bytes(&e.to_string())))
+        }
+    };
+    let result = result
+        .with_num_partitions(created.partitions)
+        .with_replication_factor(created.replication_factor as i16)
+        .with_topic_id(created.id);
+    if version < 5 {
+        return result;
+    }
+    result.with_configs(Some(
+        topic_entries(broker, &created.overrides, None)
+            .into_iter()
+            .map(|e| {
+                CreatableTopicConfigs::default()
+                    .with_name(e.name)
+                    .with_value(e.value)
+                    .with_config_source(e.config_source)
+            })
+            .collect(),
+    ))
 }
 
 fn create(
@@ -158,44 +191,11 @@ fn in_cluster(
         let mut results = Vec::with_capacity(request.topics.len());
         for topic in request.topics {
             let name = topic.name.clone();
-            let result = CreatableTopicResult::default()
-                .with_name(name.clone())
-                .with_num_partitions(-1)
-                .with_replication_factor(-1)
-                .with_error_message(None);
-            let outcome = if !seen.insert(name.clone()) {
-                Err(BrokerError::InvalidRequest(format!(
-                    "topic '{}' appears more than once in the request",
-                    &*name
-                )))
-            } else {
-                create_in_cluster(&broker, &replication, topic, validate_only).await
+            let outcome = match repeated(&mut seen, &name) {
+                Some(e) => Err(e),
+                None => create_in_cluster(&broker, &replication, topic, validate_only).await,
             };
-            results.push(match outcome {
-                Ok((partitions, rf, id, overrides)) => {
-                    let mut result = result
-                        .with_num_partitions(partitions)
-                        .with_replication_factor(rf as i16)
-                        .with_topic_id(id);
-                    if version >= 5 {
-                        result = result.with_configs(Some(
-                            topic_entries(&broker, &overrides, None)
-                                .into_iter()
-                                .map(|e| {
-                                    CreatableTopicConfigs::default()
-                                        .with_name(e.name)
-                                        .with_value(e.value)
-                                        .with_config_source(e.config_source)
-                                })
-                                .collect(),
-                        ));
-                    }
-                    result
-                }
-                Err(e) => result
-                    .with_error_code(e.code())
-                    .with_error_message(Some(str_bytes(&e.to_string()))),
-            });
+            results.push(answer(&broker, name, outcome, version));
         }
         Some(ResponseKind::CreateTopics(
             CreateTopicsResponse::default().with_topics(results),
@@ -208,7 +208,7 @@ async fn create_in_cluster(
     replication: &Replication,
     topic: CreatableTopic,
     validate_only: bool,
-) -> Result<(i32, i32, uuid::Uuid, BTreeMap<String, String>), BrokerError> {
+) -> Result<Created, BrokerError> {
     crate::topics::validate_topic_name(&topic.name)?;
     if crate::topics::is_internal(&topic.name) {
         return Err(BrokerError::InvalidTopic(format!(
@@ -239,7 +239,12 @@ async fn create_in_cluster(
     let id = replication
         .create_topic(&topic.name, partitions, rf, configs.clone(), validate_only)
         .await?;
-    Ok((partitions, rf, id, configs))
+    Ok(Created {
+        partitions,
+        replication_factor: rf,
+        id,
+        overrides: configs,
+    })
 }
 
 fn configs_of(

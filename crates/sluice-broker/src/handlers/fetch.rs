@@ -18,7 +18,7 @@ use kafka_protocol::messages::fetch_response::{
 };
 use kafka_protocol::messages::{FetchRequest, FetchResponse, ResponseKind, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use sluice_log::{LogError, Offset};
+use sluice_log::Offset;
 use sluice_wire::Reply;
 use tokio::sync::watch;
 use uuid::Uuid;
@@ -291,14 +291,7 @@ fn read_one(
     let limit = wanted.max_bytes.min(*remaining);
     let result = partition
         .read_isolated(wanted.fetch_offset, limit, first, read_committed)
-        .and_then(|(plan, progress)| {
-            let bytes = plan.load().map_err(|e| LogError::Io {
-                op: "read",
-                path: std::path::PathBuf::from(format!("{}-{}", partition.topic, partition.index)),
-                source: e,
-            })?;
-            Ok((bytes, progress))
-        });
+        .and_then(|(plan, progress)| Ok((partition.load(&plan)?, progress)));
     let progress = partition.progress();
     let base = base
         .with_high_watermark(progress.visible.0)

@@ -27,6 +27,36 @@ enum Wait {
     Committed(Arc<Partition>, Offset),
 }
 
+impl Wait {
+    /// Waits, for at most `timeout`; the error to answer if it did not happen.
+    async fn outcome(self, timeout: Duration) -> Result<(), (ResponseError, String)> {
+        match self {
+            Wait::Durable(partition, end) => {
+                match tokio::time::timeout(timeout, partition.wait_durable(end)).await {
+                    Ok(true) => Ok(()),
+                    Ok(false) => Err((ResponseError::KafkaStorageError, "fsync failed".into())),
+                    Err(_) => Err((
+                        ResponseError::RequestTimedOut,
+                        format!("not on disk within the request timeout of {timeout:?}"),
+                    )),
+                }
+            }
+            Wait::Committed(partition, end) => {
+                match tokio::time::timeout(timeout, partition.wait_committed(end)).await {
+                    Ok(Ok(())) => Ok(()),
+                    Ok(Err(e)) => Err((e.response_error(), e.to_string())),
+                    Err(_) => Err((
+                        ResponseError::RequestTimedOut,
+                        format!(
+                            "not replicated to the in-sync replicas within the request timeout of {timeout:?}"
+                        ),
+                    )),
+                }
+            }
+        }
+    }
+}
+
 /// A partition's answer, possibly still waiting.
 struct Pending {
     response: PartitionProduceResponse,
@@ -170,50 +200,9 @@ pub fn handle(broker: &Broker, request: ProduceRequest, call: &Call) -> Reply {
                 wait_for,
             } in partitions
             {
-                match wait_for {
-                    None => {}
-                    Some(Wait::Durable(partition, end)) => {
-                        match tokio::time::timeout(timeout, partition.wait_durable(end)).await {
-                            Ok(true) => {}
-                            Ok(false) => {
-                                response = failed(
-                                    response.index,
-                                    ResponseError::KafkaStorageError,
-                                    "fsync failed".into(),
-                                )
-                                .response;
-                            }
-                            Err(_) => {
-                                response = failed(
-                                    response.index,
-                                    ResponseError::RequestTimedOut,
-                                    format!(
-                                        "not on disk within the request timeout of {timeout:?}"
-                                    ),
-                                )
-                                .response;
-                            }
-                        }
-                    }
-                    Some(Wait::Committed(partition, end)) => {
-                        match tokio::time::timeout(timeout, partition.wait_committed(end)).await {
-                            Ok(Ok(())) => {}
-                            Ok(Err(e)) => {
-                                response =
-                                    failed(response.index, e.response_error(), e.to_string())
-                                        .response;
-                            }
-                            Err(_) => {
-                                response = failed(
-                                    response.index,
-                                    ResponseError::RequestTimedOut,
-                                    format!(
-                                        "not replicated to the in-sync replicas within the request timeout of {timeout:?}"
-                                    ),
-                                )
-                                .response;
-                            }
-                        }
+                if let Some(wait) = wait_for {
+                    if let Err((error, message)) = wait.outcome(timeout).await {
+                        response = failed(response.index, error, message).response;
                     }
                 }
                 responses.push(response);
@@ -232,11 +221,6 @@ fn append(
     acks: i16,
 ) -> Pending {
     let index = partition.index;
-    if acks == -1 {
-        if let Err(e) = partition.check_insync() {
-            return failed(index, e.response_error(), e.to_string());
-        }
-    }
     let config = partition.config();
     let validated = match validate_produce(records, config.max_message_bytes) {
         // Compacted topics keep the newest record per key, so every record needs one.
@@ -269,7 +253,7 @@ fn append(
             return failed(index, log_error(&e), e.to_string());
         }
     };
-    match partition.append(validated) {
+    match partition.append(validated, acks == -1) {
         Ok(info) => {
             let end = info.last_offset.plus(1);
             let progress = partition.progress();

@@ -102,23 +102,4 @@ impl Replication {
         }
         Ok(())
     }
-
-    pub async fn set_topic_configs(
-        &self,
-        name: &str,
-        configs: BTreeMap<String, String>,
-    ) -> Result<(), BrokerError> {
-        self.ask(ControllerRequest::TopicConfigs {
-            name: name.to_string(),
-            configs: configs.clone(),
-        })
-        .await?;
-        self.applied_until(|s| {
-            s.names
-                .get(name)
-                .and_then(|id| s.topics.get(id))
-                .is_some_and(|t| t.configs == configs)
-        })
-        .await
-    }
 }

@@ -196,16 +196,7 @@ fn read_one(
     let limit = w.max_bytes.min(*remaining);
     let read = p
         .read_for_follower(w.fetch_offset, limit)
-        .and_then(|(plan, progress)| {
-            let bytes = plan.load().map_err(|e| {
-                crate::error::BrokerError::Log(sluice_log::LogError::Io {
-                    op: "read",
-                    path: std::path::PathBuf::from(format!("{}-{}", p.topic, p.index)),
-                    source: e,
-                })
-            })?;
-            Ok((bytes, progress))
-        });
+        .and_then(|(plan, progress)| Ok((p.load(&plan)?, progress)));
     match read {
         Ok((bytes, progress)) => {
             *remaining = remaining.saturating_sub(bytes.len());

@@ -257,10 +257,10 @@ impl Broker {
     }
 
     /// Asks the controller for a leader's ISR change, in the background. Refused or lost, the
-    /// leader may ask again; granted, the metadata brings it back (and if the ISR already was
-    /// that, the partition is refreshed from the metadata as it is).
+    /// leader may ask again; granted, the new partition epoch reaches the partition through
+    /// reconciling (and if the ISR already was that, the change is settled here).
     pub(crate) fn send_isr_change(&self, topic: uuid::Uuid, p: &Arc<Partition>, change: IsrChange) {
-        let (Some(replication), Some(broker)) = (self.replication.get(), self.arc()) else {
+        let Some(replication) = self.replication.get() else {
             return;
         };
         let replication = Arc::clone(replication);
@@ -276,13 +276,33 @@ impl Broker {
             };
             match replication.ask(request).await {
                 Ok(_) => {
+                    // Made (a new partition epoch, which reconciling brings here) or already
+                    // so (the same epoch): wait until this node's metadata shows which.
+                    let asked = change.epochs.1;
+                    let index = p.index as usize;
+                    let settled = replication
+                        .applied_until(|s| {
+                            s.topics
+                                .get(&topic)
+                                .and_then(|t| t.partitions.get(index))
+                                .is_none_or(|i| i.partition_epoch != asked || i.isr == change.isr)
+                        })
+                        .await;
+                    let unchanged = replication
+                        .state()
+                        .state
+                        .topics
+                        .get(&topic)
+                        .and_then(|t| t.partitions.get(index))
+                        .is_some_and(|i| i.partition_epoch == asked);
+                    if settled.is_err() || unchanged {
+                        p.isr_change_settled();
+                    }
                     tracing::info!(partition = ?p, isr = ?change.isr, "ISR change granted");
-                    let applied = replication.state();
-                    broker.refresh_partition(&applied.state, topic, &p);
                 }
                 Err(e) => {
                     tracing::info!(partition = ?p, isr = ?change.isr, error = %e, "ISR change refused");
-                    p.isr_change_failed();
+                    p.isr_change_settled();
                 }
             }
         });

@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use sluice_cluster::metadata::ClusterState;
 use sluice_cluster::NodeId;
-use uuid::Uuid;
 
 use super::{fetcher, kafka_addr, min_insync, LAG_TIME_MAX_MS};
 use crate::broker::Broker;
@@ -74,30 +73,6 @@ impl Broker {
                 replication.shutdown.clone(),
             ));
             fetchers.insert(leader, task);
-        }
-    }
-
-    /// Brings one led partition up to date with the metadata as it is (after an ISR change
-    /// the controller found already made).
-    pub(super) fn refresh_partition(&self, state: &ClusterState, topic: Uuid, p: &Arc<Partition>) {
-        let Some(replication) = self.replication.get() else {
-            return;
-        };
-        let Some(t) = state.topics.get(&topic) else {
-            return;
-        };
-        let Some(info) = t.partitions.get(p.index as usize) else {
-            return;
-        };
-        if info.leader == Some(replication.me) {
-            let min = min_insync(&t.configs, info.replicas.len());
-            p.lead(
-                replication.me,
-                info,
-                min,
-                LAG_TIME_MAX_MS,
-                self.clock.now_ms(),
-            );
         }
     }
 

@@ -135,7 +135,7 @@ impl TxnService {
             let batch = crate::internal_log::encode(&[(key, value)], now)?;
             let validated = validate_produce(&batch, usize::MAX).map_err(LogError::from)?;
             let partition = self.partition(r.id())?;
-            let info = partition.append(validated)?;
+            let info = partition.append(validated, false)?;
             waits.push((partition, info.last_offset.plus(1)));
         }
         Ok(waits)
