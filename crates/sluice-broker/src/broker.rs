@@ -55,12 +55,16 @@ impl Broker {
             Arc::clone(&clock),
             Arc::clone(&metrics),
         )?;
-        let groups = crate::group::GroupService::open(
-            &topics,
-            config.offsets_topic_partitions,
-            config.groups.clone(),
-            Arc::clone(&clock),
-        )?;
+        let groups = if config.clustered {
+            crate::group::GroupService::clustered(config.groups.clone(), Arc::clone(&clock))
+        } else {
+            crate::group::GroupService::open(
+                &topics,
+                config.offsets_topic_partitions,
+                config.groups.clone(),
+                Arc::clone(&clock),
+            )?
+        };
         let txns = crate::txn::TxnService::open(
             &topics,
             config.transaction_state_partitions,
@@ -144,6 +148,27 @@ impl Broker {
                 .get(name)
                 .ok_or_else(|| BrokerError::UnknownTopic(name.to_string())),
             Err(e) => Err(e),
+        }
+    }
+
+    /// Whether partition `index` of `topic` exists (in a cluster: anywhere in it, not only
+    /// on this node).
+    pub(crate) fn partition_exists(&self, topic: &str, index: i32) -> bool {
+        match self.replication.get() {
+            Some(r) => {
+                let applied = r.state();
+                let state = &applied.state;
+                state
+                    .names
+                    .get(topic)
+                    .and_then(|id| state.topics.get(id))
+                    .is_some_and(|t| index >= 0 && (index as usize) < t.partitions.len())
+            }
+            None => self
+                .topics
+                .get(topic)
+                .and_then(|t| t.partition(index))
+                .is_some(),
         }
     }
 

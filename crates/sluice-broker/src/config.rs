@@ -42,6 +42,9 @@ pub struct BrokerConfig {
     pub transaction_max_timeout_ms: i32,
     /// Forget a transactional id idle this long (`transactional.id.expiration.ms`).
     pub transactional_id_expiration_ms: i64,
+    /// This node will join a cluster (`sluice serve --cluster`): the offsets topic comes from
+    /// the cluster's metadata instead of being created here.
+    pub clustered: bool,
 }
 
 impl Default for BrokerConfig {
@@ -66,6 +69,7 @@ impl Default for BrokerConfig {
             transaction_state_partitions: 16,
             transaction_max_timeout_ms: 900_000,
             transactional_id_expiration_ms: 7 * 24 * 3600 * 1000,
+            clustered: false,
         }
     }
 }

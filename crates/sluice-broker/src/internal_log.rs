@@ -24,7 +24,14 @@ pub fn ensure_topic(
     if let Some(t) = topics.get(name) {
         return Ok(t);
     }
-    let configs = [
+    topics
+        .create(name, partitions, topic_configs(), false)?
+        .ok_or_else(|| BrokerError::InvalidRequest(format!("internal topic {name} not created")))
+}
+
+/// An internal topic's configs: compacted, fsynced on every write, kept forever.
+pub fn topic_configs() -> std::collections::BTreeMap<String, String> {
+    [
         ("cleanup.policy", "compact"),
         ("segment.bytes", "104857600"),
         ("flush.mode", "sync"),
@@ -32,10 +39,7 @@ pub fn ensure_topic(
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect();
-    topics
-        .create(name, partitions, configs, false)?
-        .ok_or_else(|| BrokerError::InvalidRequest(format!("internal topic {name} not created")))
+    .collect()
 }
 
 /// One record: a key and a value (`None` for a tombstone).
@@ -82,13 +86,27 @@ pub fn encode(records: &[KeyValue], now_ms: i64) -> Result<Vec<u8>, BrokerError>
     Ok(bytes)
 }
 
-/// Every keyed record of `partition` (of topic `topic`, for errors), in order.
-pub fn read_all(partition: &Partition, topic: &str) -> Result<Vec<KeyValue>, BrokerError> {
+/// Every keyed record of `partition` (of topic `topic`, for errors), in order: up to the high
+/// watermark, or with `to_log_end` (a leader taking over: everything it holds will commit) up
+/// to the log end.
+pub fn read_all(
+    partition: &Partition,
+    topic: &str,
+    to_log_end: bool,
+) -> Result<Vec<KeyValue>, BrokerError> {
     let mut out = Vec::new();
     let mut offset = partition.progress().log_start;
-    let end = partition.progress().visible;
+    let end = if to_log_end {
+        partition.fetch_position().0
+    } else {
+        partition.progress().visible
+    };
     while offset < end {
-        let (plan, _) = partition.read(offset, 8 << 20, true)?;
+        let (plan, _) = if to_log_end {
+            partition.read_for_follower(offset, 8 << 20)?
+        } else {
+            partition.read(offset, 8 << 20, true)?
+        };
         let bytes = plan.load().map_err(|e| BrokerError::Metadata {
             path: topic.into(),
             source: e,

@@ -7,6 +7,7 @@
 
 pub mod broker;
 pub mod browse;
+pub mod commit;
 pub mod config;
 pub mod disk;
 pub mod error;
@@ -22,6 +23,7 @@ pub mod producer_ids;
 pub mod publish;
 pub mod replica_role;
 pub mod replication;
+pub mod shards;
 #[cfg(test)]
 mod test_support;
 pub mod topic_admin;

@@ -8,7 +8,6 @@ use crate::broker::Broker;
 use crate::error::BrokerError;
 use crate::group::coordinator::{offset_record, Committed};
 use crate::group::state::GroupState;
-use crate::group::GroupService;
 
 /// Where to move the offsets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,7 +73,13 @@ impl Broker {
                 .collect::<Result<Vec<_>, _>>()?
         };
         let waits = {
-            let mut coordinator = self.groups.coordinator.lock();
+            let mut coordinator = self.groups.lock_for(group).map_err(|_| {
+                BrokerError::NotLeader(format!(
+                    "this node does not coordinate group '{group}': ask the node that leads its \
+                     {} partition",
+                    crate::group::OFFSETS_TOPIC
+                ))
+            })?;
             let state = coordinator.state_of(group);
             let members = coordinator.group(group).map_or(0, |g| g.members.len());
             if !matches!(state, GroupState::Empty | GroupState::Dead) || members > 0 {
@@ -129,23 +134,26 @@ impl Broker {
                     )
                 })
                 .collect();
-            let waits = self.groups.write(&records)?;
-            for r in &records {
-                coordinator.apply(r, now);
-            }
+            let waits = self
+                .groups
+                .record(&mut coordinator, &records)
+                .map_err(|e| not_written(&format!("{e:?}")))?;
             tracing::info!(%group, %topic, partitions = changes.len(), "reset group offsets");
             (waits, changes)
         };
         let (waits, changes) = waits;
-        if !GroupService::wait_durable(waits).await {
-            return Err(BrokerError::Log(sluice_log::LogError::Offline {
-                path: crate::group::OFFSETS_TOPIC.into(),
-                reason: "writing the new offsets failed".into(),
-            })
-            .into());
-        }
+        crate::commit::committed(waits)
+            .await
+            .map_err(|e| not_written(&format!("{e:?}")))?;
         Ok(changes)
     }
+}
+
+fn not_written(reason: &str) -> BrokerError {
+    BrokerError::Log(sluice_log::LogError::Offline {
+        path: crate::group::OFFSETS_TOPIC.into(),
+        reason: format!("the new offsets were not committed: {reason}"),
+    })
 }
 
 #[cfg(test)]

@@ -338,6 +338,7 @@ impl Settings {
                 self.log_cleaner_interval_ms.unwrap_or(15_000).max(1),
             ),
             groups,
+            clustered: cluster.is_some(),
             ..BrokerConfig::default()
         };
         let limits = Limits {

@@ -707,6 +707,15 @@ impl Coordinator {
         }
     }
 
+    /// Forgets, in memory only, every group for which `gone` holds (its partition of the
+    /// offsets topic moved to another coordinator). Members waiting on a join or sync are let
+    /// go; their next request finds the new coordinator.
+    pub fn unload(&mut self, gone: impl Fn(&str) -> bool) {
+        self.groups.retain(|id, _| !gone(id));
+        self.offsets.retain(|id, _| !gone(id));
+        self.consumer_groups.retain(|id, _| !gone(id));
+    }
+
     /// DeleteGroups: only an empty group can go; its offsets go with it.
     pub fn delete_group(&mut self, group_id: &str) -> Result<Vec<Record>, ResponseError> {
         match self.state_of(group_id) {

@@ -9,11 +9,14 @@ pub mod state;
 
 use std::sync::Arc;
 
-use parking_lot::Mutex;
-use sluice_log::{validate_produce, Clock, LogError, Offset};
+use kafka_protocol::error::ResponseError;
+use parking_lot::{Mutex, MutexGuard, RwLock};
+use sluice_log::{validate_produce, Clock, LogError};
 
+use crate::commit::{coordinator_error, Waits};
 use crate::error::BrokerError;
 use crate::partition::Partition;
+use crate::shards::Shards;
 use crate::topics::{Topic, Topics};
 use coordinator::{Coordinator, GroupConfig};
 use records::Record;
@@ -32,7 +35,10 @@ pub fn partition_for(group: &str, partitions: i32) -> i32 {
 
 pub struct GroupService {
     pub coordinator: Mutex<Coordinator>,
-    offsets_topic: Arc<Topic>,
+    /// The offsets topic (in a cluster: once the cluster created it and this node holds it).
+    offsets_topic: RwLock<Option<Arc<Topic>>>,
+    /// The offsets topic's partitions this node coordinates.
+    pub shards: Shards,
     clock: Arc<dyn Clock>,
 }
 
@@ -55,7 +61,7 @@ impl GroupService {
         let now = clock.now_ms();
         let mut replayed = 0usize;
         for partition in topic.partitions() {
-            for record in read_all(&partition)? {
+            for record in read_all(&partition, false)? {
                 coordinator.apply(&record, now);
                 replayed += 1;
             }
@@ -69,9 +75,80 @@ impl GroupService {
         }
         Ok(GroupService {
             coordinator: Mutex::new(coordinator),
-            offsets_topic: topic,
+            offsets_topic: RwLock::new(Some(topic)),
+            shards: Shards::standalone(),
             clock,
         })
+    }
+
+    /// A cluster node's service: no group until this node leads a partition of the offsets
+    /// topic, which the cluster creates ([`GroupService::load`]).
+    pub fn clustered(config: GroupConfig, clock: Arc<dyn Clock>) -> GroupService {
+        GroupService {
+            coordinator: Mutex::new(Coordinator::new(config)),
+            offsets_topic: RwLock::new(None),
+            shards: Shards::clustered(),
+            clock,
+        }
+    }
+
+    /// The offsets topic's partition that holds `group`, if the topic exists here.
+    pub fn partition_of(&self, group: &str) -> Option<i32> {
+        let topic = self.offsets_topic.read();
+        topic
+            .as_ref()
+            .map(|t| partition_for(group, t.partition_count()))
+    }
+
+    /// The coordinator, if this node coordinates `group`; `NOT_COORDINATOR` otherwise (in a
+    /// cluster: another node leads the group's partition, or it is still loading).
+    pub fn lock_for(&self, group: &str) -> Result<MutexGuard<'_, Coordinator>, ResponseError> {
+        self.check(group)?;
+        Ok(self.coordinator.lock())
+    }
+
+    /// Whether this node coordinates `group` (`NOT_COORDINATOR` if not); takes no lock.
+    pub fn check(&self, group: &str) -> Result<(), ResponseError> {
+        let partition = self
+            .partition_of(group)
+            .ok_or(ResponseError::CoordinatorNotAvailable)?;
+        self.shards.epoch(partition).map(drop)
+    }
+
+    /// Takes over partition `index` of the offsets topic (this node now leads it in `epoch`):
+    /// its groups are replayed from the whole log, which a new leader holds up to its end.
+    pub fn load(&self, topic: &Arc<Topic>, index: i32, epoch: i32) -> Result<(), BrokerError> {
+        let partition = topic
+            .partition(index)
+            .ok_or_else(|| BrokerError::UnknownTopic(format!("{OFFSETS_TOPIC}-{index}")))?;
+        let count = topic.partition_count();
+        // Under the coordinator's lock: no write of this partition's groups can slip in
+        // between the replay and the take-over.
+        let mut coordinator = self.coordinator.lock();
+        self.shards.remove(index);
+        *self.offsets_topic.write() = Some(Arc::clone(topic));
+        coordinator.unload(|group| partition_for(group, count) == index);
+        let records = read_all(&partition, true)?;
+        let now = self.clock.now_ms();
+        for record in &records {
+            coordinator.apply(record, now);
+        }
+        self.shards.insert(index, epoch);
+        tracing::info!(partition = index, epoch, records = records.len(), "coordinating the groups of an offsets partition");
+        Ok(())
+    }
+
+    /// Gives up partition `index` of the offsets topic (another node leads it now).
+    pub fn unload(&self, index: i32) {
+        let mut coordinator = self.coordinator.lock();
+        self.shards.remove(index);
+        let count = self
+            .offsets_topic
+            .read()
+            .as_ref()
+            .map_or(1, |t| t.partition_count());
+        coordinator.unload(|group| partition_for(group, count) == index);
+        tracing::info!(partition = index, "no longer coordinating an offsets partition");
     }
 
     pub fn now_ms(&self) -> i64 {
@@ -79,16 +156,40 @@ impl GroupService {
     }
 
     fn partition(&self, group: &str) -> Result<Arc<Partition>, BrokerError> {
-        let index = partition_for(group, self.offsets_topic.partition_count());
-        self.offsets_topic
+        let topic = self.offsets_topic.read();
+        let topic = topic
+            .as_ref()
+            .ok_or_else(|| BrokerError::NotLeader(format!("{OFFSETS_TOPIC} is not here")))?;
+        let index = partition_for(group, topic.partition_count());
+        topic
             .partition(index)
-            .ok_or_else(|| BrokerError::UnknownTopic(format!("{OFFSETS_TOPIC}-{index}")))
+            .ok_or_else(|| BrokerError::NotLeader(format!("{OFFSETS_TOPIC}-{index} is not here")))
+    }
+
+    /// Writes `records` and applies them to the coordinator (locked by the caller, so that
+    /// the log's order is the order they are applied in); returns what to wait on with
+    /// [`crate::commit::committed`] before answering. A write refused answers its error and
+    /// applies nothing.
+    pub fn record(
+        &self,
+        coordinator: &mut Coordinator,
+        records: &[Record],
+    ) -> Result<Waits, ResponseError> {
+        if records.is_empty() {
+            return Ok(Vec::new());
+        }
+        let waits = self.write(records).map_err(|e| coordinator_error(&e))?;
+        let now = self.clock.now_ms();
+        for r in records {
+            coordinator.apply(r, now);
+        }
+        Ok(waits)
     }
 
     /// Appends `records` to the offsets topic (one batch per partition) and returns, per
-    /// partition, the end offset to wait for durability. Called with the coordinator locked,
-    /// so that the log's order is the order the coordinator applied them in.
-    pub fn write(&self, records: &[Record]) -> Result<Vec<(Arc<Partition>, Offset)>, BrokerError> {
+    /// partition, the end offset to wait for. Called with the coordinator locked, so that the
+    /// log's order is the order the coordinator applied them in.
+    pub fn write(&self, records: &[Record]) -> Result<Waits, BrokerError> {
         let mut by_partition: Vec<(Arc<Partition>, Vec<&Record>)> = Vec::new();
         for r in records {
             let p = self.partition(r.group())?;
@@ -103,20 +204,11 @@ impl GroupService {
             let pairs: Vec<_> = list.iter().map(|r| (r.key(), r.value())).collect();
             let batch = crate::internal_log::encode(&pairs, now)?;
             let validated = validate_produce(&batch, usize::MAX).map_err(LogError::from)?;
-            let info = partition.append(validated, false)?;
+            // Like Kafka's acks=all: refused when too few replicas are in sync.
+            let info = partition.append(validated, true)?;
             waits.push((partition, info.last_offset.plus(1)));
         }
         Ok(waits)
-    }
-
-    /// Waits until everything written is durable; false if a log failed.
-    pub async fn wait_durable(waits: Vec<(Arc<Partition>, Offset)>) -> bool {
-        for (partition, end) in waits {
-            if !partition.wait_durable(end).await {
-                return false;
-            }
-        }
-        true
     }
 
     /// Forgets every group's committed offsets of a deleted topic.
@@ -126,14 +218,8 @@ impl GroupService {
         if records.is_empty() {
             return;
         }
-        match self.write(&records) {
-            Ok(_) => {
-                let now = self.clock.now_ms();
-                for r in &records {
-                    coordinator.apply(r, now);
-                }
-            }
-            Err(e) => tracing::warn!(error = %e, %topic, "cannot drop offsets of a deleted topic"),
+        if let Err(e) = self.record(&mut coordinator, &records) {
+            tracing::warn!(error = ?e, %topic, "cannot drop offsets of a deleted topic");
         }
     }
 
@@ -144,14 +230,8 @@ impl GroupService {
         if records.is_empty() {
             return;
         }
-        match self.write(&records) {
-            Ok(_) => {
-                let now = self.clock.now_ms();
-                for r in &records {
-                    coordinator.apply(r, now);
-                }
-            }
-            Err(e) => tracing::warn!(error = %e, "cannot write group changes"),
+        if let Err(e) = self.record(&mut coordinator, &records) {
+            tracing::warn!(error = ?e, "cannot write group changes");
         }
     }
 }
@@ -159,18 +239,13 @@ impl GroupService {
 /// Why an offset commit (plain or transactional) of `topic`-`partition` cannot be taken: the
 /// partition does not exist, or its metadata is longer than `max_metadata` bytes.
 pub(crate) fn offset_commit_error(
-    topics: &Topics,
+    broker: &crate::broker::Broker,
     topic: &str,
     partition: i32,
     metadata: Option<&str>,
     max_metadata: usize,
-) -> Option<kafka_protocol::error::ResponseError> {
-    use kafka_protocol::error::ResponseError;
-    if topics
-        .get(topic)
-        .and_then(|t| t.partition(partition))
-        .is_none()
-    {
+) -> Option<ResponseError> {
+    if !broker.partition_exists(topic, partition) {
         Some(ResponseError::UnknownTopicOrPartition)
     } else if metadata.is_some_and(|m| m.len() > max_metadata) {
         Some(ResponseError::OffsetMetadataTooLarge)
@@ -179,9 +254,10 @@ pub(crate) fn offset_commit_error(
     }
 }
 
-/// Every group record in a partition of the offsets topic, in order.
-fn read_all(partition: &Partition) -> Result<Vec<Record>, BrokerError> {
-    Ok(crate::internal_log::read_all(partition, OFFSETS_TOPIC)?
+/// Every group record in a partition of the offsets topic, in order (up to the log end for a
+/// leader taking over, else up to the high watermark).
+fn read_all(partition: &Partition, to_log_end: bool) -> Result<Vec<Record>, BrokerError> {
+    Ok(crate::internal_log::read_all(partition, OFFSETS_TOPIC, to_log_end)?
         .into_iter()
         .filter_map(|(key, value)| Record::decode(&key, value.as_deref()))
         .collect())

@@ -50,6 +50,9 @@ pub fn handle(
             let described = DescribedGroup::default()
                 .with_group_id(id.clone())
                 .with_authorized_operations(i32::MIN);
+            if let Err(e) = broker.groups.check(id) {
+                return described.with_error_code(e.code());
+            }
             let Some(group) = coordinator.consumer_group(id) else {
                 return described
                     .with_error_code(ResponseError::GroupIdNotFound.code())

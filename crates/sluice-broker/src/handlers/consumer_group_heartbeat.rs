@@ -127,7 +127,10 @@ pub fn handle(
     let partitions_of = |name: &str| topics.get(name).map(|t| t.partition_count());
     let all_topics = || topics.list().iter().map(|t| t.name.to_string()).collect();
     let groups = &broker.groups;
-    let mut coordinator = groups.coordinator.lock();
+    let mut coordinator = match groups.lock_for(&request.group_id) {
+        Ok(c) => c,
+        Err(e) => return refuse(e, "this node does not coordinate the group"),
+    };
     let interval = coordinator.config.consumer.heartbeat_interval_ms;
     let reply =
         coordinator.consumer_heartbeat(heartbeat, &partitions_of, &all_topics, groups.now_ms());

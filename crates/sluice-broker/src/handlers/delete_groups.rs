@@ -3,35 +3,39 @@
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse, ResponseKind};
 
+use sluice_wire::Reply;
+
 use crate::broker::Broker;
+use crate::commit::committed;
 use crate::handlers::{Call, Versions};
 
 pub const VERSIONS: Versions = Versions::new(0, 2);
 
-pub fn handle(broker: &Broker, request: DeleteGroupsRequest, _call: &Call) -> ResponseKind {
+pub fn handle(broker: &Broker, request: DeleteGroupsRequest, _call: &Call) -> Reply {
     let groups = &broker.groups;
-    let mut coordinator = groups.coordinator.lock();
-    let results = request
-        .groups_names
-        .iter()
-        .map(|id| {
-            let error = match coordinator.delete_group(id) {
-                Ok(records) => match groups.write(&records) {
-                    Ok(_) => {
-                        let now = groups.now_ms();
-                        for r in &records {
-                            coordinator.apply(r, now);
-                        }
-                        0
-                    }
-                    Err(e) => e.code(),
-                },
-                Err(e) => e.code(),
+    let mut pending = Vec::new();
+    for id in &request.groups_names {
+        let written = groups.lock_for(id).and_then(|mut coordinator| {
+            let records = coordinator.delete_group(id)?;
+            groups.record(&mut coordinator, &records)
+        });
+        pending.push((id.clone(), written));
+    }
+    Reply::Later(Box::pin(async move {
+        let mut results = Vec::new();
+        for (id, written) in pending {
+            let outcome = match written {
+                Ok(waits) => committed(waits).await,
+                Err(e) => Err(e),
             };
-            DeletableGroupResult::default()
-                .with_group_id(id.clone())
-                .with_error_code(error)
-        })
-        .collect();
-    ResponseKind::DeleteGroups(DeleteGroupsResponse::default().with_results(results))
+            results.push(
+                DeletableGroupResult::default()
+                    .with_group_id(id)
+                    .with_error_code(outcome.err().map_or(0, |e| e.code())),
+            );
+        }
+        Some(ResponseKind::DeleteGroups(
+            DeleteGroupsResponse::default().with_results(results),
+        ))
+    }))
 }

@@ -18,6 +18,12 @@ pub fn handle(broker: &Broker, request: DescribeGroupsRequest, call: &Call) -> R
         .groups
         .iter()
         .map(|id| {
+            if let Err(e) = broker.groups.check(id) {
+                return DescribedGroup::default()
+                    .with_group_id(id.clone())
+                    .with_error_code(e.code())
+                    .with_authorized_operations(i32::MIN);
+            }
             if let Some(group) = coordinator.consumer_group(id) {
                 // A group of the new protocol (KIP-848), shown as Kafka shows it to
                 // DescribeGroups: protocol type "consumer", assignments in the consumer

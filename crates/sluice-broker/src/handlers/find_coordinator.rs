@@ -1,5 +1,6 @@
-//! FindCoordinator: this node coordinates every group (key type 0) and every transactional id
-//! (key type 1). Batched keys from v4 (KIP-699).
+//! FindCoordinator: where a group (key type 0) or a transactional id (key type 1) is
+//! coordinated. A single node coordinates everything; in a cluster a group's coordinator is
+//! the leader of its `__consumer_offsets` partition. Batched keys from v4 (KIP-699).
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
@@ -19,25 +20,31 @@ pub const VERSIONS: Versions = Versions::new(0, 6);
 
 pub fn handle(broker: &Broker, request: FindCoordinatorRequest, call: &Call) -> ResponseKind {
     let version = call.version;
-    let (node_id, host, port) = broker.coordinator_endpoint();
-    let answer = |key: &StrBytes| -> (i16, Option<StrBytes>) {
+    let answer = |key: &StrBytes| -> Result<(i32, String, i32), (i16, Option<StrBytes>)> {
         if request.key_type != KEY_GROUP && request.key_type != KEY_TRANSACTION {
-            (
+            Err((
                 ResponseError::InvalidRequest.code(),
                 Some(str_bytes("key type must be 0 (group) or 1 (transaction)")),
-            )
+            ))
         } else if key.is_empty() && request.key_type == KEY_GROUP {
-            (
+            Err((
                 ResponseError::InvalidGroupId.code(),
                 Some(str_bytes("empty group id")),
-            )
+            ))
         } else if key.is_empty() {
-            (
+            Err((
                 ResponseError::InvalidRequest.code(),
                 Some(str_bytes("empty transactional id")),
-            )
+            ))
+        } else if request.key_type == KEY_GROUP {
+            broker.group_coordinator(key).map_err(|e| {
+                (
+                    e.code(),
+                    Some(str_bytes("the group's coordinator is not available yet; retry")),
+                )
+            })
         } else {
-            (0, None)
+            Ok(broker.coordinator_endpoint())
         }
     };
     if version >= 4 {
@@ -45,34 +52,34 @@ pub fn handle(broker: &Broker, request: FindCoordinatorRequest, call: &Call) -> 
             .coordinator_keys
             .iter()
             .map(|key| {
-                let (error, message) = answer(key);
-                Coordinator::default()
-                    .with_key(key.clone())
-                    .with_node_id(BrokerId(if error == 0 { node_id } else { -1 }))
-                    .with_host(if error == 0 {
-                        str_bytes(&host)
-                    } else {
-                        StrBytes::default()
-                    })
-                    .with_port(if error == 0 { port } else { -1 })
-                    .with_error_code(error)
-                    .with_error_message(message)
+                let found = Coordinator::default().with_key(key.clone());
+                match answer(key) {
+                    Ok((node_id, host, port)) => found
+                        .with_node_id(BrokerId(node_id))
+                        .with_host(str_bytes(&host))
+                        .with_port(port),
+                    Err((error, message)) => found
+                        .with_node_id(BrokerId(-1))
+                        .with_port(-1)
+                        .with_error_code(error)
+                        .with_error_message(message),
+                }
             })
             .collect();
         return ResponseKind::FindCoordinator(
             FindCoordinatorResponse::default().with_coordinators(coordinators),
         );
     }
-    let (error, message) = answer(&request.key);
-    let response = FindCoordinatorResponse::default()
-        .with_error_code(error)
-        .with_error_message(message);
-    ResponseKind::FindCoordinator(if error == 0 {
-        response
+    let response = FindCoordinatorResponse::default();
+    ResponseKind::FindCoordinator(match answer(&request.key) {
+        Ok((node_id, host, port)) => response
             .with_node_id(BrokerId(node_id))
             .with_host(str_bytes(&host))
-            .with_port(port)
-    } else {
-        response.with_node_id(BrokerId(-1)).with_port(-1)
+            .with_port(port),
+        Err((error, message)) => response
+            .with_node_id(BrokerId(-1))
+            .with_port(-1)
+            .with_error_code(error)
+            .with_error_message(message),
     })
 }

@@ -9,13 +9,15 @@ pub const VERSIONS: Versions = Versions::new(0, 4);
 
 pub fn handle(broker: &Broker, request: HeartbeatRequest, _call: &Call) -> ResponseKind {
     let groups = &broker.groups;
-    let error = groups.coordinator.lock().heartbeat(
-        &request.group_id,
-        request.generation_id,
-        &request.member_id,
-        request.group_instance_id.as_deref(),
-        groups.now_ms(),
-    );
+    let error = groups.lock_for(&request.group_id).and_then(|mut c| {
+        c.heartbeat(
+            &request.group_id,
+            request.generation_id,
+            &request.member_id,
+            request.group_instance_id.as_deref(),
+            groups.now_ms(),
+        )
+    });
     ResponseKind::Heartbeat(
         HeartbeatResponse::default().with_error_code(error.err().map_or(0, |e| e.code())),
     )

@@ -1,6 +1,7 @@
 //! JoinGroup: the first step of a rebalance. Answered when the group's join phase completes
 //! (every member rejoined, or the rebalance timeout passed).
 
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse, ResponseKind};
 use sluice_wire::Reply;
@@ -9,7 +10,7 @@ use super::str_bytes;
 use crate::broker::Broker;
 use crate::group::coordinator::{JoinRequest, Reply as GroupReply};
 use crate::group::state::JoinResult;
-use crate::group::GroupService;
+use crate::commit::committed;
 use crate::handlers::{Call, Versions};
 
 pub const VERSIONS: Versions = Versions::new(0, 9);
@@ -37,50 +38,48 @@ pub fn handle(broker: &Broker, request: JoinGroupRequest, call: &Call) -> Reply 
             .collect(),
         require_known_member_id: version >= 4,
     };
-    let groups = &broker.groups;
-    let mut coordinator = groups.coordinator.lock();
-    let (reply, records) = coordinator.join(join, groups.now_ms());
-    let waits = if records.is_empty() {
-        Vec::new()
-    } else {
-        match groups.write(&records) {
-            Ok(w) => {
-                let now = groups.now_ms();
-                for r in &records {
-                    coordinator.apply(r, now);
-                }
-                w
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot write group state");
-                Vec::new()
-            }
-        }
+    let member_id = request.member_id.to_string();
+    let failed = move |error: ResponseError| JoinResult {
+        error: error.code(),
+        generation: -1,
+        protocol_type: String::new(),
+        protocol_name: None,
+        leader: String::new(),
+        member_id: member_id.clone(),
+        members: Vec::new(),
     };
-    drop(coordinator);
     let respond = move |r: JoinResult| ResponseKind::JoinGroup(response(r));
+    let groups = &broker.groups;
+    let mut coordinator = match groups.lock_for(&join.group_id) {
+        Ok(c) => c,
+        Err(e) => return Reply::Ready(Box::new(respond(failed(e)))),
+    };
+    let (reply, records) = coordinator.join(join, groups.now_ms());
+    let written = groups.record(&mut coordinator, &records);
+    drop(coordinator);
+    let waits = match written {
+        Ok(waits) => waits,
+        Err(e) => return Reply::Ready(Box::new(respond(failed(e)))),
+    };
     match reply {
         GroupReply::Now(r) if waits.is_empty() => Reply::Ready(Box::new(respond(r))),
         GroupReply::Now(r) => Reply::Later(Box::pin(async move {
-            GroupService::wait_durable(waits).await;
+            Some(respond(match committed(waits).await {
+                Ok(()) => r,
+                Err(e) => failed(e),
+            }))
+        })),
+        GroupReply::Later(rx) => Reply::Later(Box::pin(async move {
+            if let Err(e) = committed(waits).await {
+                return Some(respond(failed(e)));
+            }
+            // Let go without an answer: the group moved to another coordinator, or was
+            // removed.
+            let r = rx
+                .await
+                .unwrap_or_else(|_| failed(ResponseError::UnknownMemberId));
             Some(respond(r))
         })),
-        GroupReply::Later(rx) => {
-            let member_id = request.member_id.to_string();
-            Reply::Later(Box::pin(async move {
-                GroupService::wait_durable(waits).await;
-                let r = rx.await.unwrap_or_else(|_| JoinResult {
-                    error: kafka_protocol::error::ResponseError::UnknownMemberId.code(),
-                    generation: -1,
-                    protocol_type: String::new(),
-                    protocol_name: None,
-                    leader: String::new(),
-                    member_id,
-                    members: Vec::new(),
-                });
-                Some(respond(r))
-            }))
-        }
     }
 }
 

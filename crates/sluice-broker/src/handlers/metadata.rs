@@ -125,10 +125,8 @@ fn in_cluster(
                 .values()
                 .map(|t| describe_cluster_topic(state, t)),
         );
-        for t in broker.topics().list() {
-            if crate::topics::is_internal(&t.name) {
-                topics.push(describe_internal(replication, &t));
-            }
+        if let Some(t) = broker.topics().get(crate::txn::TXN_TOPIC) {
+            topics.push(describe_internal(replication, &t));
         }
     } else {
         for wanted in request.topics.into_iter().flatten() {
@@ -152,7 +150,7 @@ fn in_cluster(
                 );
                 continue;
             };
-            if crate::topics::is_internal(&name) {
+            if name.as_str() == crate::txn::TXN_TOPIC {
                 if let Some(t) = broker.topics().get(&name) {
                     topics.push(describe_internal(replication, &t));
                     continue;
@@ -209,6 +207,7 @@ fn describe_cluster_topic(state: &ClusterState, t: &TopicInfo) -> MetadataRespon
     MetadataResponseTopic::default()
         .with_name(Some(topic_name(&t.name)))
         .with_topic_id(t.id)
+        .with_is_internal(crate::topics::is_internal(&t.name))
         .with_topic_authorized_operations(OPERATIONS_UNSET)
         .with_partitions(
             t.partitions

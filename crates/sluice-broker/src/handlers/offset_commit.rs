@@ -11,7 +11,8 @@ use sluice_wire::Reply;
 
 use crate::broker::Broker;
 use crate::group::coordinator::{offset_record, Committed};
-use crate::group::{offset_commit_error, GroupService};
+use crate::commit;
+use crate::group::offset_commit_error;
 use crate::handlers::{Call, Versions};
 
 pub const VERSIONS: Versions = Versions::new(2, 9);
@@ -19,8 +20,16 @@ pub const VERSIONS: Versions = Versions::new(2, 9);
 pub fn handle(broker: &Broker, request: OffsetCommitRequest, _call: &Call) -> Reply {
     let groups = &broker.groups;
     let now = groups.now_ms();
-    let max_metadata = groups.coordinator.lock().config.max_metadata_bytes;
-    let mut coordinator = groups.coordinator.lock();
+    let mut coordinator = match groups.lock_for(&request.group_id) {
+        Ok(c) => c,
+        Err(e) => {
+            let topics = fail_all(every_partition(&request), e);
+            return Reply::Ready(Box::new(ResponseKind::OffsetCommit(
+                OffsetCommitResponse::default().with_topics(topics),
+            )));
+        }
+    };
+    let max_metadata = coordinator.config.max_metadata_bytes;
     let committed: Vec<(&str, i32)> = request
         .topics
         .iter()
@@ -50,7 +59,7 @@ pub fn handle(broker: &Broker, request: OffsetCommitRequest, _call: &Call) -> Re
                     let error = if let Err(e) = group_error {
                         Some(e)
                     } else if let Some(e) = offset_commit_error(
-                        broker.topics(),
+                        broker,
                         &t.name,
                         p.partition_index,
                         p.committed_metadata.as_deref(),
@@ -85,57 +94,67 @@ pub fn handle(broker: &Broker, request: OffsetCommitRequest, _call: &Call) -> Re
                 .with_partitions(partitions)
         })
         .collect();
-    let written = if records.is_empty() {
-        Ok(Vec::new())
-    } else {
-        groups.write(&records).inspect(|_| {
-            for r in &records {
-                coordinator.apply(r, now);
-            }
-        })
-    };
+    let written = groups.record(&mut coordinator, &records);
     drop(coordinator);
-    let fail_all = |topics: Vec<OffsetCommitResponseTopic>,
-                    error: ResponseError|
-     -> Vec<OffsetCommitResponseTopic> {
-        topics
-            .into_iter()
-            .map(|mut t| {
-                t.partitions = std::mem::take(&mut t.partitions)
-                    .into_iter()
-                    .map(|p| {
-                        if p.error_code == 0 {
-                            p.with_error_code(error.code())
-                        } else {
-                            p
-                        }
-                    })
-                    .collect();
-                t
-            })
-            .collect()
-    };
     match written {
         Ok(waits) if waits.is_empty() => Reply::Ready(Box::new(ResponseKind::OffsetCommit(
             OffsetCommitResponse::default().with_topics(topics),
         ))),
         Ok(waits) => Reply::Later(Box::pin(async move {
-            let durable = GroupService::wait_durable(waits).await;
-            let topics = if durable {
-                topics
-            } else {
-                fail_all(topics, ResponseError::KafkaStorageError)
+            let topics = match commit::committed(waits).await {
+                Ok(()) => topics,
+                Err(e) => fail_all(topics, e),
             };
             Some(ResponseKind::OffsetCommit(
                 OffsetCommitResponse::default().with_topics(topics),
             ))
         })),
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot write offsets");
-            Reply::Ready(Box::new(ResponseKind::OffsetCommit(
-                OffsetCommitResponse::default()
-                    .with_topics(fail_all(topics, ResponseError::KafkaStorageError)),
-            )))
-        }
+        Err(e) => Reply::Ready(Box::new(ResponseKind::OffsetCommit(
+            OffsetCommitResponse::default().with_topics(fail_all(topics, e)),
+        ))),
     }
+}
+
+/// Every partition of the request, without an error yet.
+fn every_partition(request: &OffsetCommitRequest) -> Vec<OffsetCommitResponseTopic> {
+    request
+        .topics
+        .iter()
+        .map(|t| {
+            OffsetCommitResponseTopic::default()
+                .with_name(t.name.clone())
+                .with_partitions(
+                    t.partitions
+                        .iter()
+                        .map(|p| {
+                            OffsetCommitResponsePartition::default()
+                                .with_partition_index(p.partition_index)
+                        })
+                        .collect(),
+                )
+        })
+        .collect()
+}
+
+/// The response with `error` on every partition that had none.
+fn fail_all(
+    topics: Vec<OffsetCommitResponseTopic>,
+    error: ResponseError,
+) -> Vec<OffsetCommitResponseTopic> {
+    topics
+        .into_iter()
+        .map(|mut t| {
+            t.partitions = std::mem::take(&mut t.partitions)
+                .into_iter()
+                .map(|p| {
+                    if p.error_code == 0 {
+                        p.with_error_code(error.code())
+                    } else {
+                        p
+                    }
+                })
+                .collect();
+            t
+        })
+        .collect()
 }

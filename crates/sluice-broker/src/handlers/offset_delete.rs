@@ -7,20 +7,29 @@ use kafka_protocol::messages::offset_delete_response::{
 };
 use kafka_protocol::messages::{OffsetDeleteRequest, OffsetDeleteResponse, ResponseKind};
 
+use sluice_wire::Reply;
+
 use crate::broker::Broker;
+use crate::commit::committed;
 use crate::group::records::{OffsetKey, Record};
 use crate::group::state::GroupState;
 use crate::handlers::{Call, Versions};
 
 pub const VERSIONS: Versions = Versions::new(0, 0);
 
-pub fn handle(broker: &Broker, request: OffsetDeleteRequest, _call: &Call) -> ResponseKind {
+pub fn handle(broker: &Broker, request: OffsetDeleteRequest, _call: &Call) -> Reply {
+    let top_only = |error: ResponseError| {
+        Reply::Ready(Box::new(ResponseKind::OffsetDelete(
+            OffsetDeleteResponse::default().with_error_code(error.code()),
+        )))
+    };
     let groups = &broker.groups;
-    let mut coordinator = groups.coordinator.lock();
+    let mut coordinator = match groups.lock_for(&request.group_id) {
+        Ok(c) => c,
+        Err(e) => return top_only(e),
+    };
     if coordinator.state_of(&request.group_id) == GroupState::Dead {
-        return ResponseKind::OffsetDelete(
-            OffsetDeleteResponse::default().with_error_code(ResponseError::GroupIdNotFound.code()),
-        );
+        return top_only(ResponseError::GroupIdNotFound);
     }
     let subscribed = coordinator.subscribed_topics(&request.group_id);
     let mut records = Vec::new();
@@ -34,7 +43,7 @@ pub fn handle(broker: &Broker, request: OffsetDeleteRequest, _call: &Call) -> Re
                 .map(|p| {
                     let error = if subscribed.iter().any(|s| s.as_str() == t.name.as_str()) {
                         Some(ResponseError::GroupSubscribedToTopic)
-                    } else if broker.topics().get(&t.name).is_none() {
+                    } else if !broker.partition_exists(&t.name, p.partition_index) {
                         Some(ResponseError::UnknownTopicOrPartition)
                     } else {
                         records.push(Record::OffsetTombstone(OffsetKey {
@@ -54,21 +63,17 @@ pub fn handle(broker: &Broker, request: OffsetDeleteRequest, _call: &Call) -> Re
                 .with_partitions(partitions)
         })
         .collect();
-    let mut top = 0;
-    if !records.is_empty() {
-        match groups.write(&records) {
-            Ok(_) => {
-                let now = groups.now_ms();
-                for r in &records {
-                    coordinator.apply(r, now);
-                }
-            }
-            Err(e) => top = e.code(),
-        }
-    }
-    ResponseKind::OffsetDelete(
-        OffsetDeleteResponse::default()
-            .with_error_code(top)
-            .with_topics(topics),
-    )
+    let written = groups.record(&mut coordinator, &records);
+    drop(coordinator);
+    let waits = match written {
+        Ok(waits) => waits,
+        Err(e) => return top_only(e),
+    };
+    Reply::Later(Box::pin(async move {
+        let response = match committed(waits).await {
+            Ok(()) => OffsetDeleteResponse::default().with_topics(topics),
+            Err(e) => OffsetDeleteResponse::default().with_error_code(e.code()),
+        };
+        Some(ResponseKind::OffsetDelete(response))
+    }))
 }

@@ -87,6 +87,11 @@ pub fn handle(broker: &Broker, request: OffsetFetchRequest, call: &Call) -> Resp
             .groups
             .iter()
             .map(|g| {
+                if let Err(e) = broker.groups.check(&g.group_id) {
+                    return OffsetFetchResponseGroup::default()
+                        .with_group_id(g.group_id.clone())
+                        .with_error_code(e.code());
+                }
                 let wanted = g.topics.as_ref().map(|ts| {
                     ts.iter()
                         .map(|t| (t.name.to_string(), t.partition_indexes.clone()))
@@ -117,6 +122,34 @@ pub fn handle(broker: &Broker, request: OffsetFetchRequest, call: &Call) -> Resp
             })
             .collect();
         return ResponseKind::OffsetFetch(OffsetFetchResponse::default().with_groups(groups));
+    }
+    if let Err(e) = broker.groups.check(&request.group_id) {
+        // v1 has no top-level error: every asked partition carries it.
+        let topics = request
+            .topics
+            .iter()
+            .flatten()
+            .map(|t| {
+                OffsetFetchResponseTopic::default()
+                    .with_name(t.name.clone())
+                    .with_partitions(
+                        t.partition_indexes
+                            .iter()
+                            .map(|&p| {
+                                OffsetFetchResponsePartition::default()
+                                    .with_partition_index(p)
+                                    .with_committed_offset(-1)
+                                    .with_error_code(e.code())
+                            })
+                            .collect(),
+                    )
+            })
+            .collect();
+        return ResponseKind::OffsetFetch(
+            OffsetFetchResponse::default()
+                .with_error_code(e.code())
+                .with_topics(topics),
+        );
     }
     let wanted = request.topics.as_ref().map(|ts| {
         ts.iter()

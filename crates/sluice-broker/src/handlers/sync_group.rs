@@ -1,5 +1,6 @@
 //! SyncGroup: the leader hands in the assignment; every member waits for its share.
 
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{ResponseKind, SyncGroupRequest, SyncGroupResponse};
 use sluice_wire::Reply;
 
@@ -7,15 +8,24 @@ use super::str_bytes;
 use crate::broker::Broker;
 use crate::group::coordinator::Reply as GroupReply;
 use crate::group::state::SyncResult;
-use crate::group::GroupService;
+use crate::commit::committed;
 use crate::handlers::{Call, Versions};
 
 pub const VERSIONS: Versions = Versions::new(0, 5);
 
 pub fn handle(broker: &Broker, request: SyncGroupRequest, call: &Call) -> Reply {
-    let version = call.version;
+    let respond = respond_with(call.version);
+    let failed = |error: ResponseError| SyncResult {
+        error: error.code(),
+        protocol_type: String::new(),
+        protocol_name: None,
+        assignment: Default::default(),
+    };
     let groups = &broker.groups;
-    let mut coordinator = groups.coordinator.lock();
+    let mut coordinator = match groups.lock_for(&request.group_id) {
+        Ok(c) => c,
+        Err(e) => return Reply::Ready(Box::new(respond(failed(e)))),
+    };
     let (reply, records) = coordinator.sync(
         &request.group_id,
         request.generation_id,
@@ -27,21 +37,34 @@ pub fn handle(broker: &Broker, request: SyncGroupRequest, call: &Call) -> Reply 
             .map(|a| (a.member_id.to_string(), a.assignment.clone()))
             .collect(),
     );
-    let waits = match groups.write(&records) {
-        Ok(w) => {
-            let now = groups.now_ms();
-            for r in &records {
-                coordinator.apply(r, now);
-            }
-            w
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot write group state");
-            Vec::new()
-        }
-    };
+    let written = groups.record(&mut coordinator, &records);
     drop(coordinator);
-    let respond = move |r: SyncResult| {
+    let waits = match written {
+        Ok(waits) => waits,
+        Err(e) => return Reply::Ready(Box::new(respond(failed(e)))),
+    };
+    match reply {
+        GroupReply::Now(r) if waits.is_empty() => Reply::Ready(Box::new(respond(r))),
+        GroupReply::Now(r) => Reply::Later(Box::pin(async move {
+            Some(respond(match committed(waits).await {
+                Ok(()) => r,
+                Err(e) => failed(e),
+            }))
+        })),
+        GroupReply::Later(rx) => Reply::Later(Box::pin(async move {
+            if let Err(e) = committed(waits).await {
+                return Some(respond(failed(e)));
+            }
+            let r = rx
+                .await
+                .unwrap_or_else(|_| failed(ResponseError::RebalanceInProgress));
+            Some(respond(r))
+        })),
+    }
+}
+
+fn respond_with(version: i16) -> impl Fn(SyncResult) -> ResponseKind + Copy {
+    move |r: SyncResult| {
         let mut response = SyncGroupResponse::default()
             .with_error_code(r.error)
             .with_assignment(r.assignment);
@@ -53,22 +76,5 @@ pub fn handle(broker: &Broker, request: SyncGroupRequest, call: &Call) -> Reply 
                 .with_protocol_name(r.protocol_name.map(|n| str_bytes(&n)));
         }
         ResponseKind::SyncGroup(response)
-    };
-    match reply {
-        GroupReply::Now(r) if waits.is_empty() => Reply::Ready(Box::new(respond(r))),
-        GroupReply::Now(r) => Reply::Later(Box::pin(async move {
-            GroupService::wait_durable(waits).await;
-            Some(respond(r))
-        })),
-        GroupReply::Later(rx) => Reply::Later(Box::pin(async move {
-            GroupService::wait_durable(waits).await;
-            let r = rx.await.unwrap_or(SyncResult {
-                error: kafka_protocol::error::ResponseError::RebalanceInProgress.code(),
-                protocol_type: String::new(),
-                protocol_name: None,
-                assignment: Default::default(),
-            });
-            Some(respond(r))
-        })),
     }
 }

@@ -26,7 +26,7 @@ pub fn handle(broker: &Broker, request: TxnOffsetCommitRequest, call: &Call) -> 
     for t in &request.topics {
         for p in &t.partitions {
             let error = offset_commit_error(
-                broker.topics(),
+                broker,
                 &t.name,
                 p.partition_index,
                 p.committed_metadata.as_deref(),

@@ -8,11 +8,12 @@
 //!   leader partitions   ◀── followers' fetches: their positions move the high watermark;
 //!                            tick: lagging followers leave the ISR (AlterPartition)
 //! ```
-//! Internal topics (`__consumer_offsets`, `__transaction_state`) are not replicated yet: they
-//! stay local to each node, and the group and transaction coordinators run on one node (the
-//! live node with the lowest id). Moving them onto replicated partitions is the next step.
+//! `__consumer_offsets` is a cluster topic: the leader of a group's partition coordinates the
+//! group ([`coordinators`]). `__transaction_state` is not replicated yet: it stays local, and
+//! the transaction coordinator runs on one node (the live node with the lowest id).
 
 mod admin;
+mod coordinators;
 mod fetcher;
 pub mod leader_fetch;
 mod reconcile;
@@ -110,7 +111,7 @@ impl Broker {
         shutdown: CancellationToken,
     ) -> Result<(), BrokerError> {
         for topic in self.topics.list() {
-            if crate::topics::is_internal(&topic.name) {
+            if topic.name.as_ref() == crate::txn::TXN_TOPIC {
                 continue;
             }
             for p in topic.partitions() {

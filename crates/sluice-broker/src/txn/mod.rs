@@ -29,7 +29,6 @@ use sluice_log::{validate_produce, Clock, LogError, Marker, Offset};
 use crate::broker::Broker;
 use crate::error::BrokerError;
 use crate::group::coordinator::{offset_record, Committed};
-use crate::group::GroupService;
 use crate::partition::Partition;
 use crate::topics::{Topic, Topics};
 use coordinator::{completed, Coordinator};
@@ -80,7 +79,7 @@ impl TxnService {
         let topic = crate::internal_log::ensure_topic(topics, TXN_TOPIC, partitions)?;
         let mut coordinator = Coordinator::new(max_timeout_ms, expiration_ms);
         for partition in topic.partitions() {
-            for (key, value) in crate::internal_log::read_all(&partition, TXN_TOPIC)? {
+            for (key, value) in crate::internal_log::read_all(&partition, TXN_TOPIC, false)? {
                 let Ok(id) = String::from_utf8(key) else {
                     continue;
                 };
@@ -199,13 +198,9 @@ impl Drop for FinishClaim {
     }
 }
 
-/// Waits for durability; `CoordinatorNotAvailable` if a log failed.
+/// Waits until the writes are committed (see [`crate::commit::committed`]).
 pub async fn durable(waits: Vec<(Arc<Partition>, Offset)>) -> Result<(), ResponseError> {
-    if GroupService::wait_durable(waits).await {
-        Ok(())
-    } else {
-        Err(ResponseError::CoordinatorNotAvailable)
-    }
+    crate::commit::committed(waits).await
 }
 
 impl Broker {
@@ -274,14 +269,7 @@ impl Broker {
                 .collect();
             let waits = {
                 let mut groups = self.groups.coordinator.lock();
-                let waits = self.groups.write(&records).map_err(|e| {
-                    tracing::error!(error = %e, "cannot write transactional offsets");
-                    ResponseError::CoordinatorNotAvailable
-                })?;
-                for r in &records {
-                    groups.apply(r, now);
-                }
-                waits
+                self.groups.record(&mut groups, &records)?
             };
             durable(waits).await?;
         }

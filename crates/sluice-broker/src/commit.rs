@@ -1,0 +1,46 @@
+//! Waiting for a coordinator's writes to be committed: on a single node that is durable (the
+//! internal topics fsync every write), in a cluster it is the high watermark passing them (a
+//! quorum of replicas holds them). Every coordinator write goes through [`committed`], and a
+//! write that is not committed answers an error, never success.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_protocol::error::ResponseError;
+use sluice_log::Offset;
+
+use crate::error::BrokerError;
+use crate::partition::Partition;
+
+/// How long a coordinator write may take to commit (Kafka's `offsets.commit.timeout.ms`).
+pub const COMMIT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The writes to wait for: (partition, the offset after the last record written).
+pub type Waits = Vec<(Arc<Partition>, Offset)>;
+
+/// Waits until every write is committed. A leadership change answers `NOT_COORDINATOR` (the
+/// client finds the new coordinator); a failed log or a timeout `COORDINATOR_NOT_AVAILABLE`.
+pub async fn committed(waits: Waits) -> Result<(), ResponseError> {
+    for (partition, end) in waits {
+        match tokio::time::timeout(COMMIT_TIMEOUT, partition.wait_committed(end)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(coordinator_error(&e)),
+            Err(_) => {
+                tracing::warn!(?partition, end = end.0, "a coordinator write was not committed in time");
+                return Err(ResponseError::CoordinatorNotAvailable);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The error a coordinator answers for a write that failed.
+pub fn coordinator_error(e: &BrokerError) -> ResponseError {
+    match e {
+        BrokerError::NotLeader(_) => ResponseError::NotCoordinator,
+        other => {
+            tracing::warn!(error = %other, "a coordinator write failed");
+            ResponseError::CoordinatorNotAvailable
+        }
+    }
+}

@@ -1,0 +1,143 @@
+"""Consumer groups on a 3-node cluster: `__consumer_offsets` is replicated like any topic and a
+group's coordinator is the leader of the group's offsets partition. Killing that node moves the
+coordinator with the leadership; the group's members find the new one by themselves and no
+committed offset is lost or moves backwards. Each test is bounded; the timeout mark is the hard
+stop for a hung one."""
+
+import time
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from conftest import wait_until
+
+from .checker import History
+from .harness import CLIENT_DEFAULTS
+from .workload import ConsumerWorkload, ProducerWorkload, drain_and_check, produce_records
+
+pytestmark = pytest.mark.timeout(150)
+
+OFFSETS = "__consumer_offsets"
+
+
+def java_partition_for(group, partitions):
+    """Kafka's `abs(group.hashCode()) % partitions` (Java's String.hashCode over UTF-16 units)."""
+    h = 0
+    units = group.encode("utf-16-be")
+    for i in range(0, len(units), 2):
+        h = (h * 31 + int.from_bytes(units[i:i + 2], "big")) & 0xFFFFFFFF
+    return (h & 0x7FFFFFFF) % partitions
+
+
+def coordinator_of(c, group):
+    """(offsets partition, its leader) for `group`, once the offsets topic exists and is led."""
+    md = wait_until(lambda: c.metadata(OFFSETS).topics.get(OFFSETS), 30, f"{OFFSETS} in Metadata")
+    partition = java_partition_for(group, len(md.partitions))
+    return partition, c.wait_for_leader(OFFSETS, partition)
+
+
+def committed_offsets(bootstrap, group, topic, partitions, timeout=20):
+    """The group's committed offsets as a fresh client reads them (OffsetFetch)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                         **CLIENT_DEFAULTS})
+    try:
+        got = consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=timeout)
+        return {tp.partition: tp.offset for tp in got}
+    finally:
+        consumer.close()
+
+
+def last_commits(history, group, topic):
+    """The newest offset the group's commits acknowledged, per partition."""
+    with history.lock:
+        out = {}
+        for cm in history.commits:
+            if cm.group == group and cm.topic == topic:
+                out[cm.partition] = max(out.get(cm.partition, -1), cm.offset)
+        return out
+
+
+def commits_since(history, group, since):
+    with history.lock:
+        return sum(1 for cm in history.commits if cm.group == group and cm.start >= since)
+
+
+def test_the_offsets_topic_is_replicated_and_marked_internal(cluster):
+    c = cluster(3)
+    c.create_topic("plain", 1, replication_factor=3)
+    history = History()
+    produce_records(c.bootstrap, "plain", history, 10)
+    consumer = Consumer({"bootstrap.servers": c.bootstrap, "group.id": "g-meta", "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", **CLIENT_DEFAULTS})
+    try:
+        consumer.assign([TopicPartition("plain", 0, 5)])
+        consumer.commit(offsets=[TopicPartition("plain", 0, 5)], asynchronous=False)
+    finally:
+        consumer.close()
+    partition, _ = coordinator_of(c, "g-meta")
+    isr = c.wait_for_isr(OFFSETS, partition)
+    assert isr == [1, 2, 3], f"{OFFSETS}/{partition} should be on every node, ISR {isr}"
+    for node in c.ids:
+        p = c.partition(OFFSETS, partition, via=node)
+        assert p is not None and sorted(p.replicas) == [1, 2, 3], f"node {node} sees {p}"
+    assert committed_offsets(c.bootstrap, "g-meta", "plain", [0]) == {0: 5}
+
+
+def test_killing_the_group_coordinator_loses_no_committed_offset(cluster):
+    c = cluster(3)
+    topic, group = "grp-kill", "g-kill"
+    c.create_topic(topic, 3, replication_factor=3)
+    history = History()
+    producer = ProducerWorkload(c.bootstrap, topic, history, rate_per_s=200, duration_s=40.0).start()
+    consumer = ConsumerWorkload(c.bootstrap, topic, group, history, duration_s=90.0).start()
+    try:
+        wait_until(lambda: commits_since(history, group, 0) >= 5, 30, "the group's first commits")
+        partition, coordinator = coordinator_of(c, group)
+        before = last_commits(history, group, topic)
+        killed_at = time.monotonic()
+        c.kill(coordinator)
+        new = c.wait_for_leader(OFFSETS, partition, not_node=coordinator, timeout=20)
+        assert new != coordinator
+        # The member finds the new coordinator by itself and goes on committing.
+        wait_until(lambda: commits_since(history, group, killed_at) >= 5, 40,
+                   f"commits after the coordinator (node {coordinator}) was killed; "
+                   f"client errors {consumer.client_errors[-5:]}")
+        producer.finish()
+        assert producer.fatal is None, producer.fatal
+        # Everything the producer wrote gets consumed and committed.
+        ends = {}
+        with history.lock:
+            for s in history.sends:
+                if s.status == "ok" and s.partition is not None:
+                    ends[s.partition] = max(ends.get(s.partition, 0), s.offset + 1)
+        wait_until(lambda: all(last_commits(history, group, topic).get(p, -1) >= e for p, e in ends.items()),
+                   40, f"the group to commit up to {ends}")
+    finally:
+        producer.abort()
+        consumer.finish()
+    after = last_commits(history, group, topic)
+    for p, offset in before.items():
+        assert after.get(p, -1) >= offset, f"partition {p}: committed {offset} before the kill, {after.get(p)} after"
+    # A new client reads exactly what the group committed last, from the new coordinator.
+    fetched = committed_offsets(c.bootstrap, group, topic, sorted(after))
+    assert fetched == after, f"OffsetFetch {fetched} != last acknowledged commits {after}"
+    result = drain_and_check(c, topic, history, "group-coordinator-kill")
+    assert result.valid, str(result)
+
+
+def test_committed_offsets_survive_every_node_killed_at_once(cluster):
+    c = cluster(3)
+    topic, group = "grp-all", "g-all"
+    c.create_topic(topic, 2, replication_factor=3)
+    history = History()
+    produce_records(c.bootstrap, topic, history, 40)
+    wanted = {0: 7, 1: 11}
+    consumer = Consumer({"bootstrap.servers": c.bootstrap, "group.id": group, "enable.auto.commit": False,
+                         **CLIENT_DEFAULTS})
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in wanted.items()], asynchronous=False)
+    finally:
+        consumer.close()
+    c.restart_all()
+    coordinator_of(c, group)
+    assert committed_offsets(c.bootstrap, group, topic, sorted(wanted)) == wanted
