@@ -3,7 +3,7 @@ where test_failover.py bounds the worst of three kills): SIGKILL its leader N ti
 the node and waiting for a full ISR in between, and time each kill until the first acks=all write
 produced after it is acknowledged. Every write is recorded and checked at the end.
 
-    scripts/cluster-failover-time [--kills 10] [--nodes 3|5] [--keep]
+    scripts/cluster-failover-time [--kills 10] [--nodes 3|5] [--session-timeout-ms MS] [--keep]
 """
 
 import argparse
@@ -24,13 +24,17 @@ def main(argv=None):
     ap.add_argument("--kills", type=int, default=10)
     ap.add_argument("--nodes", type=int, default=3, choices=(3, 5))
     ap.add_argument("--keep", action="store_true", help="keep the data directories")
+    ap.add_argument("--session-timeout-ms", type=int, default=None,
+                    help="the nodes' cluster_session_timeout_ms (default: theirs)")
     args = ap.parse_args(argv)
     why = cluster_cli_missing()
     if why:
         print(why, file=sys.stderr)
         return 2
     base = tempfile.mkdtemp(prefix="sluice-failover-")
-    c = Cluster(args.nodes, base)
+    env = {} if args.session_timeout_ms is None else \
+        {"SLUICE_CLUSTER_SESSION_TIMEOUT_MS": str(args.session_timeout_ms)}
+    c = Cluster(args.nodes, base, env=env)
     try:
         c.start()
         c.create_topic(TOPIC, 1, replication_factor=3)

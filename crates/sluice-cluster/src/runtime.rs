@@ -196,6 +196,20 @@ impl ClusterNode {
         }
     }
 
+    /// The metadata leader's read index (confirmed with a quorum, so a deposed leader cannot
+    /// answer it): once this node has applied up to it, its metadata holds everything the
+    /// cluster had committed when it asked. A restarted node waits for this before it acts on
+    /// its metadata, which may otherwise be an old state replayed from its own log.
+    pub async fn read_index(&self) -> Result<u64, ProposeError> {
+        if self.metadata.is_leader() {
+            return self.metadata.read_index_here().await;
+        }
+        match self.metadata.call_leader(&InternalRequest::ReadIndex).await? {
+            InternalResponse::ReadIndex(r) => r,
+            _ => Err(ProposeError::Unreachable("unexpected response".into())),
+        }
+    }
+
     async fn ask_here(
         &self,
         request: ControllerRequest,

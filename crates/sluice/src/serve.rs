@@ -106,7 +106,10 @@ async fn join_cluster(
             rack: settings.rack.clone(),
         },
         metadata,
-        controller: Default::default(),
+        controller: sluice_cluster::controller::ControllerConfig {
+            session_timeout_ms: settings.cluster_session_timeout_ms,
+            ..Default::default()
+        },
         heartbeat_interval: Duration::from_millis(100),
         tick_interval: Duration::from_millis(100),
     };

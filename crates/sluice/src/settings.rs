@@ -43,6 +43,10 @@ pub struct Settings {
     /// This node's rack: replicas of a partition go to distinct racks when nodes have one
     #[arg(long, env = "SLUICE_RACK")]
     pub rack: Option<String>,
+    /// In a cluster: a node whose heartbeats stop for this long is fenced and its partitions
+    /// get new leaders (Kafka's `broker.session.timeout.ms`) [default: 1000]
+    #[arg(long, env = "SLUICE_CLUSTER_SESSION_TIMEOUT_MS")]
+    pub cluster_session_timeout_ms: Option<i64>,
     /// Create unknown topics on Metadata and Produce requests [default: true]
     #[arg(long, env = "SLUICE_AUTO_CREATE_TOPICS", action = clap::ArgAction::Set)]
     pub auto_create_topics: Option<bool>,
@@ -128,6 +132,7 @@ pub struct Resolved {
     /// `--cluster`: the voters by node id, each with its internal listener.
     pub cluster: Option<std::collections::BTreeMap<i32, String>>,
     pub rack: Option<String>,
+    pub cluster_session_timeout_ms: i64,
 }
 
 /// A cluster's id, the same on every node: derived from its voters (22 URL-safe base64
@@ -194,6 +199,7 @@ impl Settings {
             node_id,
             cluster,
             rack,
+            cluster_session_timeout_ms,
             auto_create_topics,
             num_partitions,
             log_segment_bytes,
@@ -378,6 +384,14 @@ impl Settings {
             log_level: self.log_level.unwrap_or_else(|| "info".into()),
             cluster,
             rack: self.rack.filter(|r| !r.is_empty()),
+            cluster_session_timeout_ms: match self.cluster_session_timeout_ms {
+                // Heartbeats go every 100 ms: a shorter session would fence healthy nodes.
+                Some(ms) if !(300..=60_000).contains(&ms) => {
+                    bail!("cluster_session_timeout_ms must be between 300 and 60000, not {ms}")
+                }
+                Some(ms) => ms,
+                None => 1_000,
+            },
         })
     }
 }

@@ -62,13 +62,30 @@ impl Replication {
         self.me
     }
 
-    /// Whether this node's metadata is current: a metadata leader is known and everything in
-    /// the local metadata log is applied.
-    fn caught_up(&self) -> bool {
-        let metrics = self.node.metadata().raft().metrics();
-        let m = metrics.borrow();
-        let applied = m.last_applied.map(|l| l.index);
-        m.current_leader.is_some() && applied >= m.last_log_index
+    /// Waits until this node's metadata is current: it has applied the metadata leader's read
+    /// index (everything committed when it asked). Its own log alone is not enough: after a
+    /// restart it holds an old state until the leader's newer entries arrive.
+    async fn catch_up(&self, stop: &CancellationToken) {
+        let index = loop {
+            let asked = tokio::time::timeout(Duration::from_secs(2), self.node.read_index());
+            tokio::select! {
+                () = stop.cancelled() => return,
+                answer = asked => match answer {
+                    Ok(Ok(index)) => break index,
+                    Ok(Err(e)) => tracing::debug!(error = %e, "no metadata read index yet"),
+                    Err(_) => tracing::debug!("the metadata read index did not come in time"),
+                },
+            }
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(Duration::from_millis(50)) => {}
+            }
+        };
+        let mut metrics = self.node.metadata().raft().metrics();
+        tokio::select! {
+            () = stop.cancelled() => {}
+            _ = metrics.wait_for(|m| m.last_applied.is_some_and(|l| l.index >= index)) => {}
+        }
     }
 
     /// The applied cluster metadata, now.
@@ -136,13 +153,10 @@ impl Broker {
         tokio::spawn(async move {
             // A restarted node replays its metadata log from the start: an old state could
             // name it leader of a partition it no longer leads. Nothing is applied to the
-            // replicas until this node has applied everything its log holds and knows a
-            // metadata leader.
-            while !gate.caught_up() {
-                tokio::select! {
-                    () = stop.cancelled() => return,
-                    () = tokio::time::sleep(Duration::from_millis(20)) => {}
-                }
+            // replicas until this node has applied the metadata leader's read index.
+            gate.catch_up(&stop).await;
+            if stop.is_cancelled() {
+                return;
             }
             tracing::info!("metadata caught up; following it");
             loop {

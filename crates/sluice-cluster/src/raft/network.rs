@@ -41,6 +41,9 @@ pub enum InternalRequest {
     },
     /// A request for the controller (topic administration, ISR changes, producer ids).
     Controller(crate::requests::ControllerRequest),
+    /// The metadata leader's read index: the log index a node must have applied to have seen
+    /// everything committed before it asked.
+    ReadIndex,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -52,6 +55,7 @@ pub enum InternalResponse {
     /// To Register and Heartbeat: whether the node is registered and unfenced now.
     Registered(Result<bool, ProposeError>),
     Controller(Result<crate::requests::ControllerReply, crate::requests::ControllerError>),
+    ReadIndex(Result<u64, ProposeError>),
 }
 
 /// Why a proposal did not commit.

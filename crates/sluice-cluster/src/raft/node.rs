@@ -226,6 +226,18 @@ impl MetadataNode {
     }
 }
 
+impl MetadataNode {
+    /// This leader's read index, confirmed with a quorum (a deposed leader fails here).
+    pub async fn read_index_here(&self) -> Result<u64, ProposeError> {
+        let read = self
+            .raft
+            .ensure_linearizable()
+            .await
+            .map_err(|e| ProposeError::Raft(e.to_string()))?;
+        Ok(read.map_or(0, |log_id| log_id.index))
+    }
+}
+
 impl InternalHandler for MetadataNode {
     async fn handle(&self, request: InternalRequest) -> InternalResponse {
         match request {
@@ -248,6 +260,7 @@ impl InternalHandler for MetadataNode {
             InternalRequest::Controller(_) => InternalResponse::Controller(Err(
                 ProposeError::Raft("no controller runs here".into()).into(),
             )),
+            InternalRequest::ReadIndex => InternalResponse::ReadIndex(self.read_index_here().await),
         }
     }
 }
