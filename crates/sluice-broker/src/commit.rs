@@ -26,7 +26,11 @@ pub async fn committed(waits: Waits) -> Result<(), ResponseError> {
             Ok(Ok(())) => {}
             Ok(Err(e)) => return Err(coordinator_error(&e)),
             Err(_) => {
-                tracing::warn!(?partition, end = end.0, "a coordinator write was not committed in time");
+                tracing::warn!(
+                    ?partition,
+                    end = end.0,
+                    "a coordinator write was not committed in time"
+                );
                 return Err(ResponseError::CoordinatorNotAvailable);
             }
         }

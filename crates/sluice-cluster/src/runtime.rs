@@ -204,7 +204,11 @@ impl ClusterNode {
         if self.metadata.is_leader() {
             return self.metadata.read_index_here().await;
         }
-        match self.metadata.call_leader(&InternalRequest::ReadIndex).await? {
+        match self
+            .metadata
+            .call_leader(&InternalRequest::ReadIndex)
+            .await?
+        {
             InternalResponse::ReadIndex(r) => r,
             _ => Err(ProposeError::Unreachable("unexpected response".into())),
         }

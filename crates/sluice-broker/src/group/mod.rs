@@ -134,7 +134,12 @@ impl GroupService {
             coordinator.apply(record, now);
         }
         self.shards.insert(index, epoch);
-        tracing::info!(partition = index, epoch, records = records.len(), "coordinating the groups of an offsets partition");
+        tracing::info!(
+            partition = index,
+            epoch,
+            records = records.len(),
+            "coordinating the groups of an offsets partition"
+        );
         Ok(())
     }
 
@@ -148,7 +153,10 @@ impl GroupService {
             .as_ref()
             .map_or(1, |t| t.partition_count());
         coordinator.unload(|group| partition_for(group, count) == index);
-        tracing::info!(partition = index, "no longer coordinating an offsets partition");
+        tracing::info!(
+            partition = index,
+            "no longer coordinating an offsets partition"
+        );
     }
 
     pub fn now_ms(&self) -> i64 {
@@ -257,10 +265,12 @@ pub(crate) fn offset_commit_error(
 /// Every group record in a partition of the offsets topic, in order (up to the log end for a
 /// leader taking over, else up to the high watermark).
 fn read_all(partition: &Partition, to_log_end: bool) -> Result<Vec<Record>, BrokerError> {
-    Ok(crate::internal_log::read_all(partition, OFFSETS_TOPIC, to_log_end)?
-        .into_iter()
-        .filter_map(|(key, value)| Record::decode(&key, value.as_deref()))
-        .collect())
+    Ok(
+        crate::internal_log::read_all(partition, OFFSETS_TOPIC, to_log_end)?
+            .into_iter()
+            .filter_map(|(key, value)| Record::decode(&key, value.as_deref()))
+            .collect(),
+    )
 }
 
 #[cfg(test)]

@@ -40,7 +40,9 @@ pub fn handle(broker: &Broker, request: FindCoordinatorRequest, call: &Call) -> 
             broker.group_coordinator(key).map_err(|e| {
                 (
                     e.code(),
-                    Some(str_bytes("the group's coordinator is not available yet; retry")),
+                    Some(str_bytes(
+                        "the group's coordinator is not available yet; retry",
+                    )),
                 )
             })
         } else {

@@ -8,9 +8,9 @@ use sluice_wire::Reply;
 
 use super::str_bytes;
 use crate::broker::Broker;
+use crate::commit::committed;
 use crate::group::coordinator::{JoinRequest, Reply as GroupReply};
 use crate::group::state::JoinResult;
-use crate::commit::committed;
 use crate::handlers::{Call, Versions};
 
 pub const VERSIONS: Versions = Versions::new(0, 9);

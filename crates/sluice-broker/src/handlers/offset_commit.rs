@@ -10,8 +10,8 @@ use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse, Respon
 use sluice_wire::Reply;
 
 use crate::broker::Broker;
-use crate::group::coordinator::{offset_record, Committed};
 use crate::commit;
+use crate::group::coordinator::{offset_record, Committed};
 use crate::group::offset_commit_error;
 use crate::handlers::{Call, Versions};
 

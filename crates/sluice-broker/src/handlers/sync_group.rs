@@ -6,9 +6,9 @@ use sluice_wire::Reply;
 
 use super::str_bytes;
 use crate::broker::Broker;
+use crate::commit::committed;
 use crate::group::coordinator::Reply as GroupReply;
 use crate::group::state::SyncResult;
-use crate::commit::committed;
 use crate::handlers::{Call, Versions};
 
 pub const VERSIONS: Versions = Versions::new(0, 5);

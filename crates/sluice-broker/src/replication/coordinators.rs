@@ -102,7 +102,11 @@ impl Broker {
                 .await;
             match created {
                 Ok(_) | Err(BrokerError::TopicExists(_)) => {
-                    tracing::info!(partitions, replication_factor = rf, "created {OFFSETS_TOPIC}")
+                    tracing::info!(
+                        partitions,
+                        replication_factor = rf,
+                        "created {OFFSETS_TOPIC}"
+                    )
                 }
                 Err(e) => tracing::warn!(error = %e, "cannot create {OFFSETS_TOPIC} yet"),
             }
