@@ -141,3 +141,21 @@ def test_committed_offsets_survive_every_node_killed_at_once(cluster):
     c.restart_all()
     coordinator_of(c, group)
     assert committed_offsets(c.bootstrap, group, topic, sorted(wanted)) == wanted
+
+
+def test_asking_for_the_offsets_topic_creates_it_as_the_offsets_topic_and_it_cannot_grow(cluster):
+    from confluent_kafka.admin import AdminClient, NewPartitions
+
+    c = cluster(3)
+    # A Metadata request naming it (auto-creation allowed) makes the offsets topic with its own
+    # partition count (offsets_topic_partitions, 16), not a client topic's default (1).
+    md = wait_until(lambda: c.metadata(OFFSETS).topics.get(OFFSETS) if
+                    c.metadata(OFFSETS).topics.get(OFFSETS).error is None else None, 30, f"{OFFSETS} created")
+    assert len(md.partitions) == 16, f"{OFFSETS} has {len(md.partitions)} partitions"
+    admin = AdminClient({"bootstrap.servers": c.bootstrap, **CLIENT_DEFAULTS})
+    future = admin.create_partitions([NewPartitions(OFFSETS, 20)])[OFFSETS]
+    with pytest.raises(Exception) as refused:
+        future.result(15)
+    assert "INVALID_PARTITIONS" in str(refused.value) or "cannot get more partitions" in str(refused.value), \
+        str(refused.value)
+    assert len(c.metadata(OFFSETS).topics[OFFSETS].partitions) == 16

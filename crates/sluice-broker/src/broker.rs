@@ -178,6 +178,11 @@ impl Broker {
         let Some(replication) = self.replication.get().cloned() else {
             return;
         };
+        if name == crate::group::OFFSETS_TOPIC {
+            // Made as the offsets topic (compacted, fsynced), never with a client's defaults.
+            self.ensure_offsets_topic();
+            return;
+        }
         let name = name.to_string();
         let partitions = self.config.num_partitions;
         tokio::spawn(async move {

@@ -21,6 +21,13 @@ pub fn handle(broker: &Broker, request: CreatePartitionsRequest, _call: &Call) -
                     Err(BrokerError::InvalidReplicaAssignment(
                         "manual replica assignments are not supported in a cluster yet".into(),
                     ))
+                } else if crate::topics::is_internal(&topic.name) {
+                    // More partitions would move every group (or transactional id) to another
+                    // partition, away from its state.
+                    Err(BrokerError::InvalidPartitions(format!(
+                        "internal topic '{}' cannot get more partitions",
+                        topic.name.as_str()
+                    )))
                 } else {
                     replication
                         .add_partitions(&topic.name, topic.count, request.validate_only)

@@ -84,6 +84,16 @@ impl Broker {
             .ok_or(ResponseError::CoordinatorNotAvailable)
     }
 
+    /// Asks the controller, in the background, for the offsets topic unless it exists.
+    pub(crate) fn ensure_offsets_topic(&self) {
+        if let Some(replication) = self.replication.get() {
+            let applied = replication.state();
+            if offsets_topic(&applied.state).is_none() {
+                self.create_offsets_topic(&applied.state);
+            }
+        }
+    }
+
     /// Asks the controller, in the background, for the offsets topic: compacted, fsynced on
     /// every write, kept forever, on three replicas (or every node of a smaller cluster).
     fn create_offsets_topic(&self, state: &ClusterState) {
