@@ -7,12 +7,10 @@ produced after it is acknowledged. Every write is recorded and checked at the en
 """
 
 import argparse
-import shutil
 import sys
-import tempfile
 
 from .checker import History
-from .harness import Cluster, cluster_cli_missing
+from .harness import cluster_cli_missing, scratch_cluster
 from .workload import drain_and_check, failover_times, summarize
 
 PROG = "scripts/cluster-failover-time"
@@ -31,11 +29,9 @@ def main(argv=None):
     if why:
         print(why, file=sys.stderr)
         return 2
-    base = tempfile.mkdtemp(prefix="sluice-failover-")
     env = {} if args.session_timeout_ms is None else \
         {"SLUICE_CLUSTER_SESSION_TIMEOUT_MS": str(args.session_timeout_ms)}
-    c = Cluster(args.nodes, base, env=env)
-    try:
+    with scratch_cluster(args.nodes, "sluice-failover-", args.keep, env) as c:
         c.start()
         c.create_topic(TOPIC, 1, replication_factor=3)
         history = History()
@@ -47,12 +43,6 @@ def main(argv=None):
         result = drain_and_check(c, TOPIC, history, "failover-time")
         print(result)
         return 0 if result.valid else 1
-    finally:
-        c.kill_all()
-        if args.keep:
-            print(f"data directories kept under {base}; node logs in tests/artifacts/cluster-*.log")
-        else:
-            shutil.rmtree(base, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -10,12 +10,14 @@ Who leads a partition is what the Kafka Metadata API says (as clients see it), a
 that is running and not paused. Every wait has a deadline (conftest.wait_until).
 """
 
+import contextlib
 import random
 import re
 import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -314,6 +316,23 @@ class Cluster:
         futures[name].result(timeout)
         wait_until(lambda: len(self.partitions_of(name)) == partitions, timeout, f"{name} in Metadata")
         self.wait_in_sync(name, timeout)
+
+
+@contextlib.contextmanager
+def scratch_cluster(n, prefix, keep=False, env=None):
+    """For the scripts outside pytest: a not yet started Cluster of `n` nodes in a fresh
+    temporary directory; every node is SIGKILLed at the end and the directory removed unless
+    `keep`."""
+    base = tempfile.mkdtemp(prefix=prefix)
+    c = Cluster(n, base, env=env)
+    try:
+        yield c
+    finally:
+        c.kill_all()
+        if keep:
+            print(f"data directories kept under {base}; node logs in tests/artifacts/cluster-*.log")
+        else:
+            shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture

@@ -16,13 +16,11 @@ tests/artifacts/history-soak-<seed>.json beside the node logs.
 
 import argparse
 import random
-import shutil
 import sys
-import tempfile
 import time
 
 from .checker import OK, READ_COMMITTED, READ_UNCOMMITTED, History, Read
-from .harness import Cluster, cluster_cli_missing
+from .harness import cluster_cli_missing, scratch_cluster
 from .workload import ConsumerWorkload, ProducerWorkload, drain_and_check
 
 PROG = "scripts/cluster-soak"
@@ -189,16 +187,8 @@ def main(argv=None):
     if args.seed is None:
         args.seed = random.randrange(1 << 32)
     print(f"seed {args.seed}: {args.nodes} nodes, {args.seconds:.0f}s, {args.rate:.0f} records/s", flush=True)
-    base = tempfile.mkdtemp(prefix="sluice-soak-")
-    c = Cluster(args.nodes, base)
-    try:
+    with scratch_cluster(args.nodes, "sluice-soak-", args.keep) as c:
         return 0 if Soak(c, random.Random(args.seed), args).run() else 1
-    finally:
-        c.kill_all()
-        if args.keep:
-            print(f"data directories kept under {base}; node logs in tests/artifacts/cluster-*.log")
-        else:
-            shutil.rmtree(base, ignore_errors=True)
 
 
 if __name__ == "__main__":

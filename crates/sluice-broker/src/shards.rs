@@ -27,10 +27,6 @@ impl Shards {
         }
     }
 
-    pub fn is_clustered(&self) -> bool {
-        self.loaded.is_some()
-    }
-
     /// The coordinator epoch of `partition` if this node coordinates it; `NOT_COORDINATOR`
     /// otherwise (the client looks the coordinator up again).
     pub fn epoch(&self, partition: i32) -> Result<i32, ResponseError> {

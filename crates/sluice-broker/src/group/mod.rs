@@ -197,7 +197,7 @@ impl GroupService {
     /// Appends `records` to the offsets topic (one batch per partition) and returns, per
     /// partition, the end offset to wait for. Called with the coordinator locked, so that the
     /// log's order is the order the coordinator applied them in.
-    pub fn write(&self, records: &[Record]) -> Result<Waits, BrokerError> {
+    fn write(&self, records: &[Record]) -> Result<Waits, BrokerError> {
         let mut by_partition: Vec<(Arc<Partition>, Vec<&Record>)> = Vec::new();
         for r in records {
             let p = self.partition(r.group())?;
@@ -241,6 +241,37 @@ impl GroupService {
         if let Err(e) = self.record(&mut coordinator, &records) {
             tracing::warn!(error = ?e, "cannot write group changes");
         }
+    }
+}
+
+/// The answer to a JoinGroup or SyncGroup: once the group's writes are committed, the
+/// coordinator's reply (now, or when the phase completes); `failed(error)` if the writes were
+/// refused or not committed, `failed(let_go)` if the coordinator let the member go unanswered
+/// (the group moved to another coordinator, or was removed).
+pub(crate) fn answer_when_committed<T: Send + 'static>(
+    written: Result<Waits, ResponseError>,
+    reply: coordinator::Reply<T>,
+    failed: impl Fn(ResponseError) -> T + Send + 'static,
+    let_go: ResponseError,
+    respond: impl Fn(T) -> kafka_protocol::messages::ResponseKind + Send + 'static,
+) -> sluice_wire::Reply {
+    use sluice_wire::Reply;
+    let waits = match written {
+        Ok(waits) => waits,
+        Err(e) => return Reply::Ready(Box::new(respond(failed(e)))),
+    };
+    match reply {
+        coordinator::Reply::Now(r) if waits.is_empty() => Reply::Ready(Box::new(respond(r))),
+        reply => Reply::Later(Box::pin(async move {
+            if let Err(e) = crate::commit::committed(waits).await {
+                return Some(respond(failed(e)));
+            }
+            let r = match reply {
+                coordinator::Reply::Now(r) => r,
+                coordinator::Reply::Later(rx) => rx.await.unwrap_or_else(|_| failed(let_go)),
+            };
+            Some(respond(r))
+        })),
     }
 }
 

@@ -8,8 +8,8 @@ use sluice_wire::Reply;
 
 use super::str_bytes;
 use crate::broker::Broker;
-use crate::commit::committed;
-use crate::group::coordinator::{JoinRequest, Reply as GroupReply};
+use crate::group::answer_when_committed;
+use crate::group::coordinator::JoinRequest;
 use crate::group::state::JoinResult;
 use crate::handlers::{Call, Versions};
 
@@ -57,30 +57,13 @@ pub fn handle(broker: &Broker, request: JoinGroupRequest, call: &Call) -> Reply 
     let (reply, records) = coordinator.join(join, groups.now_ms());
     let written = groups.record(&mut coordinator, &records);
     drop(coordinator);
-    let waits = match written {
-        Ok(waits) => waits,
-        Err(e) => return Reply::Ready(Box::new(respond(failed(e)))),
-    };
-    match reply {
-        GroupReply::Now(r) if waits.is_empty() => Reply::Ready(Box::new(respond(r))),
-        GroupReply::Now(r) => Reply::Later(Box::pin(async move {
-            Some(respond(match committed(waits).await {
-                Ok(()) => r,
-                Err(e) => failed(e),
-            }))
-        })),
-        GroupReply::Later(rx) => Reply::Later(Box::pin(async move {
-            if let Err(e) = committed(waits).await {
-                return Some(respond(failed(e)));
-            }
-            // Let go without an answer: the group moved to another coordinator, or was
-            // removed.
-            let r = rx
-                .await
-                .unwrap_or_else(|_| failed(ResponseError::UnknownMemberId));
-            Some(respond(r))
-        })),
-    }
+    answer_when_committed(
+        written,
+        reply,
+        failed,
+        ResponseError::UnknownMemberId,
+        respond,
+    )
 }
 
 fn response(r: JoinResult) -> JoinGroupResponse {

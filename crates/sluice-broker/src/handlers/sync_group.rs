@@ -6,8 +6,7 @@ use sluice_wire::Reply;
 
 use super::str_bytes;
 use crate::broker::Broker;
-use crate::commit::committed;
-use crate::group::coordinator::Reply as GroupReply;
+use crate::group::answer_when_committed;
 use crate::group::state::SyncResult;
 use crate::handlers::{Call, Versions};
 
@@ -39,28 +38,13 @@ pub fn handle(broker: &Broker, request: SyncGroupRequest, call: &Call) -> Reply 
     );
     let written = groups.record(&mut coordinator, &records);
     drop(coordinator);
-    let waits = match written {
-        Ok(waits) => waits,
-        Err(e) => return Reply::Ready(Box::new(respond(failed(e)))),
-    };
-    match reply {
-        GroupReply::Now(r) if waits.is_empty() => Reply::Ready(Box::new(respond(r))),
-        GroupReply::Now(r) => Reply::Later(Box::pin(async move {
-            Some(respond(match committed(waits).await {
-                Ok(()) => r,
-                Err(e) => failed(e),
-            }))
-        })),
-        GroupReply::Later(rx) => Reply::Later(Box::pin(async move {
-            if let Err(e) = committed(waits).await {
-                return Some(respond(failed(e)));
-            }
-            let r = rx
-                .await
-                .unwrap_or_else(|_| failed(ResponseError::RebalanceInProgress));
-            Some(respond(r))
-        })),
-    }
+    answer_when_committed(
+        written,
+        reply,
+        failed,
+        ResponseError::RebalanceInProgress,
+        respond,
+    )
 }
 
 fn respond_with(version: i16) -> impl Fn(SyncResult) -> ResponseKind + Copy {

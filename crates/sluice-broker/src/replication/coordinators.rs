@@ -3,7 +3,7 @@
 //! topic like any other (replicated, its writes committed by a quorum), created by the
 //! controller the first time a client looks for a group's coordinator.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 
 use kafka_protocol::error::ResponseError;
 use sluice_cluster::metadata::{ClusterState, TopicInfo};
@@ -12,9 +12,6 @@ use sluice_cluster::NodeId;
 use crate::broker::Broker;
 use crate::error::BrokerError;
 use crate::group::{partition_for, OFFSETS_TOPIC};
-
-/// At most one creation request for the offsets topic in flight per node.
-static CREATING: AtomicBool = AtomicBool::new(false);
 
 /// The offsets topic in `state`, if the cluster created it.
 fn offsets_topic(state: &ClusterState) -> Option<&TopicInfo> {
@@ -100,7 +97,7 @@ impl Broker {
         let Some(replication) = self.replication.get().cloned() else {
             return;
         };
-        if CREATING.swap(true, Ordering::AcqRel) {
+        if replication.creating_offsets.swap(true, Ordering::AcqRel) {
             return;
         }
         let rf = state.nodes.len().clamp(1, 3) as i32;
@@ -120,7 +117,7 @@ impl Broker {
                 }
                 Err(e) => tracing::warn!(error = %e, "cannot create {OFFSETS_TOPIC} yet"),
             }
-            CREATING.store(false, Ordering::Release);
+            replication.creating_offsets.store(false, Ordering::Release);
         });
     }
 }

@@ -44,6 +44,8 @@ pub struct Replication {
     me: NodeId,
     /// The fetcher task per leader node this node follows.
     fetchers: Mutex<HashMap<NodeId, tokio::task::JoinHandle<()>>>,
+    /// A request to create `__consumer_offsets` is in flight (at most one at a time).
+    creating_offsets: std::sync::atomic::AtomicBool,
     shutdown: CancellationToken,
 }
 
@@ -105,8 +107,9 @@ impl Replication {
         })
     }
 
-    /// The node that runs the group and transaction coordinators: the live node with the
-    /// lowest id (internal topics are not replicated yet).
+    /// The node that runs the transaction coordinator: the live node with the lowest id
+    /// (`__transaction_state` is not replicated yet; group coordinators follow
+    /// `__consumer_offsets` leadership instead).
     pub fn coordinator_node(&self) -> NodeId {
         let applied = self.state();
         applied
@@ -141,6 +144,7 @@ impl Broker {
             me: node.id(),
             node,
             fetchers: Mutex::new(HashMap::new()),
+            creating_offsets: Default::default(),
             shutdown: shutdown.clone(),
         });
         self.replication
@@ -223,7 +227,8 @@ impl Broker {
         }
     }
 
-    /// Where the group and transaction coordinators run: (id, host, port).
+    /// Where the transaction coordinator runs (on a single node, every group's too): (id,
+    /// host, port).
     pub fn coordinator_endpoint(&self) -> (i32, String, i32) {
         if let Some(r) = self.replication.get() {
             let node = r.coordinator_node();
