@@ -40,6 +40,10 @@ pub fn handle(broker: &Broker, request: ListOffsetsRequest, call: &Call) -> Resp
                         return response
                             .with_error_code(ResponseError::UnknownTopicOrPartition.code());
                     };
+                    // Only a leader answers (a follower's ends may be behind).
+                    if !partition.progress().leading {
+                        return response.with_error_code(ResponseError::NotLeaderOrFollower.code());
+                    }
                     let epoch = partition.leader_epoch().0;
                     if p.current_leader_epoch >= 0 && p.current_leader_epoch != epoch {
                         let error = if p.current_leader_epoch < epoch {

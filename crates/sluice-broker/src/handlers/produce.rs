@@ -28,8 +28,16 @@ enum Wait {
 }
 
 impl Wait {
-    /// Waits, for at most `timeout`; the error to answer if it did not happen.
-    async fn outcome(self, timeout: Duration) -> Result<(), (ResponseError, String)> {
+    /// Waits, for at most `timeout`; the error to answer if it did not happen. In a cluster,
+    /// `lease` is this node's controller session: a commit is answered only while it holds,
+    /// checked when the answer goes out, not only when the request came in — a leader paused
+    /// past its session may, on waking, see its high watermark move from its followers'
+    /// stale fetches before it learns it was replaced.
+    async fn outcome(
+        self,
+        timeout: Duration,
+        lease: Option<&sluice_cluster::runtime::ClusterNode>,
+    ) -> Result<(), (ResponseError, String)> {
         match self {
             Wait::Durable(partition, end) => {
                 match tokio::time::timeout(timeout, partition.wait_durable(end)).await {
@@ -43,6 +51,12 @@ impl Wait {
             }
             Wait::Committed(partition, end) => {
                 match tokio::time::timeout(timeout, partition.wait_committed(end)).await {
+                    Ok(Ok(())) if lease.is_some_and(|l| !l.holds_session()) => Err((
+                        ResponseError::NotLeaderOrFollower,
+                        "this node lost touch with the cluster's controller before the write \
+                         was committed"
+                            .into(),
+                    )),
                     Ok(Ok(())) => Ok(()),
                     Ok(Err(e)) => Err((e.response_error(), e.to_string())),
                     Err(_) => Err((
@@ -191,6 +205,7 @@ pub fn handle(broker: &Broker, request: ProduceRequest, call: &Call) -> Reply {
         )));
     }
     let timeout = Duration::from_millis(u64::try_from(request.timeout_ms).unwrap_or(0).max(1));
+    let lease = broker.replication().map(|r| Arc::clone(r.node()));
     Reply::Later(Box::pin(async move {
         let mut answered = Vec::with_capacity(topics.len());
         for (name, id, partitions) in topics {
@@ -201,7 +216,7 @@ pub fn handle(broker: &Broker, request: ProduceRequest, call: &Call) -> Reply {
             } in partitions
             {
                 if let Some(wait) = wait_for {
-                    if let Err((error, message)) = wait.outcome(timeout).await {
+                    if let Err((error, message)) = wait.outcome(timeout, lease.as_deref()).await {
                         response = failed(response.index, error, message).response;
                     }
                 }

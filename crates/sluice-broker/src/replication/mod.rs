@@ -46,6 +46,10 @@ pub struct Replication {
     fetchers: Mutex<HashMap<NodeId, tokio::task::JoinHandle<()>>>,
     /// A request to create `__consumer_offsets` is in flight (at most one at a time).
     creating_offsets: std::sync::atomic::AtomicBool,
+    /// This node has caught up with the metadata and follows it.
+    following: std::sync::atomic::AtomicBool,
+    /// Whether the controller session held at the last tick.
+    had_session: std::sync::atomic::AtomicBool,
     shutdown: CancellationToken,
 }
 
@@ -145,6 +149,8 @@ impl Broker {
             node,
             fetchers: Mutex::new(HashMap::new()),
             creating_offsets: Default::default(),
+            following: Default::default(),
+            had_session: Default::default(),
             shutdown: shutdown.clone(),
         });
         self.replication
@@ -162,6 +168,8 @@ impl Broker {
             if stop.is_cancelled() {
                 return;
             }
+            gate.following
+                .store(true, std::sync::atomic::Ordering::Release);
             tracing::info!("metadata caught up; following it");
             loop {
                 let state = Arc::clone(&applied.borrow_and_update());
@@ -249,6 +257,7 @@ impl Broker {
         let Some(replication) = self.replication.get() else {
             return;
         };
+        self.follow_session(replication);
         let now = self.clock.now_ms();
         for topic in self.topics.list() {
             for p in topic.partitions() {
@@ -273,6 +282,33 @@ impl Broker {
                 Ok(other) => tracing::warn!(?other, "unexpected answer to a producer id request"),
                 Err(e) => tracing::debug!(error = %e, "no producer ids yet"),
             }
+        }
+    }
+
+    /// A node whose controller session lapsed (paused, cut off) may have been replaced: it
+    /// steps down from every partition it leads, so that waiting writes fail, ListOffsets is
+    /// refused and clients look for the new leader. Once the session holds again, the
+    /// metadata decides anew what it leads.
+    fn follow_session(self: &Arc<Self>, replication: &Replication) {
+        use std::sync::atomic::Ordering;
+        let holds = replication.node.holds_session();
+        let had = replication.had_session.swap(holds, Ordering::AcqRel);
+        if had && !holds {
+            // `__transaction_state` is still local to each node: not the cluster's to lead.
+            let cluster_topics = self.topics.list();
+            let cluster_topics = cluster_topics
+                .iter()
+                .filter(|t| t.name.as_ref() != crate::txn::TXN_TOPIC);
+            for topic in cluster_topics {
+                for p in topic.partitions() {
+                    if p.progress().leading {
+                        p.follow(None, sluice_cluster::LeaderEpoch(p.leader_epoch().0));
+                    }
+                }
+            }
+            tracing::warn!("controller session lapsed: stepped down from every partition led here");
+        } else if !had && holds && replication.following.load(Ordering::Acquire) {
+            self.reconcile(&replication.state().state);
         }
     }
 
