@@ -65,13 +65,21 @@ impl Broker {
                 Arc::clone(&clock),
             )?
         };
-        let txns = crate::txn::TxnService::open(
-            &topics,
-            config.transaction_state_partitions,
-            config.transaction_max_timeout_ms,
-            config.transactional_id_expiration_ms,
-            Arc::clone(&clock),
-        )?;
+        let txns = if config.clustered {
+            crate::txn::TxnService::clustered(
+                config.transaction_max_timeout_ms,
+                config.transactional_id_expiration_ms,
+                Arc::clone(&clock),
+            )
+        } else {
+            crate::txn::TxnService::open(
+                &topics,
+                config.transaction_state_partitions,
+                config.transaction_max_timeout_ms,
+                config.transactional_id_expiration_ms,
+                Arc::clone(&clock),
+            )?
+        };
         let broker = Arc::new_cyclic(|me| Broker {
             groups,
             txns,
@@ -87,7 +95,11 @@ impl Broker {
             api_table: handlers::api_table(),
             me: me.clone(),
         });
-        broker.heal_transactions();
+        if !broker.config.clustered {
+            // In a cluster, markers are committed before a transaction completes, and a
+            // coordinator taking over finishes what its partition's log left half-done.
+            broker.heal_transactions();
+        }
         Ok(broker)
     }
 
@@ -178,9 +190,9 @@ impl Broker {
         let Some(replication) = self.replication.get().cloned() else {
             return;
         };
-        if name == crate::group::OFFSETS_TOPIC {
-            // Made as the offsets topic (compacted, fsynced), never with a client's defaults.
-            self.ensure_offsets_topic();
+        if crate::replication::is_coordinator_topic(name) {
+            // Made as an internal topic (compacted, fsynced), never with a client's defaults.
+            self.ensure_coordinator_topic(name);
             return;
         }
         let name = name.to_string();

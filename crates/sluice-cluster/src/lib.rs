@@ -14,6 +14,7 @@
 pub mod controller;
 pub mod ids;
 pub mod metadata;
+pub mod peer;
 pub mod placement;
 pub mod raft;
 pub mod replica;

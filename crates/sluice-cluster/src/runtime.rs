@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 use crate::controller::{Controller, ControllerConfig};
 use crate::ids::NodeId;
 use crate::metadata::{ClusterState, MetadataRecord, NodeRegistration};
+use crate::peer::{PeerError, PeerHandler, Peers};
 use crate::raft::network::{
     self, InternalHandler, InternalRequest, InternalResponse, ProposeError,
 };
@@ -46,6 +47,7 @@ pub struct ClusterNode {
     clock: Arc<dyn Clock>,
     /// When the controller last confirmed this node registered and unfenced (ms).
     confirmed_live_ms: std::sync::atomic::AtomicI64,
+    peers: Peers,
 }
 
 impl std::fmt::Debug for ClusterNode {
@@ -71,6 +73,7 @@ impl ClusterNode {
             controller: tokio::sync::Mutex::new(None),
             clock,
             confirmed_live_ms: std::sync::atomic::AtomicI64::new(i64::MIN),
+            peers: Peers::default(),
         });
         tokio::spawn(network::serve(
             listener,
@@ -124,6 +127,28 @@ impl ClusterNode {
             .confirmed_live_ms
             .load(std::sync::atomic::Ordering::Acquire);
         self.clock.now_ms().saturating_sub(last) <= self.controller_config.session_timeout_ms
+    }
+
+    /// Installs what answers the brokers' calls that arrive at this node.
+    pub fn set_peer_handler(&self, handler: PeerHandler) {
+        self.peers.set_handler(handler);
+    }
+
+    /// Sends a broker's call to `node`'s internal listener and waits for its answer.
+    pub async fn call_peer(
+        &self,
+        node: NodeId,
+        body: String,
+        timeout: Duration,
+    ) -> Result<String, PeerError> {
+        let addr = self
+            .state()
+            .state
+            .nodes
+            .get(&node)
+            .map(|n| n.registration.internal_addr.clone())
+            .ok_or(PeerError::UnknownNode(node))?;
+        self.peers.call(node, &addr, body, timeout).await
     }
 
     pub fn metadata(&self) -> &Arc<MetadataNode> {
@@ -338,6 +363,7 @@ impl InternalHandler for ClusterNode {
             InternalRequest::Controller(request) => {
                 InternalResponse::Controller(self.ask_here(request).await)
             }
+            InternalRequest::Peer(body) => InternalResponse::Peer(self.peers.answer(body).await),
             other => self.metadata.handle(other).await,
         }
     }

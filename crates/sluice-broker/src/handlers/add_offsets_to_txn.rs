@@ -1,6 +1,7 @@
 //! AddOffsetsToTxn: the transaction will commit offsets of a consumer group
-//! (`send_offsets_to_transaction`). Not waited on for durability: the offsets are committed
-//! only through the transaction's fsynced `Prepare*` state, which carries them.
+//! (`send_offsets_to_transaction`). On a single node not waited on for durability: the offsets
+//! are committed only through the transaction's fsynced `Prepare*` state, which carries them.
+//! In a cluster answered once committed, so that a new coordinator knows of it.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, ResponseKind};
@@ -25,21 +26,31 @@ pub fn handle(broker: &Broker, request: AddOffsetsToTxnRequest, _call: &Call) ->
         )));
     }
     let now = broker.txns.now_ms();
-    let waits = {
-        let mut coordinator = broker.txns.coordinator.lock();
-        match coordinator.add_offsets(
-            &request.transactional_id,
-            request.producer_id.0,
-            request.producer_epoch,
-            &request.group_id,
-            now,
-        ) {
-            Ok(None) => Ok(Vec::new()),
-            Ok(Some(meta)) => broker.txns.put(&mut coordinator, meta),
-            Err(e) => Err(e),
+    let waits =
+        broker.txns.lock_for(&request.transactional_id).and_then(
+            |mut coordinator| match coordinator.add_offsets(
+                &request.transactional_id,
+                request.producer_id.0,
+                request.producer_epoch,
+                &request.group_id,
+                now,
+            ) {
+                Ok(None) => Ok(Vec::new()),
+                Ok(Some(meta)) => broker.txns.put(&mut coordinator, meta),
+                Err(e) => Err(e),
+            },
+        );
+    match waits {
+        // In a cluster a failover must not take the addition back: answered once committed.
+        Ok(waits) if broker.config().clustered && !waits.is_empty() => {
+            Reply::Later(Box::pin(async move {
+                answer(crate::txn::durable(waits).await.err())
+            }))
         }
-    };
-    Reply::Ready(Box::new(answer(waits.err()).unwrap_or_else(|| {
-        ResponseKind::AddOffsetsToTxn(Default::default())
-    })))
+        outcome => {
+            Reply::Ready(Box::new(answer(outcome.err()).unwrap_or_else(|| {
+                ResponseKind::AddOffsetsToTxn(Default::default())
+            })))
+        }
+    }
 }

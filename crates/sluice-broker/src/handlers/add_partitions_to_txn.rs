@@ -60,14 +60,8 @@ fn add(
         sluice_log::Offset,
     )>,
 ) {
-    let unknown = |name: &TopicName, p: i32| {
-        broker
-            .topics()
-            .get(name)
-            .and_then(|t| t.partition(p))
-            .is_none()
-            || name.starts_with("__")
-    };
+    let unknown =
+        |name: &TopicName, p: i32| !broker.partition_exists(name, p) || name.starts_with("__");
     if topics
         .iter()
         .any(|t| t.partitions.iter().any(|&p| unknown(&t.name, p)))
@@ -87,7 +81,10 @@ fn add(
         .flat_map(|t| t.partitions.iter().map(|&p| (t.name.to_string(), p)))
         .collect();
     let now = broker.txns.now_ms();
-    let mut coordinator = broker.txns.coordinator.lock();
+    let mut coordinator = match broker.txns.lock_for(id) {
+        Ok(c) => c,
+        Err(e) => return (results(topics, |_, _| Some(e)), Vec::new()),
+    };
     if verify_only {
         let meta = coordinator.get(id).filter(|m| m.producer_id == producer_id);
         let r = results(topics, |n, p| match meta {

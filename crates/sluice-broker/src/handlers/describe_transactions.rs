@@ -20,6 +20,13 @@ pub fn handle(broker: &Broker, request: DescribeTransactionsRequest, _call: &Cal
         .iter()
         .map(|id| {
             let base = TransactionState::default().with_transactional_id(id.clone());
+            if let Err(e) = broker.txns.check(id) {
+                return base
+                    .with_error_code(e.code())
+                    .with_producer_id(ProducerId(-1))
+                    .with_producer_epoch(-1)
+                    .with_transaction_start_time_ms(-1);
+            }
             let Some(m) = coordinator.get(id) else {
                 return base
                     .with_error_code(ResponseError::TransactionalIdNotFound.code())

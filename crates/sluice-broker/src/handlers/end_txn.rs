@@ -36,34 +36,36 @@ pub fn handle(broker: &Broker, request: EndTxnRequest, call: &Call) -> Reply {
             .next()
             .map_err(|_| ResponseError::CoordinatorNotAvailable)
     };
-    let step = {
-        let mut coordinator = broker.txns.coordinator.lock();
-        coordinator
-            .end(
-                &request.transactional_id,
-                (request.producer_id.0, request.producer_epoch),
-                request.committed,
-                version >= 5,
-                &mut alloc,
-                now,
-            )
-            .and_then(|end| match end {
-                End::Done {
-                    producer_id,
-                    producer_epoch,
-                } => Ok((None, Vec::new(), (producer_id, producer_epoch))),
-                End::Write(meta) => {
-                    let ids = (meta.producer_id, meta.producer_epoch);
-                    Ok((None, broker.txns.put(&mut coordinator, meta)?, ids))
-                }
-                End::Finish(prepare) => {
-                    let ids = (prepare.producer_id, prepare.producer_epoch);
-                    let (waits, claim) =
-                        broker.txns.put_prepare(&mut coordinator, prepare.clone())?;
-                    Ok((Some((prepare, claim)), waits, ids))
-                }
-            })
-    };
+    let step = broker
+        .txns
+        .lock_for(&request.transactional_id)
+        .and_then(|mut coordinator| {
+            coordinator
+                .end(
+                    &request.transactional_id,
+                    (request.producer_id.0, request.producer_epoch),
+                    request.committed,
+                    version >= 5,
+                    &mut alloc,
+                    now,
+                )
+                .and_then(|end| match end {
+                    End::Done {
+                        producer_id,
+                        producer_epoch,
+                    } => Ok((None, Vec::new(), (producer_id, producer_epoch))),
+                    End::Write(meta) => {
+                        let ids = (meta.producer_id, meta.producer_epoch);
+                        Ok((None, broker.txns.put(&mut coordinator, meta)?, ids))
+                    }
+                    End::Finish(prepare) => {
+                        let ids = (prepare.producer_id, prepare.producer_epoch);
+                        let (waits, claim) =
+                            broker.txns.put_prepare(&mut coordinator, prepare.clone())?;
+                        Ok((Some((prepare, claim)), waits, ids))
+                    }
+                })
+        });
     let (prepare, waits, ids) = match step {
         Ok(s) => s,
         Err(e) => {

@@ -46,7 +46,14 @@ pub fn handle(broker: &Broker, request: FindCoordinatorRequest, call: &Call) -> 
                 )
             })
         } else {
-            Ok(broker.coordinator_endpoint())
+            broker.txn_coordinator(key).map_err(|e| {
+                (
+                    e.code(),
+                    Some(str_bytes(
+                        "the transaction coordinator is not available yet; retry",
+                    )),
+                )
+            })
         }
     };
     if version >= 4 {

@@ -52,7 +52,10 @@ pub fn handle(broker: &Broker, request: InitProducerIdRequest, _call: &Call) -> 
             .map_err(|_| ResponseError::CoordinatorNotAvailable)
     };
     let (outcome, waits, claim) = {
-        let mut coordinator = broker.txns.coordinator.lock();
+        let mut coordinator = match broker.txns.lock_for(&id) {
+            Ok(c) => c,
+            Err(e) => return Reply::Ready(Box::new(answer(e))),
+        };
         let outcome = match coordinator.init(
             &id,
             request.transaction_timeout_ms,

@@ -102,8 +102,8 @@ fn describe(broker: &Broker, topic: &Arc<Topic>) -> MetadataResponseTopic {
         )
 }
 
-/// In a cluster: everything from the applied metadata, the same on every node. Internal
-/// topics are still local and listed as led by the coordinator node.
+/// In a cluster: everything from the applied metadata (internal topics included), the same on
+/// every node.
 fn in_cluster(
     broker: &Broker,
     replication: &Arc<Replication>,
@@ -125,9 +125,6 @@ fn in_cluster(
                 .values()
                 .map(|t| describe_cluster_topic(state, t)),
         );
-        if let Some(t) = broker.topics().get(crate::txn::TXN_TOPIC) {
-            topics.push(describe_internal(replication, &t));
-        }
     } else {
         for wanted in request.topics.into_iter().flatten() {
             let found = match &wanted.name {
@@ -150,12 +147,6 @@ fn in_cluster(
                 );
                 continue;
             };
-            if name.as_str() == crate::txn::TXN_TOPIC {
-                if let Some(t) = broker.topics().get(&name) {
-                    topics.push(describe_internal(replication, &t));
-                    continue;
-                }
-            }
             let error = match crate::topics::validate_topic_name(&name) {
                 Err(e) => e.response_error(),
                 Ok(()) if allow_auto_create && broker.config().auto_create_topics => {
@@ -227,26 +218,6 @@ fn describe_cluster_topic(state: &ClusterState, t: &TopicInfo) -> MetadataRespon
                         .with_replica_nodes(ids(p.replicas.iter().copied()))
                         .with_isr_nodes(ids(p.isr.iter().copied()))
                         .with_offline_replicas(ids(offline))
-                })
-                .collect(),
-        )
-}
-
-fn describe_internal(replication: &Replication, topic: &Arc<Topic>) -> MetadataResponseTopic {
-    let node = BrokerId(replication.coordinator_node().0);
-    MetadataResponseTopic::default()
-        .with_name(Some(topic_name(&topic.name)))
-        .with_topic_id(topic.id)
-        .with_is_internal(true)
-        .with_topic_authorized_operations(OPERATIONS_UNSET)
-        .with_partitions(
-            (0..topic.partition_count())
-                .map(|i| {
-                    MetadataResponsePartition::default()
-                        .with_partition_index(i)
-                        .with_leader_id(node)
-                        .with_replica_nodes(vec![node])
-                        .with_isr_nodes(vec![node])
                 })
                 .collect(),
         )

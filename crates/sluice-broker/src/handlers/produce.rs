@@ -166,6 +166,7 @@ pub fn handle(broker: &Broker, request: ProduceRequest, call: &Call) -> Reply {
                     data.records.as_deref().unwrap_or_default(),
                     version,
                     acks,
+                    request.transactional_id.as_ref().map(|s| s.as_str()),
                 )
             })
             .collect();
@@ -234,6 +235,7 @@ fn append(
     records: &[u8],
     version: i16,
     acks: i16,
+    transactional_id: Option<&str>,
 ) -> Pending {
     let index = partition.index;
     let config = partition.config();
@@ -251,6 +253,7 @@ fn append(
             // KIP-890: the coordinator must know this partition is in the producer's open
             // transaction (Produce v12+ adds it, as transactions version 2 does).
             if let Err((error, message)) = broker.verify_txn_write(
+                transactional_id,
                 h.producer_id,
                 h.producer_epoch,
                 &partition.topic,

@@ -1,5 +1,6 @@
 //! TxnOffsetCommit: offsets a transaction commits for a consumer group, applied to the group
-//! only if the transaction commits. The group must be in the transaction (AddOffsetsToTxn),
+//! only if the transaction commits. The group's coordinator (this node) checks the member; the
+//! transaction's coordinator keeps the offsets until the transaction ends. The group must be in the transaction (AddOffsetsToTxn),
 //! except with v5+ (KIP-890), which adds it. From v3 the consumer's generation and member id
 //! are checked against the group, so a zombie consumer cannot commit.
 
@@ -61,36 +62,68 @@ pub fn handle(broker: &Broker, request: TxnOffsetCommitRequest, call: &Call) -> 
                     .map(move |p| (t.name.as_str(), p.partition_index))
             })
             .collect();
-        broker.groups.coordinator.lock().check_commit(
-            &request.group_id,
-            request.generation_id,
-            &request.member_id,
-            request.group_instance_id.as_deref(),
-            &committed,
-            true,
-        )
+        broker
+            .groups
+            .lock_for(&request.group_id)
+            .and_then(|groups| {
+                groups.check_commit(
+                    &request.group_id,
+                    request.generation_id,
+                    &request.member_id,
+                    request.group_instance_id.as_deref(),
+                    &committed,
+                    true,
+                )
+            })
     } else {
-        Ok(())
+        broker.groups.check(&request.group_id)
     };
-    let outcome = group_error.and_then(|()| {
+    let id = request.transactional_id.to_string();
+    let producer = (request.producer_id.0, request.producer_epoch);
+    let tv2 = version >= 5;
+    // The offsets go to the transaction's coordinator: here, or on the node leading the
+    // transactional id's partition.
+    let kept = group_error.and_then(|()| {
         if offsets.is_empty() {
-            return Ok(Vec::new());
+            return Ok(None);
         }
-        let now = broker.txns.now_ms();
-        let mut coordinator = broker.txns.coordinator.lock();
-        let meta = coordinator.txn_offset_commit(
-            &request.transactional_id,
-            request.producer_id.0,
-            request.producer_epoch,
-            offsets,
-            version >= 5,
-            now,
-        )?;
-        broker.txns.put(&mut coordinator, meta)
+        match broker.txns.check(&id) {
+            Ok(_) => broker
+                .txn_offsets_here(&id, producer.0, producer.1, offsets.clone(), tv2)
+                .map(|waits| Some(Ok(waits))),
+            Err(ResponseError::NotCoordinator) if broker.replication().is_some() => {
+                let (node, _, _) = broker.txn_coordinator(&id)?;
+                Ok(Some(Err(sluice_cluster::NodeId(node))))
+            }
+            Err(e) => Err(e),
+        }
     });
+    let clustered = broker.config().clustered;
+    let Some(broker) = broker.arc() else {
+        return Reply::Ready(Box::new(ResponseKind::TxnOffsetCommit(
+            TxnOffsetCommitResponse::default(),
+        )));
+    };
     Reply::Later(Box::pin(async move {
-        // Not waited on for durability: the offsets commit only through the transaction's
-        // fsynced Prepare* state, which carries them.
+        // On a single node not waited on for durability: the offsets commit only through the
+        // transaction's fsynced Prepare* state, which carries them. In a cluster answered once
+        // committed, so that a coordinator taking over has them.
+        let outcome = match kept {
+            Ok(None) => Ok(()),
+            Ok(Some(Ok(waits))) if clustered => crate::txn::durable(waits).await,
+            Ok(Some(Ok(_))) => Ok(()),
+            Ok(Some(Err(node))) => {
+                let call = crate::replication::PeerCall::TxnOffsets {
+                    transactional_id: id,
+                    producer_id: producer.0,
+                    producer_epoch: producer.1,
+                    offsets,
+                    tv2,
+                };
+                broker.call_peer(node, &call).await
+            }
+            Err(e) => Err(e),
+        };
         let common = outcome.err();
         let mut topics: Vec<TxnOffsetCommitResponseTopic> = Vec::new();
         for ((name, partition), own) in own_errors {

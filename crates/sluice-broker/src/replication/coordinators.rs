@@ -1,9 +1,8 @@
-//! The group coordinators of a cluster follow the leadership of `__consumer_offsets`: the
-//! leader of the partition a group hashes to coordinates that group. The topic is a cluster
-//! topic like any other (replicated, its writes committed by a quorum), created by the
-//! controller the first time a client looks for a group's coordinator.
-
-use std::sync::atomic::Ordering;
+//! The coordinators of a cluster follow the leadership of the internal topics: the leader of
+//! the `__consumer_offsets` partition a group hashes to coordinates that group, and the leader
+//! of the `__transaction_state` partition a transactional id hashes to coordinates that id's
+//! transactions. Both are cluster topics like any other (replicated, their writes committed by
+//! a quorum), created by the controller the first time a client looks for a coordinator.
 
 use kafka_protocol::error::ResponseError;
 use sluice_cluster::metadata::{ClusterState, TopicInfo};
@@ -12,26 +11,60 @@ use sluice_cluster::NodeId;
 use crate::broker::Broker;
 use crate::error::BrokerError;
 use crate::group::{partition_for, OFFSETS_TOPIC};
+use crate::shards::Shards;
+use crate::topics::Topic;
+use crate::txn::TXN_TOPIC;
 
-/// The offsets topic in `state`, if the cluster created it.
-fn offsets_topic(state: &ClusterState) -> Option<&TopicInfo> {
-    state
-        .names
-        .get(OFFSETS_TOPIC)
-        .and_then(|id| state.topics.get(id))
+/// The internal topic `name` in `state`, if the cluster created it.
+fn internal_topic<'a>(state: &'a ClusterState, name: &str) -> Option<&'a TopicInfo> {
+    state.names.get(name).and_then(|id| state.topics.get(id))
+}
+
+/// Whether `name` is one of the coordinators' topics, which the controller makes with their own
+/// settings and never with a client's defaults.
+pub(crate) fn is_coordinator_topic(name: &str) -> bool {
+    name == OFFSETS_TOPIC || name == TXN_TOPIC
 }
 
 impl Broker {
-    /// Loads the coordinator of every offsets partition this node now leads (again, when the
-    /// leader epoch changed: another node may have led in between) and unloads the others.
-    pub(super) fn follow_group_coordinators(&self, state: &ClusterState, me: NodeId) {
-        let Some(info) = offsets_topic(state) else {
+    /// Loads the group and transaction coordinators of every internal partition this node now
+    /// leads (again, when the leader epoch changed: another node may have led in between) and
+    /// unloads the others.
+    pub(super) fn follow_coordinators(&self, state: &ClusterState, me: NodeId) {
+        self.follow_topic_coordinators(
+            state,
+            me,
+            OFFSETS_TOPIC,
+            &self.groups.shards,
+            |t, i, e| self.groups.load(t, i, e),
+            |i| self.groups.unload(i),
+        );
+        self.follow_topic_coordinators(
+            state,
+            me,
+            TXN_TOPIC,
+            &self.txns.shards,
+            |t, i, e| self.txns.load(t, i, e),
+            |i| self.txns.unload(i),
+        );
+    }
+
+    fn follow_topic_coordinators(
+        &self,
+        state: &ClusterState,
+        me: NodeId,
+        name: &str,
+        shards: &Shards,
+        load: impl Fn(&std::sync::Arc<Topic>, i32, i32) -> Result<(), BrokerError>,
+        unload: impl Fn(i32),
+    ) {
+        let Some(info) = internal_topic(state, name) else {
             return;
         };
-        let Some(local) = self.topics.get(OFFSETS_TOPIC).filter(|t| t.id == info.id) else {
+        let Some(local) = self.topics.get(name).filter(|t| t.id == info.id) else {
             return;
         };
-        let loaded = self.groups.shards.loaded();
+        let loaded = shards.loaded();
         for (index, p) in info.partitions.iter().enumerate() {
             let index = index as i32;
             let leads = p.leader == Some(me)
@@ -41,12 +74,12 @@ impl Broker {
             match (leads, loaded.get(&index)) {
                 (true, Some(&epoch)) if epoch == p.leader_epoch.0 => {}
                 (true, _) => {
-                    if let Err(e) = self.groups.load(&local, index, p.leader_epoch.0) {
-                        tracing::error!(partition = index, error = %e, "cannot load the groups of an offsets partition");
-                        self.groups.unload(index);
+                    if let Err(e) = load(&local, index, p.leader_epoch.0) {
+                        tracing::error!(topic = name, partition = index, error = %e, "cannot load a coordinator partition");
+                        unload(index);
                     }
                 }
-                (false, Some(_)) => self.groups.unload(index),
+                (false, Some(_)) => unload(index),
                 (false, None) => {}
             }
         }
@@ -59,16 +92,28 @@ impl Broker {
         &self,
         group: &str,
     ) -> Result<(i32, String, i32), ResponseError> {
+        self.coordinator_of(OFFSETS_TOPIC, group)
+    }
+
+    /// Where `transactional_id`'s coordinator runs, as [`Broker::group_coordinator`].
+    pub(crate) fn txn_coordinator(
+        &self,
+        transactional_id: &str,
+    ) -> Result<(i32, String, i32), ResponseError> {
+        self.coordinator_of(TXN_TOPIC, transactional_id)
+    }
+
+    fn coordinator_of(&self, topic: &str, key: &str) -> Result<(i32, String, i32), ResponseError> {
         let Some(replication) = self.replication.get() else {
             return Ok(self.coordinator_endpoint());
         };
         let applied = replication.state();
         let state = &applied.state;
-        let Some(info) = offsets_topic(state) else {
-            self.create_offsets_topic(state);
+        let Some(info) = internal_topic(state, topic) else {
+            self.create_coordinator_topic(state, topic);
             return Err(ResponseError::CoordinatorNotAvailable);
         };
-        let index = partition_for(group, info.partitions.len() as i32);
+        let index = partition_for(key, info.partitions.len() as i32);
         info.partitions
             .get(index as usize)
             .and_then(|p| p.leader)
@@ -81,43 +126,53 @@ impl Broker {
             .ok_or(ResponseError::CoordinatorNotAvailable)
     }
 
-    /// Asks the controller, in the background, for the offsets topic unless it exists.
-    pub(crate) fn ensure_offsets_topic(&self) {
+    /// Asks the controller, in the background, for the internal topic `name` unless it
+    /// exists.
+    pub(crate) fn ensure_coordinator_topic(&self, name: &str) {
         if let Some(replication) = self.replication.get() {
             let applied = replication.state();
-            if offsets_topic(&applied.state).is_none() {
-                self.create_offsets_topic(&applied.state);
+            if internal_topic(&applied.state, name).is_none() {
+                self.create_coordinator_topic(&applied.state, name);
             }
         }
     }
 
-    /// Asks the controller, in the background, for the offsets topic: compacted, fsynced on
-    /// every write, kept forever, on three replicas (or every node of a smaller cluster).
-    fn create_offsets_topic(&self, state: &ClusterState) {
+    /// Asks the controller, in the background, for the internal topic `name`: compacted,
+    /// fsynced on every write, kept forever, on three replicas (or every node of a smaller
+    /// cluster), with its configured partition count.
+    fn create_coordinator_topic(&self, state: &ClusterState, name: &str) {
         let Some(replication) = self.replication.get().cloned() else {
             return;
         };
-        if replication.creating_offsets.swap(true, Ordering::AcqRel) {
+        let partitions = if name == TXN_TOPIC {
+            self.config.transaction_state_partitions
+        } else {
+            self.config.offsets_topic_partitions
+        };
+        if !replication.creating.lock().insert(name.to_string()) {
             return;
         }
         let rf = state.nodes.len().clamp(1, 3) as i32;
-        let partitions = self.config.offsets_topic_partitions;
         let configs = crate::internal_log::topic_configs();
+        let name = name.to_string();
         tokio::spawn(async move {
             let created = replication
-                .create_topic(OFFSETS_TOPIC, partitions, rf, configs, false)
+                .create_topic(&name, partitions, rf, configs, false)
                 .await;
             match created {
                 Ok(_) | Err(BrokerError::TopicExists(_)) => {
                     tracing::info!(
+                        topic = %name,
                         partitions,
                         replication_factor = rf,
-                        "created {OFFSETS_TOPIC}"
+                        "created an internal topic"
                     )
                 }
-                Err(e) => tracing::warn!(error = %e, "cannot create {OFFSETS_TOPIC} yet"),
+                Err(e) => {
+                    tracing::warn!(topic = %name, error = %e, "cannot create an internal topic yet")
+                }
             }
-            replication.creating_offsets.store(false, Ordering::Release);
+            replication.creating.lock().remove(&name);
         });
     }
 }

@@ -8,15 +8,19 @@
 //!   leader partitions   ◀── followers' fetches: their positions move the high watermark;
 //!                            tick: lagging followers leave the ISR (AlterPartition)
 //! ```
-//! `__consumer_offsets` is a cluster topic: the leader of a group's partition coordinates the
-//! group ([`coordinators`]). `__transaction_state` is not replicated yet: it stays local, and
-//! the transaction coordinator runs on one node (the live node with the lowest id).
+//! `__consumer_offsets` and `__transaction_state` are cluster topics: the leader of a group's
+//! (a transactional id's) partition coordinates it ([`coordinators`]); coordinators reach each
+//! other's partitions through [`peer`] calls.
 
 mod admin;
 mod coordinators;
 mod fetcher;
 pub mod leader_fetch;
+mod peer;
 mod reconcile;
+
+pub(crate) use coordinators::is_coordinator_topic;
+pub(crate) use peer::PeerCall;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -44,8 +48,8 @@ pub struct Replication {
     me: NodeId,
     /// The fetcher task per leader node this node follows.
     fetchers: Mutex<HashMap<NodeId, tokio::task::JoinHandle<()>>>,
-    /// A request to create `__consumer_offsets` is in flight (at most one at a time).
-    creating_offsets: std::sync::atomic::AtomicBool,
+    /// The internal topics whose creation is in flight (at most one request each at a time).
+    creating: Mutex<std::collections::HashSet<String>>,
     /// This node has caught up with the metadata and follows it.
     following: std::sync::atomic::AtomicBool,
     /// Whether the controller session held at the last tick.
@@ -110,19 +114,6 @@ impl Replication {
             other => BrokerError::ControllerUnavailable(other.to_string()),
         })
     }
-
-    /// The node that runs the transaction coordinator: the live node with the lowest id
-    /// (`__transaction_state` is not replicated yet; group coordinators follow
-    /// `__consumer_offsets` leadership instead).
-    pub fn coordinator_node(&self) -> NodeId {
-        let applied = self.state();
-        applied
-            .state
-            .live_nodes()
-            .map(|n| n.registration.node)
-            .min()
-            .unwrap_or(self.me)
-    }
 }
 
 impl Broker {
@@ -135,9 +126,6 @@ impl Broker {
         shutdown: CancellationToken,
     ) -> Result<(), BrokerError> {
         for topic in self.topics.list() {
-            if topic.name.as_ref() == crate::txn::TXN_TOPIC {
-                continue;
-            }
             for p in topic.partitions() {
                 p.follow(None, sluice_cluster::LeaderEpoch(p.leader_epoch().0));
             }
@@ -148,7 +136,7 @@ impl Broker {
             me: node.id(),
             node,
             fetchers: Mutex::new(HashMap::new()),
-            creating_offsets: Default::default(),
+            creating: Default::default(),
             following: Default::default(),
             had_session: Default::default(),
             shutdown: shutdown.clone(),
@@ -156,6 +144,7 @@ impl Broker {
         self.replication
             .set(Arc::clone(&replication))
             .map_err(|_| BrokerError::InvalidRequest("already joined a cluster".into()))?;
+        peer::install(self, &replication.node);
         let broker = Arc::clone(self);
         let stop = shutdown.clone();
         let mut applied = replication.node.metadata().applied();
@@ -235,16 +224,9 @@ impl Broker {
         }
     }
 
-    /// Where the transaction coordinator runs (on a single node, every group's too): (id,
-    /// host, port).
+    /// This node's own endpoint, where a single node coordinates every group and transaction:
+    /// (id, host, port).
     pub fn coordinator_endpoint(&self) -> (i32, String, i32) {
-        if let Some(r) = self.replication.get() {
-            let node = r.coordinator_node();
-            if let Some(n) = r.state().state.nodes.get(&node) {
-                let reg = &n.registration;
-                return (reg.node.0, reg.kafka_host.clone(), reg.kafka_port);
-            }
-        }
         (
             self.config.node_id,
             self.config.advertised_host.clone(),
@@ -294,12 +276,7 @@ impl Broker {
         let holds = replication.node.holds_session();
         let had = replication.had_session.swap(holds, Ordering::AcqRel);
         if had && !holds {
-            // `__transaction_state` is still local to each node: not the cluster's to lead.
-            let cluster_topics = self.topics.list();
-            let cluster_topics = cluster_topics
-                .iter()
-                .filter(|t| t.name.as_ref() != crate::txn::TXN_TOPIC);
-            for topic in cluster_topics {
+            for topic in self.topics.list() {
                 for p in topic.partitions() {
                     if p.progress().leading {
                         p.follow(None, sluice_cluster::LeaderEpoch(p.leader_epoch().0));

@@ -56,7 +56,7 @@ impl Broker {
                 }
             }
         }
-        self.follow_group_coordinators(state, me);
+        self.follow_coordinators(state, me);
         self.topics.remove_deleted(&state.deleted);
         let mut fetchers = replication.fetchers.lock();
         fetchers.retain(|_, task| !task.is_finished());

@@ -105,6 +105,19 @@ impl Coordinator {
         self.txns.insert(meta.transactional_id.clone(), meta);
     }
 
+    /// Forgets every id `unloaded` picks (their partition's coordinator moved elsewhere).
+    pub fn unload(&mut self, unloaded: impl Fn(&str) -> bool) {
+        let gone: Vec<String> = self
+            .txns
+            .keys()
+            .filter(|id| unloaded(id))
+            .cloned()
+            .collect();
+        for id in gone {
+            self.remove(&id);
+        }
+    }
+
     /// Forgets an id (expiry, replayed tombstones).
     pub fn remove(&mut self, id: &str) {
         if let Some(old) = self.txns.remove(id) {

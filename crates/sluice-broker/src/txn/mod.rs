@@ -19,20 +19,22 @@
 pub mod coordinator;
 pub mod state;
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard, RwLock};
 use sluice_log::{validate_produce, Clock, LogError, Marker, Offset};
 
 use crate::broker::Broker;
 use crate::error::BrokerError;
 use crate::group::coordinator::{offset_record, Committed};
 use crate::partition::Partition;
+use crate::shards::Shards;
 use crate::topics::{Topic, Topics};
 use coordinator::{completed, Coordinator};
-use state::{TxnMeta, TxnState};
+use sluice_cluster::NodeId;
+use state::{PendingOffset, TxnMeta, TxnState};
 
 pub const TXN_TOPIC: &str = "__transaction_state";
 
@@ -54,7 +56,11 @@ impl TxnRecord {
 
 pub struct TxnService {
     pub coordinator: Mutex<Coordinator>,
-    topic: Arc<Topic>,
+    /// The transaction state topic (in a cluster: once the cluster created it and this node
+    /// leads one of its partitions).
+    topic: RwLock<Option<Arc<Topic>>>,
+    /// The partitions of the transaction state topic this node coordinates.
+    pub shards: Shards,
     clock: Arc<dyn Clock>,
     /// Ids whose `Prepare*` state has a finisher (claimed with it, under the coordinator
     /// lock, and released when the finisher ends).
@@ -80,16 +86,7 @@ impl TxnService {
         let mut coordinator = Coordinator::new(max_timeout_ms, expiration_ms);
         for partition in topic.partitions() {
             for (key, value) in crate::internal_log::read_all(&partition, TXN_TOPIC, false)? {
-                let Ok(id) = String::from_utf8(key) else {
-                    continue;
-                };
-                match value.map(|v| serde_json::from_slice::<TxnMeta>(&v)) {
-                    Some(Ok(meta)) => coordinator.apply(meta),
-                    Some(Err(e)) => {
-                        tracing::warn!(transactional_id = %id, error = %e, "skipping unreadable transaction state")
-                    }
-                    None => coordinator.remove(&id),
-                }
+                apply_record(&mut coordinator, key, value);
             }
         }
         let n = coordinator.ids().len();
@@ -98,10 +95,89 @@ impl TxnService {
         }
         Ok(TxnService {
             coordinator: Mutex::new(coordinator),
-            topic,
+            topic: RwLock::new(Some(topic)),
+            shards: Shards::standalone(),
             clock,
             finishing: Arc::default(),
         })
+    }
+
+    /// A cluster node's service: no transactional id until this node leads a partition of the
+    /// transaction state topic, which the cluster creates ([`TxnService::load`]).
+    pub fn clustered(max_timeout_ms: i32, expiration_ms: i64, clock: Arc<dyn Clock>) -> TxnService {
+        TxnService {
+            coordinator: Mutex::new(Coordinator::new(max_timeout_ms, expiration_ms)),
+            topic: RwLock::new(None),
+            shards: Shards::clustered(),
+            clock,
+            finishing: Arc::default(),
+        }
+    }
+
+    /// The partition of the transaction state topic that holds `id`, if the topic is here.
+    pub fn partition_of(&self, id: &str) -> Option<i32> {
+        self.topic
+            .read()
+            .as_ref()
+            .map(|t| crate::group::partition_for(id, t.partition_count()))
+    }
+
+    /// The coordinator epoch of `id` here (the leader epoch its partition was loaded in; 0 on
+    /// a single node), or `NOT_COORDINATOR` when another node coordinates it.
+    pub fn check(&self, id: &str) -> Result<i32, ResponseError> {
+        let partition = self.partition_of(id).ok_or(ResponseError::NotCoordinator)?;
+        self.shards.epoch(partition)
+    }
+
+    /// The coordinator, if this node coordinates `id`; `NOT_COORDINATOR` otherwise (the
+    /// client looks the coordinator up again).
+    pub fn lock_for(&self, id: &str) -> Result<MutexGuard<'_, Coordinator>, ResponseError> {
+        self.check(id)?;
+        Ok(self.coordinator.lock())
+    }
+
+    /// Takes over partition `index` of the transaction state topic (this node now leads it in
+    /// `epoch`): its ids are replayed from the whole log, which a new leader holds up to its
+    /// end. Transactions it finds half-ended (`Prepare*`) or past their timeout are finished by
+    /// the next tick.
+    pub fn load(&self, topic: &Arc<Topic>, index: i32, epoch: i32) -> Result<(), BrokerError> {
+        let partition = topic
+            .partition(index)
+            .ok_or_else(|| BrokerError::UnknownTopic(format!("{TXN_TOPIC}-{index}")))?;
+        let count = topic.partition_count();
+        let mut coordinator = self.coordinator.lock();
+        self.shards.remove(index);
+        *self.topic.write() = Some(Arc::clone(topic));
+        coordinator.unload(|id| crate::group::partition_for(id, count) == index);
+        let mut loaded = 0usize;
+        for (key, value) in crate::internal_log::read_all(&partition, TXN_TOPIC, true)? {
+            apply_record(&mut coordinator, key, value);
+            loaded += 1;
+        }
+        self.shards.insert(index, epoch);
+        tracing::info!(
+            partition = index,
+            epoch,
+            records = loaded,
+            "coordinating the transactions of a transaction state partition"
+        );
+        Ok(())
+    }
+
+    /// Gives up partition `index` of the transaction state topic (another node leads it now).
+    pub fn unload(&self, index: i32) {
+        let mut coordinator = self.coordinator.lock();
+        self.shards.remove(index);
+        let count = self
+            .topic
+            .read()
+            .as_ref()
+            .map_or(1, |t| t.partition_count());
+        coordinator.unload(|id| crate::group::partition_for(id, count) == index);
+        tracing::info!(
+            partition = index,
+            "no longer coordinating a transaction state partition"
+        );
     }
 
     pub fn now_ms(&self) -> i64 {
@@ -109,10 +185,14 @@ impl TxnService {
     }
 
     fn partition(&self, id: &str) -> Result<Arc<Partition>, BrokerError> {
-        let index = crate::group::partition_for(id, self.topic.partition_count());
-        self.topic
+        let topic = self.topic.read();
+        let topic = topic
+            .as_ref()
+            .ok_or_else(|| BrokerError::NotLeader(format!("{TXN_TOPIC} is not here")))?;
+        let index = crate::group::partition_for(id, topic.partition_count());
+        topic
             .partition(index)
-            .ok_or_else(|| BrokerError::UnknownTopic(format!("{TXN_TOPIC}-{index}")))
+            .ok_or_else(|| BrokerError::NotLeader(format!("{TXN_TOPIC}-{index} is not here")))
     }
 
     /// Appends the records (call with the coordinator locked, so the log's order is the order
@@ -134,7 +214,8 @@ impl TxnService {
             let batch = crate::internal_log::encode(&[(key, value)], now)?;
             let validated = validate_produce(&batch, usize::MAX).map_err(LogError::from)?;
             let partition = self.partition(r.id())?;
-            let info = partition.append(validated, false)?;
+            // Like Kafka's acks=all: refused when too few replicas are in sync.
+            let info = partition.append(validated, true)?;
             waits.push((partition, info.last_offset.plus(1)));
         }
         Ok(waits)
@@ -148,8 +229,8 @@ impl TxnService {
         meta: TxnMeta,
     ) -> Result<Vec<(Arc<Partition>, Offset)>, ResponseError> {
         let waits = self.write(&[TxnRecord::Put(meta.clone())]).map_err(|e| {
-            tracing::error!(error = %e, "cannot write transaction state");
-            ResponseError::CoordinatorNotAvailable
+            tracing::warn!(error = %e, "cannot write transaction state");
+            crate::commit::coordinator_error(&e)
         })?;
         coordinator.apply(meta);
         Ok(waits)
@@ -179,6 +260,20 @@ impl TxnService {
                 finishing: Arc::clone(&self.finishing),
                 id: id.to_string(),
             })
+    }
+}
+
+/// Applies one record of the transaction state log: an id's state, or its tombstone.
+fn apply_record(coordinator: &mut Coordinator, key: Vec<u8>, value: Option<Vec<u8>>) {
+    let Ok(id) = String::from_utf8(key) else {
+        return;
+    };
+    match value.map(|v| serde_json::from_slice::<TxnMeta>(&v)) {
+        Some(Ok(meta)) => coordinator.apply(meta),
+        Some(Err(e)) => {
+            tracing::warn!(transactional_id = %id, error = %e, "skipping unreadable transaction state")
+        }
+        None => coordinator.remove(&id),
     }
 }
 
@@ -229,58 +324,174 @@ impl Broker {
         } else {
             Marker::Abort
         };
+        // The coordinator epoch the markers carry; NOT_COORDINATOR once another node took the
+        // id over (its own load finishes the transaction).
+        let coordinator_epoch = self.txns.check(&prepare.transactional_id)?;
+        let me = NodeId(self.node_id());
+        let mut here = Vec::new();
+        let mut elsewhere: BTreeMap<NodeId, Vec<(String, i32)>> = BTreeMap::new();
         for (topic, index) in &prepare.partitions {
-            // A partition deleted since has nothing left to mark.
-            let Some(partition) = self.topics.get(topic).and_then(|t| t.partition(*index)) else {
-                continue;
+            match self.partition_leader(topic, *index)? {
+                // A partition deleted since has nothing left to mark.
+                None => {}
+                Some(node) if node == me => here.push((topic.clone(), *index)),
+                Some(node) => elsewhere
+                    .entry(node)
+                    .or_default()
+                    .push((topic.clone(), *index)),
+            }
+        }
+        // A Prepare* state holds the producer id and epoch its markers carry.
+        let waits = self.write_markers_here(
+            marker,
+            prepare.producer_id,
+            prepare.producer_epoch,
+            coordinator_epoch,
+            &here,
+        )?;
+        if self.config.clustered {
+            // A marker a failover could take back would leave the transaction open on that
+            // partition after the coordinator completed it.
+            durable(waits).await?;
+        }
+        let calls = elsewhere.into_iter().map(|(node, partitions)| {
+            let call = crate::replication::PeerCall::Markers {
+                producer_id: prepare.producer_id,
+                producer_epoch: prepare.producer_epoch,
+                coordinator_epoch,
+                commit,
+                partitions,
             };
-            // A Prepare* state holds the producer id and epoch its markers carry.
-            match partition.append_marker(marker, prepare.producer_id, prepare.producer_epoch, 0) {
-                Ok(_) => {}
+            async move { self.call_peer(node, &call).await }
+        });
+        for answered in futures::future::join_all(calls).await {
+            answered?;
+        }
+        if commit && !prepare.pending_offsets.is_empty() {
+            let mut by_group: BTreeMap<&str, Vec<PendingOffset>> = BTreeMap::new();
+            for o in &prepare.pending_offsets {
+                by_group.entry(&o.group).or_default().push(o.clone());
+            }
+            for (group, offsets) in by_group {
+                if self.groups.check(group).is_ok() {
+                    self.commit_offsets_here(group, &offsets).await?;
+                } else {
+                    let (node, _, _) = self.group_coordinator(group)?;
+                    let call = crate::replication::PeerCall::CommitOffsets {
+                        group: group.to_string(),
+                        offsets,
+                    };
+                    self.call_peer(NodeId(node), &call).await?;
+                }
+            }
+        }
+        let done = completed(&prepare, self.txns.now_ms());
+        let waits = {
+            let mut coordinator = self.txns.lock_for(&done.transactional_id)?;
+            self.txns.put(&mut coordinator, done.clone())?
+        };
+        durable(waits).await?;
+        tracing::debug!(transactional_id = %done.transactional_id, state = done.state.name(), "transaction finished");
+        Ok(done)
+    }
+
+    /// The node leading `topic`-`index` (this node on its own), `None` if the partition is
+    /// gone; `COORDINATOR_NOT_AVAILABLE` while it has no live leader (the finisher retries).
+    fn partition_leader(&self, topic: &str, index: i32) -> Result<Option<NodeId>, ResponseError> {
+        let Some(replication) = self.replication() else {
+            let here = self.topics.get(topic).and_then(|t| t.partition(index));
+            return Ok(here.map(|_| NodeId(self.node_id())));
+        };
+        let applied = replication.state();
+        let state = &applied.state;
+        let Some(info) = state.names.get(topic).and_then(|id| state.topics.get(id)) else {
+            return Ok(None);
+        };
+        let Some(p) = info.partitions.get(index as usize) else {
+            return Ok(None);
+        };
+        p.leader
+            .filter(|l| state.is_live(*l))
+            .map(Some)
+            .ok_or(ResponseError::CoordinatorNotAvailable)
+    }
+
+    /// Writes a transaction's markers on partitions this node leads; returns what to wait on
+    /// for them to be committed. A partition that saw a newer epoch of the producer already
+    /// had its transaction ended by a newer decision: nothing to write there.
+    pub(crate) fn write_markers_here(
+        &self,
+        marker: Marker,
+        producer_id: i64,
+        producer_epoch: i16,
+        coordinator_epoch: i32,
+        partitions: &[(String, i32)],
+    ) -> Result<DurableWaits, ResponseError> {
+        let mut waits = Vec::new();
+        for (topic, index) in partitions {
+            let Some(partition) = self.topics.get(topic).and_then(|t| t.partition(*index)) else {
+                return Err(ResponseError::NotLeaderOrFollower);
+            };
+            match partition.append_marker(marker, producer_id, producer_epoch, coordinator_epoch) {
+                Ok(info) => waits.push((partition, info.last_offset.plus(1))),
                 Err(BrokerError::Log(LogError::Producer(e))) => {
-                    // The partition saw a newer epoch of this producer: its transaction there
-                    // was already ended by a newer decision.
                     tracing::warn!(?partition, error = %e, "transaction marker refused");
                 }
+                Err(BrokerError::NotLeader(_)) => return Err(ResponseError::NotLeaderOrFollower),
                 Err(e) => {
                     tracing::error!(?partition, error = %e, "cannot write a transaction marker");
                     return Err(ResponseError::KafkaStorageError);
                 }
             }
         }
-        if commit && !prepare.pending_offsets.is_empty() {
-            let now = self.txns.now_ms();
-            let records: Vec<_> = prepare
-                .pending_offsets
-                .iter()
-                .map(|o| {
-                    offset_record(
-                        &o.group,
-                        &o.topic,
-                        o.partition,
-                        Committed {
-                            offset: o.offset,
-                            leader_epoch: o.leader_epoch,
-                            metadata: o.metadata.clone(),
-                            commit_timestamp_ms: now,
-                        },
-                    )
-                })
-                .collect();
-            let waits = {
-                let mut groups = self.groups.coordinator.lock();
-                self.groups.record(&mut groups, &records)?
-            };
-            durable(waits).await?;
-        }
-        let done = completed(&prepare, self.txns.now_ms());
+        Ok(waits)
+    }
+
+    /// Commits a transaction's offsets to `group`, which this node coordinates.
+    pub(crate) async fn commit_offsets_here(
+        &self,
+        group: &str,
+        offsets: &[PendingOffset],
+    ) -> Result<(), ResponseError> {
+        let now = self.txns.now_ms();
+        let records: Vec<_> = offsets
+            .iter()
+            .map(|o| {
+                offset_record(
+                    &o.group,
+                    &o.topic,
+                    o.partition,
+                    Committed {
+                        offset: o.offset,
+                        leader_epoch: o.leader_epoch,
+                        metadata: o.metadata.clone(),
+                        commit_timestamp_ms: now,
+                    },
+                )
+            })
+            .collect();
         let waits = {
-            let mut coordinator = self.txns.coordinator.lock();
-            self.txns.put(&mut coordinator, done.clone())?
+            let mut groups = self.groups.lock_for(group)?;
+            self.groups.record(&mut groups, &records)?
         };
-        durable(waits).await?;
-        tracing::debug!(transactional_id = %done.transactional_id, state = done.state.name(), "transaction finished");
-        Ok(done)
+        durable(waits).await
+    }
+
+    /// Keeps a TxnOffsetCommit's offsets in the transaction `id` coordinated here; returns
+    /// what to wait on.
+    pub(crate) fn txn_offsets_here(
+        &self,
+        id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        offsets: Vec<PendingOffset>,
+        tv2: bool,
+    ) -> Result<DurableWaits, ResponseError> {
+        let now = self.txns.now_ms();
+        let mut coordinator = self.txns.lock_for(id)?;
+        let meta =
+            coordinator.txn_offset_commit(id, producer_id, producer_epoch, offsets, tv2, now)?;
+        self.txns.put(&mut coordinator, meta)
     }
 
     /// One tick of the coordinator's clock: aborts transactions past their timeout, finishes
@@ -339,8 +550,14 @@ impl Broker {
     /// Checks a transactional write against the coordinator (KIP-890 part 1): the producer's
     /// epoch must be current and the partition in its open transaction. With `implicit_add`
     /// (Produce v12+, transactions version 2) the partition is added to the transaction here.
+    ///
+    /// In a cluster only a partition leader that runs the transaction's coordinator checks:
+    /// elsewhere the write is taken as Kafka took it before KIP-890 (the client added the
+    /// partition with AddPartitionsToTxn; its epoch is checked by the partition itself), and an
+    /// implicit add is refused, since only the coordinator could make it.
     pub(crate) fn verify_txn_write(
         &self,
+        transactional_id: Option<&str>,
         producer_id: i64,
         epoch: i16,
         topic: &str,
@@ -348,6 +565,21 @@ impl Broker {
         implicit_add: bool,
     ) -> Result<(), (ResponseError, String)> {
         let now = self.txns.now_ms();
+        if self.config.clustered {
+            let here = transactional_id.is_some_and(|id| self.txns.check(id).is_ok());
+            if !here && implicit_add {
+                return Err((
+                    ResponseError::InvalidTxnState,
+                    format!(
+                        "{topic}-{partition} must be added with AddPartitionsToTxn: transactions \
+                         version 2 is not finalized in a cluster"
+                    ),
+                ));
+            }
+            if !here {
+                return Ok(());
+            }
+        }
         let mut coordinator = self.txns.coordinator.lock();
         let Some(meta) = coordinator.by_producer(producer_id) else {
             return Err((

@@ -1,7 +1,7 @@
 //! The internal listener's protocol: length-prefixed JSON frames, one request and its response
 //! at a time per connection. It carries the metadata group's Raft RPCs and what nodes ask of
-//! the metadata leader. (Partition data does not travel here: followers use the Kafka Fetch
-//! API.)
+//! the metadata leader, and the brokers' own calls to each other ([`crate::peer`]). (Partition
+//! data does not travel here: followers use the Kafka Fetch API.)
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,6 +44,8 @@ pub enum InternalRequest {
     /// The metadata leader's read index: the log index a node must have applied to have seen
     /// everything committed before it asked.
     ReadIndex,
+    /// A broker-to-broker call (see [`crate::peer`]), as the broker's JSON.
+    Peer(String),
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -56,6 +58,7 @@ pub enum InternalResponse {
     Registered(Result<bool, ProposeError>),
     Controller(Result<crate::requests::ControllerReply, crate::requests::ControllerError>),
     ReadIndex(Result<u64, ProposeError>),
+    Peer(Result<String, String>),
 }
 
 /// Why a proposal did not commit.

@@ -261,6 +261,9 @@ impl InternalHandler for MetadataNode {
                 ProposeError::Raft("no controller runs here".into()).into(),
             )),
             InternalRequest::ReadIndex => InternalResponse::ReadIndex(self.read_index_here().await),
+            InternalRequest::Peer(_) => {
+                InternalResponse::Peer(Err("no broker answers here".into()))
+            }
         }
     }
 }

@@ -1,0 +1,154 @@
+//! What one broker asks of another over the cluster's internal listener
+//! (`sluice_cluster::peer`): the coordinators' calls that cross nodes.
+//!
+//! ```text
+//!   transaction coordinator ── Markers ──────────▶ leader of a partition in the transaction
+//!   transaction coordinator ── CommitOffsets ────▶ coordinator of the group (at commit)
+//!   group coordinator ──────── TxnOffsets ───────▶ coordinator of the transaction
+//! ```
+//! Each answer comes once its writes are committed, so a coordinator that moves on has nothing
+//! a failover could take back. A refused call answers the Kafka error the caller acts on
+//! (NOT_LEADER_OR_FOLLOWER, NOT_COORDINATOR: retried after the metadata moves).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_protocol::error::ResponseError;
+use serde::{Deserialize, Serialize};
+use sluice_cluster::runtime::ClusterNode;
+use sluice_cluster::NodeId;
+use sluice_log::Marker;
+
+use crate::broker::Broker;
+use crate::txn::state::PendingOffset;
+
+/// How long a call may take: a marker or offset write waits for its commit (5 s at most).
+const CALL_TIMEOUT: Duration = Duration::from_secs(8);
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) enum PeerCall {
+    /// Write a transaction's markers on partitions the receiver leads.
+    Markers {
+        producer_id: i64,
+        producer_epoch: i16,
+        coordinator_epoch: i32,
+        commit: bool,
+        partitions: Vec<(String, i32)>,
+    },
+    /// A committing transaction's offsets for a group the receiver coordinates.
+    CommitOffsets {
+        group: String,
+        offsets: Vec<PendingOffset>,
+    },
+    /// A TxnOffsetCommit's offsets, checked against the group by its coordinator, for the
+    /// transaction's coordinator to keep until the transaction ends.
+    TxnOffsets {
+        transactional_id: String,
+        producer_id: i64,
+        producer_epoch: i16,
+        offsets: Vec<PendingOffset>,
+        tv2: bool,
+    },
+}
+
+/// A call's answer: done, or the Kafka error code and why.
+type PeerOutcome = Result<(), (i16, String)>;
+
+/// Lets `node` hand the calls arriving at this node to `broker`.
+pub(super) fn install(broker: &Arc<Broker>, node: &ClusterNode) {
+    let weak = Arc::downgrade(broker);
+    node.set_peer_handler(Arc::new(move |body| {
+        let weak = weak.clone();
+        Box::pin(async move {
+            match weak.upgrade() {
+                Some(broker) => broker.answer_peer(body).await,
+                None => Err("the broker is shutting down".into()),
+            }
+        })
+    }));
+}
+
+impl Broker {
+    /// Sends `call` to `node` and waits for its answer.
+    pub(crate) async fn call_peer(
+        &self,
+        node: NodeId,
+        call: &PeerCall,
+    ) -> Result<(), ResponseError> {
+        let Some(replication) = self.replication.get() else {
+            return Err(ResponseError::CoordinatorNotAvailable);
+        };
+        let body = serde_json::to_string(call).map_err(|e| {
+            tracing::error!(error = %e, "cannot encode a peer call");
+            ResponseError::UnknownServerError
+        })?;
+        let reply = replication
+            .node()
+            .call_peer(node, body, CALL_TIMEOUT)
+            .await
+            .map_err(|e| {
+                tracing::info!(%node, error = %e, "peer call failed");
+                ResponseError::CoordinatorNotAvailable
+            })?;
+        let outcome: PeerOutcome = serde_json::from_str(&reply).map_err(|e| {
+            tracing::warn!(%node, error = %e, "unreadable peer answer");
+            ResponseError::UnknownServerError
+        })?;
+        outcome.map_err(|(code, message)| {
+            tracing::info!(%node, code, %message, "peer call refused");
+            ResponseError::try_from_code(code).unwrap_or(ResponseError::UnknownServerError)
+        })
+    }
+
+    /// Answers a call another node sent here.
+    async fn answer_peer(self: Arc<Self>, body: String) -> Result<String, String> {
+        let call: PeerCall =
+            serde_json::from_str(&body).map_err(|e| format!("unreadable peer call: {e}"))?;
+        let outcome = match call {
+            PeerCall::Markers {
+                producer_id,
+                producer_epoch,
+                coordinator_epoch,
+                commit,
+                partitions,
+            } => {
+                let marker = if commit {
+                    Marker::Commit
+                } else {
+                    Marker::Abort
+                };
+                match self.write_markers_here(
+                    marker,
+                    producer_id,
+                    producer_epoch,
+                    coordinator_epoch,
+                    &partitions,
+                ) {
+                    Ok(waits) => crate::commit::committed(waits).await,
+                    Err(e) => Err(e),
+                }
+            }
+            PeerCall::CommitOffsets { group, offsets } => {
+                self.commit_offsets_here(&group, &offsets).await
+            }
+            PeerCall::TxnOffsets {
+                transactional_id,
+                producer_id,
+                producer_epoch,
+                offsets,
+                tv2,
+            } => match self.txn_offsets_here(
+                &transactional_id,
+                producer_id,
+                producer_epoch,
+                offsets,
+                tv2,
+            ) {
+                Ok(waits) => crate::commit::committed(waits).await,
+                Err(e) => Err(e),
+            },
+        };
+        let outcome: PeerOutcome = outcome.map_err(|e| (e.code(), format!("{e:?}")));
+        serde_json::to_string(&outcome).map_err(|e| format!("cannot encode an answer: {e}"))
+    }
+}
