@@ -238,6 +238,7 @@ fn sample_request(api: ApiKey, version: i16, topic_id: uuid::Uuid) -> RequestKin
             LeaveGroup => LeaveGroupRequest,
             OffsetCommit => OffsetCommitRequest,
             OffsetFetch => OffsetFetchRequest,
+            OffsetForLeaderEpoch => OffsetForLeaderEpochRequest,
             ListGroups => ListGroupsRequest,
             DeleteGroups => DeleteGroupsRequest,
             OffsetDelete => OffsetDeleteRequest,

@@ -37,6 +37,7 @@ pub mod metadata;
 pub mod offset_commit;
 pub mod offset_delete;
 pub mod offset_fetch;
+pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod sync_group;
 pub mod txn_offset_commit;
@@ -163,6 +164,7 @@ apis! {
     LeaveGroup => leave_group,
     OffsetCommit => offset_commit,
     OffsetFetch => offset_fetch,
+    OffsetForLeaderEpoch => offset_for_leader_epoch,
     DescribeGroups => describe_groups,
     ListGroups => list_groups,
     DeleteGroups => delete_groups,

@@ -1,0 +1,85 @@
+//! OffsetForLeaderEpoch (KIP-101, KIP-320): where a leader epoch ended in the leader's log — the
+//! largest epoch at or below the one asked that wrote to it, and the first offset after it (the
+//! log end for the newest). A consumer that saw records of epoch E asks after a leader change:
+//! an end offset below its position means the log was truncated under it. Only the leader
+//! answers; a `current_leader_epoch` older than the leader's is FENCED_LEADER_EPOCH (the client
+//! refreshes its metadata), a newer one UNKNOWN_LEADER_EPOCH (this node has not caught up).
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::offset_for_leader_epoch_response::{
+    EpochEndOffset, OffsetForLeaderTopicResult,
+};
+use kafka_protocol::messages::{
+    OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, ResponseKind,
+};
+use sluice_log::LeaderEpoch;
+
+use crate::broker::Broker;
+use crate::handlers::{Call, Versions};
+
+pub const VERSIONS: Versions = Versions::new(2, 4);
+
+/// Kafka's "no current leader epoch given" (a client that does not know it).
+const NO_EPOCH: i32 = -1;
+
+pub fn handle(broker: &Broker, request: OffsetForLeaderEpochRequest, _call: &Call) -> ResponseKind {
+    let topics = request
+        .topics
+        .iter()
+        .map(|t| {
+            let topic = broker.topics().get(&t.topic);
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|asked| {
+                    let base = EpochEndOffset::default()
+                        .with_partition(asked.partition)
+                        .with_leader_epoch(-1)
+                        .with_end_offset(-1);
+                    let answer = match topic.as_ref().and_then(|x| x.partition(asked.partition)) {
+                        None if broker.partition_exists(&t.topic, asked.partition) => {
+                            Err(ResponseError::NotLeaderOrFollower)
+                        }
+                        None => Err(ResponseError::UnknownTopicOrPartition),
+                        Some(p) => {
+                            let current = p.leader_epoch().0;
+                            if !p.progress().leading {
+                                Err(ResponseError::NotLeaderOrFollower)
+                            } else if asked.current_leader_epoch != NO_EPOCH
+                                && asked.current_leader_epoch < current
+                            {
+                                Err(ResponseError::FencedLeaderEpoch)
+                            } else if asked.current_leader_epoch > current {
+                                Err(ResponseError::UnknownLeaderEpoch)
+                            } else {
+                                Ok(
+                                    match p.end_offset_for_epoch(LeaderEpoch(asked.leader_epoch)) {
+                                        // Nothing written yet in the leader's epochs up to the one
+                                        // asked: that epoch ends at the log end.
+                                        None if asked.leader_epoch <= current => {
+                                            Some((LeaderEpoch(current), p.fetch_position().0))
+                                        }
+                                        found => found,
+                                    },
+                                )
+                            }
+                        }
+                    };
+                    match answer {
+                        Ok(Some((epoch, end))) => {
+                            base.with_leader_epoch(epoch.0).with_end_offset(end.0)
+                        }
+                        // Older than anything here or newer than the log: Kafka's undefined
+                        // epoch and offset.
+                        Ok(None) => base,
+                        Err(e) => base.with_error_code(e.code()),
+                    }
+                })
+                .collect();
+            OffsetForLeaderTopicResult::default()
+                .with_topic(t.topic.clone())
+                .with_partitions(partitions)
+        })
+        .collect();
+    ResponseKind::OffsetForLeaderEpoch(OffsetForLeaderEpochResponse::default().with_topics(topics))
+}

@@ -1,0 +1,106 @@
+"""OffsetForLeaderEpoch on a 3-node cluster (KIP-101/KIP-320): the leader says where each epoch
+ended in its log, fences a client with an older current epoch, tells one with a newer epoch it
+has not caught up, and followers refuse; and a confluent-kafka consumer — which validates its
+position with this API after a leader change — goes on across a failover without resetting
+its offset or reading a record twice."""
+
+import struct
+import time
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from conftest import wait_until
+
+from broker.raw import Conn, frame, header_v1, string
+from .checker import History
+from .harness import CLIENT_DEFAULTS
+from .workload import produce_records
+
+pytestmark = pytest.mark.timeout(120)
+
+NONE, UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER = 0, 3, 6
+FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH = 74, 75
+
+
+def end_for_epoch(bootstrap, topic, partition, current, epoch):
+    """OffsetForLeaderEpoch v3 for one partition -> (error, leader epoch, end offset)."""
+    body = struct.pack(">i", -1)  # replica id: a consumer
+    body += struct.pack(">i", 1) + string(topic)
+    body += struct.pack(">i", 1) + struct.pack(">iii", partition, current, epoch)
+    conn = Conn(bootstrap)
+    try:
+        conn.send(frame(header_v1(23, 3, 11) + body))
+        payload = conn.read_frame()
+    finally:
+        conn.sock.close()
+    assert payload is not None, "the broker closed the connection"
+    at = 4 + 4  # correlation id, throttle time
+    (topics,) = struct.unpack_from(">i", payload, at)
+    assert topics == 1
+    at += 4
+    (n,) = struct.unpack_from(">h", payload, at)
+    assert payload[at + 2:at + 2 + n].decode() == topic
+    at += 2 + n
+    (parts,) = struct.unpack_from(">i", payload, at)
+    assert parts == 1
+    error, index, leader_epoch, end = struct.unpack_from(">hiiq", payload, at + 4)
+    assert index == partition
+    return error, leader_epoch, end
+
+
+def current_epoch(bootstrap, topic, partition):
+    """The leader's epoch: the one current epoch it neither fences nor does not know."""
+    for epoch in range(0, 100):
+        error, _, _ = end_for_epoch(bootstrap, topic, partition, epoch, epoch)
+        if error == NONE:
+            return epoch
+        assert error == FENCED_LEADER_EPOCH, f"epoch {epoch}: error {error}"
+    raise AssertionError("no current leader epoch below 100")
+
+
+def test_offset_for_leader_epoch_across_a_failover(cluster):
+    c = cluster(3)
+    topic = "epochs"
+    c.create_topic(topic, 1, replication_factor=3)
+    history = History()
+    produce_records(c.bootstrap, topic, history, 10)
+    leader = c.leader_of(topic, 0)
+    at = c.node(leader).bootstrap
+    first = current_epoch(at, topic, 0)
+    assert end_for_epoch(at, topic, 0, first, first) == (NONE, first, 10)
+    assert end_for_epoch(at, topic, 0, -1, first) == (NONE, first, 10)
+    assert end_for_epoch(at, topic, 0, first + 1, first)[0] == UNKNOWN_LEADER_EPOCH
+    follower = next(i for i in c.ids if i != leader)
+    assert end_for_epoch(c.node(follower).bootstrap, topic, 0, -1, first)[0] == NOT_LEADER_OR_FOLLOWER
+    assert end_for_epoch(at, "no-such-topic", 0, -1, 0)[0] == UNKNOWN_TOPIC_OR_PARTITION
+
+    # A consumer reads the first ten records, then the leader dies.
+    consumer = Consumer({"bootstrap.servers": c.bootstrap, "group.id": "epochs", "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "isolation.level": "read_uncommitted",
+                         "fetch.wait.max.ms": 100, **CLIENT_DEFAULTS})
+    seen = []
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        deadline = time.monotonic() + 20
+        while len(seen) < 10 and time.monotonic() < deadline:
+            seen += [m.offset() for m in consumer.consume(10, 0.5) if m.error() is None]
+        assert seen == list(range(10)), seen
+        c.kill(leader)
+        new = c.wait_for_leader(topic, 0, not_node=leader, timeout=20)
+        produce_records(c.bootstrap, topic, history, 5)
+        at = c.node(new).bootstrap
+        second = current_epoch(at, topic, 0)
+        assert second > first
+        # The old epoch ended where the new leader's began; the new one ends at the log end.
+        assert end_for_epoch(at, topic, 0, second, first) == (NONE, first, 10)
+        assert end_for_epoch(at, topic, 0, second, second) == (NONE, second, 15)
+        assert end_for_epoch(at, topic, 0, first, first)[0] == FENCED_LEADER_EPOCH
+        # The consumer validates its position with the new leader and goes on from offset 10:
+        # no reset to the start, nothing read twice, nothing skipped.
+        deadline = time.monotonic() + 30
+        while len(seen) < 15 and time.monotonic() < deadline:
+            seen += [m.offset() for m in consumer.consume(10, 0.5) if m.error() is None]
+        assert seen == list(range(15)), seen
+    finally:
+        consumer.close()
