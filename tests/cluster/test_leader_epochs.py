@@ -4,6 +4,7 @@ has not caught up, and followers refuse; and a confluent-kafka consumer — whic
 position with this API after a leader change — goes on across a failover without resetting
 its offset or reading a record twice."""
 
+import logging
 import struct
 import time
 
@@ -21,6 +22,20 @@ pytestmark = pytest.mark.timeout(120)
 
 NONE, UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER = 0, 3, 6
 FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH = 74, 75
+
+
+class RequestLog(logging.Handler):
+    """Keeps librdkafka's log lines."""
+
+    def __init__(self):
+        super().__init__()
+        self.lines = []
+
+    def emit(self, record):
+        self.lines.append(record.getMessage())
+
+    def saw(self, text):
+        return any(text in line for line in self.lines)
 
 
 def end_for_epoch(bootstrap, topic, partition, current, epoch):
@@ -75,10 +90,17 @@ def test_offset_for_leader_epoch_across_a_failover(cluster):
     assert end_for_epoch(c.node(follower).bootstrap, topic, 0, -1, first)[0] == NOT_LEADER_OR_FOLLOWER
     assert end_for_epoch(at, "no-such-topic", 0, -1, 0)[0] == UNKNOWN_TOPIC_OR_PARTITION
 
-    # A consumer reads the first ten records, then the leader dies.
+    # A consumer reads the first ten records, then the leader dies. Its protocol log shows
+    # whether it validated its position with OffsetForLeaderEpoch.
+    sent = RequestLog()
+    logger = logging.getLogger("rdkafka-epochs")
+    logger.addHandler(sent)
+    logger.propagate = False
+    logger.setLevel(logging.DEBUG)
     consumer = Consumer({"bootstrap.servers": c.bootstrap, "group.id": "epochs", "enable.auto.commit": False,
                          "auto.offset.reset": "earliest", "isolation.level": "read_uncommitted",
-                         "fetch.wait.max.ms": 100, **CLIENT_DEFAULTS})
+                         "fetch.wait.max.ms": 100, "debug": "protocol", **CLIENT_DEFAULTS},
+                        logger=logger)
     seen = []
     try:
         consumer.assign([TopicPartition(topic, 0, 0)])
@@ -102,5 +124,6 @@ def test_offset_for_leader_epoch_across_a_failover(cluster):
         while len(seen) < 15 and time.monotonic() < deadline:
             seen += [m.offset() for m in consumer.consume(10, 0.5) if m.error() is None]
         assert seen == list(range(15)), seen
+        assert sent.saw("Sent OffsetForLeaderEpochRequest"), "the consumer never validated its position"
     finally:
         consumer.close()

@@ -190,7 +190,7 @@ impl Broker {
         let Some(replication) = self.replication.get().cloned() else {
             return;
         };
-        if crate::replication::is_coordinator_topic(name) {
+        if crate::topics::is_internal(name) {
             // Made as an internal topic (compacted, fsynced), never with a client's defaults.
             self.ensure_coordinator_topic(name);
             return;

@@ -14,6 +14,7 @@
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::Arc;
 
+use kafka_protocol::error::ResponseError;
 use parking_lot::Mutex;
 use sluice_log::{
     AbortedTxn, AppendInfo, FlushMode, LeaderEpoch, Log, LogConfig, LogError, Marker, Offset,
@@ -552,6 +553,20 @@ impl Partition {
         let end = state.log.next_offset();
         let plan = state.log.read(offset, max_bytes, end, true)?;
         Ok((plan, self.progress()))
+    }
+
+    /// Checks the leader epoch a client (or follower) believes current, if it sent one (≥ 0):
+    /// an older one is FENCED_LEADER_EPOCH (its metadata is stale), a newer one
+    /// UNKNOWN_LEADER_EPOCH (this replica has not caught up).
+    pub fn check_current_epoch(&self, current: i32) -> Result<(), ResponseError> {
+        let epoch = self.leader_epoch().0;
+        if current < 0 || current == epoch {
+            Ok(())
+        } else if current < epoch {
+            Err(ResponseError::FencedLeaderEpoch)
+        } else {
+            Err(ResponseError::UnknownLeaderEpoch)
+        }
     }
 
     /// OffsetForLeaderEpoch on this replica's log.

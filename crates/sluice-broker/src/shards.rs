@@ -2,33 +2,85 @@
 //! node coordinates. A single node coordinates all of them. In a cluster a coordinator runs
 //! for exactly the partitions this node leads: loaded (the partition's records replayed) when
 //! leadership arrives, unloaded when it leaves, and its writes carry the leader epoch it was
-//! loaded in (Kafka's coordinator epoch).
+//! loaded in (Kafka's coordinator epoch). A key (group, transactional id) lives in partition
+//! `abs(javaHash(key)) % partitions`, as in Kafka.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
 use parking_lot::RwLock;
 
+use crate::error::BrokerError;
+use crate::partition::Partition;
+use crate::topics::Topic;
+
+/// Kafka's `Utils.abs(key.hashCode()) % partitions`, so a key lands where Kafka would put it.
+pub fn partition_for(key: &str, partitions: i32) -> i32 {
+    let mut h: i32 = 0;
+    for unit in key.encode_utf16() {
+        h = h.wrapping_mul(31).wrapping_add(i32::from(unit));
+    }
+    (h & 0x7fff_ffff) % partitions.max(1)
+}
+
 #[derive(Debug)]
 pub struct Shards {
+    /// The internal topic's name, for errors and logs.
+    name: &'static str,
+    /// The topic (in a cluster: once the cluster created it and this node holds a replica).
+    topic: RwLock<Option<Arc<Topic>>>,
     /// `None` on a single node (every partition, epoch 0); otherwise partition → the leader
     /// epoch it was loaded in.
     loaded: Option<RwLock<HashMap<i32, i32>>>,
 }
 
 impl Shards {
-    pub fn standalone() -> Shards {
-        Shards { loaded: None }
+    /// A single node's: every partition of `topic`, once [`Shards::set_topic`] names it.
+    pub fn standalone(name: &'static str) -> Shards {
+        Shards {
+            name,
+            topic: RwLock::new(None),
+            loaded: None,
+        }
     }
 
-    pub fn clustered() -> Shards {
+    pub fn clustered(name: &'static str) -> Shards {
         Shards {
+            name,
+            topic: RwLock::new(None),
             loaded: Some(RwLock::new(HashMap::new())),
         }
     }
 
-    /// The coordinator epoch of `partition` if this node coordinates it; `NOT_COORDINATOR`
+    /// Whether this node is one of a cluster's (coordinating only what it loaded).
+    pub fn is_clustered(&self) -> bool {
+        self.loaded.is_some()
+    }
+
+    pub fn set_topic(&self, topic: Arc<Topic>) {
+        *self.topic.write() = Some(topic);
+    }
+
+    /// The partition that holds `key`, if the topic is here.
+    pub fn partition_of(&self, key: &str) -> Option<i32> {
+        self.topic
+            .read()
+            .as_ref()
+            .map(|t| partition_for(key, t.partition_count()))
+    }
+
+    /// The coordinator epoch of `key` if this node coordinates it; `NOT_COORDINATOR`
     /// otherwise (the client looks the coordinator up again).
+    pub fn check(&self, key: &str) -> Result<i32, ResponseError> {
+        let partition = self
+            .partition_of(key)
+            .ok_or(ResponseError::NotCoordinator)?;
+        self.epoch(partition)
+    }
+
+    /// The coordinator epoch of `partition` if this node coordinates it; `NOT_COORDINATOR`
+    /// otherwise.
     pub fn epoch(&self, partition: i32) -> Result<i32, ResponseError> {
         match &self.loaded {
             None => Ok(0),
@@ -40,6 +92,18 @@ impl Shards {
         }
     }
 
+    /// The local partition `key`'s records are written to (`NotLeader` when it is not here).
+    pub fn partition(&self, key: &str) -> Result<Arc<Partition>, BrokerError> {
+        let topic = self.topic.read();
+        let topic = topic
+            .as_ref()
+            .ok_or_else(|| BrokerError::NotLeader(format!("{} is not here", self.name)))?;
+        let index = partition_for(key, topic.partition_count());
+        topic
+            .partition(index)
+            .ok_or_else(|| BrokerError::NotLeader(format!("{}-{index} is not here", self.name)))
+    }
+
     /// The partitions loaded here, with their epochs (empty on a single node).
     pub fn loaded(&self) -> HashMap<i32, i32> {
         self.loaded
@@ -48,13 +112,59 @@ impl Shards {
             .unwrap_or_default()
     }
 
-    pub(crate) fn insert(&self, partition: i32, epoch: i32) {
+    /// Takes over partition `index` of `topic` in `epoch`. Call with the coordinator's lock
+    /// held, so that no write of the partition's keys slips in between the replay and the
+    /// take-over: `replay` forgets the keys the predicate picks, replays the partition's whole
+    /// log (a new leader holds it up to its end) and returns how many records it applied.
+    pub fn load(
+        &self,
+        topic: &Arc<Topic>,
+        index: i32,
+        epoch: i32,
+        replay: impl FnOnce(&Partition, &dyn Fn(&str) -> bool) -> Result<usize, BrokerError>,
+    ) -> Result<(), BrokerError> {
+        let partition = topic
+            .partition(index)
+            .ok_or_else(|| BrokerError::UnknownTopic(format!("{}-{index}", self.name)))?;
+        let count = topic.partition_count();
+        self.remove(index);
+        self.set_topic(Arc::clone(topic));
+        let records = replay(&partition, &|key| partition_for(key, count) == index)?;
+        self.insert(index, epoch);
+        tracing::info!(
+            topic = self.name,
+            partition = index,
+            epoch,
+            records,
+            "coordinating an internal partition"
+        );
+        Ok(())
+    }
+
+    /// Gives up partition `index` (another node leads it now); `forget` drops the keys the
+    /// predicate picks. Call with the coordinator's lock held.
+    pub fn unload(&self, index: i32, forget: impl FnOnce(&dyn Fn(&str) -> bool)) {
+        self.remove(index);
+        let count = self
+            .topic
+            .read()
+            .as_ref()
+            .map_or(1, |t| t.partition_count());
+        forget(&|key| partition_for(key, count) == index);
+        tracing::info!(
+            topic = self.name,
+            partition = index,
+            "no longer coordinating an internal partition"
+        );
+    }
+
+    fn insert(&self, partition: i32, epoch: i32) {
         if let Some(loaded) = &self.loaded {
             loaded.write().insert(partition, epoch);
         }
     }
 
-    pub(crate) fn remove(&self, partition: i32) {
+    fn remove(&self, partition: i32) {
         if let Some(loaded) = &self.loaded {
             loaded.write().remove(&partition);
         }
@@ -67,9 +177,9 @@ mod tests {
 
     #[test]
     fn a_single_node_coordinates_everything_and_a_cluster_node_only_what_it_loaded() {
-        let single = Shards::standalone();
+        let single = Shards::standalone("t");
         assert_eq!(single.epoch(7), Ok(0));
-        let node = Shards::clustered();
+        let node = Shards::clustered("t");
         assert_eq!(node.epoch(7), Err(ResponseError::NotCoordinator));
         node.insert(7, 3);
         assert_eq!(node.epoch(7), Ok(3));

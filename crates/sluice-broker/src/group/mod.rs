@@ -10,7 +10,7 @@ pub mod state;
 use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
-use parking_lot::{Mutex, MutexGuard, RwLock};
+use parking_lot::{Mutex, MutexGuard};
 use sluice_log::{validate_produce, Clock, LogError};
 
 use crate::commit::{coordinator_error, Waits};
@@ -23,20 +23,10 @@ use records::Record;
 
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 
-/// Kafka's `Utils.abs(groupId.hashCode()) % partitions`, so a group lands where Kafka would
-/// put it.
-pub fn partition_for(group: &str, partitions: i32) -> i32 {
-    let mut h: i32 = 0;
-    for unit in group.encode_utf16() {
-        h = h.wrapping_mul(31).wrapping_add(i32::from(unit));
-    }
-    (h & 0x7fff_ffff) % partitions.max(1)
-}
+pub use crate::shards::partition_for;
 
 pub struct GroupService {
     pub coordinator: Mutex<Coordinator>,
-    /// The offsets topic (in a cluster: once the cluster created it and this node holds it).
-    offsets_topic: RwLock<Option<Arc<Topic>>>,
     /// The offsets topic's partitions this node coordinates.
     pub shards: Shards,
     clock: Arc<dyn Clock>,
@@ -73,10 +63,11 @@ impl GroupService {
                 "loaded consumer groups"
             );
         }
+        let shards = Shards::standalone(OFFSETS_TOPIC);
+        shards.set_topic(topic);
         Ok(GroupService {
             coordinator: Mutex::new(coordinator),
-            offsets_topic: RwLock::new(Some(topic)),
-            shards: Shards::standalone(),
+            shards,
             clock,
         })
     }
@@ -86,18 +77,9 @@ impl GroupService {
     pub fn clustered(config: GroupConfig, clock: Arc<dyn Clock>) -> GroupService {
         GroupService {
             coordinator: Mutex::new(Coordinator::new(config)),
-            offsets_topic: RwLock::new(None),
-            shards: Shards::clustered(),
+            shards: Shards::clustered(OFFSETS_TOPIC),
             clock,
         }
-    }
-
-    /// The offsets topic's partition that holds `group`, if the topic exists here.
-    pub fn partition_of(&self, group: &str) -> Option<i32> {
-        let topic = self.offsets_topic.read();
-        topic
-            .as_ref()
-            .map(|t| partition_for(group, t.partition_count()))
     }
 
     /// The coordinator, if this node coordinates `group`; `NOT_COORDINATOR` otherwise (in a
@@ -109,69 +91,31 @@ impl GroupService {
 
     /// Whether this node coordinates `group` (`NOT_COORDINATOR` if not); takes no lock.
     pub fn check(&self, group: &str) -> Result<(), ResponseError> {
-        let partition = self
-            .partition_of(group)
-            .ok_or(ResponseError::CoordinatorNotAvailable)?;
-        self.shards.epoch(partition).map(drop)
+        self.shards.check(group).map(drop)
     }
 
-    /// Takes over partition `index` of the offsets topic (this node now leads it in `epoch`):
-    /// its groups are replayed from the whole log, which a new leader holds up to its end.
+    /// Takes over partition `index` of the offsets topic (this node now leads it in `epoch`).
     pub fn load(&self, topic: &Arc<Topic>, index: i32, epoch: i32) -> Result<(), BrokerError> {
-        let partition = topic
-            .partition(index)
-            .ok_or_else(|| BrokerError::UnknownTopic(format!("{OFFSETS_TOPIC}-{index}")))?;
-        let count = topic.partition_count();
-        // Under the coordinator's lock: no write of this partition's groups can slip in
-        // between the replay and the take-over.
         let mut coordinator = self.coordinator.lock();
-        self.shards.remove(index);
-        *self.offsets_topic.write() = Some(Arc::clone(topic));
-        coordinator.unload(|group| partition_for(group, count) == index);
-        let records = read_all(&partition, true)?;
         let now = self.clock.now_ms();
-        for record in &records {
-            coordinator.apply(record, now);
-        }
-        self.shards.insert(index, epoch);
-        tracing::info!(
-            partition = index,
-            epoch,
-            records = records.len(),
-            "coordinating the groups of an offsets partition"
-        );
-        Ok(())
+        self.shards.load(topic, index, epoch, |partition, owns| {
+            coordinator.unload(owns);
+            let records = read_all(partition, true)?;
+            for record in &records {
+                coordinator.apply(record, now);
+            }
+            Ok(records.len())
+        })
     }
 
     /// Gives up partition `index` of the offsets topic (another node leads it now).
     pub fn unload(&self, index: i32) {
         let mut coordinator = self.coordinator.lock();
-        self.shards.remove(index);
-        let count = self
-            .offsets_topic
-            .read()
-            .as_ref()
-            .map_or(1, |t| t.partition_count());
-        coordinator.unload(|group| partition_for(group, count) == index);
-        tracing::info!(
-            partition = index,
-            "no longer coordinating an offsets partition"
-        );
+        self.shards.unload(index, |owns| coordinator.unload(owns));
     }
 
     pub fn now_ms(&self) -> i64 {
         self.clock.now_ms()
-    }
-
-    fn partition(&self, group: &str) -> Result<Arc<Partition>, BrokerError> {
-        let topic = self.offsets_topic.read();
-        let topic = topic
-            .as_ref()
-            .ok_or_else(|| BrokerError::NotLeader(format!("{OFFSETS_TOPIC} is not here")))?;
-        let index = partition_for(group, topic.partition_count());
-        topic
-            .partition(index)
-            .ok_or_else(|| BrokerError::NotLeader(format!("{OFFSETS_TOPIC}-{index} is not here")))
     }
 
     /// Writes `records` and applies them to the coordinator (locked by the caller, so that
@@ -200,7 +144,7 @@ impl GroupService {
     fn write(&self, records: &[Record]) -> Result<Waits, BrokerError> {
         let mut by_partition: Vec<(Arc<Partition>, Vec<&Record>)> = Vec::new();
         for r in records {
-            let p = self.partition(r.group())?;
+            let p = self.shards.partition(r.group())?;
             match by_partition.iter_mut().find(|(q, _)| q.index == p.index) {
                 Some((_, list)) => list.push(r),
                 None => by_partition.push((p, vec![r])),

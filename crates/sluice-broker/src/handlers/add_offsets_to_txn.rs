@@ -40,13 +40,10 @@ pub fn handle(broker: &Broker, request: AddOffsetsToTxnRequest, _call: &Call) ->
                 Err(e) => Err(e),
             },
         );
-    match waits {
-        // In a cluster a failover must not take the addition back: answered once committed.
-        Ok(waits) if broker.config().clustered && !waits.is_empty() => {
-            Reply::Later(Box::pin(async move {
-                answer(crate::txn::durable(waits).await.err())
-            }))
-        }
+    match waits.map(|w| broker.txns.before_answer(w)) {
+        Ok(waits) if !waits.is_empty() => Reply::Later(Box::pin(async move {
+            answer(crate::commit::committed(waits).await.err())
+        })),
         outcome => {
             Reply::Ready(Box::new(answer(outcome.err()).unwrap_or_else(|| {
                 ResponseKind::AddOffsetsToTxn(Default::default())

@@ -16,8 +16,8 @@ use kafka_protocol::messages::{
 use sluice_wire::Reply;
 
 use crate::broker::Broker;
+use crate::commit::committed;
 use crate::handlers::{Call, Versions};
-use crate::txn::durable;
 
 fn results(
     topics: &[AddPartitionsToTxnTopic],
@@ -151,7 +151,7 @@ pub fn handle(broker: &Broker, request: AddPartitionsToTxnRequest, call: &Call) 
         return Reply::Ready(Box::new(ResponseKind::AddPartitionsToTxn(response)));
     }
     Reply::Later(Box::pin(async move {
-        let response = match durable(waits).await {
+        let response = match committed(waits).await {
             Ok(()) => response,
             Err(e) => fail_all(response, e.code()),
         };

@@ -8,9 +8,9 @@ use kafka_protocol::messages::{EndTxnRequest, EndTxnResponse, ProducerId, Respon
 use sluice_wire::Reply;
 
 use crate::broker::Broker;
+use crate::commit::committed;
 use crate::handlers::{Call, Versions};
 use crate::txn::coordinator::End;
-use crate::txn::durable;
 
 fn answer(result: Result<(i64, i16), ResponseError>) -> Option<ResponseKind> {
     let response = match result {
@@ -81,7 +81,7 @@ pub fn handle(broker: &Broker, request: EndTxnRequest, call: &Call) -> Reply {
         )));
     };
     Reply::Later(Box::pin(async move {
-        if let Err(e) = durable(waits).await {
+        if let Err(e) = committed(waits).await {
             return answer(Err(e));
         }
         match prepare {

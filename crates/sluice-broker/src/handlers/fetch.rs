@@ -279,14 +279,8 @@ fn read_one(
         Ok(p) => p,
         Err(e) => return base.with_error_code(e.code()),
     };
-    let epoch = partition.leader_epoch().0;
-    if wanted.current_leader_epoch >= 0 && wanted.current_leader_epoch != epoch {
-        let error = if wanted.current_leader_epoch < epoch {
-            ResponseError::FencedLeaderEpoch
-        } else {
-            ResponseError::UnknownLeaderEpoch
-        };
-        return base.with_error_code(error.code());
+    if let Err(e) = partition.check_current_epoch(wanted.current_leader_epoch) {
+        return base.with_error_code(e.code());
     }
     let limit = wanted.max_bytes.min(*remaining);
     let result = partition

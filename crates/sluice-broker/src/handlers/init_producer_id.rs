@@ -10,9 +10,9 @@ use kafka_protocol::messages::{
 use sluice_wire::Reply;
 
 use crate::broker::Broker;
+use crate::commit::committed;
 use crate::handlers::{Call, Versions};
 use crate::txn::coordinator::Init;
-use crate::txn::durable;
 
 fn answer(error: ResponseError) -> ResponseKind {
     ResponseKind::InitProducerId(
@@ -86,7 +86,7 @@ pub fn handle(broker: &Broker, request: InitProducerIdRequest, _call: &Call) -> 
         return Reply::Ready(Box::new(answer(ResponseError::CoordinatorNotAvailable)));
     };
     Reply::Later(Box::pin(async move {
-        if let Err(e) = durable(waits).await {
+        if let Err(e) = committed(waits).await {
             return Some(answer(e));
         }
         Some(match outcome {

@@ -44,15 +44,10 @@ pub fn handle(broker: &Broker, request: ListOffsetsRequest, call: &Call) -> Resp
                     if !partition.progress().leading {
                         return response.with_error_code(ResponseError::NotLeaderOrFollower.code());
                     }
-                    let epoch = partition.leader_epoch().0;
-                    if p.current_leader_epoch >= 0 && p.current_leader_epoch != epoch {
-                        let error = if p.current_leader_epoch < epoch {
-                            ResponseError::FencedLeaderEpoch
-                        } else {
-                            ResponseError::UnknownLeaderEpoch
-                        };
-                        return response.with_error_code(error.code());
+                    if let Err(e) = partition.check_current_epoch(p.current_leader_epoch) {
+                        return response.with_error_code(e.code());
                     }
+                    let epoch = partition.leader_epoch().0;
                     let progress = partition.progress();
                     let found = match p.timestamp {
                         LATEST if committed => Ok(Some((progress.stable, -1))),

@@ -12,15 +12,13 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
 use kafka_protocol::messages::{
     OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, ResponseKind,
 };
-use sluice_log::LeaderEpoch;
+use sluice_log::{LeaderEpoch, Offset};
 
 use crate::broker::Broker;
 use crate::handlers::{Call, Versions};
+use crate::partition::Partition;
 
 pub const VERSIONS: Versions = Versions::new(2, 4);
-
-/// Kafka's "no current leader epoch given" (a client that does not know it).
-const NO_EPOCH: i32 = -1;
 
 pub fn handle(broker: &Broker, request: OffsetForLeaderEpochRequest, _call: &Call) -> ResponseKind {
     let topics = request
@@ -41,29 +39,10 @@ pub fn handle(broker: &Broker, request: OffsetForLeaderEpochRequest, _call: &Cal
                             Err(ResponseError::NotLeaderOrFollower)
                         }
                         None => Err(ResponseError::UnknownTopicOrPartition),
-                        Some(p) => {
-                            let current = p.leader_epoch().0;
-                            if !p.progress().leading {
-                                Err(ResponseError::NotLeaderOrFollower)
-                            } else if asked.current_leader_epoch != NO_EPOCH
-                                && asked.current_leader_epoch < current
-                            {
-                                Err(ResponseError::FencedLeaderEpoch)
-                            } else if asked.current_leader_epoch > current {
-                                Err(ResponseError::UnknownLeaderEpoch)
-                            } else {
-                                Ok(
-                                    match p.end_offset_for_epoch(LeaderEpoch(asked.leader_epoch)) {
-                                        // Nothing written yet in the leader's epochs up to the one
-                                        // asked: that epoch ends at the log end.
-                                        None if asked.leader_epoch <= current => {
-                                            Some((LeaderEpoch(current), p.fetch_position().0))
-                                        }
-                                        found => found,
-                                    },
-                                )
-                            }
-                        }
+                        Some(p) if !p.progress().leading => Err(ResponseError::NotLeaderOrFollower),
+                        Some(p) => p
+                            .check_current_epoch(asked.current_leader_epoch)
+                            .map(|()| end_of(&p, asked.leader_epoch)),
                     };
                     match answer {
                         Ok(Some((epoch, end))) => {
@@ -82,4 +61,14 @@ pub fn handle(broker: &Broker, request: OffsetForLeaderEpochRequest, _call: &Cal
         })
         .collect();
     ResponseKind::OffsetForLeaderEpoch(OffsetForLeaderEpochResponse::default().with_topics(topics))
+}
+
+/// Where `epoch` ended in the leader `p`'s log. An epoch of the leader's it has not written in
+/// yet (nothing since the one before) ends at the log end.
+fn end_of(p: &Partition, epoch: i32) -> Option<(LeaderEpoch, Offset)> {
+    let current = p.leader_epoch().0;
+    match p.end_offset_for_epoch(LeaderEpoch(epoch)) {
+        None if epoch <= current => Some((LeaderEpoch(current), p.fetch_position().0)),
+        found => found,
+    }
 }

@@ -1,8 +1,9 @@
 //! TxnOffsetCommit: offsets a transaction commits for a consumer group, applied to the group
 //! only if the transaction commits. The group's coordinator (this node) checks the member; the
-//! transaction's coordinator keeps the offsets until the transaction ends. The group must be in the transaction (AddOffsetsToTxn),
-//! except with v5+ (KIP-890), which adds it. From v3 the consumer's generation and member id
-//! are checked against the group, so a zombie consumer cannot commit.
+//! transaction's coordinator (here or on another node) keeps the offsets until the transaction
+//! ends. The group must be in the transaction (AddOffsetsToTxn), except with v5+ (KIP-890),
+//! which adds it. From v3 the consumer's generation and member id are checked against the
+//! group, so a zombie consumer cannot commit.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::txn_offset_commit_response::{
@@ -79,49 +80,39 @@ pub fn handle(broker: &Broker, request: TxnOffsetCommitRequest, call: &Call) -> 
         broker.groups.check(&request.group_id)
     };
     let id = request.transactional_id.to_string();
-    let producer = (request.producer_id.0, request.producer_epoch);
+    let (producer_id, producer_epoch) = (request.producer_id.0, request.producer_epoch);
     let tv2 = version >= 5;
-    // The offsets go to the transaction's coordinator: here, or on the node leading the
-    // transactional id's partition.
-    let kept = group_error.and_then(|()| {
-        if offsets.is_empty() {
-            return Ok(None);
+    // The offsets go to the transaction's coordinator: kept here (and what to wait for), or
+    // handed to the node leading the transactional id's partition.
+    let kept = group_error.and_then(|()| match broker.txns.check(&id) {
+        _ if offsets.is_empty() => Ok(Kept::Here(Vec::new())),
+        Ok(_) => broker
+            .txn_offsets_here(&id, producer_id, producer_epoch, offsets, tv2)
+            .map(|waits| Kept::Here(broker.txns.before_answer(waits))),
+        Err(ResponseError::NotCoordinator) => {
+            let (node, _, _) = broker.txn_coordinator(&id)?;
+            Ok(Kept::Elsewhere(
+                sluice_cluster::NodeId(node),
+                crate::replication::PeerCall::TxnOffsets {
+                    transactional_id: id,
+                    producer_id,
+                    producer_epoch,
+                    offsets,
+                    tv2,
+                },
+            ))
         }
-        match broker.txns.check(&id) {
-            Ok(_) => broker
-                .txn_offsets_here(&id, producer.0, producer.1, offsets.clone(), tv2)
-                .map(|waits| Some(Ok(waits))),
-            Err(ResponseError::NotCoordinator) if broker.replication().is_some() => {
-                let (node, _, _) = broker.txn_coordinator(&id)?;
-                Ok(Some(Err(sluice_cluster::NodeId(node))))
-            }
-            Err(e) => Err(e),
-        }
+        Err(e) => Err(e),
     });
-    let clustered = broker.config().clustered;
     let Some(broker) = broker.arc() else {
         return Reply::Ready(Box::new(ResponseKind::TxnOffsetCommit(
             TxnOffsetCommitResponse::default(),
         )));
     };
     Reply::Later(Box::pin(async move {
-        // On a single node not waited on for durability: the offsets commit only through the
-        // transaction's fsynced Prepare* state, which carries them. In a cluster answered once
-        // committed, so that a coordinator taking over has them.
         let outcome = match kept {
-            Ok(None) => Ok(()),
-            Ok(Some(Ok(waits))) if clustered => crate::txn::durable(waits).await,
-            Ok(Some(Ok(_))) => Ok(()),
-            Ok(Some(Err(node))) => {
-                let call = crate::replication::PeerCall::TxnOffsets {
-                    transactional_id: id,
-                    producer_id: producer.0,
-                    producer_epoch: producer.1,
-                    offsets,
-                    tv2,
-                };
-                broker.call_peer(node, &call).await
-            }
+            Ok(Kept::Here(waits)) => crate::commit::committed(waits).await,
+            Ok(Kept::Elsewhere(node, call)) => broker.call_peer(node, &call).await,
             Err(e) => Err(e),
         };
         let common = outcome.err();
@@ -144,4 +135,12 @@ pub fn handle(broker: &Broker, request: TxnOffsetCommitRequest, call: &Call) -> 
             TxnOffsetCommitResponse::default().with_topics(topics),
         ))
     }))
+}
+
+/// Where the offsets went.
+enum Kept {
+    /// To this node's transaction coordinator: what to wait for before answering.
+    Here(crate::commit::Waits),
+    /// To the transaction coordinator on another node: the call to make.
+    Elsewhere(sluice_cluster::NodeId, crate::replication::PeerCall),
 }

@@ -74,7 +74,7 @@ pub fn handle(broker: &Broker, request: WriteTxnMarkersRequest, _call: &Call) ->
         })
         .collect();
     Reply::Later(Box::pin(async move {
-        crate::txn::durable(waits).await.ok();
+        crate::commit::committed(waits).await.ok();
         Some(ResponseKind::WriteTxnMarkers(
             WriteTxnMarkersResponse::default().with_markers(markers),
         ))

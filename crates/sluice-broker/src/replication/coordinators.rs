@@ -20,12 +20,6 @@ fn internal_topic<'a>(state: &'a ClusterState, name: &str) -> Option<&'a TopicIn
     state.names.get(name).and_then(|id| state.topics.get(id))
 }
 
-/// Whether `name` is one of the coordinators' topics, which the controller makes with their own
-/// settings and never with a client's defaults.
-pub(crate) fn is_coordinator_topic(name: &str) -> bool {
-    name == OFFSETS_TOPIC || name == TXN_TOPIC
-}
-
 impl Broker {
     /// Loads the group and transaction coordinators of every internal partition this node now
     /// leads (again, when the leader epoch changed: another node may have led in between) and

@@ -147,14 +147,8 @@ fn read_one(
         Ok(t) => t,
         Err(e) => return base.with_error_code(e.code()),
     };
-    let epoch = p.leader_epoch().0;
-    if w.current_leader_epoch >= 0 && w.current_leader_epoch != epoch {
-        let error = if w.current_leader_epoch < epoch {
-            ResponseError::FencedLeaderEpoch
-        } else {
-            ResponseError::UnknownLeaderEpoch
-        };
-        return base.with_error_code(error.code());
+    if let Err(e) = p.check_current_epoch(w.current_leader_epoch) {
+        return base.with_error_code(e.code());
     }
     if !p.progress().leading {
         return base.with_error_code(ResponseError::NotLeaderOrFollower.code());

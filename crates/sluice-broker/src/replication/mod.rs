@@ -19,7 +19,6 @@ pub mod leader_fetch;
 mod peer;
 mod reconcile;
 
-pub(crate) use coordinators::is_coordinator_topic;
 pub(crate) use peer::PeerCall;
 
 use std::collections::HashMap;

@@ -23,13 +23,13 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
-use parking_lot::{Mutex, MutexGuard, RwLock};
-use sluice_log::{validate_produce, Clock, LogError, Marker, Offset};
+use parking_lot::{Mutex, MutexGuard};
+use sluice_log::{validate_produce, Clock, LogError, Marker};
 
 use crate::broker::Broker;
+use crate::commit::{committed, Waits};
 use crate::error::BrokerError;
 use crate::group::coordinator::{offset_record, Committed};
-use crate::partition::Partition;
 use crate::shards::Shards;
 use crate::topics::{Topic, Topics};
 use coordinator::{completed, Coordinator};
@@ -56,9 +56,6 @@ impl TxnRecord {
 
 pub struct TxnService {
     pub coordinator: Mutex<Coordinator>,
-    /// The transaction state topic (in a cluster: once the cluster created it and this node
-    /// leads one of its partitions).
-    topic: RwLock<Option<Arc<Topic>>>,
     /// The partitions of the transaction state topic this node coordinates.
     pub shards: Shards,
     clock: Arc<dyn Clock>,
@@ -93,10 +90,11 @@ impl TxnService {
         if n > 0 {
             tracing::info!(transactional_ids = n, "loaded transaction state");
         }
+        let shards = Shards::standalone(TXN_TOPIC);
+        shards.set_topic(topic);
         Ok(TxnService {
             coordinator: Mutex::new(coordinator),
-            topic: RwLock::new(Some(topic)),
-            shards: Shards::standalone(),
+            shards,
             clock,
             finishing: Arc::default(),
         })
@@ -107,26 +105,16 @@ impl TxnService {
     pub fn clustered(max_timeout_ms: i32, expiration_ms: i64, clock: Arc<dyn Clock>) -> TxnService {
         TxnService {
             coordinator: Mutex::new(Coordinator::new(max_timeout_ms, expiration_ms)),
-            topic: RwLock::new(None),
-            shards: Shards::clustered(),
+            shards: Shards::clustered(TXN_TOPIC),
             clock,
             finishing: Arc::default(),
         }
     }
 
-    /// The partition of the transaction state topic that holds `id`, if the topic is here.
-    pub fn partition_of(&self, id: &str) -> Option<i32> {
-        self.topic
-            .read()
-            .as_ref()
-            .map(|t| crate::group::partition_for(id, t.partition_count()))
-    }
-
     /// The coordinator epoch of `id` here (the leader epoch its partition was loaded in; 0 on
     /// a single node), or `NOT_COORDINATOR` when another node coordinates it.
     pub fn check(&self, id: &str) -> Result<i32, ResponseError> {
-        let partition = self.partition_of(id).ok_or(ResponseError::NotCoordinator)?;
-        self.shards.epoch(partition)
+        self.shards.check(id)
     }
 
     /// The coordinator, if this node coordinates `id`; `NOT_COORDINATOR` otherwise (the
@@ -137,70 +125,46 @@ impl TxnService {
     }
 
     /// Takes over partition `index` of the transaction state topic (this node now leads it in
-    /// `epoch`): its ids are replayed from the whole log, which a new leader holds up to its
-    /// end. Transactions it finds half-ended (`Prepare*`) or past their timeout are finished by
-    /// the next tick.
+    /// `epoch`). Transactions it finds half-ended (`Prepare*`) or past their timeout are
+    /// finished by the next tick.
     pub fn load(&self, topic: &Arc<Topic>, index: i32, epoch: i32) -> Result<(), BrokerError> {
-        let partition = topic
-            .partition(index)
-            .ok_or_else(|| BrokerError::UnknownTopic(format!("{TXN_TOPIC}-{index}")))?;
-        let count = topic.partition_count();
         let mut coordinator = self.coordinator.lock();
-        self.shards.remove(index);
-        *self.topic.write() = Some(Arc::clone(topic));
-        coordinator.unload(|id| crate::group::partition_for(id, count) == index);
-        let mut loaded = 0usize;
-        for (key, value) in crate::internal_log::read_all(&partition, TXN_TOPIC, true)? {
-            apply_record(&mut coordinator, key, value);
-            loaded += 1;
-        }
-        self.shards.insert(index, epoch);
-        tracing::info!(
-            partition = index,
-            epoch,
-            records = loaded,
-            "coordinating the transactions of a transaction state partition"
-        );
-        Ok(())
+        self.shards.load(topic, index, epoch, |partition, owns| {
+            coordinator.unload(owns);
+            let records = crate::internal_log::read_all(partition, TXN_TOPIC, true)?;
+            let count = records.len();
+            for (key, value) in records {
+                apply_record(&mut coordinator, key, value);
+            }
+            Ok(count)
+        })
     }
 
     /// Gives up partition `index` of the transaction state topic (another node leads it now).
     pub fn unload(&self, index: i32) {
         let mut coordinator = self.coordinator.lock();
-        self.shards.remove(index);
-        let count = self
-            .topic
-            .read()
-            .as_ref()
-            .map_or(1, |t| t.partition_count());
-        coordinator.unload(|id| crate::group::partition_for(id, count) == index);
-        tracing::info!(
-            partition = index,
-            "no longer coordinating a transaction state partition"
-        );
+        self.shards.unload(index, |owns| coordinator.unload(owns));
+    }
+
+    /// What the answer to a step only the `Prepare*` state decides (AddOffsetsToTxn,
+    /// TxnOffsetCommit) waits for: nothing on a single node, where the fsynced `Prepare*` state
+    /// carries it; in a cluster the step's own writes, so that a coordinator taking over knows
+    /// of everything a client was told.
+    pub fn before_answer(&self, waits: Waits) -> Waits {
+        if self.shards.is_clustered() {
+            waits
+        } else {
+            Vec::new()
+        }
     }
 
     pub fn now_ms(&self) -> i64 {
         self.clock.now_ms()
     }
 
-    fn partition(&self, id: &str) -> Result<Arc<Partition>, BrokerError> {
-        let topic = self.topic.read();
-        let topic = topic
-            .as_ref()
-            .ok_or_else(|| BrokerError::NotLeader(format!("{TXN_TOPIC} is not here")))?;
-        let index = crate::group::partition_for(id, topic.partition_count());
-        topic
-            .partition(index)
-            .ok_or_else(|| BrokerError::NotLeader(format!("{TXN_TOPIC}-{index} is not here")))
-    }
-
     /// Appends the records (call with the coordinator locked, so the log's order is the order
     /// they are applied in); returns what to wait on for durability.
-    pub fn write(
-        &self,
-        records: &[TxnRecord],
-    ) -> Result<Vec<(Arc<Partition>, Offset)>, BrokerError> {
+    pub fn write(&self, records: &[TxnRecord]) -> Result<Waits, BrokerError> {
         let now = self.clock.now_ms();
         let mut waits = Vec::new();
         for r in records {
@@ -213,7 +177,7 @@ impl TxnService {
             };
             let batch = crate::internal_log::encode(&[(key, value)], now)?;
             let validated = validate_produce(&batch, usize::MAX).map_err(LogError::from)?;
-            let partition = self.partition(r.id())?;
+            let partition = self.shards.partition(r.id())?;
             // Like Kafka's acks=all: refused when too few replicas are in sync.
             let info = partition.append(validated, true)?;
             waits.push((partition, info.last_offset.plus(1)));
@@ -227,7 +191,7 @@ impl TxnService {
         &self,
         coordinator: &mut Coordinator,
         meta: TxnMeta,
-    ) -> Result<Vec<(Arc<Partition>, Offset)>, ResponseError> {
+    ) -> Result<Waits, ResponseError> {
         let waits = self.write(&[TxnRecord::Put(meta.clone())]).map_err(|e| {
             tracing::warn!(error = %e, "cannot write transaction state");
             crate::commit::coordinator_error(&e)
@@ -243,7 +207,7 @@ impl TxnService {
         &self,
         coordinator: &mut Coordinator,
         prepare: TxnMeta,
-    ) -> Result<(DurableWaits, FinishClaim), ResponseError> {
+    ) -> Result<(Waits, FinishClaim), ResponseError> {
         debug_assert!(prepare.state.is_prepare());
         let claim = self
             .claim(&prepare.transactional_id)
@@ -277,9 +241,6 @@ fn apply_record(coordinator: &mut Coordinator, key: Vec<u8>, value: Option<Vec<u
     }
 }
 
-/// The writes to wait for before a step counts as durable: (partition, offset).
-pub(crate) type DurableWaits = Vec<(Arc<Partition>, Offset)>;
-
 /// Held by the one finisher of a transaction's `Prepare*` state; released when dropped.
 #[derive(Debug)]
 pub(crate) struct FinishClaim {
@@ -291,11 +252,6 @@ impl Drop for FinishClaim {
     fn drop(&mut self) {
         self.finishing.lock().remove(&self.id);
     }
-}
-
-/// Waits until the writes are committed (see [`crate::commit::committed`]).
-pub async fn durable(waits: Vec<(Arc<Partition>, Offset)>) -> Result<(), ResponseError> {
-    crate::commit::committed(waits).await
 }
 
 impl Broker {
@@ -352,7 +308,7 @@ impl Broker {
         if self.config.clustered {
             // A marker a failover could take back would leave the transaction open on that
             // partition after the coordinator completed it.
-            durable(waits).await?;
+            committed(waits).await?;
         }
         let calls = elsewhere.into_iter().map(|(node, partitions)| {
             let call = crate::replication::PeerCall::Markers {
@@ -390,7 +346,7 @@ impl Broker {
             let mut coordinator = self.txns.lock_for(&done.transactional_id)?;
             self.txns.put(&mut coordinator, done.clone())?
         };
-        durable(waits).await?;
+        committed(waits).await?;
         tracing::debug!(transactional_id = %done.transactional_id, state = done.state.name(), "transaction finished");
         Ok(done)
     }
@@ -426,7 +382,7 @@ impl Broker {
         producer_epoch: i16,
         coordinator_epoch: i32,
         partitions: &[(String, i32)],
-    ) -> Result<DurableWaits, ResponseError> {
+    ) -> Result<Waits, ResponseError> {
         let mut waits = Vec::new();
         for (topic, index) in partitions {
             let Some(partition) = self.topics.get(topic).and_then(|t| t.partition(*index)) else {
@@ -474,7 +430,7 @@ impl Broker {
             let mut groups = self.groups.lock_for(group)?;
             self.groups.record(&mut groups, &records)?
         };
-        durable(waits).await
+        committed(waits).await
     }
 
     /// Keeps a TxnOffsetCommit's offsets in the transaction `id` coordinated here; returns
@@ -486,7 +442,7 @@ impl Broker {
         producer_epoch: i16,
         offsets: Vec<PendingOffset>,
         tv2: bool,
-    ) -> Result<DurableWaits, ResponseError> {
+    ) -> Result<Waits, ResponseError> {
         let now = self.txns.now_ms();
         let mut coordinator = self.txns.lock_for(id)?;
         let meta =
