@@ -2,6 +2,7 @@
 data directory, and helpers that wait on conditions with deadlines (never bare sleeps)."""
 
 import json
+import re
 import os
 import signal
 import socket
@@ -15,6 +16,14 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 SLUICE = Path(os.environ.get("SLUICE_BIN", ROOT / "target" / "release" / "sluice"))
 ARTIFACTS = ROOT / "tests" / "artifacts"
+
+
+def log_prefix():
+    """`<test name>--` while pytest runs a test, so that a node log is not overwritten by a later
+    test's node that drew the same port; empty outside pytest (scripts)."""
+    current = os.environ.get("PYTEST_CURRENT_TEST", "")
+    name = current.split("::")[-1].split(" ")[0]
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:100] + "--" if name else ""
 
 
 def free_port():
@@ -73,7 +82,7 @@ class Broker:
         assert SLUICE.exists(), f"{SLUICE} is missing: build it with `cargo build --release -p sluice`"
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         self.starts += 1
-        self.log_path = ARTIFACTS / f"{self.name}-{self.port}-{self.starts}.log"
+        self.log_path = ARTIFACTS / f"{log_prefix()}{self.name}-{self.port}-{self.starts}.log"
         env = {**os.environ, "RUST_LOG": os.environ.get("SLUICE_TEST_LOG", "info"), **self.env}
         self.proc = subprocess.Popen(self.command(), stdout=subprocess.DEVNULL,
                                      stderr=open(self.log_path, "wb"), env=env)

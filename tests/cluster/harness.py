@@ -4,7 +4,7 @@ restart on the same ports and data, and a wiped data directory.
 
     node i:  --listen 127.0.0.1:K_i (Kafka)  --admin-listen 127.0.0.1:A_i (status)
              --cluster 1@127.0.0.1:C_1,2@127.0.0.1:C_2,... (internal: Raft and replication)
-             --data-dir <base>/node-i     logs: tests/artifacts/cluster-<i>-<K_i>-<start>.log
+             --data-dir <base>/node-i     logs: tests/artifacts/[<test>--]cluster-<i>-<K_i>-<start>.log
 
 Who leads a partition is what the Kafka Metadata API says (as clients see it), asked of a node
 that is running and not paused. Every wait has a deadline (conftest.wait_until).
@@ -330,7 +330,7 @@ def scratch_cluster(n, prefix, keep=False, env=None):
     finally:
         c.kill_all()
         if keep:
-            print(f"data directories kept under {base}; node logs in tests/artifacts/cluster-*.log")
+            print(f"data directories kept under {base}; node logs in tests/artifacts/*cluster-*.log")
         else:
             shutil.rmtree(base, ignore_errors=True)
 

@@ -25,6 +25,9 @@ pytestmark = pytest.mark.timeout(180)
 
 TXN_TOPIC = "__transaction_state"
 OFFSETS = "__consumer_offsets"
+# Each client call's bound: short enough that a stuck processor fails with its own report (its
+# errors and restarts) well before the test's timeout.
+CALL_TIMEOUT_S = 15
 
 
 def coordinator_node(c, topic, key):
@@ -63,7 +66,7 @@ def transactional_producer(bootstrap, txn_id):
     p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "enable.idempotence": True,
                   "acks": "all", "linger.ms": 5, "transaction.timeout.ms": 10_000,
                   "message.timeout.ms": 10_000, **CLIENT_DEFAULTS})
-    p.init_transactions(30)
+    p.init_transactions(CALL_TIMEOUT_S)
     return p
 
 
@@ -153,8 +156,8 @@ class Processor:
                 for m in msgs:
                     producer.produce(self.sink, key=m.key(), value=m.value())
                 producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
-                                                     consumer.consumer_group_metadata(), 30)
-                producer.commit_transaction(30)
+                                                     consumer.consumer_group_metadata(), CALL_TIMEOUT_S)
+                producer.commit_transaction(CALL_TIMEOUT_S)
                 self.commits += 1
                 if on_commit:
                     on_commit(self.commits)
@@ -170,7 +173,7 @@ class Processor:
                 consumer = producer = None
                 time.sleep(0.2)
         raise AssertionError(f"the processor did not finish in time: {self.commits} commits, "
-                             f"{self.restarts} restarts, last errors {self.errors[-3:]}")
+                             f"{self.restarts} restarts, errors {self.errors[-8:]}")
 
 
 def end_offsets(bootstrap, topic, partitions):
@@ -233,7 +236,7 @@ def test_consume_transform_produce_is_exactly_once_across_a_node_kill(cluster, v
         killed["node"], killed["at"] = node, time.monotonic()
         c.kill(node)
 
-    processor.run(ends, time.monotonic() + 120, on_commit=kill_once)
+    processor.run(ends, time.monotonic() + 90, on_commit=kill_once)
     assert killed, f"the processor finished after {processor.commits} commits, before the kill"
     assert processor.commits > 15
     # Every input record was turned into exactly one committed output record: none lost in a
