@@ -104,7 +104,7 @@ def test_a_transaction_spans_partitions_led_by_different_nodes(cluster):
     # FindCoordinator names the leader of the id's transaction state partition.
     node = coordinator_node(c, TXN_TOPIC, txn_id)
     assert find_txn_coordinator(c.node(c.ids[0]).bootstrap, txn_id) == node
-    md = c.metadata(TXN_TOPIC).topics[TXN_TOPIC]
+    md = wait_until(lambda: c.metadata(TXN_TOPIC).topics[TXN_TOPIC], 10, f"{TXN_TOPIC} in Metadata")
     assert all(sorted(p.replicas) == [1, 2, 3] for p in md.partitions.values()), md.partitions
     result = drain_and_check(c, topic, history, "txn-spread", isolations=("read_uncommitted", READ_COMMITTED))
     assert result.valid, str(result)
