@@ -11,6 +11,7 @@ that is running and not paused. Every wait has a deadline (conftest.wait_until).
 """
 
 import contextlib
+import os
 import random
 import re
 import shutil
@@ -28,6 +29,10 @@ from conftest import SLUICE, Broker, free_port, wait_until
 
 # librdkafka's defaults back off reconnects up to 10 s; a restarted node must be seen sooner.
 CLIENT_DEFAULTS = {"reconnect.backoff.max.ms": 1000, "socket.connection.setup.timeout.ms": 5000}
+# SLUICE_TEST_RDKAFKA_DEBUG=eos,cgrp,... turns on librdkafka's debug log (to stderr, shown for a
+# failed test): for diagnosing a client that waits, not for CI.
+if os.environ.get("SLUICE_TEST_RDKAFKA_DEBUG"):
+    CLIENT_DEFAULTS["debug"] = os.environ["SLUICE_TEST_RDKAFKA_DEBUG"]
 
 
 _taken_ports = set()

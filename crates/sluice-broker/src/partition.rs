@@ -659,6 +659,15 @@ impl Partition {
         change
     }
 
+    /// Where a consumer reading from `offset` could be served instead of here: the in-sync
+    /// followers known to hold it. Empty unless this node leads in a cluster.
+    pub fn followers_holding(&self, offset: Offset) -> Vec<NodeId> {
+        match &self.state.lock().role {
+            Role::Leader { replicas, .. } => replicas.followers_holding(offset),
+            _ => Vec::new(),
+        }
+    }
+
     /// Time passed: followers that fell behind for too long leave the ISR.
     pub fn tick_replicas(&self, now_ms: i64) -> Option<IsrChange> {
         let mut state = self.state.lock();

@@ -227,6 +227,7 @@ fn sample_request(api: ApiKey, version: i16, topic_id: uuid::Uuid) -> RequestKin
             DescribeConfigs => DescribeConfigsRequest,
             AlterConfigs => AlterConfigsRequest,
             CreatePartitions => CreatePartitionsRequest,
+            ElectLeaders => ElectLeadersRequest,
             IncrementalAlterConfigs => IncrementalAlterConfigsRequest,
             DescribeLogDirs => DescribeLogDirsRequest,
             InitProducerId => InitProducerIdRequest,

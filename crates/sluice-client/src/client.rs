@@ -109,10 +109,21 @@ impl std::fmt::Debug for Client {
 }
 
 impl Client {
+    /// Connects to the first of `bootstrap`'s addresses (`host:port`, comma-separated, as
+    /// Kafka's `bootstrap.servers`) that answers.
     pub async fn connect(bootstrap: &str, client_id: &str) -> Result<Client, ClientError> {
-        Ok(Client {
-            conn: Connection::connect(bootstrap, client_id, Duration::from_secs(30)).await?,
-        })
+        let mut failed = None;
+        for addr in bootstrap
+            .split(',')
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+        {
+            match Connection::connect(addr, client_id, Duration::from_secs(30)).await {
+                Ok(conn) => return Ok(Client { conn }),
+                Err(e) => failed = Some(e),
+            }
+        }
+        Err(failed.unwrap_or_else(|| ClientError::Protocol("no bootstrap address given".into())))
     }
 
     pub fn connection(&mut self) -> &mut Connection {

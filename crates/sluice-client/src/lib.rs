@@ -4,6 +4,7 @@
 
 pub mod blocking;
 pub mod client;
+pub mod cluster;
 pub mod codec;
 pub mod connection;
 pub mod error;

@@ -25,6 +25,8 @@ pub struct ControllerConfig {
     pub session_timeout_ms: i64,
     /// Producer ids handed to a node at a time.
     pub producer_id_block: i64,
+    /// Leadership goes back to preferred replicas this often (0: never by itself).
+    pub leader_balance_interval_ms: i64,
 }
 
 impl Default for ControllerConfig {
@@ -32,6 +34,7 @@ impl Default for ControllerConfig {
         ControllerConfig {
             session_timeout_ms: 1_000,
             producer_id_block: 1_000,
+            leader_balance_interval_ms: 30_000,
         }
     }
 }
@@ -59,6 +62,18 @@ pub enum AlterPartitionError {
     IneligibleReplica(NodeId),
 }
 
+/// What a preferred-leader election did to one partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Election {
+    /// Its preferred replica leads it now.
+    Elected,
+    /// Its preferred replica led it already.
+    NotNeeded,
+    /// Its preferred replica is down or not in sync: the leader stays.
+    PreferredNotAvailable,
+    UnknownPartition,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CreateTopicError {
     #[error("topic {0} already exists")]
@@ -73,6 +88,7 @@ pub enum CreateTopicError {
 pub struct Controller {
     config: ControllerConfig,
     last_heartbeat_ms: BTreeMap<NodeId, i64>,
+    last_balance_ms: i64,
 }
 
 impl Controller {
@@ -83,6 +99,7 @@ impl Controller {
         Controller {
             config,
             last_heartbeat_ms,
+            last_balance_ms: now_ms,
         }
     }
 
@@ -145,6 +162,11 @@ impl Controller {
             records.push(MetadataRecord::FenceNode { node: *node });
         }
         if expired.is_empty() {
+            let interval = self.config.leader_balance_interval_ms;
+            if interval > 0 && now_ms.saturating_sub(self.last_balance_ms) >= interval {
+                self.last_balance_ms = now_ms;
+                return self.balance_leaders(state);
+            }
             return records;
         }
         let live = |n: NodeId| state.is_live(n) && !expired.contains(&n);
@@ -265,6 +287,55 @@ impl Controller {
                 eligible.then(|| change(topic.id, index, p, Some(preferred), p.isr.clone()))
             })
             .collect()
+    }
+
+    /// ElectLeaders (preferred): leadership of each named partition (every partition when
+    /// `partitions` is `None`) moves to its preferred replica where that is live and in sync.
+    /// Returns the records and the outcome per partition; asked for every partition, those
+    /// already led by their preferred replica are left out, as Kafka does.
+    pub fn elect_preferred(
+        &self,
+        state: &ClusterState,
+        partitions: Option<&[(String, i32)]>,
+    ) -> (Vec<MetadataRecord>, Vec<(String, i32, Election)>) {
+        let mut records = Vec::new();
+        let mut outcomes = Vec::new();
+        let mut decide = |topic: &crate::metadata::TopicInfo, index: i32, p: &PartitionChange| {
+            let preferred = p.replicas.first().copied();
+            let outcome = match preferred {
+                Some(n) if p.leader == Some(n) => Election::NotNeeded,
+                Some(n) if p.isr.contains(&n) && state.is_live(n) => {
+                    records.push(change(topic.id, index, p, Some(n), p.isr.clone()));
+                    Election::Elected
+                }
+                _ => Election::PreferredNotAvailable,
+            };
+            (topic.name.clone(), index, outcome)
+        };
+        match partitions {
+            None => {
+                for (topic, index, p) in state.partitions() {
+                    let outcome = decide(topic, index, p);
+                    if outcome.2 != Election::NotNeeded {
+                        outcomes.push(outcome);
+                    }
+                }
+            }
+            Some(named) => {
+                for (name, index) in named {
+                    let found = state.names.get(name).and_then(|id| {
+                        let topic = state.topics.get(id)?;
+                        let p = topic.partitions.get(usize::try_from(*index).ok()?)?;
+                        Some((topic, p))
+                    });
+                    outcomes.push(match found {
+                        Some((topic, p)) => decide(topic, *index, p),
+                        None => (name.clone(), *index, Election::UnknownPartition),
+                    });
+                }
+            }
+        }
+        (records, outcomes)
     }
 
     /// The next block of producer ids for `node`.

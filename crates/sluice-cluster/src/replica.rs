@@ -113,6 +113,18 @@ impl LeaderReplicas {
         &self.isr
     }
 
+    /// The in-sync followers known to hold every offset below `offset`: where a consumer
+    /// reading from `offset` may be sent instead of the leader (KIP-392).
+    pub fn followers_holding(&self, offset: Offset) -> Vec<NodeId> {
+        self.followers
+            .iter()
+            .filter(|(node, f)| {
+                self.isr.contains(node) && f.log_end.is_some_and(|end| end >= offset)
+            })
+            .map(|(node, _)| *node)
+            .collect()
+    }
+
     /// The epochs an AlterPartition request must carry.
     pub fn epochs(&self) -> (LeaderEpoch, PartitionEpoch) {
         (self.leader_epoch, self.partition_epoch)
@@ -305,6 +317,29 @@ mod tests {
             "waits for followers"
         );
         assert_eq!(l.high_watermark(), Offset(15));
+    }
+
+    #[test]
+    fn consumers_go_only_to_in_sync_followers_that_hold_their_offset() {
+        let mut l = LeaderReplicas::new(
+            node(1),
+            &partition(&[1, 2]),
+            Offset(0),
+            Offset(0),
+            Offset(0),
+            LAG_MS,
+            0,
+        );
+        assert!(l.followers_holding(Offset(0)).is_empty(), "none heard from");
+        l.on_local_end(Offset(50));
+        l.on_fetch(node(2), Offset(30), Offset(50), 1);
+        l.on_fetch(node(3), Offset(50), Offset(50), 1);
+        assert_eq!(
+            l.followers_holding(Offset(30)),
+            vec![node(2)],
+            "3 is not in the ISR"
+        );
+        assert!(l.followers_holding(Offset(31)).is_empty());
     }
 
     #[test]

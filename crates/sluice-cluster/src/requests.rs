@@ -1,6 +1,6 @@
 //! What a node asks of the controller on behalf of a client or of its own replicas: topic
 //! administration (CreateTopics, DeleteTopics, CreatePartitions), ISR changes
-//! (AlterPartition) and producer id blocks. Any node may ask; [`crate::runtime::ClusterNode`]
+//! (AlterPartition), producer id blocks and preferred-leader elections (ElectLeaders). Any node may ask; [`crate::runtime::ClusterNode`]
 //! answers on the metadata leader and forwards from the others.
 
 use std::collections::BTreeMap;
@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::controller::{AlterPartitionError, Controller, CreateTopicError};
+use crate::controller::{AlterPartitionError, Controller, CreateTopicError, Election};
 use crate::ids::{LeaderEpoch, NodeId, PartitionEpoch};
 use crate::metadata::{ClusterState, MetadataRecord};
 use crate::placement::PlacementError;
@@ -42,6 +42,10 @@ pub enum ControllerRequest {
     ProducerIds {
         node: NodeId,
     },
+    /// ElectLeaders with the preferred election type; `None`: every partition.
+    ElectPreferred {
+        partitions: Option<Vec<(String, i32)>>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -49,6 +53,7 @@ pub enum ControllerReply {
     Done,
     TopicCreated { id: Uuid },
     ProducerIds { first: i64, count: i64 },
+    Elections(Vec<(String, i32, Election)>),
 }
 
 /// Why the controller refused (or could not be asked); the broker maps each to a Kafka error.
@@ -198,6 +203,10 @@ pub fn decide(
                 return Err(ControllerError::Refused("not a producer id block".into()));
             };
             Ok((vec![record], ControllerReply::ProducerIds { first, count }))
+        }
+        ControllerRequest::ElectPreferred { partitions } => {
+            let (records, outcomes) = controller.elect_preferred(state, partitions.as_deref());
+            Ok((records, ControllerReply::Elections(outcomes)))
         }
     }
 }

@@ -283,6 +283,57 @@ fn leadership_returns_to_the_preferred_replica_once_it_is_in_sync() {
     assert_eq!(c.state.partition(topic, 0).unwrap().leader, Some(preferred));
 }
 
+#[test]
+fn the_controller_balances_leaders_on_its_timer() {
+    let interval = ControllerConfig::default().leader_balance_interval_ms;
+    let mut c = Cluster::new(3);
+    let topic = c.create_topic("t", 1, 3);
+    let preferred = c.state.partition(topic, 0).unwrap().replicas[0];
+    // The preferred replica dies and comes back; its successor leads meanwhile.
+    c.now_ms = SESSION_MS + 1;
+    for n in 1..=3 {
+        if NodeId(n) != preferred {
+            c.controller.heartbeat(&c.state, NodeId(n), c.now_ms);
+        }
+    }
+    c.tick();
+    c.register(preferred.0);
+    let p = c.state.partition(topic, 0).unwrap().clone();
+    assert_ne!(p.leader, Some(preferred));
+    let mut isr = p.isr.clone();
+    isr.push(preferred);
+    let records = c
+        .controller
+        .alter_partition(
+            &c.state,
+            p.leader.unwrap(),
+            topic,
+            0,
+            p.leader_epoch,
+            p.partition_epoch,
+            isr,
+        )
+        .unwrap();
+    c.commit(records);
+    let heartbeat_all = |c: &mut Cluster| {
+        for n in 1..=3 {
+            c.controller.heartbeat(&c.state, NodeId(n), c.now_ms);
+        }
+    };
+    // Not before the interval has passed since the controller started ...
+    c.now_ms = interval - 1;
+    heartbeat_all(&mut c);
+    c.tick();
+    assert_ne!(c.state.partition(topic, 0).unwrap().leader, Some(preferred));
+    // ... then on the next tick.
+    c.now_ms = interval;
+    heartbeat_all(&mut c);
+    c.tick();
+    let p = c.state.partition(topic, 0).unwrap();
+    assert_eq!(p.leader, Some(preferred));
+    assert_eq!(p.isr.len(), 3, "the ISR is kept");
+}
+
 #[derive(Debug, Clone)]
 enum Event {
     /// Time passes; every live process heartbeats, then the controller ticks.

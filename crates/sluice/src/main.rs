@@ -1,6 +1,7 @@
 //! The `sluice` command: the broker (`serve`) and the tools people use at a terminal.
 
 mod bench_cmd;
+mod cluster_cmd;
 mod consume_cmd;
 mod group_cmd;
 mod partitions;
@@ -66,6 +67,13 @@ enum Command {
         #[command(subcommand)]
         command: group_cmd::GroupCommand,
     },
+    /// The cluster's nodes, controller, leaders, under-replicated and offline partitions
+    Cluster {
+        #[command(flatten)]
+        bootstrap: Bootstrap,
+        #[command(subcommand)]
+        command: cluster_cmd::ClusterCommand,
+    },
     /// List and describe transactions; abort a hanging one
     Txn {
         #[command(flatten)]
@@ -100,6 +108,8 @@ fn main() {
             .and_then(|rt| rt.block_on(topic_cmd::run(&bootstrap.bootstrap_server, command))),
         Command::Group { bootstrap, command } => cli_runtime()
             .and_then(|rt| rt.block_on(group_cmd::run(&bootstrap.bootstrap_server, command))),
+        Command::Cluster { bootstrap, command } => cli_runtime()
+            .and_then(|rt| rt.block_on(cluster_cmd::run(&bootstrap.bootstrap_server, command))),
         Command::Txn { bootstrap, command } => cli_runtime()
             .and_then(|rt| rt.block_on(txn_cmd::run(&bootstrap.bootstrap_server, command))),
         Command::Produce { bootstrap, args } => cli_runtime()

@@ -108,6 +108,7 @@ async fn join_cluster(
         metadata,
         controller: sluice_cluster::controller::ControllerConfig {
             session_timeout_ms: settings.cluster_session_timeout_ms,
+            leader_balance_interval_ms: settings.leader_balance_interval_ms,
             ..Default::default()
         },
         heartbeat_interval: Duration::from_millis(100),

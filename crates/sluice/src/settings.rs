@@ -47,6 +47,11 @@ pub struct Settings {
     /// get new leaders (Kafka's `broker.session.timeout.ms`) [default: 1000]
     #[arg(long, env = "SLUICE_CLUSTER_SESSION_TIMEOUT_MS")]
     pub cluster_session_timeout_ms: Option<i64>,
+    /// In a cluster: every this often the controller moves leadership back to each
+    /// partition's preferred replica where that replica is live and in sync; 0 turns it off
+    /// (Kafka's `leader.imbalance.check.interval.seconds`) [default: 30000]
+    #[arg(long, env = "SLUICE_LEADER_BALANCE_INTERVAL_MS")]
+    pub leader_balance_interval_ms: Option<i64>,
     /// Create unknown topics on Metadata and Produce requests [default: true]
     #[arg(long, env = "SLUICE_AUTO_CREATE_TOPICS", action = clap::ArgAction::Set)]
     pub auto_create_topics: Option<bool>,
@@ -133,6 +138,8 @@ pub struct Resolved {
     pub cluster: Option<std::collections::BTreeMap<i32, String>>,
     pub rack: Option<String>,
     pub cluster_session_timeout_ms: i64,
+    /// 0: off.
+    pub leader_balance_interval_ms: i64,
 }
 
 /// A cluster's id, the same on every node: derived from its voters (22 URL-safe base64
@@ -200,6 +207,7 @@ impl Settings {
             cluster,
             rack,
             cluster_session_timeout_ms,
+            leader_balance_interval_ms,
             auto_create_topics,
             num_partitions,
             log_segment_bytes,
@@ -391,6 +399,13 @@ impl Settings {
                 }
                 Some(ms) => ms,
                 None => 1_000,
+            },
+            leader_balance_interval_ms: match self.leader_balance_interval_ms {
+                Some(ms) if ms != 0 && !(1_000..=86_400_000).contains(&ms) => bail!(
+                    "leader_balance_interval_ms must be 0 (off) or between 1000 and 86400000, not {ms}"
+                ),
+                Some(ms) => ms,
+                None => 30_000,
             },
         })
     }

@@ -1,5 +1,5 @@
 //! DescribeCluster (KIP-700): the live nodes and the controller (the metadata leader); on a
-//! single node, this node.
+//! single node, this node. From v2 (KIP-1073) fenced nodes too when asked, marked fenced.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
@@ -34,15 +34,18 @@ pub fn handle(broker: &Broker, request: DescribeClusterRequest, call: &Call) -> 
             );
         }
     }
+    let include_fenced = version >= 2 && request.include_fenced_brokers;
     let brokers = broker
-        .live_nodes()
+        .cluster_nodes()
         .into_iter()
-        .map(|(id, host, port, rack)| {
+        .filter(|(.., fenced)| include_fenced || !fenced)
+        .map(|(id, host, port, rack, fenced)| {
             DescribeClusterBroker::default()
                 .with_broker_id(BrokerId(id))
                 .with_host(str_bytes(&host))
                 .with_port(port)
                 .with_rack(rack.as_deref().map(str_bytes))
+                .with_is_fenced(fenced)
         })
         .collect();
     ResponseKind::DescribeCluster(response.with_brokers(brokers))

@@ -36,6 +36,8 @@ struct Wanted {
     max_bytes: usize,
     current_leader_epoch: i32,
     target: Result<Arc<Partition>, ResponseError>,
+    /// Another replica to read from (KIP-392): answered with no records and its id.
+    preferred_replica: Option<i32>,
 }
 
 struct WantedTopic {
@@ -103,7 +105,8 @@ pub fn handle(broker: &Broker, request: FetchRequest, call: &Call) -> Reply {
             )))
         }
     };
-    let topics = resolve(broker, to_read, version);
+    let rack = (version >= 11).then_some(request.rack_id.as_str());
+    let topics = resolve(broker, to_read, version, rack);
     let sessions = Arc::clone(&broker.fetch_sessions);
     let max_bytes = if version >= 3 {
         usize::try_from(request.max_bytes).unwrap_or(0)
@@ -173,10 +176,12 @@ fn named_partitions(topics: Vec<FetchTopic>) -> Vec<(PartitionKey, FetchPosition
 }
 
 /// Resolves the partitions to read against this broker, grouped by topic in their order.
+/// `rack`: the consumer's `client.rack` (Fetch v11+), for reading from a follower.
 fn resolve(
     broker: &Broker,
     partitions: Vec<(PartitionKey, FetchPosition)>,
     version: i16,
+    rack: Option<&str>,
 ) -> Vec<WantedTopic> {
     let mut topics: Vec<WantedTopic> = Vec::new();
     let mut found = Err(ResponseError::UnknownTopicOrPartition);
@@ -206,13 +211,19 @@ fn resolve(
             t.partition(key.partition)
                 .ok_or(ResponseError::UnknownTopicOrPartition)
         });
+        let fetch_offset = Offset(position.fetch_offset);
+        let preferred_replica = match (&target, rack) {
+            (Ok(p), Some(rack)) => broker.preferred_read_replica(p, fetch_offset, rack),
+            _ => None,
+        };
         if let Some(topic) = topics.last_mut() {
             topic.partitions.push(Wanted {
                 index: key.partition,
-                fetch_offset: Offset(position.fetch_offset),
+                fetch_offset,
                 max_bytes: usize::try_from(position.max_bytes).unwrap_or(0),
                 current_leader_epoch: position.current_leader_epoch,
                 target,
+                preferred_replica,
             });
         }
     }
@@ -220,7 +231,7 @@ fn resolve(
 }
 
 /// Reads every wanted partition once; returns the response, its data bytes, and whether any
-/// partition had an error (which ends a long poll at once).
+/// partition had an error or a preferred replica (which end a long poll at once).
 fn gather(
     topics: &[WantedTopic],
     max_bytes: usize,
@@ -237,9 +248,9 @@ fn gather(
                 .partitions
                 .iter()
                 .map(|w| {
-                    let data = read_one(w, &mut remaining, total == 0, read_committed);
+                    let data = read_one(w, &mut remaining, total == 0, read_committed, version);
                     total += data.records.as_ref().map_or(0, Bytes::len);
-                    errors |= data.error_code != 0;
+                    errors |= data.error_code != 0 || data.preferred_read_replica.0 >= 0;
                     data
                 })
                 .collect();
@@ -267,6 +278,7 @@ fn read_one(
     remaining: &mut usize,
     first: bool,
     read_committed: bool,
+    version: i16,
 ) -> PartitionData {
     let base = PartitionData::default()
         .with_partition_index(wanted.index)
@@ -281,6 +293,19 @@ fn read_one(
     };
     if let Err(e) = partition.check_current_epoch(wanted.current_leader_epoch) {
         return base.with_error_code(e.code());
+    }
+    // Before KIP-392 (v11) a consumer reads from the leader only, as in Kafka.
+    if version < 11 && !partition.progress().leading {
+        return base.with_error_code(ResponseError::NotLeaderOrFollower.code());
+    }
+    if let Some(replica) = wanted.preferred_replica {
+        let progress = partition.progress();
+        return base
+            .with_high_watermark(progress.visible.0)
+            .with_last_stable_offset(progress.stable.0)
+            .with_log_start_offset(progress.log_start.0)
+            .with_preferred_read_replica(kafka_protocol::messages::BrokerId(replica))
+            .with_records(Some(Bytes::new()));
     }
     let limit = wanted.max_bytes.min(*remaining);
     let result = partition

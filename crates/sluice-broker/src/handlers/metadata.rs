@@ -163,8 +163,12 @@ fn in_cluster(
             );
         }
     }
+    // Every registered node, fenced ones too: they lead nothing and no client needs them,
+    // but librdkafka retires a broker that leaves this list while a coordinator request may
+    // still wait on it, and that request then hangs (librdkafka #5511): kept, it fails over.
     let brokers = state
-        .live_nodes()
+        .nodes
+        .values()
         .map(|n| {
             let r = &n.registration;
             MetadataResponseBroker::default()

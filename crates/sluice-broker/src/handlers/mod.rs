@@ -22,6 +22,7 @@ pub mod describe_groups;
 pub mod describe_log_dirs;
 pub mod describe_producers;
 pub mod describe_transactions;
+pub mod elect_leaders;
 pub mod end_txn;
 pub mod fetch;
 pub mod find_coordinator;
@@ -151,6 +152,7 @@ apis! {
     DescribeConfigs => describe_configs,
     AlterConfigs => alter_configs,
     CreatePartitions => create_partitions,
+    ElectLeaders => elect_leaders,
     IncrementalAlterConfigs => incremental_alter_configs,
     DescribeCluster => describe_cluster,
     DescribeLogDirs => describe_log_dirs,

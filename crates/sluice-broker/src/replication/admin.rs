@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use sluice_cluster::controller::Election;
 use sluice_cluster::metadata::ClusterState;
 use sluice_cluster::requests::{ControllerReply, ControllerRequest};
 
@@ -101,5 +102,41 @@ impl Replication {
             .await?;
         }
         Ok(())
+    }
+
+    /// A preferred-leader election (ElectLeaders) over `partitions` (`None`: all); answered
+    /// once this node has applied the new leaders.
+    pub async fn elect_preferred(
+        &self,
+        partitions: Option<Vec<(String, i32)>>,
+    ) -> Result<Vec<(String, i32, Election)>, BrokerError> {
+        let reply = self
+            .ask(ControllerRequest::ElectPreferred { partitions })
+            .await?;
+        let ControllerReply::Elections(outcomes) = reply else {
+            return Err(BrokerError::ControllerUnavailable(
+                "the controller answered an election with something else".into(),
+            ));
+        };
+        let elected: Vec<(String, i32)> = outcomes
+            .iter()
+            .filter(|(.., e)| *e == Election::Elected)
+            .map(|(t, p, _)| (t.clone(), *p))
+            .collect();
+        if !elected.is_empty() {
+            self.applied_until(|s| {
+                elected.iter().all(|(name, index)| {
+                    s.names
+                        .get(name)
+                        .and_then(|id| s.topics.get(id))
+                        .and_then(|t| t.partitions.get(usize::try_from(*index).ok()?))
+                        .is_some_and(|p| {
+                            p.leader.is_some() && p.leader == p.replicas.first().copied()
+                        })
+                })
+            })
+            .await?;
+        }
+        Ok(outcomes)
     }
 }

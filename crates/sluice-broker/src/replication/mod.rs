@@ -17,6 +17,7 @@ mod coordinators;
 mod fetcher;
 pub mod leader_fetch;
 mod peer;
+mod read_replica;
 mod reconcile;
 
 pub(crate) use peer::PeerCall;
@@ -187,17 +188,23 @@ impl Broker {
         self.replication.get()
     }
 
-    /// The live nodes clients may reach: (id, host, port, rack). Just this one on a single
-    /// node.
-    pub fn live_nodes(&self) -> Vec<(i32, String, i32, Option<String>)> {
+    /// The registered nodes: (id, host, port, rack, fenced). Just this one on a single node.
+    pub fn cluster_nodes(&self) -> Vec<(i32, String, i32, Option<String>, bool)> {
         match self.replication.get() {
             Some(r) => r
                 .state()
                 .state
-                .live_nodes()
+                .nodes
+                .values()
                 .map(|n| {
                     let r = &n.registration;
-                    (r.node.0, r.kafka_host.clone(), r.kafka_port, r.rack.clone())
+                    (
+                        r.node.0,
+                        r.kafka_host.clone(),
+                        r.kafka_port,
+                        r.rack.clone(),
+                        n.fenced,
+                    )
                 })
                 .collect(),
             None => vec![(
@@ -205,6 +212,7 @@ impl Broker {
                 self.config.advertised_host.clone(),
                 self.config.advertised_port,
                 None,
+                false,
             )],
         }
     }

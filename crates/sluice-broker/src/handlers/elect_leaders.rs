@@ -1,0 +1,180 @@
+//! ElectLeaders (KIP-460): move leadership back to preferred replicas, as
+//! `kafka-leader-election.sh --election-type preferred` asks. The controller elects a
+//! partition's preferred replica (the first of its replicas) where it is live and in sync;
+//! otherwise PREFERRED_LEADER_NOT_AVAILABLE, and ELECTION_NOT_NEEDED where it leads already.
+//! An unclean election is never made: Sluice does not hand leadership to a replica that may
+//! lack acknowledged records, so it answers ELIGIBLE_LEADERS_NOT_AVAILABLE for a partition
+//! without a leader (ELECTION_NOT_NEEDED where one leads).
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaElectionResult};
+use kafka_protocol::messages::{ElectLeadersRequest, ElectLeadersResponse, ResponseKind};
+use sluice_cluster::controller::Election;
+use sluice_wire::Reply;
+
+use super::{str_bytes, topic_name};
+use crate::broker::Broker;
+use crate::handlers::{Call, Versions};
+
+pub const VERSIONS: Versions = Versions::new(0, 2);
+
+const PREFERRED: i8 = 0;
+const UNCLEAN: i8 = 1;
+
+/// One partition's outcome: its error code and why.
+type Outcome = (String, i32, Result<(), (i16, String)>);
+
+pub fn handle(broker: &Broker, request: ElectLeadersRequest, call: &Call) -> Reply {
+    let version = call.version;
+    let election_type = if version >= 1 {
+        request.election_type
+    } else {
+        PREFERRED
+    };
+    let named: Option<Vec<(String, i32)>> = request.topic_partitions.as_ref().map(|topics| {
+        topics
+            .iter()
+            .flat_map(|t| t.partitions.iter().map(|p| (t.topic.to_string(), *p)))
+            .collect()
+    });
+    if election_type != PREFERRED && election_type != UNCLEAN {
+        return Reply::Ready(Box::new(answer(
+            version,
+            Err((
+                ResponseError::InvalidRequest.code(),
+                format!("unknown election type {election_type}: 0 (preferred) or 1 (unclean)"),
+            )),
+            Vec::new(),
+        )));
+    }
+    let Some(replication) = broker.replication().cloned() else {
+        // One node: every partition is led by its only, preferred replica.
+        let outcomes = named
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(topic, index)| {
+                let known = broker
+                    .topics()
+                    .get(&topic)
+                    .is_some_and(|t| t.partition(index).is_some());
+                let outcome = if known {
+                    Err((
+                        ResponseError::ElectionNotNeeded.code(),
+                        "the only replica leads".into(),
+                    ))
+                } else {
+                    Err(unknown())
+                };
+                (topic, index, outcome)
+            })
+            .collect();
+        return Reply::Ready(Box::new(answer(version, Ok(()), outcomes)));
+    };
+    if election_type == UNCLEAN {
+        let applied = replication.state();
+        let state = &applied.state;
+        let pairs: Vec<(String, i32)> = named.unwrap_or_else(|| {
+            state
+                .partitions()
+                .filter(|(.., p)| p.leader.is_none())
+                .map(|(t, i, _)| (t.name.clone(), i))
+                .collect()
+        });
+        let outcomes = pairs
+            .into_iter()
+            .map(|(topic, index)| {
+                let partition = state
+                    .names
+                    .get(&topic)
+                    .and_then(|id| state.topics.get(id))
+                    .and_then(|t| t.partitions.get(usize::try_from(index).ok()?));
+                let outcome = match partition {
+                    None => Err(unknown()),
+                    Some(p) if p.leader.is_some() => Err((
+                        ResponseError::ElectionNotNeeded.code(),
+                        "the partition has a leader".into(),
+                    )),
+                    Some(_) => Err((
+                        ResponseError::EligibleLeadersNotAvailable.code(),
+                        "no in-sync replica is alive, and Sluice never elects an out-of-sync \
+                         replica (it could lack acknowledged records)"
+                            .into(),
+                    )),
+                };
+                (topic, index, outcome)
+            })
+            .collect();
+        return Reply::Ready(Box::new(answer(version, Ok(()), outcomes)));
+    }
+    Reply::Later(Box::pin(async move {
+        let asked = named.clone();
+        Some(match replication.elect_preferred(asked).await {
+            Ok(outcomes) => answer(
+                version,
+                Ok(()),
+                outcomes
+                    .into_iter()
+                    .map(|(topic, index, e)| (topic, index, outcome(e)))
+                    .collect(),
+            ),
+            Err(e) => {
+                let failed = (e.code(), e.to_string());
+                let outcomes = named
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(topic, index)| (topic, index, Err(failed.clone())))
+                    .collect();
+                answer(version, Err(failed), outcomes)
+            }
+        })
+    }))
+}
+
+fn unknown() -> (i16, String) {
+    (
+        ResponseError::UnknownTopicOrPartition.code(),
+        "unknown topic or partition".into(),
+    )
+}
+
+fn outcome(e: Election) -> Result<(), (i16, String)> {
+    match e {
+        Election::Elected => Ok(()),
+        Election::NotNeeded => Err((
+            ResponseError::ElectionNotNeeded.code(),
+            "the preferred replica leads already".into(),
+        )),
+        Election::PreferredNotAvailable => Err((
+            ResponseError::PreferredLeaderNotAvailable.code(),
+            "the preferred replica is down or not in sync".into(),
+        )),
+        Election::UnknownPartition => Err(unknown()),
+    }
+}
+
+/// The response: a request-wide error (v1+) and each partition's outcome, grouped by topic.
+fn answer(version: i16, whole: Result<(), (i16, String)>, outcomes: Vec<Outcome>) -> ResponseKind {
+    let mut results: Vec<ReplicaElectionResult> = Vec::new();
+    for (topic, index, outcome) in outcomes {
+        let entry = match outcome {
+            Ok(()) => PartitionResult::default().with_partition_id(index),
+            Err((code, message)) => PartitionResult::default()
+                .with_partition_id(index)
+                .with_error_code(code)
+                .with_error_message(Some(str_bytes(&message))),
+        };
+        match results.iter_mut().find(|r| r.topic.as_str() == topic) {
+            Some(r) => r.partition_result.push(entry),
+            None => results.push(
+                ReplicaElectionResult::default()
+                    .with_topic(topic_name(&topic))
+                    .with_partition_result(vec![entry]),
+            ),
+        }
+    }
+    let mut response = ElectLeadersResponse::default().with_replica_election_results(results);
+    if let (Err((code, _)), true) = (whole, version >= 1) {
+        response = response.with_error_code(code);
+    }
+    ResponseKind::ElectLeaders(response)
+}

@@ -1,0 +1,61 @@
+//! The cluster's nodes as DescribeCluster reports them (what `kafka-cluster.sh` and the admin
+//! client's `describeCluster` read).
+
+use kafka_protocol::messages::DescribeClusterRequest;
+
+use crate::client::{check, Client};
+use crate::error::ClientError;
+
+/// DescribeCluster's endpoint type for brokers (KIP-919).
+const ENDPOINT_BROKERS: i8 = 1;
+
+/// One node of the cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeDescription {
+    pub id: i32,
+    pub host: String,
+    pub port: i32,
+    pub rack: Option<String>,
+    /// Fenced: registered but out of touch with the controller (a node that is down).
+    /// Only a broker answering DescribeCluster v2 (KIP-1073) reports fenced nodes.
+    pub fenced: bool,
+}
+
+/// The cluster as DescribeCluster reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterDescription {
+    pub cluster_id: String,
+    /// The active controller (Sluice: the metadata leader), -1 when there is none.
+    pub controller: i32,
+    pub nodes: Vec<NodeDescription>,
+}
+
+impl Client {
+    /// Every registered node, fenced ones included where the broker reports them.
+    pub async fn describe_cluster(&mut self) -> Result<ClusterDescription, ClientError> {
+        let request = DescribeClusterRequest::default()
+            .with_endpoint_type(ENDPOINT_BROKERS)
+            .with_include_fenced_brokers(true);
+        let response = self.connection().call(&request, 0, 2).await?;
+        check(
+            "describing the cluster".to_string(),
+            response.error_code,
+            response.error_message.as_ref(),
+        )?;
+        Ok(ClusterDescription {
+            cluster_id: response.cluster_id.to_string(),
+            controller: response.controller_id.0,
+            nodes: response
+                .brokers
+                .iter()
+                .map(|b| NodeDescription {
+                    id: b.broker_id.0,
+                    host: b.host.to_string(),
+                    port: b.port,
+                    rack: b.rack.as_ref().map(|r| r.to_string()),
+                    fenced: b.is_fenced,
+                })
+                .collect(),
+        })
+    }
+}

@@ -1,0 +1,103 @@
+"""Leadership goes back to preferred replicas: by itself on the controller's timer once a
+returning node is in sync again, and on request through ElectLeaders (confluent-kafka's
+`elect_leaders`, what `kafka-leader-election.sh` sends) — never to a node that is down."""
+
+import time
+
+from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from conftest import wait_until
+
+from .harness import CLIENT_DEFAULTS, cluster  # noqa: F401  (fixture)
+from .checker import History
+from .workload import produce_records
+
+
+def preferred(c, topic, partitions):
+    """Each partition's preferred replica: the first of its replicas."""
+    def ask():
+        try:
+            return {p: c.partition(topic, p).replicas[0] for p in range(partitions)}
+        except RuntimeError:  # another node answered (the harness wants the asked one)
+            return None
+    return wait_until(ask, 10, f"the replicas of {topic}")
+
+
+def code(error):
+    """The Kafka error code of an elect_leaders result (None: elected)."""
+    if error is None:
+        return None
+    return (error.args[0] if isinstance(error, KafkaException) else error).code()
+
+
+def leaders(c, topic, partitions):
+    return {p: c.leader_of(topic, p) for p in range(partitions)}
+
+
+def kill_and_return(c, node, topic, partitions):
+    """SIGKILLs `node`, waits for its partitions to move, restarts it and waits until it is back
+    in every ISR."""
+    c.kill(node)
+    for p in range(partitions):
+        c.wait_for_leader(topic, p, not_node=node)
+    c.restart(node)
+    for p in range(partitions):
+        c.wait_for_isr(topic, p)
+
+
+def test_leadership_returns_to_preferred_replicas_by_itself(cluster):
+    c = cluster(3, extra=("--leader-balance-interval-ms", "2000"))
+    topic = "lb-auto"
+    c.create_topic(topic, 3, replication_factor=3)
+    for p in range(3):
+        c.wait_for_isr(topic, p)
+    want = preferred(c, topic, 3)
+    assert sorted(want.values()) == [1, 2, 3], want
+    history = History()
+    produce_records(c.bootstrap, topic, history, 60)
+    victim = want[0]
+    kill_and_return(c, victim, topic, 3)
+    wait_until(lambda: leaders(c, topic, 3) == want, 20,
+               f"leaders to return to the preferred replicas {want}")
+    produce_records(c.bootstrap, topic, history, 60)
+    assert all(s.status == "ok" for s in history.sends), [s for s in history.sends if s.status != "ok"][:3]
+
+
+def test_elect_leaders_moves_leadership_to_the_preferred_replica(cluster):
+    c = cluster(3, extra=("--leader-balance-interval-ms", "0"))
+    topic = "lb-elect"
+    c.create_topic(topic, 3, replication_factor=3)
+    for p in range(3):
+        c.wait_for_isr(topic, p)
+    want = preferred(c, topic, 3)
+    victim = want[0]
+    kill_and_return(c, victim, topic, 3)
+    time.sleep(2)
+    assert c.leader_of(topic, 0) != victim, "the timer is off: nothing moves by itself"
+
+    admin = AdminClient({"bootstrap.servers": c.bootstrap, **CLIENT_DEFAULTS})
+    result = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 0)]).result(30)
+    assert [code(e) for e in result.values()] == [None], result
+    wait_until(lambda: c.leader_of(topic, 0) == victim, 10, "the preferred replica to lead")
+
+    # Asked again: nothing to do. An unknown partition is named as such.
+    result = admin.elect_leaders(ElectionType.PREFERRED,
+                                 [TopicPartition(topic, 0), TopicPartition(topic, 99)]).result(30)
+    codes = {tp.partition: code(e) for tp, e in result.items()}
+    assert codes == {0: KafkaError.ELECTION_NOT_NEEDED, 99: KafkaError.UNKNOWN_TOPIC_OR_PART}, codes
+
+    # Every partition: those still away from their preferred replica move back.
+    admin.elect_leaders(ElectionType.PREFERRED, None).result(30)
+    wait_until(lambda: leaders(c, topic, 3) == want, 10, f"every leader to be preferred {want}")
+
+    # A preferred replica that is down is not elected.
+    other = want[1]
+    c.kill(other)
+    c.wait_for_leader(topic, 1, not_node=other)
+    result = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 1)]).result(30)
+    assert code(result[TopicPartition(topic, 1)]) == KafkaError.PREFERRED_LEADER_NOT_AVAILABLE, result
+
+    # Unclean elections are never made: a partition with a leader does not need one.
+    result = admin.elect_leaders(ElectionType.UNCLEAN, [TopicPartition(topic, 2)]).result(30)
+    assert code(result[TopicPartition(topic, 2)]) == KafkaError.ELECTION_NOT_NEEDED, result
