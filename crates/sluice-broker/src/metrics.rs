@@ -6,7 +6,7 @@
 //!   the process's memory and CPU.
 
 use std::fmt::Write;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use kafka_protocol::messages::ApiKey;
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
@@ -38,6 +38,14 @@ impl EncodeLabelValue for ApiName {
 struct PartitionLabels {
     topic: String,
     partition: String,
+}
+
+/// A follower of a partition this node leads.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReplicaLabels {
+    topic: String,
+    partition: String,
+    replica: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -179,12 +187,33 @@ pub fn render(broker: &Broker) -> String {
     let log_start = Family::<PartitionLabels, Gauge>::default();
     let high_watermark = Family::<PartitionLabels, Gauge>::default();
     let size = Family::<PartitionLabels, Gauge>::default();
+    let replica_lag_records = Family::<ReplicaLabels, Gauge>::default();
+    let replica_lag_seconds = Family::<ReplicaLabels, Gauge<f64, AtomicU64>>::default();
+    let mut under_replicated = 0i64;
+    let now_ms = broker.now_ms();
     for topic in broker.topics().list() {
         for p in topic.partitions() {
             let labels = PartitionLabels {
                 topic: topic.name.to_string(),
                 partition: p.index.to_string(),
             };
+            let lag = p.follower_lag(now_ms);
+            if lag.iter().any(|(_, in_sync, ..)| !in_sync) {
+                under_replicated += 1;
+            }
+            for (node, _, records, ms) in lag {
+                let replica = ReplicaLabels {
+                    topic: topic.name.to_string(),
+                    partition: p.index.to_string(),
+                    replica: node.0.to_string(),
+                };
+                if let Some(records) = records {
+                    replica_lag_records.get_or_create(&replica).set(records);
+                }
+                replica_lag_seconds
+                    .get_or_create(&replica)
+                    .set(ms as f64 / 1000.0);
+            }
             let c = p.counters();
             produced_records
                 .get_or_create(&labels)
@@ -240,6 +269,23 @@ pub fn render(broker: &Broker) -> String {
         high_watermark,
     );
     registry.register("log_size_bytes", "Bytes of the partition's segments", size);
+    registry.register(
+        "replica_lag_records",
+        "Records a follower lacks of what this leader has, by partition and follower",
+        replica_lag_records,
+    );
+    registry.register(
+        "replica_lag_seconds",
+        "Time since a follower last had everything this leader had, by partition and follower",
+        replica_lag_seconds,
+    );
+    let under = Gauge::<i64>::default();
+    under.set(under_replicated);
+    registry.register(
+        "under_replicated_partitions",
+        "Partitions this node leads with a replica out of the ISR",
+        under,
+    );
 
     let lag = Family::<LagLabels, Gauge>::default();
     for group in broker.groups_summary() {

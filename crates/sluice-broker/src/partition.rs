@@ -668,6 +668,15 @@ impl Partition {
         }
     }
 
+    /// Where this leader's followers are (`LeaderReplicas::lag`); empty unless it leads in a
+    /// cluster.
+    pub fn follower_lag(&self, now_ms: i64) -> Vec<(NodeId, bool, Option<i64>, i64)> {
+        match &self.state.lock().role {
+            Role::Leader { replicas, .. } => replicas.lag(now_ms),
+            _ => Vec::new(),
+        }
+    }
+
     /// Time passed: followers that fell behind for too long leave the ISR.
     pub fn tick_replicas(&self, now_ms: i64) -> Option<IsrChange> {
         let mut state = self.state.lock();

@@ -125,6 +125,20 @@ impl LeaderReplicas {
             .collect()
     }
 
+    /// Each follower's lag at `now_ms`: (node, in the ISR, records behind the leader's end —
+    /// `None` before its first fetch in this epoch —, milliseconds since it last had
+    /// everything the leader had).
+    pub fn lag(&self, now_ms: i64) -> Vec<(NodeId, bool, Option<i64>, i64)> {
+        self.followers
+            .iter()
+            .map(|(node, f)| {
+                let records = f.log_end.map(|end| (self.local_end.0 - end.0).max(0));
+                let ms = (now_ms - f.last_caught_up_ms).max(0);
+                (*node, self.isr.contains(node), records, ms)
+            })
+            .collect()
+    }
+
     /// The epochs an AlterPartition request must carry.
     pub fn epochs(&self) -> (LeaderEpoch, PartitionEpoch) {
         (self.leader_epoch, self.partition_epoch)
@@ -340,6 +354,29 @@ mod tests {
             "3 is not in the ISR"
         );
         assert!(l.followers_holding(Offset(31)).is_empty());
+    }
+
+    #[test]
+    fn followers_lag_in_records_and_time() {
+        let mut l = LeaderReplicas::new(
+            node(1),
+            &partition(&[1, 2]),
+            Offset(0),
+            Offset(0),
+            Offset(0),
+            LAG_MS,
+            0,
+        );
+        l.on_local_end(Offset(50));
+        l.on_fetch(node(2), Offset(50), Offset(50), 100);
+        l.on_fetch(node(3), Offset(20), Offset(50), 100);
+        assert_eq!(
+            l.lag(400),
+            vec![
+                (node(2), true, Some(0), 300),
+                (node(3), false, Some(30), 400)
+            ]
+        );
     }
 
     #[test]
