@@ -52,6 +52,7 @@ class Broker:
 
     def __init__(self, data_dir, extra=(), env=None, name="broker"):
         self.data_dir = Path(data_dir)
+        self.host = "127.0.0.1"
         self.port = free_port()
         self.admin_port = free_port()
         self.extra = list(extra)
@@ -60,20 +61,21 @@ class Broker:
         self.proc = None
         self.log_path = None
         self.starts = 0
+        self.prefix = []            # e.g. ["ip", "netns", "exec", NAME]: where the process runs
 
     @property
     def bootstrap(self):
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     @property
     def admin_url(self):
-        return f"http://127.0.0.1:{self.admin_port}"
+        return f"http://{self.host}:{self.admin_port}"
 
     def command(self):
         return [
-            str(SLUICE), "serve",
+            *self.prefix, str(SLUICE), "serve",
             "--listen", self.bootstrap,
-            "--admin-listen", f"127.0.0.1:{self.admin_port}",
+            "--admin-listen", f"{self.host}:{self.admin_port}",
             "--data-dir", str(self.data_dir),
             *self.extra,
         ]

@@ -76,18 +76,26 @@ def cluster_cli_missing():
 class Node(Broker):
     """One cluster member: a conftest Broker with a node id, an internal listener and a rack."""
 
-    def __init__(self, node_id, data_dir, extra=(), env=None, rack=None):
+    def __init__(self, node_id, data_dir, extra=(), env=None, rack=None, network=None):
         super().__init__(data_dir, extra, env, name=f"cluster-{node_id}")
-        self.port, self.admin_port = cluster_port(), cluster_port()
         self.node_id = node_id
-        self.internal_port = cluster_port()
+        if network is None:
+            self.port, self.admin_port = cluster_port(), cluster_port()
+            self.internal_port = cluster_port()
+        else:
+            # A network namespace of its own (netns.py): its own address, so fixed ports.
+            self.host = network.address(node_id)
+            self.prefix = network.exec_prefix(node_id)
+            self.port, self.admin_port, self.internal_port = 9092, 8080, 9093
+            # Not loopback: the admin API then needs a token (status() sends it).
+            self.env.setdefault("SLUICE_ADMIN_TOKEN", "netns-test-admin-token-000000")
         self.rack = rack
         self.voters = None          # the --cluster list; the Cluster sets it
         self.paused = False
 
     @property
     def internal_address(self):
-        return f"127.0.0.1:{self.internal_port}"
+        return f"{self.host}:{self.internal_port}"
 
     def command(self):
         flags = ["--node-id", str(self.node_id), "--cluster", self.voters]
@@ -140,10 +148,11 @@ class Node(Broker):
 class Cluster:
     """Nodes 1..n (3 or 5 in the tests). `extra`: flags for every node; `racks`: one per node."""
 
-    def __init__(self, n, base_dir, extra=(), env=None, racks=None):
+    def __init__(self, n, base_dir, extra=(), env=None, racks=None, network=None):
         assert n >= 1 and (racks is None or len(racks) == n)
         base_dir = Path(base_dir)
-        self.nodes = {i: Node(i, base_dir / f"node-{i}", extra, env, racks[i - 1] if racks else None)
+        self.network = network
+        self.nodes = {i: Node(i, base_dir / f"node-{i}", extra, env, racks[i - 1] if racks else None, network)
                       for i in range(1, n + 1)}
         voters = ",".join(f"{i}@{node.internal_address}" for i, node in self.nodes.items())
         for node in self.nodes.values():
@@ -342,12 +351,13 @@ def scratch_cluster(n, prefix, keep=False, env=None):
 
 @pytest.fixture
 def cluster(tmp_path):
-    """Factory: cluster(n=3, extra=(), env=None, racks=None, start=True) -> Cluster; every node
-    is SIGKILLed at teardown."""
+    """Factory: cluster(n=3, extra=(), env=None, racks=None, start=True, network=None) -> Cluster;
+    every node is SIGKILLed at teardown. `network`: a netns.Network to run each node in a
+    network namespace of its own (links can then be cut)."""
     made = []
 
-    def make(n=3, extra=(), env=None, racks=None, start=True):
-        c = Cluster(n, tmp_path / f"cluster-{len(made)}", extra, env, racks)
+    def make(n=3, extra=(), env=None, racks=None, start=True, network=None):
+        c = Cluster(n, tmp_path / f"cluster-{len(made)}", extra, env, racks, network)
         made.append(c)
         return c.start() if start else c
 

@@ -310,9 +310,17 @@ impl ClusterNode {
                 Err(e) => Err(ProposeError::Raft(e.to_string())),
             }
         } else {
+            // Bounded by half a session: a heartbeat stuck on a leader that went away (a cut
+            // link drops packets; nothing answers) must not make this node miss the new
+            // controller's first session and be fenced.
+            let within = Duration::from_millis(
+                u64::try_from(self.controller_config.session_timeout_ms / 2)
+                    .unwrap_or(500)
+                    .max(100),
+            );
             match self
                 .metadata
-                .call_leader(&InternalRequest::Heartbeat { node })
+                .call_leader_within(&InternalRequest::Heartbeat { node }, within)
                 .await
             {
                 Ok(InternalResponse::Registered(r)) => r,

@@ -64,9 +64,14 @@ pub struct MetadataNode {
     applied: watch::Receiver<Arc<Applied>>,
     voters: BTreeMap<u64, String>,
     propose_timeout: Duration,
-    /// Connections to the other nodes, for forwarding proposals.
-    peers: tokio::sync::Mutex<BTreeMap<u64, PeerClient>>,
+    /// Idle connections to the other nodes, for forwarding to the leader. A call takes one
+    /// out (or opens one) and puts it back once answered, so a call stuck on an unreachable
+    /// old leader never holds up calls to the new one.
+    peers: parking_lot::Mutex<BTreeMap<u64, Vec<PeerClient>>>,
 }
+
+/// Idle connections kept per node.
+const IDLE_PER_PEER: usize = 4;
 
 impl std::fmt::Debug for MetadataNode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -168,17 +173,45 @@ impl MetadataNode {
         &self,
         request: &InternalRequest,
     ) -> Result<InternalResponse, ProposeError> {
+        self.call_leader_within(request, self.propose_timeout).await
+    }
+
+    /// [`MetadataNode::call_leader`], waiting at most `timeout`.
+    pub async fn call_leader_within(
+        &self,
+        request: &InternalRequest,
+        timeout: Duration,
+    ) -> Result<InternalResponse, ProposeError> {
         let leader = self.leader().ok_or(ProposeError::NoLeader)?;
-        let addr = self
-            .voters
-            .get(&leader)
-            .cloned()
-            .ok_or(ProposeError::NoLeader)?;
-        let mut peers = self.peers.lock().await;
-        let peer = peers.entry(leader).or_insert_with(|| PeerClient::new(addr));
-        peer.call(request, self.propose_timeout)
+        self.call_peer(leader, request, timeout)
             .await
             .map_err(|e| ProposeError::Unreachable(e.to_string()))
+    }
+
+    /// Sends `request` to node `to` on a connection of the pool; a connection that failed is
+    /// dropped (the next call opens a new one).
+    async fn call_peer(
+        &self,
+        to: u64,
+        request: &InternalRequest,
+        timeout: Duration,
+    ) -> std::io::Result<InternalResponse> {
+        let addr = self
+            .voters
+            .get(&to)
+            .cloned()
+            .ok_or_else(|| std::io::Error::other(format!("node {to} is not a voter")))?;
+        let idle = self.peers.lock().get_mut(&to).and_then(Vec::pop);
+        let mut client = idle.unwrap_or_else(|| PeerClient::new(addr));
+        let answer = client.call(request, timeout).await;
+        if answer.is_ok() {
+            let mut peers = self.peers.lock();
+            let list = peers.entry(to).or_default();
+            if list.len() < IDLE_PER_PEER {
+                list.push(client);
+            }
+        }
+        answer
     }
 
     /// Appends `records` as one command and waits until it is committed and applied here
@@ -193,15 +226,12 @@ impl MetadataNode {
             done => return done,
         }
         let leader = self.leader().ok_or(ProposeError::NoLeader)?;
-        let addr = self
-            .voters
-            .get(&leader)
-            .cloned()
-            .ok_or(ProposeError::NoLeader)?;
-        let mut peers = self.peers.lock().await;
-        let peer = peers.entry(leader).or_insert_with(|| PeerClient::new(addr));
-        match peer
-            .call(&InternalRequest::Propose(command), self.propose_timeout)
+        match self
+            .call_peer(
+                leader,
+                &InternalRequest::Propose(command),
+                self.propose_timeout,
+            )
             .await
         {
             Ok(InternalResponse::Propose(result)) => result,

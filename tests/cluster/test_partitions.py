@@ -1,0 +1,92 @@
+"""Network partitions, for real: each node runs in a network namespace of its own (netns.py) and
+the links between nodes are cut with blackhole routes while clients still reach every node.
+
+A leader cut off from the majority (a partition's leader, or the metadata leader) keeps running
+and keeps its clients: it must not acknowledge an acks=all write once the majority may have
+moved on, the majority must elect new leaders and take the writes, and after the partition
+heals the old leader must rejoin as a follower, dropping whatever it held that was never
+committed. The checker then proves nothing
+acknowledged was lost and no offset holds two values."""
+
+import time
+
+import pytest
+
+from conftest import wait_until
+
+from .checker import History
+from .harness import cluster  # noqa: F401  (fixture)
+from .netns import Network, unavailable
+from .workload import ProducerWorkload, drain_and_check
+
+pytestmark = pytest.mark.timeout(150)
+
+TOPIC = "cut"
+PARTITIONS = 3
+
+
+@pytest.fixture
+def network():
+    why = unavailable()
+    if why:
+        pytest.fail(f"this test needs network namespaces: {why}")
+    net = Network([1, 2, 3])
+    yield net
+    net.close()
+
+
+def leader_seen_by(c, nodes, partition, not_node=None, timeout=30):
+    """A leader that every node of `nodes` names (and that is not `not_node`)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        seen = {c.leader_of(TOPIC, partition, via=i) for i in nodes}
+        if len(seen) == 1:
+            leader = seen.pop()
+            if leader is not None and leader != not_node and leader in nodes:
+                return leader
+        time.sleep(0.1)
+    raise AssertionError(f"nodes {nodes} did not agree on a leader of {TOPIC}/{partition} "
+                         f"other than {not_node} ({c.describe()})")
+
+
+def controller(c):
+    """The metadata leader (Kafka's controller) as the first node reports it."""
+    def ask():
+        md = c.metadata()
+        return md.controller_id if md.controller_id in c.ids else None
+    return wait_until(ask, 15, "a controller")
+
+
+@pytest.mark.parametrize("victim", ["partition-leader", "controller"])
+def test_a_node_cut_off_from_the_majority_acknowledges_nothing_and_loses_nothing(network, cluster, victim):
+    c = cluster(3, network=network)
+    c.create_topic(TOPIC, PARTITIONS, replication_factor=3)
+    for p in range(PARTITIONS):
+        c.wait_for_isr(TOPIC, p)
+    history = History()
+    w = ProducerWorkload(c.bootstrap, TOPIC, history, rate_per_s=300, duration_s=60.0).start()
+    try:
+        w.wait_acked(600, timeout=20)
+        old = c.wait_for_leader(TOPIC, 0) if victim == "partition-leader" else controller(c)
+        majority = [i for i in c.ids if i != old]
+        cut_at = time.monotonic()
+        network.isolate(old)
+        # The majority elects another leader for every partition the old one led (and, for the
+        # controller, another metadata leader), while the old one still runs and still has its
+        # clients.
+        for p in range(PARTITIONS):
+            leader_seen_by(c, majority, p, not_node=old, timeout=30)
+        w.wait_acked(300, timeout=30, since=cut_at)
+        time.sleep(max(0.0, cut_at + 8.0 - time.monotonic()))
+        assert c.nodes[old].alive(), "the cut-off leader should still run"
+        network.heal_all()
+        healed_at = time.monotonic()
+        for p in range(PARTITIONS):
+            c.wait_for_isr(TOPIC, p, timeout=30)
+        w.wait_acked(300, timeout=30, since=healed_at)
+        w.finish()
+    finally:
+        w.abort()
+    assert w.fatal is None, w.fatal
+    result = drain_and_check(c, TOPIC, history, f"netns-isolated-{victim}")
+    assert result.valid, str(result)
