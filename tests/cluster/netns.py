@@ -41,8 +41,6 @@ def _ip(*args, check=True):
 
 def unavailable():
     """Why network namespaces cannot be used here, or None."""
-    if os.geteuid() != 0:
-        return "network namespaces need root"
     probe = f"slprobe{os.getpid() % 100000}"
     r = _ip("netns", "add", probe, check=False)
     if r.returncode != 0:
