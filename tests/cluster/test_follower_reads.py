@@ -4,11 +4,14 @@ leader's rack stays on the leader, and a follower serves only what the leader ha
 (it holds records past the high watermark while another in-sync follower is paused, and gives
 them out only once they are committed)."""
 
+import subprocess
 import time
 import urllib.request
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
+
+from conftest import ROOT
 
 from .harness import CLIENT_DEFAULTS, cluster  # noqa: F401  (fixture)
 
@@ -83,6 +86,27 @@ def test_a_consumer_reads_from_the_follower_in_its_rack(cluster):
     finally:
         consumer.close()
     assert {i: fetched_records(c.node(i), topic) for i in (follower, other)} == before
+
+
+def test_the_java_consumer_reads_from_the_follower_in_its_rack(cluster):
+    """The Java client (4.3.1) uses incremental fetch sessions (KIP-227): the leader's redirect
+    must reach it in a session too."""
+    subprocess.run([str(ROOT / "scripts" / "java-env")], check=True, timeout=600)
+    c = cluster(3, racks=RACKS)
+    topic = "fr-java"
+    c.create_topic(topic, 1, replication_factor=3)
+    leader = c.wait_for_leader(topic, 0)
+    c.wait_for_isr(topic, 0)
+    follower, other = [i for i in c.ids if i != leader]
+    produce(c.bootstrap, topic, [f"v{i}".encode() for i in range(500)])
+    before = {i: fetched_records(c.node(i), topic) for i in (follower, other)}
+    java = ROOT / "tests" / "java"
+    r = subprocess.run(["java", "-cp", f"{java / 'lib'}/*:{java}", "FollowerReadSmoke", c.bootstrap, topic,
+                        RACKS[follower - 1], "500"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.strip() == "OK 500"
+    assert fetched_records(c.node(follower), topic) - before[follower] >= 500
+    assert fetched_records(c.node(other), topic) == before[other]
 
 
 def test_a_follower_serves_only_committed_records(cluster):

@@ -188,7 +188,10 @@ impl FetchSessions {
                 if has_records {
                     returned.insert(key);
                 }
-                if !incremental || changed || has_records || p.error_code != 0 {
+                // A preferred read replica (KIP-392) is always sent, as Kafka does: the
+                // consumer must learn where to go even when nothing else changed.
+                let redirected = p.preferred_read_replica.0 >= 0;
+                if !incremental || changed || has_records || p.error_code != 0 || redirected {
                     keep.push(p);
                 }
             }
@@ -380,6 +383,25 @@ mod tests {
         // Epoch -1 closes it.
         assert_eq!(s.begin(id, -1, &[], vec![], now), Plan::Sessionless);
         assert!(s.is_empty());
+    }
+
+    #[test]
+    fn a_preferred_read_replica_is_always_answered() {
+        let s = FetchSessions::default();
+        let all = vec![(key("t", 0), at(0)), (key("t", 1), at(0))];
+        let Plan::New(id) = s.begin(0, 0, &all, vec![], 1_000) else {
+            panic!("a new session")
+        };
+        let mut r = response(&[(0, 5, false), (1, 5, false)]);
+        assert_eq!(finish(&s, id, false, &mut r), vec![0, 1]);
+        // Nothing changed for either partition, but the leader now sends the consumer of
+        // partition 1 to a follower (KIP-392): that must reach it.
+        let Plan::Incremental(..) = s.begin(id, 1, &[], vec![], 1_000) else {
+            panic!("incremental")
+        };
+        let mut r = response(&[(0, 5, false), (1, 5, false)]);
+        r.responses[0].partitions[1].preferred_read_replica = kafka_protocol::messages::BrokerId(3);
+        assert_eq!(finish(&s, id, true, &mut r), vec![1]);
     }
 
     #[test]
