@@ -151,7 +151,6 @@ class Cluster:
     def __init__(self, n, base_dir, extra=(), env=None, racks=None, network=None):
         assert n >= 1 and (racks is None or len(racks) == n)
         base_dir = Path(base_dir)
-        self.network = network
         self.nodes = {i: Node(i, base_dir / f"node-{i}", extra, env, racks[i - 1] if racks else None, network)
                       for i in range(1, n + 1)}
         voters = ",".join(f"{i}@{node.internal_address}" for i, node in self.nodes.items())

@@ -3,10 +3,8 @@ partitions a dead node leaves under-replicated — as an operator reads it, in J
 
 import json
 import subprocess
-import urllib.request
 
-from prometheus_client.openmetrics.parser import text_string_to_metric_families
-
+from broker.test_metrics import scrape
 from conftest import SLUICE, wait_until
 
 from .harness import cluster  # noqa: F401  (fixture)
@@ -20,14 +18,8 @@ def status(bootstrap, *flags):
 
 def samples(node, name):
     """{labels-tuple: value} of metric `name` on `node`'s /metrics."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{node.admin_port}/metrics", timeout=5) as r:
-        text = r.read().decode()
-    out = {}
-    for family in text_string_to_metric_families(text):
-        if family.name == name:
-            for s in family.samples:
-                out[tuple(sorted(s.labels.items()))] = s.value
-    return out
+    family = scrape(node).get(name)
+    return {tuple(sorted(s.labels.items())): s.value for s in family.samples} if family else {}
 
 
 def follower_lag(c, topic):
@@ -98,12 +90,7 @@ def test_status_shows_nodes_leaders_and_under_replicated_partitions(cluster):
 
 def s_replicas(c, topic, partition):
     """The followers of topic/partition (its replicas but the leader)."""
-    def ask():
-        try:
-            return c.partition(topic, partition)
-        except RuntimeError:  # another node answered (the harness wants the asked one)
-            return None
-    p = wait_until(ask, 10, f"{topic}/{partition} metadata")
+    p = wait_until(lambda: c.partition(topic, partition), 10, f"{topic}/{partition} metadata")
     return [r for r in p.replicas if r != p.leader]
 
 

@@ -4,14 +4,15 @@ leader's rack stays on the leader, and a follower serves only what the leader ha
 (it holds records past the high watermark while another in-sync follower is paused, and gives
 them out only once they are committed)."""
 
+import struct
 import subprocess
 import time
-import urllib.request
 
 from confluent_kafka import Consumer, Producer, TopicPartition
-from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
-from conftest import ROOT
+from broker.raw import Conn, frame, header_v1, string
+from broker.test_metrics import scrape, value
+from conftest import ROOT, wait_until
 
 from .harness import CLIENT_DEFAULTS, cluster  # noqa: F401  (fixture)
 
@@ -20,14 +21,23 @@ RACKS = ["rack-a", "rack-b", "rack-c"]
 
 def fetched_records(node, topic):
     """Records node served to fetches of `topic`/0 (a follower serves consumers only)."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{node.admin_port}/metrics", timeout=5) as r:
-        text = r.read().decode()
-    for family in text_string_to_metric_families(text):
-        if family.name == "sluice_fetch_records":
-            for s in family.samples:
-                if s.name.endswith("_total") and s.labels.get("topic") == topic and s.labels.get("partition") == "0":
-                    return s.value
-    return 0
+    return value(scrape(node), "sluice_fetch_records", "_total", topic=topic, partition=0) or 0
+
+
+def served(c, nodes, topic):
+    """{node: records it served to fetches of topic/0}."""
+    return {i: fetched_records(c.node(i), topic) for i in nodes}
+
+
+def rack_cluster(cluster, topic, **flags):
+    """A 3-node cluster with RACKS and a topic of one partition on all three, in sync:
+    (cluster, leader, follower, other follower)."""
+    c = cluster(3, racks=RACKS, **flags)
+    c.create_topic(topic, 1, replication_factor=3)
+    leader = c.wait_for_leader(topic, 0)
+    c.wait_for_isr(topic, 0)
+    follower, other = [i for i in c.ids if i != leader]
+    return c, leader, follower, other
 
 
 def produce(bootstrap, topic, values, acks="all"):
@@ -58,16 +68,12 @@ def read(consumer, topic, count, timeout_s):
 
 
 def test_a_consumer_reads_from_the_follower_in_its_rack(cluster):
-    c = cluster(3, racks=RACKS)
     topic = "fr-rack"
-    c.create_topic(topic, 1, replication_factor=3)
-    leader = c.wait_for_leader(topic, 0)
-    c.wait_for_isr(topic, 0)
-    follower, other = [i for i in c.ids if i != leader]
+    c, leader, follower, other = rack_cluster(cluster, topic)
     values = [f"v{i}".encode() for i in range(300)]
     produce(c.bootstrap, topic, values)
 
-    before = {i: fetched_records(c.node(i), topic) for i in (follower, other)}
+    before = served(c, (follower, other), topic)
     consumer = rack_consumer(c.bootstrap, RACKS[follower - 1])
     try:
         got = read(consumer, topic, len(values), 30)
@@ -79,27 +85,62 @@ def test_a_consumer_reads_from_the_follower_in_its_rack(cluster):
     assert fetched_records(c.node(other), topic) == before[other]
 
     # A consumer in the leader's rack reads from the leader: the followers serve nothing.
-    before = {i: fetched_records(c.node(i), topic) for i in (follower, other)}
+    before = served(c, (follower, other), topic)
     consumer = rack_consumer(c.bootstrap, RACKS[leader - 1])
     try:
         assert read(consumer, topic, len(values), 30) == values
     finally:
         consumer.close()
-    assert {i: fetched_records(c.node(i), topic) for i in (follower, other)} == before
+    assert served(c, (follower, other), topic) == before
+
+
+def fetch_error(bootstrap, topic, version):
+    """A consumer's Fetch (v10 or v11, no rack, no session) of topic/0 from offset 0: the
+    partition's error code."""
+    body = struct.pack(">iiiibii", -1, 0, 1, 1 << 20, 0, 0, -1)  # replica, wait, min/max bytes,
+    body += struct.pack(">i", 1) + string(topic)                   # isolation, session id/epoch
+    body += struct.pack(">i", 1) + struct.pack(">iiqqi", 0, -1, 0, -1, 1 << 20)
+    body += struct.pack(">i", 0)  # forgotten topics
+    if version >= 11:
+        body += string("")        # rack id
+    conn = Conn(bootstrap)
+    try:
+        conn.send(frame(header_v1(1, version, 5) + body))
+        payload = conn.read_frame()
+    finally:
+        conn.sock.close()
+    assert payload is not None, "the broker closed the connection"
+    at = 4 + 4 + 2 + 4  # correlation id, throttle time, error code, session id
+    (topics,) = struct.unpack_from(">i", payload, at)
+    assert topics == 1
+    (n,) = struct.unpack_from(">h", payload, at + 4)
+    at += 4 + 2 + n
+    (parts,) = struct.unpack_from(">i", payload, at)
+    assert parts == 1
+    index, error = struct.unpack_from(">ih", payload, at + 4)
+    assert index == 0
+    return error
+
+
+def test_a_follower_refuses_fetches_older_than_v11(cluster):
+    """Before KIP-392 a consumer reads from the leader only, as in Kafka; from v11 a follower
+    serves it."""
+    topic = "fr-versions"
+    c, leader, follower, _ = rack_cluster(cluster, topic)
+    produce(c.bootstrap, topic, [b"x"])
+    assert fetch_error(c.node(follower).bootstrap, topic, 10) == 6  # NOT_LEADER_OR_FOLLOWER
+    assert fetch_error(c.node(follower).bootstrap, topic, 11) == 0
+    assert fetch_error(c.node(leader).bootstrap, topic, 10) == 0
 
 
 def test_the_java_consumer_reads_from_the_follower_in_its_rack(cluster):
     """The Java client (4.3.1) uses incremental fetch sessions (KIP-227): the leader's redirect
     must reach it in a session too."""
     subprocess.run([str(ROOT / "scripts" / "java-env")], check=True, timeout=600)
-    c = cluster(3, racks=RACKS)
     topic = "fr-java"
-    c.create_topic(topic, 1, replication_factor=3)
-    leader = c.wait_for_leader(topic, 0)
-    c.wait_for_isr(topic, 0)
-    follower, other = [i for i in c.ids if i != leader]
+    c, leader, follower, other = rack_cluster(cluster, topic)
     produce(c.bootstrap, topic, [f"v{i}".encode() for i in range(500)])
-    before = {i: fetched_records(c.node(i), topic) for i in (follower, other)}
+    before = served(c, (follower, other), topic)
     java = ROOT / "tests" / "java"
     r = subprocess.run(["java", "-cp", f"{java / 'lib'}/*:{java}", "FollowerReadSmoke", c.bootstrap, topic,
                         RACKS[follower - 1], "500"], capture_output=True, text=True, timeout=120)
@@ -111,12 +152,8 @@ def test_the_java_consumer_reads_from_the_follower_in_its_rack(cluster):
 
 def test_a_follower_serves_only_committed_records(cluster):
     # A long session, so that the paused follower is not fenced (and out of the ISR) at once.
-    c = cluster(3, racks=RACKS, extra=("--cluster-session-timeout-ms", "20000"))
     topic = "fr-committed"
-    c.create_topic(topic, 1, replication_factor=3)
-    leader = c.wait_for_leader(topic, 0)
-    c.wait_for_isr(topic, 0)
-    follower, paused = [i for i in c.ids if i != leader]
+    c, leader, follower, paused = rack_cluster(cluster, topic, extra=("--cluster-session-timeout-ms", "20000"))
     first = [f"a{i}".encode() for i in range(50)]
     produce(c.bootstrap, topic, first)
     consumer = rack_consumer(c.bootstrap, RACKS[follower - 1])
@@ -152,14 +189,7 @@ def test_a_follower_serves_only_committed_records(cluster):
 
 def wait_until_follower_holds(c, node, topic, end, timeout=10):
     """Waits until `node`'s log of topic/0 ends at `end` (its log_end_offset metric)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with urllib.request.urlopen(f"http://127.0.0.1:{c.node(node).admin_port}/metrics", timeout=5) as r:
-            text = r.read().decode()
-        for family in text_string_to_metric_families(text):
-            if family.name == "sluice_log_end_offset":
-                for s in family.samples:
-                    if s.labels.get("topic") == topic and s.labels.get("partition") == "0" and s.value >= end:
-                        return int(s.value)
-        time.sleep(0.1)
-    raise AssertionError(f"node {node} did not replicate {topic}/0 up to {end}")
+    def holds():
+        got = value(scrape(c.node(node)), "sluice_log_end_offset", topic=topic, partition=0)
+        return int(got) if got is not None and got >= end else None
+    return wait_until(holds, timeout, f"node {node} to replicate {topic}/0 up to {end}")

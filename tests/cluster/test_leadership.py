@@ -15,13 +15,19 @@ from .workload import produce_records
 
 
 def preferred(c, topic, partitions):
-    """Each partition's preferred replica: the first of its replicas."""
-    def ask():
-        try:
-            return {p: c.partition(topic, p).replicas[0] for p in range(partitions)}
-        except RuntimeError:  # another node answered (the harness wants the asked one)
-            return None
-    return wait_until(ask, 10, f"the replicas of {topic}")
+    """Each partition's preferred replica: the first of its replicas (wait_until retries when
+    another node than the one asked answers, which the harness refuses)."""
+    return wait_until(lambda: {p: c.partition(topic, p).replicas[0] for p in range(partitions)},
+                      10, f"the replicas of {topic}")
+
+
+def in_sync_topic(c, topic, partitions=3):
+    """Creates `topic` on all three nodes, waits until every replica is in sync; returns each
+    partition's preferred replica."""
+    c.create_topic(topic, partitions, replication_factor=3)
+    for p in range(partitions):
+        c.wait_for_isr(topic, p)
+    return preferred(c, topic, partitions)
 
 
 def code(error):
@@ -49,10 +55,7 @@ def kill_and_return(c, node, topic, partitions):
 def test_leadership_returns_to_preferred_replicas_by_itself(cluster):
     c = cluster(3, extra=("--leader-balance-interval-ms", "2000"))
     topic = "lb-auto"
-    c.create_topic(topic, 3, replication_factor=3)
-    for p in range(3):
-        c.wait_for_isr(topic, p)
-    want = preferred(c, topic, 3)
+    want = in_sync_topic(c, topic)
     assert sorted(want.values()) == [1, 2, 3], want
     history = History()
     produce_records(c.bootstrap, topic, history, 60)
@@ -67,10 +70,7 @@ def test_leadership_returns_to_preferred_replicas_by_itself(cluster):
 def test_elect_leaders_moves_leadership_to_the_preferred_replica(cluster):
     c = cluster(3, extra=("--leader-balance-interval-ms", "0"))
     topic = "lb-elect"
-    c.create_topic(topic, 3, replication_factor=3)
-    for p in range(3):
-        c.wait_for_isr(topic, p)
-    want = preferred(c, topic, 3)
+    want = in_sync_topic(c, topic)
     victim = want[0]
     kill_and_return(c, victim, topic, 3)
     time.sleep(2)

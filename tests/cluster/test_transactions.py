@@ -26,7 +26,9 @@ pytestmark = pytest.mark.timeout(180)
 TXN_TOPIC = "__transaction_state"
 OFFSETS = "__consumer_offsets"
 # Each client call's bound: short enough that a stuck processor fails with its own report (its
-# errors and restarts) well before the test's timeout.
+# errors and restarts) well before the test's timeout. librdkafka does not always keep it: a
+# coordinator request waiting on a retired broker ignores it (librdkafka #5456, #5511; see
+# docs/decisions/cluster-follower-reads.md for why Sluice no longer triggers that).
 CALL_TIMEOUT_S = 15
 
 

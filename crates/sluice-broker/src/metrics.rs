@@ -198,21 +198,21 @@ pub fn render(broker: &Broker) -> String {
                 partition: p.index.to_string(),
             };
             let lag = p.follower_lag(now_ms);
-            if lag.iter().any(|(_, in_sync, ..)| !in_sync) {
+            if lag.iter().any(|f| !f.in_sync) {
                 under_replicated += 1;
             }
-            for (node, _, records, ms) in lag {
+            for f in lag {
                 let replica = ReplicaLabels {
                     topic: topic.name.to_string(),
                     partition: p.index.to_string(),
-                    replica: node.0.to_string(),
+                    replica: f.node.0.to_string(),
                 };
-                if let Some(records) = records {
+                if let Some(records) = f.records {
                     replica_lag_records.get_or_create(&replica).set(records);
                 }
                 replica_lag_seconds
                     .get_or_create(&replica)
-                    .set(ms as f64 / 1000.0);
+                    .set(f.ms as f64 / 1000.0);
             }
             let c = p.counters();
             produced_records

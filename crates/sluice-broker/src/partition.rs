@@ -668,9 +668,8 @@ impl Partition {
         }
     }
 
-    /// Where this leader's followers are (`LeaderReplicas::lag`); empty unless it leads in a
-    /// cluster.
-    pub fn follower_lag(&self, now_ms: i64) -> Vec<(NodeId, bool, Option<i64>, i64)> {
+    /// How far behind this leader its followers are; empty unless it leads in a cluster.
+    pub fn follower_lag(&self, now_ms: i64) -> Vec<sluice_cluster::replica::FollowerLag> {
         match &self.state.lock().role {
             Role::Leader { replicas, .. } => replicas.lag(now_ms),
             _ => Vec::new(),

@@ -16,7 +16,7 @@ use uuid::Uuid;
 
 use crate::ids::LeaderEpoch;
 use crate::ids::{NodeId, PartitionEpoch};
-use crate::metadata::{ClusterState, MetadataRecord, NodeRegistration, PartitionChange};
+use crate::metadata::{ClusterState, MetadataRecord, NodeRegistration, PartitionChange, TopicInfo};
 use crate::placement::{self, PlacementError};
 
 #[derive(Debug, Clone)]
@@ -277,16 +277,7 @@ impl Controller {
     /// Moves leadership back to each partition's preferred replica where it is in sync and
     /// live (never to a replica still catching up: it would not be in the ISR).
     pub fn balance_leaders(&self, state: &ClusterState) -> Vec<MetadataRecord> {
-        state
-            .partitions()
-            .filter_map(|(topic, index, p)| {
-                let preferred = *p.replicas.first()?;
-                let eligible = p.leader != Some(preferred)
-                    && p.isr.contains(&preferred)
-                    && state.is_live(preferred);
-                eligible.then(|| change(topic.id, index, p, Some(preferred), p.isr.clone()))
-            })
-            .collect()
+        self.elect_preferred(state, None).0
     }
 
     /// ElectLeaders (preferred): leadership of each named partition (every partition when
@@ -300,9 +291,8 @@ impl Controller {
     ) -> (Vec<MetadataRecord>, Vec<(String, i32, Election)>) {
         let mut records = Vec::new();
         let mut outcomes = Vec::new();
-        let mut decide = |topic: &crate::metadata::TopicInfo, index: i32, p: &PartitionChange| {
-            let preferred = p.replicas.first().copied();
-            let outcome = match preferred {
+        let mut decide = |topic: &TopicInfo, index: i32, p: &PartitionChange| {
+            let outcome = match p.replicas.first().copied() {
                 Some(n) if p.leader == Some(n) => Election::NotNeeded,
                 Some(n) if p.isr.contains(&n) && state.is_live(n) => {
                     records.push(change(topic.id, index, p, Some(n), p.isr.clone()));
@@ -323,12 +313,7 @@ impl Controller {
             }
             Some(named) => {
                 for (name, index) in named {
-                    let found = state.names.get(name).and_then(|id| {
-                        let topic = state.topics.get(id)?;
-                        let p = topic.partitions.get(usize::try_from(*index).ok()?)?;
-                        Some((topic, p))
-                    });
-                    outcomes.push(match found {
+                    outcomes.push(match state.partition_by_name(name, *index) {
                         Some((topic, p)) => decide(topic, *index, p),
                         None => (name.clone(), *index, Election::UnknownPartition),
                     });

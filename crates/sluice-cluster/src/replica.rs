@@ -46,6 +46,18 @@ pub struct NotEnoughReplicas {
     pub required: usize,
 }
 
+/// How far behind its leader a follower is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FollowerLag {
+    pub node: NodeId,
+    /// In the ISR.
+    pub in_sync: bool,
+    /// Records behind the leader's end; `None` before its first fetch in this epoch.
+    pub records: Option<i64>,
+    /// Milliseconds since it last had everything the leader had.
+    pub ms: i64,
+}
+
 #[derive(Debug, Clone)]
 pub struct LeaderReplicas {
     me: NodeId,
@@ -125,16 +137,15 @@ impl LeaderReplicas {
             .collect()
     }
 
-    /// Each follower's lag at `now_ms`: (node, in the ISR, records behind the leader's end —
-    /// `None` before its first fetch in this epoch —, milliseconds since it last had
-    /// everything the leader had).
-    pub fn lag(&self, now_ms: i64) -> Vec<(NodeId, bool, Option<i64>, i64)> {
+    /// Each follower's lag at `now_ms`.
+    pub fn lag(&self, now_ms: i64) -> Vec<FollowerLag> {
         self.followers
             .iter()
-            .map(|(node, f)| {
-                let records = f.log_end.map(|end| (self.local_end.0 - end.0).max(0));
-                let ms = (now_ms - f.last_caught_up_ms).max(0);
-                (*node, self.isr.contains(node), records, ms)
+            .map(|(node, f)| FollowerLag {
+                node: *node,
+                in_sync: self.isr.contains(node),
+                records: f.log_end.map(|end| (self.local_end.0 - end.0).max(0)),
+                ms: (now_ms - f.last_caught_up_ms).max(0),
             })
             .collect()
     }
@@ -294,6 +305,19 @@ mod tests {
 
     const LAG_MS: i64 = 1_000;
 
+    /// Node 1 leading an empty partition with ISR `isr`, at time 0.
+    fn leading_empty(isr: &[i32]) -> LeaderReplicas {
+        LeaderReplicas::new(
+            node(1),
+            &partition(isr),
+            Offset(0),
+            Offset(0),
+            Offset(0),
+            LAG_MS,
+            0,
+        )
+    }
+
     #[test]
     fn the_high_watermark_is_the_smallest_end_in_the_isr() {
         let mut l = LeaderReplicas::new(
@@ -335,15 +359,7 @@ mod tests {
 
     #[test]
     fn consumers_go_only_to_in_sync_followers_that_hold_their_offset() {
-        let mut l = LeaderReplicas::new(
-            node(1),
-            &partition(&[1, 2]),
-            Offset(0),
-            Offset(0),
-            Offset(0),
-            LAG_MS,
-            0,
-        );
+        let mut l = leading_empty(&[1, 2]);
         assert!(l.followers_holding(Offset(0)).is_empty(), "none heard from");
         l.on_local_end(Offset(50));
         l.on_fetch(node(2), Offset(30), Offset(50), 1);
@@ -358,38 +374,25 @@ mod tests {
 
     #[test]
     fn followers_lag_in_records_and_time() {
-        let mut l = LeaderReplicas::new(
-            node(1),
-            &partition(&[1, 2]),
-            Offset(0),
-            Offset(0),
-            Offset(0),
-            LAG_MS,
-            0,
-        );
+        let mut l = leading_empty(&[1, 2]);
         l.on_local_end(Offset(50));
         l.on_fetch(node(2), Offset(50), Offset(50), 100);
         l.on_fetch(node(3), Offset(20), Offset(50), 100);
+        let lag = |n, in_sync, records, ms| FollowerLag {
+            node: node(n),
+            in_sync,
+            records,
+            ms,
+        };
         assert_eq!(
             l.lag(400),
-            vec![
-                (node(2), true, Some(0), 300),
-                (node(3), false, Some(30), 400)
-            ]
+            vec![lag(2, true, Some(0), 300), lag(3, false, Some(30), 400)]
         );
     }
 
     #[test]
     fn a_lagging_follower_leaves_the_isr_and_rejoins_once_caught_up() {
-        let mut l = LeaderReplicas::new(
-            node(1),
-            &partition(&[1, 2, 3]),
-            Offset(0),
-            Offset(0),
-            Offset(0),
-            LAG_MS,
-            0,
-        );
+        let mut l = leading_empty(&[1, 2, 3]);
         l.on_local_end(Offset(100));
         l.on_fetch(node(2), Offset(100), Offset(100), 500);
         l.on_fetch(node(3), Offset(40), Offset(100), 500);
@@ -452,15 +455,7 @@ mod tests {
 
     #[test]
     fn the_high_watermark_never_moves_back() {
-        let mut l = LeaderReplicas::new(
-            node(1),
-            &partition(&[1, 2]),
-            Offset(0),
-            Offset(0),
-            Offset(0),
-            LAG_MS,
-            0,
-        );
+        let mut l = leading_empty(&[1, 2]);
         l.on_local_end(Offset(10));
         l.on_fetch(node(2), Offset(10), Offset(10), 1);
         assert_eq!(l.high_watermark(), Offset(10));

@@ -244,10 +244,9 @@ fn isr_changes_are_checked_against_the_current_partition() {
     ));
 }
 
-#[test]
-fn leadership_returns_to_the_preferred_replica_once_it_is_in_sync() {
-    let mut c = Cluster::new(3);
-    let topic = c.create_topic("t", 1, 3);
+/// Partition 0 of `topic`'s preferred replica misses its session (its successor leads) and
+/// registers again, not yet in sync; returns it.
+fn preferred_away_and_back(c: &mut Cluster, topic: Uuid) -> NodeId {
     let preferred = c.state.partition(topic, 0).unwrap().replicas[0];
     c.now_ms = SESSION_MS + 1;
     for n in 1..=3 {
@@ -257,13 +256,14 @@ fn leadership_returns_to_the_preferred_replica_once_it_is_in_sync() {
     }
     c.tick();
     c.register(preferred.0);
-    assert!(
-        c.controller.balance_leaders(&c.state).is_empty(),
-        "not in sync yet"
-    );
+    preferred
+}
+
+/// The leader of partition 0 of `topic` takes `node` back into the ISR.
+fn back_in_sync(c: &mut Cluster, topic: Uuid, node: NodeId) {
     let p = c.state.partition(topic, 0).unwrap().clone();
     let mut isr = p.isr.clone();
-    isr.push(preferred);
+    isr.push(node);
     let records = c
         .controller
         .alter_partition(
@@ -277,6 +277,18 @@ fn leadership_returns_to_the_preferred_replica_once_it_is_in_sync() {
         )
         .unwrap();
     c.commit(records);
+}
+
+#[test]
+fn leadership_returns_to_the_preferred_replica_once_it_is_in_sync() {
+    let mut c = Cluster::new(3);
+    let topic = c.create_topic("t", 1, 3);
+    let preferred = preferred_away_and_back(&mut c, topic);
+    assert!(
+        c.controller.balance_leaders(&c.state).is_empty(),
+        "not in sync yet"
+    );
+    back_in_sync(&mut c, topic, preferred);
     let records = c.controller.balance_leaders(&c.state);
     assert_eq!(records.len(), 1);
     c.commit(records);
@@ -288,33 +300,9 @@ fn the_controller_balances_leaders_on_its_timer() {
     let interval = ControllerConfig::default().leader_balance_interval_ms;
     let mut c = Cluster::new(3);
     let topic = c.create_topic("t", 1, 3);
-    let preferred = c.state.partition(topic, 0).unwrap().replicas[0];
-    // The preferred replica dies and comes back; its successor leads meanwhile.
-    c.now_ms = SESSION_MS + 1;
-    for n in 1..=3 {
-        if NodeId(n) != preferred {
-            c.controller.heartbeat(&c.state, NodeId(n), c.now_ms);
-        }
-    }
-    c.tick();
-    c.register(preferred.0);
-    let p = c.state.partition(topic, 0).unwrap().clone();
-    assert_ne!(p.leader, Some(preferred));
-    let mut isr = p.isr.clone();
-    isr.push(preferred);
-    let records = c
-        .controller
-        .alter_partition(
-            &c.state,
-            p.leader.unwrap(),
-            topic,
-            0,
-            p.leader_epoch,
-            p.partition_epoch,
-            isr,
-        )
-        .unwrap();
-    c.commit(records);
+    let preferred = preferred_away_and_back(&mut c, topic);
+    assert_ne!(c.state.partition(topic, 0).unwrap().leader, Some(preferred));
+    back_in_sync(&mut c, topic, preferred);
     let heartbeat_all = |c: &mut Cluster| {
         for n in 1..=3 {
             c.controller.heartbeat(&c.state, NodeId(n), c.now_ms);

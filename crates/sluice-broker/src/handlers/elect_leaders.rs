@@ -83,14 +83,9 @@ pub fn handle(broker: &Broker, request: ElectLeadersRequest, call: &Call) -> Rep
         let outcomes = pairs
             .into_iter()
             .map(|(topic, index)| {
-                let partition = state
-                    .names
-                    .get(&topic)
-                    .and_then(|id| state.topics.get(id))
-                    .and_then(|t| t.partitions.get(usize::try_from(index).ok()?));
-                let outcome = match partition {
+                let outcome = match state.partition_by_name(&topic, index) {
                     None => Err(unknown()),
-                    Some(p) if p.leader.is_some() => Err((
+                    Some((_, p)) if p.leader.is_some() => Err((
                         ResponseError::ElectionNotNeeded.code(),
                         "the partition has a leader".into(),
                     )),

@@ -126,13 +126,9 @@ impl Replication {
         if !elected.is_empty() {
             self.applied_until(|s| {
                 elected.iter().all(|(name, index)| {
-                    s.names
-                        .get(name)
-                        .and_then(|id| s.topics.get(id))
-                        .and_then(|t| t.partitions.get(usize::try_from(*index).ok()?))
-                        .is_some_and(|p| {
-                            p.leader.is_some() && p.leader == p.replicas.first().copied()
-                        })
+                    s.partition_by_name(name, *index).is_some_and(|(_, p)| {
+                        p.leader.is_some() && p.leader == p.replicas.first().copied()
+                    })
                 })
             })
             .await?;

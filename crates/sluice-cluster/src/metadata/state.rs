@@ -197,6 +197,17 @@ impl ClusterState {
         self.names.get(name).and_then(|id| self.topics.get(id))
     }
 
+    /// Partition `index` of the topic called `name`, with its topic.
+    pub fn partition_by_name(
+        &self,
+        name: &str,
+        index: i32,
+    ) -> Option<(&TopicInfo, &PartitionInfo)> {
+        let topic = self.topic_by_name(name)?;
+        let p = topic.partitions.get(usize::try_from(index).ok()?)?;
+        Some((topic, p))
+    }
+
     /// Registered nodes that are not fenced.
     pub fn live_nodes(&self) -> impl Iterator<Item = &NodeInfo> {
         self.nodes.values().filter(|n| !n.fenced)
