@@ -33,11 +33,13 @@ pub fn connect(addr: &str) -> Result<BlockingConnection, BenchError> {
     Ok(BlockingConnection::connect(addr, CLIENT_ID, TIMEOUT)?)
 }
 
-/// Creates `topic` with `partitions` partitions unless it exists; returns its layout.
+/// Creates `topic` with `partitions` partitions of `replication_factor` replicas unless it
+/// exists; returns its layout.
 pub fn ensure_topic(
     bootstrap: &str,
     topic: &str,
     partitions: i32,
+    replication_factor: i16,
     configs: &[(String, String)],
 ) -> Result<TopicLayout, BenchError> {
     let mut conn = connect(bootstrap)?;
@@ -45,7 +47,7 @@ pub fn ensure_topic(
         let request = CreateTopicsRequest::default().with_timeout_ms(30_000).with_topics(vec![CreatableTopic::default()
             .with_name(TopicName(s(topic)))
             .with_num_partitions(partitions)
-            .with_replication_factor(1)
+            .with_replication_factor(replication_factor)
             .with_configs(
                 configs
                     .iter()
@@ -77,6 +79,32 @@ pub fn ensure_topic(
             }
             Err(e) if clock.now_ns() > deadline => return Err(e),
             _ => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
+}
+
+/// Waits until the broker at `addr` lists at least `nodes` brokers in Metadata (a cluster's
+/// nodes register one by one; a topic with RF = `nodes` cannot be created before).
+pub fn wait_for_brokers(addr: &str, nodes: usize) -> Result<(), BenchError> {
+    let clock = crate::clock::RunClock::start();
+    let deadline = TIMEOUT.as_nanos() as u64;
+    loop {
+        let listed = connect(addr).and_then(|mut conn| {
+            let request = MetadataRequest::default()
+                .with_topics(Some(Vec::new()))
+                .with_allow_auto_topic_creation(false);
+            Ok(conn.call(&request, 4, 12)?.brokers.len())
+        });
+        match listed {
+            Ok(n) if n >= nodes => return Ok(()),
+            Ok(n) if clock.now_ns() > deadline => {
+                return Err(BenchError::Setup(format!(
+                    "{addr} lists {n} brokers after {} s, not {nodes}",
+                    TIMEOUT.as_secs()
+                )))
+            }
+            Err(e) if clock.now_ns() > deadline => return Err(e),
+            _ => std::thread::sleep(Duration::from_millis(250)),
         }
     }
 }

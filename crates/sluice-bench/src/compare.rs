@@ -77,6 +77,9 @@ pub struct CompareConfig {
     pub throughput_seconds: f64,
     /// Seconds of load before measuring, so that the JVM has compiled its hot paths.
     pub warmup_run_s: f64,
+    /// Nodes per broker: 1, or a cluster of 3 (KRaft Kafka; Sluice with `--cluster`) whose
+    /// topics get `sweep.base.replication_factor` replicas.
+    pub nodes: usize,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -110,7 +113,8 @@ pub fn plan(config: &CompareConfig) -> Vec<String> {
         config.work_dir.display()
     ));
     steps.push(format!(
-        "start Kafka (KRaft, one node, loopback, heap 1 GiB, {:?} durability: {}) with data in {}",
+        "start Kafka (KRaft, {}, loopback, heap 1 GiB each, {:?} durability: {}) with data in {}",
+        nodes_in_words(config.nodes),
         config.durability,
         config
             .durability
@@ -132,27 +136,45 @@ pub fn plan(config: &CompareConfig) -> Vec<String> {
         .map(|r| format!("{r:.0}"))
         .collect();
     let sweep = format!(
-        "{} s warm-up load, then the sweep: sizes {} × rates {} msg/s ({} s each, acks={}, stopping a size at the first rate not sustained); \
+        "{} s warm-up load, then the sweep: sizes {} × rates {} msg/s ({} s each, acks={}, RF={}, stopping a size at the first rate not sustained); \
          then closed-loop produce throughput for {:?} B, {} s each",
         config.warmup_run_s,
         runs.join(", "),
         rates.join(", "),
         config.sweep.base.duration_s,
         config.sweep.base.acks,
+        config.sweep.base.replication_factor,
         config.throughput_sizes,
         config.throughput_seconds
     );
     steps.push(format!("against Kafka: {sweep}"));
     steps.push("stop Kafka and delete its data".into());
     steps.push(format!(
-        "start Sluice ({} serve {}) with data in {}",
+        "start Sluice ({}; {} serve {}) with data in {}",
+        nodes_in_words(config.nodes),
         config.sluice_exe.display(),
         config.durability.sluice_flags().join(" "),
         config.work_dir.join("sluice-data").display()
     ));
     steps.push(format!("against Sluice: the same {sweep}"));
-    steps.push("stop Sluice and delete its data; write the report (terminal table, JSON, HTML with both brokers and the ratio per cell)".into());
+    steps.push("stop Sluice and delete its data".into());
+    if config.nodes > 1 {
+        steps.push(format!(
+            "start one Sluice node alone and measure its closed-loop produce throughput ({:?} B, RF=1), \
+             the single-node figure the cluster's is compared with; stop it and delete its data",
+            config.throughput_sizes
+        ));
+    }
+    steps.push("write the report (terminal table, JSON, HTML with both brokers and the ratio per cell)".into());
     steps
+}
+
+fn nodes_in_words(nodes: usize) -> String {
+    if nodes == 1 {
+        "one node".into()
+    } else {
+        format!("{nodes} nodes as {nodes} processes")
+    }
 }
 
 fn free_port() -> Result<u16, BenchError> {
@@ -280,109 +302,182 @@ fn wait_ready(addr: &str, guard: &mut ChildGuard, log: &Path) -> Result<(), Benc
     }
 }
 
+/// Starts Kafka in KRaft mode, `nodes` combined broker+controller processes on loopback (every
+/// node a voter); returns the processes and the bootstrap list once every node is registered.
 pub fn start_kafka(
     libs: &Path,
     work: &Path,
     durability: Durability,
-) -> Result<(ChildGuard, String), BenchError> {
+    nodes: usize,
+) -> Result<(Vec<ChildGuard>, String), BenchError> {
     let data = work.join("kafka-data");
     let _ = std::fs::remove_dir_all(&data);
-    std::fs::create_dir_all(&data).map_err(|e| BenchError::io("creating Kafka's data dir", e))?;
-    let (port, controller) = (free_port()?, free_port()?);
-    let properties = format!(
-        "process.roles=broker,controller\nnode.id=1\ncontroller.quorum.voters=1@127.0.0.1:{controller}\n\
-         listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}\n\
-         advertised.listeners=PLAINTEXT://127.0.0.1:{port}\ncontroller.listener.names=CONTROLLER\n\
-         listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT\nlog.dirs={}\nnum.partitions=1\n\
-         offsets.topic.replication.factor=1\ntransaction.state.log.replication.factor=1\ntransaction.state.log.min.isr=1\n\
-         group.initial.rebalance.delay.ms=0\n{}",
-        data.display(),
-        durability.kafka_properties()
-    );
-    let config = work.join("kafka-server.properties");
-    std::fs::write(&config, properties)
-        .map_err(|e| BenchError::io("writing server.properties", e))?;
+    let ports: Vec<(u16, u16)> = (0..nodes)
+        .map(|_| Ok((free_port()?, free_port()?)))
+        .collect::<Result<_, BenchError>>()?;
+    let voters: Vec<String> = ports
+        .iter()
+        .enumerate()
+        .map(|(i, (_, controller))| format!("{}@127.0.0.1:{controller}", i + 1))
+        .collect();
+    // Internal topics as replicated as the benchmark's; a write needs a majority in sync.
+    let (rf, min_isr) = (nodes, nodes / 2 + 1);
     let classpath = format!("{}/*", libs.display());
-    let log = work.join("kafka.log");
-    let log_file =
-        || std::fs::File::create(&log).map_err(|e| BenchError::io("creating kafka.log", e));
     let cluster_id = "c2x1aWNlYmVuY2hrYWZrYQ";
-    let status = Command::new("java")
-        .args([
-            "-cp",
-            &classpath,
-            "kafka.tools.StorageTool",
-            "format",
-            "-t",
-            cluster_id,
-            "-c",
-        ])
-        .arg(&config)
-        .stdout(Stdio::null())
-        .stderr(log_file()?)
-        .status()
-        .map_err(|e| BenchError::io("running java (is a JDK installed?)", e))?;
-    if !status.success() {
-        return Err(BenchError::Setup(format!(
-            "formatting Kafka's storage failed; see {}",
-            log.display()
-        )));
+    let mut guards = Vec::new();
+    let mut addrs = Vec::new();
+    for (i, (port, controller)) in ports.iter().enumerate() {
+        let id = i + 1;
+        let dir = data.join(format!("node-{id}"));
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| BenchError::io("creating Kafka's data dir", e))?;
+        let properties = format!(
+            "process.roles=broker,controller\nnode.id={id}\ncontroller.quorum.voters={}\n\
+             listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}\n\
+             advertised.listeners=PLAINTEXT://127.0.0.1:{port}\ncontroller.listener.names=CONTROLLER\n\
+             listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT\nlog.dirs={}\nnum.partitions=1\n\
+             offsets.topic.replication.factor={rf}\ntransaction.state.log.replication.factor={rf}\n\
+             transaction.state.log.min.isr={min_isr}\ngroup.initial.rebalance.delay.ms=0\n{}",
+            voters.join(","),
+            dir.display(),
+            durability.kafka_properties()
+        );
+        let config = work.join(format!("kafka-server-{id}.properties"));
+        std::fs::write(&config, properties)
+            .map_err(|e| BenchError::io("writing server.properties", e))?;
+        let log = work.join(if nodes == 1 {
+            "kafka.log".to_string()
+        } else {
+            format!("kafka-{id}.log")
+        });
+        let log_file =
+            || std::fs::File::create(&log).map_err(|e| BenchError::io("creating Kafka's log", e));
+        let status = Command::new("java")
+            .args([
+                "-cp",
+                &classpath,
+                "kafka.tools.StorageTool",
+                "format",
+                "-t",
+                cluster_id,
+                "-c",
+            ])
+            .arg(&config)
+            .stdout(Stdio::null())
+            .stderr(log_file()?)
+            .status()
+            .map_err(|e| BenchError::io("running java (is a JDK installed?)", e))?;
+        if !status.success() {
+            return Err(BenchError::Setup(format!(
+                "formatting Kafka's storage failed; see {}",
+                log.display()
+            )));
+        }
+        let child = Command::new("java")
+            .args([
+                "-Xms1g",
+                "-Xmx1g",
+                "-XX:+UseG1GC",
+                "-cp",
+                &classpath,
+                "kafka.Kafka",
+            ])
+            .arg(&config)
+            .stdout(Stdio::null())
+            .stderr(log_file()?)
+            .spawn()
+            .map_err(|e| BenchError::io("starting Kafka", e))?;
+        guards.push((
+            ChildGuard {
+                child,
+                name: format!("Kafka node {id}"),
+            },
+            log,
+        ));
+        addrs.push(format!("127.0.0.1:{port}"));
     }
-    let child = Command::new("java")
-        .args([
-            "-Xms1g",
-            "-Xmx1g",
-            "-XX:+UseG1GC",
-            "-cp",
-            &classpath,
-            "kafka.Kafka",
-        ])
-        .arg(&config)
-        .stdout(Stdio::null())
-        .stderr(log_file()?)
-        .spawn()
-        .map_err(|e| BenchError::io("starting Kafka", e))?;
-    let mut guard = ChildGuard {
-        child,
-        name: "Kafka".into(),
-    };
-    let addr = format!("127.0.0.1:{port}");
-    wait_ready(&addr, &mut guard, &log)?;
-    Ok((guard, addr))
+    // A KRaft node serves only once a quorum of controllers is up: start all, then wait.
+    for ((guard, log), addr) in guards.iter_mut().zip(&addrs) {
+        wait_ready(addr, guard, log)?;
+    }
+    crate::cluster::wait_for_brokers(&addrs[0], nodes)?;
+    Ok((guards.into_iter().map(|(g, _)| g).collect(), addrs.join(",")))
 }
 
+/// Starts Sluice: one node, or `nodes` processes forming a cluster (`--node-id`, `--cluster`);
+/// returns the processes and the bootstrap list once every node is registered.
 pub fn start_sluice(
     exe: &Path,
     work: &Path,
     durability: Durability,
-) -> Result<(ChildGuard, String), BenchError> {
+    nodes: usize,
+) -> Result<(Vec<ChildGuard>, String), BenchError> {
     let data = work.join("sluice-data");
     let _ = std::fs::remove_dir_all(&data);
-    let (port, admin) = (free_port()?, free_port()?);
-    let log = work.join("sluice.log");
-    let child = Command::new(exe)
-        .arg("serve")
-        .args([
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-            "--admin-listen",
-            &format!("127.0.0.1:{admin}"),
-        ])
-        .arg("--data-dir")
-        .arg(&data)
-        .args(["--log-level", "warn"])
-        .args(durability.sluice_flags())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).map_err(|e| BenchError::io("creating sluice.log", e))?)
-        .spawn()
-        .map_err(|e| BenchError::io(format!("starting {}", exe.display()), e))?;
-    let mut guard = ChildGuard {
-        child,
-        name: "Sluice".into(),
-    };
-    let addr = format!("127.0.0.1:{port}");
-    wait_ready(&addr, &mut guard, &log)?;
-    Ok((guard, addr))
+    let ports: Vec<(u16, u16, u16)> = (0..nodes)
+        .map(|_| Ok((free_port()?, free_port()?, free_port()?)))
+        .collect::<Result<_, BenchError>>()?;
+    let voters: Vec<String> = ports
+        .iter()
+        .enumerate()
+        .map(|(i, (_, _, internal))| format!("{}@127.0.0.1:{internal}", i + 1))
+        .collect();
+    let mut guards = Vec::new();
+    let mut addrs = Vec::new();
+    for (i, (port, admin, _)) in ports.iter().enumerate() {
+        let id = i + 1;
+        let (dir, log) = if nodes == 1 {
+            (data.clone(), work.join("sluice.log"))
+        } else {
+            (
+                data.join(format!("node-{id}")),
+                work.join(format!("sluice-{id}.log")),
+            )
+        };
+        let mut command = Command::new(exe);
+        command
+            .arg("serve")
+            .args([
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+                "--admin-listen",
+                &format!("127.0.0.1:{admin}"),
+            ])
+            .arg("--data-dir")
+            .arg(&dir)
+            .args(["--log-level", "warn"])
+            .args(durability.sluice_flags());
+        if nodes > 1 {
+            command
+                .args(["--node-id", &id.to_string()])
+                .args(["--cluster", &voters.join(",")]);
+        }
+        let child = command
+            .stdout(Stdio::null())
+            .stderr(
+                std::fs::File::create(&log)
+                    .map_err(|e| BenchError::io("creating Sluice's log", e))?,
+            )
+            .spawn()
+            .map_err(|e| BenchError::io(format!("starting {}", exe.display()), e))?;
+        guards.push((
+            ChildGuard {
+                child,
+                name: if nodes == 1 {
+                    "Sluice".into()
+                } else {
+                    format!("Sluice node {id}")
+                },
+            },
+            log,
+        ));
+        addrs.push(format!("127.0.0.1:{port}"));
+    }
+    for ((guard, log), addr) in guards.iter_mut().zip(&addrs) {
+        wait_ready(addr, guard, log)?;
+    }
+    crate::cluster::wait_for_brokers(&addrs[0], nodes)?;
+    Ok((guards.into_iter().map(|(g, _)| g).collect(), addrs.join(",")))
 }
 
 /// Runs everything against one broker at `addr`.
@@ -409,6 +504,21 @@ pub fn measure(
         ..config.sweep.clone()
     };
     let sweep = sweep::run(&sweep_config, |r| on_run(broker, r))?;
+    let throughput = measure_throughput(addr, config, &base)?;
+    Ok(BrokerRun {
+        broker: broker.to_string(),
+        sweep,
+        throughput,
+    })
+}
+
+/// Closed-loop produce throughput at each of `config.throughput_sizes`, with `base`'s acks,
+/// batching, replication factor and topic configs.
+pub fn measure_throughput(
+    addr: &str,
+    config: &CompareConfig,
+    base: &crate::e2e::E2eConfig,
+) -> Result<Vec<ThroughputResult>, BenchError> {
     let mut throughput = Vec::new();
     for &size in &config.throughput_sizes {
         throughput.push(throughput::produce(&ProduceConfig {
@@ -418,18 +528,15 @@ pub fn measure(
             duration_s: config.throughput_seconds,
             producers: 1,
             partitions: 1,
+            replication_factor: base.replication_factor,
             acks: base.acks,
             batch_bytes: base.batch_bytes,
             max_in_flight: base.max_in_flight,
             compression: base.compression.clone(),
-            topic_configs: Vec::new(),
+            topic_configs: base.topic_configs.clone(),
         })?);
     }
-    Ok(BrokerRun {
-        broker: broker.to_string(),
-        sweep,
-        throughput,
-    })
+    Ok(throughput)
 }
 
 /// One line per (size, rate) both brokers ran: Kafka's latency over Sluice's, per percentile.

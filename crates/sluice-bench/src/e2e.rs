@@ -28,6 +28,9 @@ pub struct E2eConfig {
     pub producers: usize,
     pub consumers: usize,
     pub partitions: i32,
+    /// Replicas per partition if the topic has to be created (-1: the broker's default).
+    #[serde(default = "one_replica")]
+    pub replication_factor: i16,
     /// 0, 1 or -1 (all).
     pub acks: i16,
     pub linger_ms: f64,
@@ -39,6 +42,10 @@ pub struct E2eConfig {
     pub drain_s: f64,
     /// Configs for the topic if it has to be created.
     pub topic_configs: Vec<(String, String)>,
+}
+
+fn one_replica() -> i16 {
+    1
 }
 
 impl Default for E2eConfig {
@@ -53,6 +60,7 @@ impl Default for E2eConfig {
             producers: 1,
             consumers: 1,
             partitions: 1,
+            replication_factor: 1,
             acks: 1,
             linger_ms: 0.0,
             batch_bytes: 1_000_000,
@@ -120,6 +128,12 @@ pub fn validate(c: &E2eConfig) -> Result<(), BenchError> {
             "--producers, --consumers, --partitions and --max-in-flight must be at least 1".into(),
         );
     }
+    if c.replication_factor == 0 || c.replication_factor < -1 {
+        return bad(format!(
+            "--replication-factor must be at least 1 (or -1 for the broker's default), not {}",
+            c.replication_factor
+        ));
+    }
     if !matches!(c.acks, -1..=1) {
         return bad(format!("--acks must be 0, 1 or all, not {}", c.acks));
     }
@@ -134,6 +148,7 @@ pub fn run(config: &E2eConfig, progress: bool) -> Result<E2eResult, BenchError> 
         &config.bootstrap,
         &config.topic,
         config.partitions,
+        config.replication_factor,
         &config.topic_configs,
     )?;
     if layout.leaders.is_empty() {

@@ -23,6 +23,8 @@ pub struct ProduceConfig {
     pub duration_s: f64,
     pub producers: usize,
     pub partitions: i32,
+    /// Replicas per partition if the topic has to be created (-1: the broker's default).
+    pub replication_factor: i16,
     pub acks: i16,
     pub batch_bytes: usize,
     pub max_in_flight: usize,
@@ -47,9 +49,11 @@ pub fn produce(config: &ProduceConfig) -> Result<ThroughputResult, BenchError> {
     if config.record_bytes < crate::payload::HEADER_BYTES
         || config.producers == 0
         || config.duration_s <= 0.0
+        || config.replication_factor == 0
+        || config.replication_factor < -1
     {
         return Err(BenchError::Setup(format!(
-            "need --size ≥ {}, --producers ≥ 1 and a positive --duration",
+            "need --size ≥ {}, --producers ≥ 1, a positive --duration and --replication-factor ≥ 1 (or -1)",
             crate::payload::HEADER_BYTES
         )));
     }
@@ -57,6 +61,7 @@ pub fn produce(config: &ProduceConfig) -> Result<ThroughputResult, BenchError> {
         &config.bootstrap,
         &config.topic,
         config.partitions,
+        config.replication_factor,
         &config.topic_configs,
     )?;
     let clock = RunClock::start();

@@ -36,6 +36,9 @@ pub struct ProduceArgs {
     pub producers: usize,
     #[arg(long, default_value_t = 1)]
     pub partitions: i32,
+    /// Replicas per partition if the topic has to be created (-1: the broker's default)
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
+    pub replication_factor: i16,
     #[arg(long, default_value = "1")]
     pub acks: String,
     #[arg(long, default_value_t = 1_000_000)]
@@ -100,6 +103,12 @@ pub struct CompareArgs {
     /// Seconds of load before measuring each broker (lets the JVM compile its hot paths)
     #[arg(long, default_value_t = 10.0)]
     pub warmup_run: f64,
+    /// Nodes per broker: 1, or 3 or 5 as that many processes (a KRaft Kafka cluster, a Sluice
+    /// `--cluster`); with more than one, topics get that many replicas unless
+    /// --replication-factor says otherwise, min.insync.replicas a majority of them, and a single
+    /// Sluice node's throughput is measured too, to compare the cluster's with
+    #[arg(long, default_value_t = 1)]
+    pub nodes: usize,
     /// Show the plan and stop: nothing is downloaded or started
     #[arg(long)]
     pub dry_run: bool,
@@ -131,6 +140,9 @@ pub struct E2eArgs {
     /// Partitions of the topic if it has to be created
     #[arg(long, default_value_t = 1)]
     pub partitions: i32,
+    /// Replicas per partition if the topic has to be created (-1: the broker's default)
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
+    pub replication_factor: i16,
     /// 0, 1 or all
     #[arg(long, default_value = "1")]
     pub acks: String,
@@ -188,6 +200,7 @@ impl E2eArgs {
             producers: self.producers,
             consumers: self.consumers,
             partitions: self.partitions,
+            replication_factor: self.replication_factor,
             acks: parse_acks(&self.acks)?,
             linger_ms: self.linger_ms,
             batch_bytes: self.batch_bytes,
@@ -268,6 +281,7 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
                 duration_s: a.duration,
                 producers: a.producers,
                 partitions: a.partitions,
+                replication_factor: a.replication_factor,
                 acks: parse_acks(&a.acks)?,
                 batch_bytes: a.batch_bytes,
                 max_in_flight: a.max_in_flight,
@@ -331,6 +345,9 @@ struct CompareReport<'a> {
     kafka_version: &'a str,
     durability: &'a str,
     throughput: Vec<&'a sluice_bench::throughput::ThroughputResult>,
+    nodes: usize,
+    /// With a cluster: one Sluice node's throughput (RF=1), measured in the same run.
+    single_node_throughput: &'a [sluice_bench::throughput::ThroughputResult],
     ratios: &'a str,
 }
 
@@ -352,8 +369,35 @@ fn compare(a: CompareArgs) -> anyhow::Result<()> {
         Some(d) => d.clone(),
         None => std::env::temp_dir().join(format!("sluice-compare-{}", std::process::id())),
     };
+    if !matches!(a.nodes, 1 | 3 | 5) {
+        bail!("--nodes must be 1, 3 or 5, not {}", a.nodes);
+    }
     let mut sweep = sweep_config(&a.sweep)?;
     sweep.base.topic = "compare".into();
+    if a.nodes > 1 {
+        if sweep.base.replication_factor == 1 {
+            sweep.base.replication_factor = a.nodes as i16;
+        }
+        if sweep.base.replication_factor > a.nodes as i16 {
+            bail!(
+                "--replication-factor {} is more than --nodes {}",
+                sweep.base.replication_factor,
+                a.nodes
+            );
+        }
+        if !sweep
+            .base
+            .topic_configs
+            .iter()
+            .any(|(k, _)| k == "min.insync.replicas")
+        {
+            let majority = sweep.base.replication_factor.max(1) / 2 + 1;
+            sweep
+                .base
+                .topic_configs
+                .push(("min.insync.replicas".into(), majority.to_string()));
+        }
+    }
     let config = CompareConfig {
         kafka_version: a.kafka_version.clone(),
         kafka_dir,
@@ -364,6 +408,7 @@ fn compare(a: CompareArgs) -> anyhow::Result<()> {
         throughput_sizes: a.throughput_sizes.clone(),
         throughput_seconds: a.throughput_seconds,
         warmup_run_s: a.warmup_run,
+        nodes: a.nodes,
     };
     println!("plan:");
     for (i, step) in compare::plan(&config).iter().enumerate() {
@@ -383,7 +428,7 @@ fn compare(a: CompareArgs) -> anyhow::Result<()> {
     let kafka_label = format!("kafka {}", config.kafka_version);
     // Each broker's data is deleted as soon as it is stopped: a sweep writes tens of GB.
     let kafka = {
-        let (kafka, addr) = compare::start_kafka(&libs, &work_dir, durability)?;
+        let (kafka, addr) = compare::start_kafka(&libs, &work_dir, durability, config.nodes)?;
         println!("Kafka is up on {addr}");
         let measured = compare::measure(&kafka_label, &addr, &config, one_line);
         drop(kafka);
@@ -391,14 +436,43 @@ fn compare(a: CompareArgs) -> anyhow::Result<()> {
         measured?
     };
     let sluice = {
-        let (sluice, addr) = compare::start_sluice(&config.sluice_exe, &work_dir, durability)?;
+        let (sluice, addr) =
+            compare::start_sluice(&config.sluice_exe, &work_dir, durability, config.nodes)?;
         println!("Sluice is up on {addr}");
         let measured = compare::measure("sluice", &addr, &config, one_line);
         drop(sluice);
         compare::discard_data(&work_dir.join("sluice-data"));
         measured?
     };
-    let ratios = compare::ratio_table(&kafka, &sluice);
+    // The cluster's throughput is judged against one node's, measured here in the same run.
+    let single_node = if config.nodes > 1 {
+        let (single, addr) = compare::start_sluice(&config.sluice_exe, &work_dir, durability, 1)?;
+        println!("one Sluice node is up on {addr}");
+        let base = sluice_bench::E2eConfig {
+            topic: "compare-single".into(),
+            replication_factor: 1,
+            topic_configs: Vec::new(),
+            ..config.sweep.base.clone()
+        };
+        let measured = compare::measure_throughput(&addr, &config, &base);
+        drop(single);
+        compare::discard_data(&work_dir.join("sluice-data"));
+        measured?
+    } else {
+        Vec::new()
+    };
+    let mut ratios = compare::ratio_table(&kafka, &sluice);
+    for s in &sluice.throughput {
+        if let Some(one) = single_node.iter().find(|o| o.what == s.what) {
+            ratios.push_str(&format!(
+                "max throughput, {}: Sluice {} nodes ÷ one Sluice node ({:.0} msg/s, RF=1) = {:.2}\n",
+                s.what,
+                config.nodes,
+                one.msg_per_s,
+                s.msg_per_s / one.msg_per_s
+            ));
+        }
+    }
     println!("\n{ratios}");
     let mut report = Report::new(machine::machine(), Some(floor));
     report.series.push(Series {
@@ -420,12 +494,20 @@ fn compare(a: CompareArgs) -> anyhow::Result<()> {
             .iter()
             .chain(sluice.throughput.iter())
             .collect(),
+        nodes: config.nodes,
+        single_node_throughput: &single_node,
         ratios: &ratios,
     })?;
     std::fs::write(out_dir.join("compare.json"), json + "\n")?;
     let title = format!(
-        "Sluice vs Apache Kafka {} ({} durability)",
-        config.kafka_version, a.durability
+        "Sluice vs Apache Kafka {} ({} durability, {})",
+        config.kafka_version,
+        a.durability,
+        if config.nodes == 1 {
+            "one node".to_string()
+        } else {
+            format!("{} nodes, RF={}", config.nodes, config.sweep.base.replication_factor)
+        }
     );
     std::fs::write(
         out_dir.join("compare.html"),
