@@ -29,8 +29,23 @@ fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
 }
 
-pub fn connect(addr: &str) -> Result<BlockingConnection, BenchError> {
-    Ok(BlockingConnection::connect(addr, CLIENT_ID, TIMEOUT)?)
+/// Connects to the first broker of a comma-separated bootstrap list that answers.
+pub fn connect(bootstrap: &str) -> Result<BlockingConnection, BenchError> {
+    let mut last = None;
+    for addr in bootstrap
+        .split(',')
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+    {
+        match BlockingConnection::connect(addr, CLIENT_ID, TIMEOUT) {
+            Ok(conn) => return Ok(conn),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(match last {
+        Some(e) => e.into(),
+        None => BenchError::Setup(format!("no broker address in '{bootstrap}'")),
+    })
 }
 
 /// Creates `topic` with `partitions` partitions of `replication_factor` replicas unless it

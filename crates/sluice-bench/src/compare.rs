@@ -165,7 +165,10 @@ pub fn plan(config: &CompareConfig) -> Vec<String> {
             config.throughput_sizes
         ));
     }
-    steps.push("write the report (terminal table, JSON, HTML with both brokers and the ratio per cell)".into());
+    steps.push(
+        "write the report (terminal table, JSON, HTML with both brokers and the ratio per cell)"
+            .into(),
+    );
     steps
 }
 
@@ -401,7 +404,10 @@ pub fn start_kafka(
         wait_ready(addr, guard, log)?;
     }
     crate::cluster::wait_for_brokers(&addrs[0], nodes)?;
-    Ok((guards.into_iter().map(|(g, _)| g).collect(), addrs.join(",")))
+    Ok((
+        guards.into_iter().map(|(g, _)| g).collect(),
+        addrs.join(","),
+    ))
 }
 
 /// Starts Sluice: one node, or `nodes` processes forming a cluster (`--node-id`, `--cluster`);
@@ -477,7 +483,10 @@ pub fn start_sluice(
         wait_ready(addr, guard, log)?;
     }
     crate::cluster::wait_for_brokers(&addrs[0], nodes)?;
-    Ok((guards.into_iter().map(|(g, _)| g).collect(), addrs.join(",")))
+    Ok((
+        guards.into_iter().map(|(g, _)| g).collect(),
+        addrs.join(","),
+    ))
 }
 
 /// Runs everything against one broker at `addr`.

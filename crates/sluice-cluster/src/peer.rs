@@ -4,16 +4,14 @@
 //! internal listener to the node that must answer, and hands the ones that arrive here to the
 //! handler the broker installed.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use parking_lot::Mutex;
-
 use crate::ids::NodeId;
-use crate::raft::network::{InternalRequest, InternalResponse, PeerClient};
+use crate::raft::network::{InternalRequest, InternalResponse};
+use crate::raft::pool::ConnectionPool;
 
 /// The answer to a peer call: the broker's JSON reply, or why it could not be answered.
 pub type PeerFuture = Pin<Box<dyn Future<Output = Result<String, String>> + Send>>;
@@ -35,7 +33,7 @@ pub enum PeerError {
 /// to one node do not wait on each other), and this node's handler.
 #[derive(Default)]
 pub struct Peers {
-    idle: Mutex<HashMap<String, Vec<PeerClient>>>,
+    pool: ConnectionPool,
     handler: OnceLock<PeerHandler>,
 }
 
@@ -44,9 +42,6 @@ impl std::fmt::Debug for Peers {
         write!(f, "Peers")
     }
 }
-
-/// At most this many idle connections are kept per node.
-const IDLE_PER_NODE: usize = 8;
 
 impl Peers {
     /// Installs the handler of calls arriving here (once; later calls are ignored).
@@ -70,14 +65,11 @@ impl Peers {
         body: String,
         timeout: Duration,
     ) -> Result<String, PeerError> {
-        let mut client = self
-            .idle
-            .lock()
-            .get_mut(addr)
-            .and_then(Vec::pop)
-            .unwrap_or_else(|| PeerClient::new(addr.to_string()));
-        let answer = client.call(&InternalRequest::Peer(body), timeout).await;
-        let result = match answer {
+        let answer = self
+            .pool
+            .call(addr, &InternalRequest::Peer(body), timeout)
+            .await;
+        match answer {
             Ok(InternalResponse::Peer(Ok(reply))) => Ok(reply),
             Ok(InternalResponse::Peer(Err(reason))) => Err(PeerError::Refused { node, reason }),
             Ok(_) => Err(PeerError::Refused {
@@ -88,14 +80,6 @@ impl Peers {
                 node,
                 reason: e.to_string(),
             }),
-        };
-        if !matches!(result, Err(PeerError::Unreachable { .. })) {
-            let mut idle = self.idle.lock();
-            let list = idle.entry(addr.to_string()).or_default();
-            if list.len() < IDLE_PER_NODE {
-                list.push(client);
-            }
         }
-        result
     }
 }

@@ -26,6 +26,7 @@ use crate::raft::network::{
     self, InternalHandler, InternalRequest, InternalResponse, ProposeError,
 };
 use crate::raft::node::{MetadataConfig, MetadataNode, StartError};
+use crate::raft::quorum::QuorumInfo;
 use crate::requests::{ControllerError, ControllerReply, ControllerRequest};
 
 #[derive(Debug, Clone)]
@@ -218,6 +219,21 @@ impl ClusterNode {
         {
             InternalResponse::Controller(r) => r,
             _ => Err(ProposeError::Unreachable("unexpected response".into()).into()),
+        }
+    }
+
+    /// The metadata quorum as its leader sees it, asked there when this node does not lead.
+    pub async fn describe_quorum(&self) -> Result<QuorumInfo, ProposeError> {
+        if self.metadata.is_leader() {
+            return self.metadata.quorum_here();
+        }
+        match self
+            .metadata
+            .call_leader(&InternalRequest::DescribeQuorum)
+            .await?
+        {
+            InternalResponse::Quorum(r) => r,
+            _ => Err(ProposeError::Unreachable("unexpected response".into())),
         }
     }
 

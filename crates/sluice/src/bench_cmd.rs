@@ -506,7 +506,10 @@ fn compare(a: CompareArgs) -> anyhow::Result<()> {
         if config.nodes == 1 {
             "one node".to_string()
         } else {
-            format!("{} nodes, RF={}", config.nodes, config.sweep.base.replication_factor)
+            format!(
+                "{} nodes, RF={}",
+                config.nodes, config.sweep.base.replication_factor
+            )
         }
     );
     std::fs::write(

@@ -21,6 +21,7 @@ pub mod describe_configs;
 pub mod describe_groups;
 pub mod describe_log_dirs;
 pub mod describe_producers;
+pub mod describe_quorum;
 pub mod describe_transactions;
 pub mod elect_leaders;
 pub mod end_txn;
@@ -156,6 +157,7 @@ apis! {
     IncrementalAlterConfigs => incremental_alter_configs,
     DescribeCluster => describe_cluster,
     DescribeLogDirs => describe_log_dirs,
+    DescribeQuorum => describe_quorum,
     InitProducerId => init_producer_id,
     FindCoordinator => find_coordinator,
     JoinGroup => join_group,

@@ -11,6 +11,8 @@
 pub mod log_store;
 pub mod network;
 pub mod node;
+pub mod pool;
+pub mod quorum;
 pub mod state_machine;
 
 use std::io::Cursor;

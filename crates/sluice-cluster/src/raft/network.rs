@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+use super::pool::ConnectionPool;
 use super::{CommandOutcome, MetaTypes, MetadataCommand};
 use crate::ids::NodeId;
 use crate::metadata::NodeRegistration;
@@ -44,6 +45,8 @@ pub enum InternalRequest {
     /// The metadata leader's read index: the log index a node must have applied to have seen
     /// everything committed before it asked.
     ReadIndex,
+    /// The metadata quorum as its leader sees it (DescribeQuorum).
+    DescribeQuorum,
     /// A broker-to-broker call (see [`crate::peer`]), as the broker's JSON.
     Peer(String),
 }
@@ -58,6 +61,7 @@ pub enum InternalResponse {
     Registered(Result<bool, ProposeError>),
     Controller(Result<crate::requests::ControllerReply, crate::requests::ControllerError>),
     ReadIndex(Result<u64, ProposeError>),
+    Quorum(Result<super::quorum::QuorumInfo, ProposeError>),
     Peer(Result<String, String>),
 }
 
@@ -189,15 +193,43 @@ impl PeerClient {
     }
 }
 
-/// openraft's view of the network: a [`PeerClient`] per target.
-#[derive(Debug, Clone, Default)]
-pub struct Network;
+/// openraft's view of the network: a client per target, on the node's connection pool.
+#[derive(Debug, Clone)]
+pub struct Network {
+    pool: Arc<ConnectionPool>,
+}
+
+impl Network {
+    pub fn new(pool: Arc<ConnectionPool>) -> Network {
+        Network { pool }
+    }
+}
 
 impl RaftNetworkFactory<MetaTypes> for Network {
-    type Network = PeerClient;
+    type Network = PooledClient;
 
-    async fn new_client(&mut self, _target: u64, node: &BasicNode) -> PeerClient {
-        PeerClient::new(node.addr.clone())
+    async fn new_client(&mut self, _target: u64, node: &BasicNode) -> PooledClient {
+        PooledClient {
+            addr: node.addr.clone(),
+            pool: Arc::clone(&self.pool),
+        }
+    }
+}
+
+/// One target's RPCs, each on a pooled connection.
+#[derive(Debug)]
+pub struct PooledClient {
+    addr: String,
+    pool: Arc<ConnectionPool>,
+}
+
+impl PooledClient {
+    async fn call(
+        &self,
+        request: &InternalRequest,
+        timeout: Duration,
+    ) -> std::io::Result<InternalResponse> {
+        self.pool.call(&self.addr, request, timeout).await
     }
 }
 
@@ -220,7 +252,7 @@ fn unexpected<E: std::error::Error>() -> RPCError<u64, BasicNode, RaftError<u64,
     )))
 }
 
-impl RaftNetwork<MetaTypes> for PeerClient {
+impl RaftNetwork<MetaTypes> for PooledClient {
     async fn append_entries(
         &mut self,
         rpc: AppendEntriesRequest<MetaTypes>,

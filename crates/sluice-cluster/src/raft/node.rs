@@ -12,9 +12,8 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::log_store::LogStore;
-use super::network::{
-    InternalHandler, InternalRequest, InternalResponse, Network, PeerClient, ProposeError,
-};
+use super::network::{InternalHandler, InternalRequest, InternalResponse, Network, ProposeError};
+use super::pool::ConnectionPool;
 use super::state_machine::{Applied, StateMachine};
 use super::{CommandOutcome, MetaRaft, MetadataCommand};
 use crate::metadata::MetadataRecord;
@@ -64,14 +63,9 @@ pub struct MetadataNode {
     applied: watch::Receiver<Arc<Applied>>,
     voters: BTreeMap<u64, String>,
     propose_timeout: Duration,
-    /// Idle connections to the other nodes, for forwarding to the leader. A call takes one
-    /// out (or opens one) and puts it back once answered, so a call stuck on an unreachable
-    /// old leader never holds up calls to the new one.
-    peers: parking_lot::Mutex<BTreeMap<u64, Vec<PeerClient>>>,
+    /// Connections to the other nodes, shared with openraft's RPCs.
+    pool: Arc<ConnectionPool>,
 }
-
-/// Idle connections kept per node.
-const IDLE_PER_PEER: usize = 4;
 
 impl std::fmt::Debug for MetadataNode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -108,10 +102,11 @@ impl MetadataNode {
                 .map_err(|e| StartError::Raft(e.to_string()))?;
             state.last_log_id.is_none() && applied.borrow().last_applied.is_none()
         };
+        let pool = Arc::new(ConnectionPool::default());
         let raft = MetaRaft::new(
             config.node_id,
             Arc::new(raft_config),
-            Network,
+            Network::new(Arc::clone(&pool)),
             log,
             state_machine,
         )
@@ -136,7 +131,7 @@ impl MetadataNode {
             applied,
             voters: config.voters,
             propose_timeout: config.propose_timeout,
-            peers: Default::default(),
+            pool,
         });
         let stopping = Arc::clone(&node);
         tokio::spawn(async move {
@@ -188,8 +183,7 @@ impl MetadataNode {
             .map_err(|e| ProposeError::Unreachable(e.to_string()))
     }
 
-    /// Sends `request` to node `to` on a connection of the pool; a connection that failed is
-    /// dropped (the next call opens a new one).
+    /// Sends `request` to node `to` on a connection of the pool.
     async fn call_peer(
         &self,
         to: u64,
@@ -201,17 +195,7 @@ impl MetadataNode {
             .get(&to)
             .cloned()
             .ok_or_else(|| std::io::Error::other(format!("node {to} is not a voter")))?;
-        let idle = self.peers.lock().get_mut(&to).and_then(Vec::pop);
-        let mut client = idle.unwrap_or_else(|| PeerClient::new(addr));
-        let answer = client.call(request, timeout).await;
-        if answer.is_ok() {
-            let mut peers = self.peers.lock();
-            let list = peers.entry(to).or_default();
-            if list.len() < IDLE_PER_PEER {
-                list.push(client);
-            }
-        }
-        answer
+        self.pool.call(&addr, request, timeout).await
     }
 
     /// Appends `records` as one command and waits until it is committed and applied here
@@ -291,6 +275,7 @@ impl InternalHandler for MetadataNode {
                 ProposeError::Raft("no controller runs here".into()).into(),
             )),
             InternalRequest::ReadIndex => InternalResponse::ReadIndex(self.read_index_here().await),
+            InternalRequest::DescribeQuorum => InternalResponse::Quorum(self.quorum_here()),
             InternalRequest::Peer(_) => {
                 InternalResponse::Peer(Err("no broker answers here".into()))
             }
