@@ -158,3 +158,29 @@ def test_failover_time_is_under_10_s(cluster):
     assert max(times) < 10.0, summarize(times)
     verify(c, "failover-time", history, "failover-time")
 
+
+
+def test_a_dead_process_is_fenced_before_its_session_ends_and_a_paused_one_is_not(cluster):
+    """The controller probes a node whose heartbeat connection closed: a refused connection
+    (nothing listens: the process is gone) ends its session at once. With a 30 s session, a
+    SIGKILLed leader must be replaced long before 30 s, while a SIGSTOPped one (its listener
+    still accepts) keeps its leadership until the session would end."""
+    c = cluster(3, extra=("--cluster-session-timeout-ms", "30000"))
+    c.create_topic("probe", 1, replication_factor=3)
+    leader = c.wait_for_leader("probe", 0)
+    c.pause(leader)
+    time.sleep(5)
+    others = [i for i in c.ids if i != leader]
+    assert all(c.leader_of("probe", 0, via=i) == leader for i in others), \
+        "a paused node was fenced before its session ended"
+    c.resume(leader)
+    c.wait_for_isr("probe", 0)
+    leader = c.wait_for_leader("probe", 0)
+    killed_at = time.monotonic()
+    c.kill(leader)
+    new = c.wait_for_leader("probe", 0, not_node=leader, timeout=25)
+    took = time.monotonic() - killed_at
+    assert new != leader and took < 25, f"replaced after {took:.1f} s"
+    history = History()
+    sends = produce_records(c.bootstrap, "probe", history, 5)
+    assert all(s.status == OK for s in sends), sends

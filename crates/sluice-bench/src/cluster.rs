@@ -84,12 +84,15 @@ pub fn ensure_topic(
             }
         }
     }
-    // A new topic's leaders can take a moment to appear (Kafka elects them asynchronously).
+    // A new topic's leaders can take a moment to appear (Kafka elects them asynchronously),
+    // and a leader named in Metadata may not serve the partition yet (a Kafka cluster's
+    // brokers learn of it after the controller): ready once every leader answers ListOffsets.
     let clock = crate::clock::RunClock::start();
     let deadline = TIMEOUT.as_nanos() as u64;
     loop {
         match layout(&mut conn, topic) {
-            Ok(l) if l.leaders.len() == partitions as usize || clock.now_ns() > deadline => {
+            Ok(l) if clock.now_ns() > deadline => return Ok(l),
+            Ok(l) if l.leaders.len() == partitions as usize && offsets(&l, -1).is_ok() => {
                 return Ok(l)
             }
             Err(e) if clock.now_ns() > deadline => return Err(e),

@@ -147,6 +147,12 @@ impl Controller {
         true
     }
 
+    /// Ends `node`'s session now (its process is gone: nothing listens on its internal
+    /// listener), so that the next tick fences it without waiting for the session timeout.
+    pub fn expire(&mut self, node: NodeId) {
+        self.last_heartbeat_ms.insert(node, i64::MIN);
+    }
+
     /// Fences the nodes whose session expired, with the partition changes that follow.
     pub fn tick(&mut self, state: &ClusterState, now_ms: i64) -> Vec<MetadataRecord> {
         let expired: Vec<NodeId> = state

@@ -97,12 +97,18 @@ impl ClusterNode {
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(config.tick_interval);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut probed_term = None;
             loop {
                 tokio::select! {
                     () = shutdown.cancelled() => return,
                     _ = tick.tick() => {}
                 }
                 if ticking.metadata.is_leader() {
+                    let term = ticking.metadata.raft().metrics().borrow().current_term;
+                    if probed_term != Some(term) {
+                        probed_term = Some(term);
+                        ticking.probe_all();
+                    }
                     if let Err(e) = ticking.decide(|c, s, now| c.tick(s, now)).await {
                         tracing::debug!(error = %e, "controller tick");
                     }
@@ -389,6 +395,63 @@ impl InternalHandler for ClusterNode {
             }
             InternalRequest::Peer(body) => InternalResponse::Peer(self.peers.answer(body).await),
             other => self.metadata.handle(other).await,
+        }
+    }
+
+    fn heartbeats_closed(self: Arc<Self>, node: NodeId) {
+        if node != self.id() && self.metadata.is_leader() {
+            tokio::spawn(async move { self.probe(node).await });
+        }
+    }
+}
+
+/// How long a probe waits for a connection: a refusal comes back at once from a host that is
+/// up; anything slower is not evidence of a dead process.
+const PROBE_TIMEOUT: Duration = Duration::from_millis(300);
+
+impl ClusterNode {
+    /// On the controller: whether `node`'s process is gone, asked by connecting to its internal
+    /// listener. A refused connection means that nothing listens there, so its session ends at
+    /// once and it is fenced without waiting for the session timeout (a SIGKILLed or crashed
+    /// process; a dead machine or a cut link answers nothing, and waits for the session).
+    async fn probe(&self, node: NodeId) {
+        let addr = match self.state().state.nodes.get(&node) {
+            Some(n) if !n.fenced => n.registration.internal_addr.clone(),
+            _ => return,
+        };
+        let refused = matches!(
+            tokio::time::timeout(PROBE_TIMEOUT, tokio::net::TcpStream::connect(&addr)).await,
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused
+        );
+        if !refused {
+            return;
+        }
+        tracing::info!(%node, %addr, "node refuses connections: its session ends now");
+        let fenced = self
+            .decide(|c, s, now| {
+                c.expire(node);
+                c.tick(s, now)
+            })
+            .await;
+        if let Err(e) = fenced {
+            tracing::debug!(%node, error = %e, "could not fence a node that is gone");
+        }
+    }
+
+    /// On a new controller: probes every other live node once (a controller that took over
+    /// from a dead one has no closed connection to tell it so).
+    fn probe_all(self: &Arc<Self>) {
+        let me = self.id();
+        let nodes: Vec<NodeId> = self
+            .state()
+            .state
+            .live_nodes()
+            .map(|n| n.registration.node)
+            .filter(|n| *n != me)
+            .collect();
+        for node in nodes {
+            let prober = Arc::clone(self);
+            tokio::spawn(async move { prober.probe(node).await });
         }
     }
 }

@@ -166,6 +166,29 @@ fn a_dead_leader_is_replaced_by_an_in_sync_replica() {
 }
 
 #[test]
+fn an_expired_session_is_fenced_at_the_next_tick_without_waiting() {
+    let mut c = Cluster::new(3);
+    let topic = c.create_topic("orders", 3, 3);
+    let dead = c.state.partition(topic, 0).unwrap().leader.unwrap();
+    // Well inside everyone's session: nothing happens on its own.
+    c.now_ms = 100;
+    c.tick();
+    assert!(c.state.is_live(dead));
+    // Its process is gone (the probe was refused): fenced now, and replaced as leader.
+    c.controller.expire(dead);
+    c.tick();
+    assert!(!c.state.is_live(dead));
+    let p0 = c.state.partition(topic, 0).unwrap();
+    assert_ne!(p0.leader, Some(dead));
+    assert!(!p0.isr.contains(&dead));
+    // The others keep their sessions, and the node comes back by registering.
+    assert!(c.state.is_live(NodeId(1)) || dead == NodeId(1));
+    assert_eq!(c.state.live_nodes().count(), 2);
+    c.register(dead.0);
+    assert!(c.state.is_live(dead));
+}
+
+#[test]
 fn the_last_in_sync_replica_is_the_only_one_that_may_lead_again() {
     let mut c = Cluster::new(3);
     let topic = c.create_topic("t", 1, 3);

@@ -84,6 +84,9 @@ pub trait InternalHandler: Send + Sync + 'static {
         &self,
         request: InternalRequest,
     ) -> impl std::future::Future<Output = InternalResponse> + Send;
+
+    /// A connection that carried `node`'s heartbeats (or registration) closed.
+    fn heartbeats_closed(self: Arc<Self>, _node: NodeId) {}
 }
 
 async fn write_frame<T: Serialize>(stream: &mut TcpStream, value: &T) -> std::io::Result<()> {
@@ -123,6 +126,8 @@ pub async fn serve<H: InternalHandler>(
         let handler = Arc::clone(&handler);
         let shutdown = shutdown.clone();
         tokio::spawn(async move {
+            // Whose heartbeats this connection carries: when it closes, that node may be gone.
+            let mut heartbeats: Option<NodeId> = None;
             loop {
                 let request = tokio::select! {
                     () = shutdown.cancelled() => return,
@@ -134,9 +139,17 @@ pub async fn serve<H: InternalHandler>(
                         if e.kind() != std::io::ErrorKind::UnexpectedEof {
                             tracing::debug!(%peer, error = %e, "internal connection closed");
                         }
+                        if let Some(node) = heartbeats {
+                            handler.heartbeats_closed(node);
+                        }
                         return;
                     }
                 };
+                match &request {
+                    InternalRequest::Heartbeat { node } => heartbeats = Some(*node),
+                    InternalRequest::Register(r) => heartbeats = Some(r.node),
+                    _ => {}
+                }
                 let response = handler.handle(request).await;
                 if write_frame(&mut stream, &response).await.is_err() {
                     return;
