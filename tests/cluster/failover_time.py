@@ -3,14 +3,19 @@ where test_failover.py bounds the worst of three kills): SIGKILL its leader N ti
 the node and waiting for a full ISR in between, and time each kill until the first acks=all write
 produced after it is acknowledged. Every write is recorded and checked at the end.
 
-    scripts/cluster-failover-time [--kills 10] [--nodes 3|5] [--session-timeout-ms MS] [--keep]
+    scripts/cluster-failover-time [--kills 10] [--nodes 3|5] [--session-timeout-ms MS] [--keep] [--kafka]
+
+With --kafka the same schedule then runs against a 3-node Apache Kafka cluster (KRaft, default
+settings, installed from Maven Central), and both summaries and their ratio are printed.
 """
 
 import argparse
+import statistics
 import sys
 
 from .checker import History
 from .harness import cluster_cli_missing, scratch_cluster
+from .kafka_cluster import scratch_kafka_cluster
 from .workload import drain_and_check, failover_times, summarize
 
 PROG = "scripts/cluster-failover-time"
@@ -24,6 +29,8 @@ def main(argv=None):
     ap.add_argument("--keep", action="store_true", help="keep the data directories")
     ap.add_argument("--session-timeout-ms", type=int, default=None,
                     help="the nodes' cluster_session_timeout_ms (default: theirs)")
+    ap.add_argument("--kafka", action="store_true",
+                    help="then the same against a 3-node Apache Kafka cluster, in the same run")
     args = ap.parse_args(argv)
     why = cluster_cli_missing()
     if why:
@@ -32,17 +39,31 @@ def main(argv=None):
     env = {} if args.session_timeout_ms is None else \
         {"SLUICE_CLUSTER_SESSION_TIMEOUT_MS": str(args.session_timeout_ms)}
     with scratch_cluster(args.nodes, "sluice-failover-", args.keep, env) as c:
-        c.start()
-        c.create_topic(TOPIC, 1, replication_factor=3)
-        history = History()
-        times = []
-        for k in range(args.kills):
-            times += failover_times(c, TOPIC, history, kills=1)
-            print(f"kill {k + 1}/{args.kills}: {times[-1]:.2f} s", flush=True)
-        print(summarize(times))
-        result = drain_and_check(c, TOPIC, history, "failover-time")
-        print(result)
-        return 0 if result.valid else 1
+        sluice_times, valid = measure(c, args.kills, "sluice")
+    if not args.kafka:
+        return 0 if valid else 1
+    with scratch_kafka_cluster(3, "kafka-failover-") as c:
+        kafka_times, kafka_valid = measure(c, args.kills, "kafka")
+    print(f"sluice: {summarize(sluice_times)}")
+    print(f"kafka:  {summarize(kafka_times)}")
+    print(f"Kafka ÷ Sluice: median {statistics.median(kafka_times) / statistics.median(sluice_times):.1f}, "
+          f"worst {max(kafka_times) / max(sluice_times):.1f}")
+    return 0 if valid and kafka_valid else 1
+
+
+def measure(c, kills, label):
+    """Starts `c`, creates the topic, kills its leader `kills` times; (times, checker valid)."""
+    c.start()
+    c.create_topic(TOPIC, 1, replication_factor=3, timeout=60)
+    history = History()
+    times = []
+    for k in range(kills):
+        times += failover_times(c, TOPIC, history, kills=1, timeout_s=60)
+        print(f"{label} kill {k + 1}/{kills}: {times[-1]:.2f} s", flush=True)
+    print(f"{label}: {summarize(times)}")
+    result = drain_and_check(c, TOPIC, history, f"failover-time-{label}")
+    print(result)
+    return times, result.valid
 
 
 if __name__ == "__main__":

@@ -215,6 +215,16 @@ fn sample_request(api: ApiKey, version: i16, topic_id: uuid::Uuid) -> RequestKin
         ApiKey::DescribeGroups => RequestKind::DescribeGroups(
             DescribeGroupsRequest::default().with_groups(vec![GroupId(s("nobody"))]),
         ),
+        ApiKey::DescribeQuorum => {
+            use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
+            RequestKind::DescribeQuorum(
+                kafka_protocol::messages::DescribeQuorumRequest::default().with_topics(vec![
+                    TopicData::default()
+                        .with_topic_name(TopicName(s("__cluster_metadata")))
+                        .with_partitions(vec![PartitionData::default()]),
+                ]),
+            )
+        }
         // The default acks=0 takes no answer.
         ApiKey::Produce => RequestKind::Produce(ProduceRequest::default().with_acks(1)),
         _ => default_for! {

@@ -112,6 +112,9 @@ pub struct CompareArgs {
     /// Show the plan and stop: nothing is downloaded or started
     #[arg(long)]
     pub dry_run: bool,
+    /// Install Kafka (if not yet in --kafka-dir), print where its jars are, and stop
+    #[arg(long)]
+    pub install_only: bool,
 }
 
 #[derive(Debug, Args)]
@@ -410,6 +413,11 @@ fn compare(a: CompareArgs) -> anyhow::Result<()> {
         warmup_run_s: a.warmup_run,
         nodes: a.nodes,
     };
+    if a.install_only {
+        let libs = compare::install_kafka(&config.kafka_version, &config.kafka_dir)?;
+        println!("{}", libs.display());
+        return Ok(());
+    }
     println!("plan:");
     for (i, step) in compare::plan(&config).iter().enumerate() {
         println!("  {}. {step}", i + 1);
