@@ -257,12 +257,18 @@ class Cluster:
             live = self.live()
             assert live, f"no live node to ask: {self.describe()}"
             via = live[0]
-        admin = AdminClient({"bootstrap.servers": self.nodes[via].bootstrap, **CLIENT_DEFAULTS})
-        md = admin.list_topics(topic, timeout=timeout)
-        # -1: the answer came over the bootstrap connection, before it learned the node's id.
-        if md.orig_broker_id not in (-1, via):
-            raise RuntimeError(f"asked node {via}, node {md.orig_broker_id} answered")
-        return md
+        # librdkafka sends the request over any connection it has; once it has learned the other
+        # nodes it may pick one of them. A fresh client usually asks its bootstrap node, so ask
+        # again a few times before giving up.
+        answered = []
+        for _ in range(5):
+            admin = AdminClient({"bootstrap.servers": self.nodes[via].bootstrap, **CLIENT_DEFAULTS})
+            md = admin.list_topics(topic, timeout=timeout)
+            # -1: the answer came over the bootstrap connection, before it learned the node's id.
+            if md.orig_broker_id in (-1, via):
+                return md
+            answered.append(md.orig_broker_id)
+        raise RuntimeError(f"asked node {via}, nodes {answered} answered")
 
     def partition(self, topic, partition, via=None):
         """PartitionMetadata (.leader, .replicas, .isrs, .error) as node `via` sees it, or None if

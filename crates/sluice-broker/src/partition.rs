@@ -474,7 +474,7 @@ impl Partition {
                 // Only a new partition epoch is news: metadata about other partitions must not
                 // settle an ISR change of this one that is still being decided.
                 if replicas.epochs().1 != info.partition_epoch {
-                    replicas.on_metadata(info);
+                    replicas.on_metadata(info, now_ms);
                 }
                 *m = min_insync;
             }
@@ -614,7 +614,22 @@ impl Partition {
             self.publish(&mut state);
             return Ok(());
         }
-        state.log.append_assigned(bytes)?;
+        // An empty log started at the leader's log start, which falls inside the first batch
+        // the leader sent (DeleteRecords or retention cut mid-batch): keep the whole batch, as
+        // Kafka's followers do, and the log start where it was.
+        let start = state.log.next_offset();
+        let straddling = sluice_log::BatchHeader::parse(bytes).ok().filter(|h| {
+            state.log.log_start_offset() == start
+                && h.base_offset < start
+                && h.last_offset() >= start
+        });
+        if let Some(first) = straddling {
+            state.log.reset_to(first.base_offset)?;
+            state.log.append_assigned(bytes)?;
+            state.log.delete_records_before(start)?;
+        } else {
+            state.log.append_assigned(bytes)?;
+        }
         self.after_append(&mut state);
         Ok(())
     }
@@ -633,6 +648,26 @@ impl Partition {
         tracing::warn!(partition = ?self, to = end.0, "truncated to the leader's log");
         self.publish(&mut state);
         Ok(end)
+    }
+
+    /// A follower whose next offset is below its leader's (`from`, in `epoch`) log start
+    /// (retention or DeleteRecords removed those records there) empties its log and starts it
+    /// at `leader_start`, then copies on from there.
+    pub fn restart_at(
+        &self,
+        from: NodeId,
+        epoch: i32,
+        leader_start: Offset,
+    ) -> Result<(), BrokerError> {
+        let mut state = self.state.lock();
+        self.still_follows(&state, from, epoch)?;
+        if state.log.next_offset() >= leader_start {
+            return Ok(());
+        }
+        state.log.reset_to(leader_start)?;
+        tracing::warn!(partition = ?self, start = leader_start.0, "the leader no longer holds what this replica lacks: restarted the log at the leader's start");
+        self.publish(&mut state);
+        Ok(())
     }
 
     /// The leader learns a follower's position (its fetch offset). Returns an ISR change to
@@ -783,6 +818,8 @@ mod tests {
             leader_epoch: Epoch(3),
             isr: isr.iter().map(|n| NodeId(*n)).collect(),
             partition_epoch: PartitionEpoch(partition_epoch),
+            adding: Vec::new(),
+            removing: Vec::new(),
         }
     }
 

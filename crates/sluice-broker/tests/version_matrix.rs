@@ -238,6 +238,8 @@ fn sample_request(api: ApiKey, version: i16, topic_id: uuid::Uuid) -> RequestKin
             AlterConfigs => AlterConfigsRequest,
             CreatePartitions => CreatePartitionsRequest,
             ElectLeaders => ElectLeadersRequest,
+            AlterPartitionReassignments => AlterPartitionReassignmentsRequest,
+            ListPartitionReassignments => ListPartitionReassignmentsRequest,
             IncrementalAlterConfigs => IncrementalAlterConfigsRequest,
             DescribeLogDirs => DescribeLogDirsRequest,
             InitProducerId => InitProducerIdRequest,

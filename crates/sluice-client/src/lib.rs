@@ -10,6 +10,7 @@ pub mod connection;
 pub mod error;
 pub mod lean;
 pub mod partitioner;
+pub mod reassignment;
 pub mod records;
 pub mod transactions;
 

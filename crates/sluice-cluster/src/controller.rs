@@ -250,6 +250,22 @@ impl Controller {
         if isr == p.isr {
             return Ok(Vec::new());
         }
+        // The last target replica of a reassignment joins the ISR: the move completes.
+        let probe = PartitionChange {
+            isr: isr.clone(),
+            ..p.clone()
+        };
+        if let Some(done) = crate::reassignment::completed(state, &probe) {
+            let done = PartitionChange {
+                partition_epoch: p.partition_epoch.next(),
+                ..done
+            };
+            return Ok(vec![MetadataRecord::ChangePartition {
+                topic,
+                partition,
+                change: done,
+            }]);
+        }
         Ok(vec![change(topic, partition, p, p.leader, isr)])
     }
 
@@ -354,6 +370,8 @@ pub fn new_partitions(
             isr: replicas.clone(),
             replicas,
             partition_epoch: PartitionEpoch(0),
+            adding: Vec::new(),
+            removing: Vec::new(),
         })
         .collect())
 }
@@ -380,6 +398,8 @@ fn change(
             leader_epoch,
             isr,
             partition_epoch: p.partition_epoch.next(),
+            adding: p.adding.clone(),
+            removing: p.removing.clone(),
         },
     }
 }

@@ -17,6 +17,7 @@ pub mod metadata;
 pub mod peer;
 pub mod placement;
 pub mod raft;
+pub mod reassignment;
 pub mod replica;
 pub mod requests;
 pub mod runtime;

@@ -172,6 +172,8 @@ mod tests {
     #[test]
     fn the_leader_is_the_first_live_isr_member() {
         let p = PartitionInfo {
+            adding: Vec::new(),
+            removing: Vec::new(),
             replicas: vec![node(1), node(2), node(3)],
             leader: Some(node(1)),
             leader_epoch: Default::default(),

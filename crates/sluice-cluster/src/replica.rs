@@ -240,11 +240,20 @@ impl LeaderReplicas {
 
     /// The committed metadata of the partition changed while this node still leads it (an ISR
     /// change, ours or not). Returns the high watermark if it moved.
-    pub fn on_metadata(&mut self, p: &PartitionInfo) -> Update {
+    pub fn on_metadata(&mut self, p: &PartitionInfo, now_ms: i64) -> Update {
         debug_assert_eq!(p.leader, Some(self.me));
         debug_assert_eq!(p.leader_epoch, self.leader_epoch);
         self.partition_epoch = p.partition_epoch;
         self.isr = p.isr.clone();
+        // A reassignment added or removed replicas: track the new ones from now.
+        let me = self.me;
+        self.followers.retain(|r, _| p.replicas.contains(r));
+        for r in p.replicas.iter().filter(|r| **r != me) {
+            self.followers.entry(*r).or_insert(Follower {
+                log_end: None,
+                last_caught_up_ms: now_ms,
+            });
+        }
         self.pending = None;
         Update {
             high_watermark: self.advance_high_watermark(),
@@ -295,6 +304,8 @@ mod tests {
 
     fn partition(isr: &[i32]) -> PartitionInfo {
         PartitionInfo {
+            adding: Vec::new(),
+            removing: Vec::new(),
             replicas: vec![node(1), node(2), node(3)],
             leader: Some(node(1)),
             leader_epoch: LeaderEpoch(4),
@@ -409,7 +420,7 @@ mod tests {
         );
         let mut p = partition(&[1, 2]);
         p.partition_epoch = PartitionEpoch(10);
-        assert_eq!(l.on_metadata(&p).high_watermark, Some(Offset(100)));
+        assert_eq!(l.on_metadata(&p, 0).high_watermark, Some(Offset(100)));
         assert_eq!(l.check_min_insync(2), Ok(()));
         assert!(l.check_min_insync(3).is_err());
         // Node 3 catches up to the high watermark: it asks to come back.
@@ -465,5 +476,38 @@ mod tests {
             Update::default()
         );
         assert_eq!(l.high_watermark(), Offset(10));
+    }
+
+    #[test]
+    fn a_replica_added_by_a_reassignment_is_tracked_and_joins_once_caught_up() {
+        let mut l = leading_empty(&[1, 2, 3]);
+        l.on_local_end(Offset(50));
+        l.on_fetch(node(2), Offset(50), Offset(50), 10);
+        l.on_fetch(node(3), Offset(50), Offset(50), 10);
+        assert_eq!(l.high_watermark(), Offset(50));
+        let mut p = partition(&[1, 2, 3]);
+        p.replicas.push(node(4));
+        p.adding = vec![node(4)];
+        p.partition_epoch = PartitionEpoch(10);
+        assert_eq!(l.on_metadata(&p, 20), Update::default());
+        assert!(l.lag(20).iter().any(|f| f.node == node(4) && !f.in_sync));
+        assert_eq!(
+            l.on_fetch(node(4), Offset(10), Offset(50), 30).alter_isr,
+            None
+        );
+        let expand = l
+            .on_fetch(node(4), Offset(50), Offset(50), 40)
+            .alter_isr
+            .unwrap();
+        assert_eq!(expand, vec![node(1), node(2), node(3), node(4)]);
+        // The move completes: node 3 is no longer a replica and no longer tracked.
+        let mut done = partition(&[1, 2, 4]);
+        done.replicas = vec![node(1), node(2), node(4)];
+        done.partition_epoch = PartitionEpoch(11);
+        l.on_metadata(&done, 50);
+        assert_eq!(
+            l.lag(50).iter().map(|f| f.node).collect::<Vec<_>>(),
+            vec![node(2), node(4)]
+        );
     }
 }

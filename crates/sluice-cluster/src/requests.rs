@@ -1,6 +1,7 @@
 //! What a node asks of the controller on behalf of a client or of its own replicas: topic
 //! administration (CreateTopics, DeleteTopics, CreatePartitions), ISR changes
-//! (AlterPartition), producer id blocks and preferred-leader elections (ElectLeaders). Any node may ask; [`crate::runtime::ClusterNode`]
+//! (AlterPartition), producer id blocks, preferred-leader elections (ElectLeaders) and
+//! reassignments (AlterPartitionReassignments). Any node may ask; [`crate::runtime::ClusterNode`]
 //! answers on the metadata leader and forwards from the others.
 
 use std::collections::BTreeMap;
@@ -13,6 +14,7 @@ use crate::ids::{LeaderEpoch, NodeId, PartitionEpoch};
 use crate::metadata::{ClusterState, MetadataRecord};
 use crate::placement::PlacementError;
 use crate::raft::network::ProposeError;
+use crate::reassignment::{ReassignOutcome, Reassignment};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ControllerRequest {
@@ -46,6 +48,11 @@ pub enum ControllerRequest {
     ElectPreferred {
         partitions: Option<Vec<(String, i32)>>,
     },
+    /// AlterPartitionReassignments: move (or stop moving) partitions' replicas.
+    Reassign {
+        moves: Vec<Reassignment>,
+        allow_rf_change: bool,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -54,6 +61,7 @@ pub enum ControllerReply {
     TopicCreated { id: Uuid },
     ProducerIds { first: i64, count: i64 },
     Elections(Vec<(String, i32, Election)>),
+    Reassignments(Vec<ReassignOutcome>),
 }
 
 /// Why the controller refused (or could not be asked); the broker maps each to a Kafka error.
@@ -207,6 +215,13 @@ pub fn decide(
         ControllerRequest::ElectPreferred { partitions } => {
             let (records, outcomes) = controller.elect_preferred(state, partitions.as_deref());
             Ok((records, ControllerReply::Elections(outcomes)))
+        }
+        ControllerRequest::Reassign {
+            moves,
+            allow_rf_change,
+        } => {
+            let (records, outcomes) = controller.reassign(state, &moves, allow_rf_change);
+            Ok((records, ControllerReply::Reassignments(outcomes)))
         }
     }
 }

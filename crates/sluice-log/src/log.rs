@@ -618,6 +618,43 @@ impl Log {
         Ok(new_end)
     }
 
+    /// Empties the log and starts it at `start`, which may lie beyond its end: a follower
+    /// whose leader no longer holds the records it would fetch next (retention or
+    /// DeleteRecords removed them) starts its copy where the leader's log starts, as Kafka's
+    /// followers do. The new start is on disk before this returns.
+    pub fn reset_to(&mut self, start: Offset) -> Result<(), LogError> {
+        self.check_online()?;
+        if start < Offset(0) {
+            return Err(LogError::OffsetOutOfRange {
+                requested: start,
+                start: self.log_start_offset,
+                end: self.next_offset,
+            });
+        }
+        for (_, segment) in std::mem::take(&mut self.segments) {
+            segment.delete_files()?;
+        }
+        self.segments.insert(
+            start,
+            Segment::create(&self.dir, start, self.config.index_interval_bytes)?,
+        );
+        self.log_start_offset = start;
+        self.next_offset = start;
+        self.durable_offset = start;
+        self.checkpoint.recovery_point = start;
+        self.checkpoint.log_start = start;
+        self.checkpoint.write(&self.dir)?;
+        self.aborted.truncate(Offset(0))?;
+        self.aborted.trim(start)?;
+        if self.epochs.truncate_from_end(Offset(0)) | self.epochs.truncate_from_start(start) {
+            self.epochs.write(&self.dir)?;
+        }
+        self.rebuild_producer_state()?;
+        tracing::info!(dir = %self.dir.display(), log_start = start.0, "log emptied and restarted");
+        self.check_invariants();
+        Ok(())
+    }
+
     /// DeleteRecords: moves the log start up to `offset` (records below it can no longer be
     /// read), deleting the segments wholly below it. The new start is fsynced before this
     /// returns, so it survives a crash. Returns the log start offset (never lowered).

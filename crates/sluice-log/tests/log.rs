@@ -446,6 +446,51 @@ fn replicated_batches_must_continue_the_log() {
 }
 
 #[test]
+fn a_reset_log_starts_empty_at_the_given_offset_and_stays_there_after_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(0);
+    let mut log = open(dir.path(), config(), &clock);
+    for _ in 0..40 {
+        append(&mut log, 3, 0, 100, 0);
+    }
+    assert!(log.segment_count() > 1);
+    // The leader's log now starts at 500, beyond everything this replica holds.
+    log.reset_to(Offset(500)).unwrap();
+    assert_eq!(
+        (log.log_start_offset(), log.next_offset()),
+        (Offset(500), Offset(500))
+    );
+    assert_eq!(log.segment_count(), 1);
+    assert!(read_all(&log).is_empty());
+    assert!(matches!(
+        log.append_assigned(&batch_bytes(0, 3, 0, 10, 0)),
+        Err(LogError::NonContiguous { .. })
+    ));
+    log.append_assigned(&batch_bytes(500, 3, 0, 10, 0)).unwrap();
+    drop(log);
+    let log = open(dir.path(), config(), &clock);
+    assert_eq!(
+        (log.log_start_offset(), log.next_offset()),
+        (Offset(500), Offset(503))
+    );
+    assert_eq!(read_all(&log).len(), 3);
+    assert_eq!(
+        std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .ends_with(".log")
+            })
+            .count(),
+        1,
+        "the old segments' files are gone"
+    );
+}
+
+#[test]
 fn garbage_after_the_last_batch_is_cut_on_recovery() {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(0);

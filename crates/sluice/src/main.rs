@@ -6,6 +6,7 @@ mod consume_cmd;
 mod group_cmd;
 mod partitions;
 mod produce_cmd;
+mod reassign_cmd;
 mod serve;
 mod settings;
 mod topic_cmd;

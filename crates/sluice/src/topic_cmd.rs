@@ -1,4 +1,4 @@
-//! `sluice topic create|list|describe|delete|alter-config`, over the Kafka protocol, so they
+//! `sluice topic create|list|describe|delete|delete-records|reassign|reassignments|alter-config`, over the Kafka protocol, so they
 //! work against any Kafka-compatible broker.
 
 use std::collections::BTreeMap;
@@ -7,6 +7,8 @@ use std::io::Write;
 use anyhow::{bail, Context};
 use clap::Subcommand;
 use sluice_client::Client;
+
+use crate::reassign_cmd;
 
 #[derive(Debug, Subcommand)]
 pub enum TopicCommand {
@@ -37,6 +39,28 @@ pub enum TopicCommand {
         #[arg(long, value_parser = parse_before)]
         before: i64,
     },
+    /// Move partitions' replicas to other nodes (like kafka-reassign-partitions.sh): the new
+    /// replicas copy the log, then the old ones are dropped
+    Reassign {
+        name: String,
+        /// The partition (repeatable); every partition of the topic when left out
+        #[arg(long, short = 'p')]
+        partition: Vec<i32>,
+        /// The new replicas as node ids, e.g. 1,2,4 (the first is the preferred leader)
+        #[arg(long, required_unless_present = "cancel", conflicts_with = "cancel")]
+        replicas: Option<String>,
+        /// Stop a running move instead: the partition keeps its original replicas
+        #[arg(long)]
+        cancel: bool,
+        /// Allow a target with another number of replicas than the partition has
+        #[arg(long)]
+        allow_replication_factor_change: bool,
+        /// Wait up to this many seconds for the move to complete
+        #[arg(long)]
+        wait: Option<u64>,
+    },
+    /// The reassignments still running, with the bytes each new replica holds
+    Reassignments,
     /// Change a topic's configs
     AlterConfig {
         name: String,
@@ -120,6 +144,33 @@ pub async fn run(bootstrap: &str, command: TopicCommand) -> anyhow::Result<()> {
             for (p, start) in client.delete_records(&name, &targets).await? {
                 writeln!(out, "{name}-{p}: log start offset {start}")?;
             }
+        }
+        TopicCommand::Reassign {
+            name,
+            partition,
+            replicas,
+            cancel: _,
+            allow_replication_factor_change,
+            wait,
+        } => {
+            let replicas = match replicas {
+                Some(r) => Some(reassign_cmd::parse_replicas(&r).map_err(anyhow::Error::msg)?),
+                None => None,
+            };
+            reassign_cmd::reassign(
+                &mut client,
+                &name,
+                &partition,
+                replicas,
+                allow_replication_factor_change,
+                wait.map(std::time::Duration::from_secs),
+                &mut out,
+            )
+            .await?;
+        }
+        TopicCommand::Reassignments => {
+            let running = client.list_partition_reassignments().await?;
+            reassign_cmd::show(&mut client, &running, &mut out).await?;
         }
         TopicCommand::AlterConfig { name, set, delete } => {
             if set.is_empty() && delete.is_empty() {

@@ -8,6 +8,7 @@
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
 pub mod alter_configs;
+pub mod alter_partition_reassignments;
 pub mod api_versions;
 pub mod consumer_group_describe;
 pub mod consumer_group_heartbeat;
@@ -34,6 +35,7 @@ pub mod join_group;
 pub mod leave_group;
 pub mod list_groups;
 pub mod list_offsets;
+pub mod list_partition_reassignments;
 pub mod list_transactions;
 pub mod metadata;
 pub mod offset_commit;
@@ -154,6 +156,8 @@ apis! {
     AlterConfigs => alter_configs,
     CreatePartitions => create_partitions,
     ElectLeaders => elect_leaders,
+    AlterPartitionReassignments => alter_partition_reassignments,
+    ListPartitionReassignments => list_partition_reassignments,
     IncrementalAlterConfigs => incremental_alter_configs,
     DescribeCluster => describe_cluster,
     DescribeLogDirs => describe_log_dirs,

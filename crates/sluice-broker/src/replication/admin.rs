@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use sluice_cluster::controller::Election;
 use sluice_cluster::metadata::ClusterState;
+use sluice_cluster::reassignment::{ReassignOutcome, Reassignment};
 use sluice_cluster::requests::{ControllerReply, ControllerRequest};
 
 use super::Replication;
@@ -129,6 +130,47 @@ impl Replication {
                     s.partition_by_name(name, *index).is_some_and(|(_, p)| {
                         p.leader.is_some() && p.leader == p.replicas.first().copied()
                     })
+                })
+            })
+            .await?;
+        }
+        Ok(outcomes)
+    }
+
+    /// AlterPartitionReassignments: starts, replaces or cancels the named moves; answered once
+    /// this node has applied the accepted ones.
+    pub async fn reassign(
+        &self,
+        moves: Vec<Reassignment>,
+        allow_rf_change: bool,
+    ) -> Result<Vec<ReassignOutcome>, BrokerError> {
+        let reply = self
+            .ask(ControllerRequest::Reassign {
+                moves: moves.clone(),
+                allow_rf_change,
+            })
+            .await?;
+        let ControllerReply::Reassignments(outcomes) = reply else {
+            return Err(BrokerError::ControllerUnavailable(
+                "the controller answered a reassignment with something else".into(),
+            ));
+        };
+        let accepted: Vec<&Reassignment> = moves
+            .iter()
+            .filter(|m| {
+                outcomes
+                    .iter()
+                    .any(|(t, p, r)| *t == m.topic && *p == m.partition && r.is_ok())
+            })
+            .collect();
+        if !accepted.is_empty() {
+            self.applied_until(|s| {
+                accepted.iter().all(|m| {
+                    s.partition_by_name(&m.topic, m.partition)
+                        .is_some_and(|(_, p)| match &m.target {
+                            Some(target) => p.target() == *target,
+                            None => !p.reassigning(),
+                        })
                 })
             })
             .await?;

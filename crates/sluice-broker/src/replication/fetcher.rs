@@ -151,6 +151,17 @@ async fn apply(
     epoch: i32,
     data: kafka_protocol::messages::fetch_response::PartitionData,
 ) -> bool {
+    if data.error_code == ResponseError::OffsetOutOfRange.code() {
+        let (end, _) = p.fetch_position();
+        let leader_start = Offset(data.log_start_offset);
+        if data.log_start_offset >= 0 && end < leader_start {
+            if let Err(e) = p.restart_at(leader, epoch, leader_start) {
+                tracing::error!(partition = ?p, error = %e, "cannot restart the log at the leader's start");
+                return false;
+            }
+            return true;
+        }
+    }
     if data.error_code != 0 {
         let error = ResponseError::try_from_code(data.error_code);
         tracing::debug!(partition = ?p, ?error, "replica fetch refused");

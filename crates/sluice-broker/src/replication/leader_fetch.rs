@@ -199,8 +199,11 @@ fn read_one(
                 .with_log_start_offset(progress.log_start.0)
                 .with_records(Some(bytes))
         }
+        // OFFSET_OUT_OF_RANGE carries the log start: a follower below it restarts there.
         Err(e) => base
             .with_error_code(e.code())
+            .with_log_start_offset(p.progress().log_start.0)
+            .with_high_watermark(p.progress().visible.0)
             .with_records(Some(Bytes::new())),
     }
 }

@@ -83,4 +83,27 @@ pub struct PartitionChange {
     pub leader_epoch: LeaderEpoch,
     pub isr: Vec<NodeId>,
     pub partition_epoch: PartitionEpoch,
+    /// While a reassignment runs (KIP-455): replicas being added (not yet in sync) and
+    /// replicas leaving once every target replica is in sync. `replicas` lists the target
+    /// first, then the leaving ones. Empty when no reassignment runs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub adding: Vec<NodeId>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removing: Vec<NodeId>,
+}
+
+impl PartitionChange {
+    /// The replicas the partition will have once its reassignment completes (its replicas
+    /// when none runs).
+    pub fn target(&self) -> Vec<NodeId> {
+        self.replicas
+            .iter()
+            .copied()
+            .filter(|r| !self.removing.contains(r))
+            .collect()
+    }
+
+    pub fn reassigning(&self) -> bool {
+        !self.adding.is_empty() || !self.removing.is_empty()
+    }
 }

@@ -249,6 +249,17 @@ impl ClusterState {
                 return bad(format!("ISR member {r} is not a distinct replica"));
             }
         }
+        for r in p.adding.iter().chain(&p.removing) {
+            if !p.replicas.contains(r) {
+                return bad(format!("replica {r} being moved is not a replica"));
+            }
+        }
+        if p.adding.iter().any(|r| p.removing.contains(r)) {
+            return bad("a replica cannot be both added and removed".into());
+        }
+        if p.removing.len() >= p.replicas.len() {
+            return bad("a reassignment must keep at least one replica".into());
+        }
         if let Some(leader) = p.leader {
             if !p.isr.contains(&leader) {
                 return bad(format!("leader {leader} is not in the ISR {:?}", p.isr));

@@ -1,0 +1,224 @@
+//! `sluice topic reassign` and `sluice topic reassignments`: move a partition's replicas to
+//! other nodes (AlterPartitionReassignments), and follow the moves still running
+//! (ListPartitionReassignments), with how many bytes each new replica holds against its
+//! leader (DescribeLogDirs on each node). Over the Kafka protocol, so they work against any
+//! Kafka-compatible cluster.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use sluice_client::reassignment::{Move, Ongoing};
+use sluice_client::Client;
+
+/// `1,2,3` → node ids.
+pub fn parse_replicas(s: &str) -> Result<Vec<i32>, String> {
+    let ids: Result<Vec<i32>, String> = s
+        .split(',')
+        .map(|n| {
+            n.trim()
+                .parse::<i32>()
+                .ok()
+                .filter(|id| *id >= 0)
+                .ok_or_else(|| format!("'{n}' is not a node id"))
+        })
+        .collect();
+    let ids = ids?;
+    if ids.is_empty() {
+        return Err("name at least one node".into());
+    }
+    Ok(ids)
+}
+
+/// Starts (or cancels) the move of `partitions` (all of the topic's when empty) and, with
+/// `wait`, follows it until it completes or `wait` runs out.
+#[allow(clippy::too_many_arguments)]
+pub async fn reassign(
+    client: &mut Client,
+    topic: &str,
+    partitions: &[i32],
+    replicas: Option<Vec<i32>>,
+    allow_rf_change: bool,
+    wait: Option<Duration>,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    let partitions: Vec<i32> = if partitions.is_empty() {
+        client
+            .partitions(topic)
+            .await?
+            .iter()
+            .map(|p| p.partition)
+            .collect()
+    } else {
+        partitions.to_vec()
+    };
+    let moves: Vec<Move> = partitions
+        .iter()
+        .map(|p| Move {
+            topic: topic.to_string(),
+            partition: *p,
+            replicas: replicas.clone(),
+        })
+        .collect();
+    let results = client
+        .alter_partition_reassignments(&moves, allow_rf_change)
+        .await?;
+    let mut failed = 0;
+    for (m, result) in moves.iter().zip(results) {
+        match (result, &m.replicas) {
+            (Ok(()), Some(r)) => writeln!(out, "{topic}-{}: moving to {}", m.partition, list(r))?,
+            (Ok(()), None) => writeln!(out, "{topic}-{}: reassignment cancelled", m.partition)?,
+            (Err(e), _) => {
+                failed += 1;
+                writeln!(out, "{topic}-{}: {e}", m.partition)?;
+            }
+        }
+    }
+    if failed > 0 {
+        bail!("{failed} of {} partition(s) not reassigned", moves.len());
+    }
+    let Some(wait) = wait.filter(|_| replicas.is_some()) else {
+        return Ok(());
+    };
+    let finished = tokio::time::timeout(wait, async {
+        loop {
+            if running(client, topic, &partitions).await?.is_empty() {
+                return anyhow::Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    })
+    .await;
+    match finished {
+        Ok(result) => {
+            result?;
+            writeln!(out, "done")?;
+            Ok(())
+        }
+        Err(_) => {
+            let left = running(client, topic, &partitions).await?;
+            show(client, &left, out).await?;
+            bail!("{} move(s) still running after {wait:?}", left.len());
+        }
+    }
+}
+
+/// The moves of `partitions` of `topic` still running.
+async fn running(
+    client: &mut Client,
+    topic: &str,
+    partitions: &[i32],
+) -> anyhow::Result<Vec<Ongoing>> {
+    Ok(client
+        .list_partition_reassignments()
+        .await?
+        .into_iter()
+        .filter(|o| o.topic == topic && partitions.contains(&o.partition))
+        .collect())
+}
+
+/// The moves still running, each new replica's size against its leader's.
+pub async fn show(
+    client: &mut Client,
+    running: &[Ongoing],
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    if running.is_empty() {
+        writeln!(out, "no reassignment is running")?;
+        return Ok(());
+    }
+    let addresses = node_addresses(client).await?;
+    writeln!(
+        out,
+        "{:<30}  {:>10}  {:>8}  {:>8}  {:>6}  PROGRESS (bytes held / leader's)",
+        "PARTITION", "REPLICAS", "ADDING", "REMOVING", "LEADER"
+    )?;
+    let mut sizes: BTreeMap<(i32, String), BTreeMap<i32, i64>> = BTreeMap::new();
+    for o in running {
+        let leader = client
+            .partitions(&o.topic)
+            .await?
+            .iter()
+            .find(|p| p.partition == o.partition)
+            .map_or(-1, |p| p.leader);
+        let mut progress = Vec::new();
+        let leader_size = size_on(&mut sizes, &addresses, leader, o).await;
+        for node in &o.adding {
+            let held = size_on(&mut sizes, &addresses, *node, o).await;
+            progress.push(match (held, leader_size) {
+                (Some(h), Some(l)) if l > 0 => format!(
+                    "node {node}: {} / {} ({:.0}%)",
+                    bytes(h),
+                    bytes(l),
+                    100.0 * h.min(l) as f64 / l as f64
+                ),
+                (Some(h), Some(l)) => format!("node {node}: {} / {}", bytes(h), bytes(l)),
+                _ => format!("node {node}: size unknown (node unreachable)"),
+            });
+        }
+        writeln!(
+            out,
+            "{:<30}  {:>10}  {:>8}  {:>8}  {:>6}  {}",
+            format!("{}-{}", o.topic, o.partition),
+            list(&o.replicas),
+            list(&o.adding),
+            list(&o.removing),
+            leader,
+            progress.join("; ")
+        )?;
+    }
+    Ok(())
+}
+
+/// The size of `o`'s partition on `node` (asked once per node and topic).
+async fn size_on(
+    cache: &mut BTreeMap<(i32, String), BTreeMap<i32, i64>>,
+    addresses: &BTreeMap<i32, String>,
+    node: i32,
+    o: &Ongoing,
+) -> Option<i64> {
+    let key = (node, o.topic.clone());
+    if !cache.contains_key(&key) {
+        let addr = addresses.get(&node)?;
+        let sizes = async {
+            let mut c = Client::connect(addr, "sluice-cli").await.ok()?;
+            c.replica_sizes(&o.topic).await.ok()
+        };
+        let sizes = tokio::time::timeout(Duration::from_secs(5), sizes)
+            .await
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        cache.insert(key.clone(), sizes);
+    }
+    cache.get(&key)?.get(&o.partition).copied()
+}
+
+async fn node_addresses(client: &mut Client) -> anyhow::Result<BTreeMap<i32, String>> {
+    let metadata = client
+        .metadata(Some(&[]))
+        .await
+        .context("the cluster's nodes")?;
+    Ok(metadata
+        .brokers
+        .iter()
+        .map(|b| (b.node_id.0, format!("{}:{}", b.host, b.port)))
+        .collect())
+}
+
+fn list(v: &[i32]) -> String {
+    if v.is_empty() {
+        return "-".into();
+    }
+    v.iter().map(i32::to_string).collect::<Vec<_>>().join(",")
+}
+
+fn bytes(n: i64) -> String {
+    const MIB: f64 = 1024.0 * 1024.0;
+    if n >= 1024 * 1024 {
+        format!("{:.1} MiB", n as f64 / MIB)
+    } else {
+        format!("{n} B")
+    }
+}
