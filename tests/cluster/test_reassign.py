@@ -4,16 +4,19 @@ calls). A move adds the new replicas, lets them copy the log, and drops the old 
 new are in sync; an acks=all producer running through it loses nothing, and the leader moves
 when the old one leaves."""
 
+import json
+import re
 import subprocess
 import time
 
-from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource
 
-from conftest import ROOT, sluice_cli, wait_until
+from conftest import ROOT, SLUICE, sluice_cli, wait_until
 
 from .harness import CLIENT_DEFAULTS, cluster  # noqa: F401  (fixture)
 from .checker import History
+from .kafka_cluster import kafka_libs
 from .workload import ProducerWorkload, drain_and_check, produce_records
 
 JAVA = ROOT / "tests" / "java"
@@ -179,3 +182,130 @@ def admin_offsets(c, topic):
         return consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
     finally:
         consumer.close()
+
+
+def fill(c, topic, mib, partitions=(0,)):
+    """About `mib` MiB of 1 KiB records (acks=all, idempotent) in each of `partitions`;
+    returns the count per partition."""
+    producer = Producer({"bootstrap.servers": c.bootstrap, "enable.idempotence": True,
+                         "linger.ms": 20, **CLIENT_DEFAULTS})
+    failed = []
+    for i in range(mib * 1024):
+        for p in partitions:
+            producer.produce(topic, value=b"%08d" % i + b"x" * 1016, partition=p,
+                             on_delivery=lambda err, _msg: err and failed.append(err))
+        producer.poll(0)
+    assert producer.flush(60) == 0 and not failed, failed[:3]
+    return {p: mib * 1024 for p in partitions}
+
+
+def read_back(c, topic, partition):
+    """Every value of the partition, in order (from whichever replica leads it now)."""
+    consumer = Consumer({"bootstrap.servers": c.bootstrap, "group.id": "read-back",
+                         "enable.auto.commit": False, **CLIENT_DEFAULTS})
+    values = []
+    try:
+        consumer.assign([TopicPartition(topic, partition, 0)])
+        _, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+        deadline = time.monotonic() + 30
+        while len(values) < high and time.monotonic() < deadline:
+            for m in consumer.consume(1000, timeout=1):
+                assert m.error() is None, m.error()
+                values.append(m.value())
+    finally:
+        consumer.close()
+    return values
+
+
+def intact(values, count):
+    return len(values) == count and all(v[:8] == b"%08d" % i for i, v in enumerate(values))
+
+
+def broker_config(c, node, key):
+    """The value of a dynamic broker config on `node` (None when unset)."""
+    admin = AdminClient({"bootstrap.servers": c.nodes[node].bootstrap, **CLIENT_DEFAULTS})
+    resource = ConfigResource("broker", str(node))
+    configs = admin.describe_configs([resource])[resource].result(20)
+    entry = configs.get(key)
+    return entry.value if entry is not None else None
+
+
+def test_a_throttled_move_copies_at_the_capped_rate_and_the_throttle_goes_after(cluster):
+    c = cluster(3)
+    topic = "mv-throttle"
+    c.create_topic(topic, 1, replication_factor=2)
+    replicas = c.partition(topic, 0).replicas
+    spare = next(n for n in c.ids if n not in replicas)
+    counts = fill(c, topic, 6)
+    target = [replicas[0], spare]
+    started = time.monotonic()
+    move = subprocess.Popen([str(SLUICE), "topic", "-b", c.bootstrap, "reassign", topic, "--replicas",
+                             ",".join(map(str, target)), "--throttle", "1000000", "--wait", "60"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        # Part way through, the new replica holds some of the leader's bytes, not all.
+        def partial():
+            shown = sluice_cli("topic", "-b", c.bootstrap, "reassignments").stdout
+            m = re.search(rf"node {spare}: [\d.]+ (?:MiB|B) / [\d.]+ MiB \((\d+)%\)", shown)
+            return m is not None and 0 < int(m.group(1)) < 100 and shown
+        shown = wait_until(partial, 10, "a move in progress with bytes copied")
+        assert broker_config(c, spare, "follower.replication.throttled.rate") == "1000000", shown
+        out, err = move.communicate(timeout=90)
+    finally:
+        if move.poll() is None:
+            move.kill()
+    elapsed = time.monotonic() - started
+    assert move.returncode == 0, err
+    assert "throttled the copy to 1000000 bytes/s" in out and "done" in out and "throttle removed" in out, out
+    # ~6.3 MB at 1 MB/s (after a first second's worth): an unthrottled copy takes well under a second here.
+    assert elapsed >= 4.0, f"the throttled move took only {elapsed:.1f} s"
+    wait_until(lambda: settled(c, topic, 0, target), 20, f"{topic}-0 on {target}")
+    for node in c.ids:
+        assert broker_config(c, node, "follower.replication.throttled.rate") is None
+        assert broker_config(c, node, "leader.replication.throttled.rate") is None
+    # The new replica holds it all: with the other one stopped it serves every record.
+    c.kill(replicas[0])
+    c.wait_for_leader(topic, 0, not_node=replicas[0])
+    assert intact(read_back(c, topic, 0), counts[0])
+
+
+def test_kafka_reassign_partitions_sh_executes_throttles_and_verifies(cluster):
+    """Kafka's own tool (4.3.1, from Maven Central): --execute with --throttle sets the topic's
+    throttled replicas and every node's rates; --verify reports completion and clears them."""
+    libs = kafka_libs()
+    c = cluster(3)
+    topic = "mv-tool"
+    c.create_topic(topic, 2, replication_factor=2)
+    counts = fill(c, topic, 2, partitions=(0, 1))
+    plan = {"version": 1, "partitions": []}
+    for p in (0, 1):
+        replicas = c.partition(topic, p).replicas
+        spare = next(n for n in c.ids if n not in replicas)
+        plan["partitions"].append({"topic": topic, "partition": p, "replicas": [spare, replicas[1]]})
+    path = c.nodes[1].data_dir.parent / "reassign.json"
+    path.write_text(json.dumps(plan))
+
+    def tool(*args):
+        r = subprocess.run(["java", "-cp", f"{libs}/*", "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
+                            "--bootstrap-server", c.bootstrap, "--reassignment-json-file", str(path), *args],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, f"kafka-reassign-partitions {args}: {r.stdout[-1500:]} {r.stderr[-1500:]}"
+        return r.stdout
+
+    out = tool("--execute", "--throttle", "4000000")
+    assert "Successfully started partition reassignments" in out, out
+    assert "The inter-broker throttle limit was set to 4000000 B/s" in out, out
+
+    def verified():
+        out = tool("--verify")
+        return "is still in progress" not in out and out
+    out = wait_until(verified, 60, "kafka-reassign-partitions --verify to report completion")
+    assert f"Reassignment of partition {topic}-0 is completed" in out, out
+    assert "Clearing broker-level throttles" in out, out
+    for entry in plan["partitions"]:
+        wait_until(lambda: settled(c, topic, entry["partition"], entry["replicas"]), 20,
+                   f"{topic}-{entry['partition']} on {entry['replicas']}")
+    for node in c.ids:
+        assert broker_config(c, node, "leader.replication.throttled.rate") is None
+    for p in (0, 1):
+        assert intact(read_back(c, topic, p), counts[p]), f"{topic}-{p}"

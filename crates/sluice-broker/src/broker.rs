@@ -28,6 +28,8 @@ pub struct Broker {
     pub(crate) fetch_sessions: Arc<crate::fetch_session::FetchSessions>,
     /// Set once this broker joined a cluster (`sluice serve --cluster`).
     pub(crate) replication: std::sync::OnceLock<Arc<crate::replication::Replication>>,
+    /// The dynamic replication throttles (`*.replication.throttled.rate`).
+    pub(crate) throttles: crate::replication::throttle::ReplicationThrottles,
     api_table: ApiTable,
     started_at_ms: i64,
     /// This broker, for work that outlives a request (finishing a transaction).
@@ -92,6 +94,7 @@ impl Broker {
             producer_ids,
             fetch_sessions: Arc::default(),
             replication: std::sync::OnceLock::new(),
+            throttles: Default::default(),
             api_table: handlers::api_table(),
             me: me.clone(),
         });

@@ -11,10 +11,16 @@ use sluice_log::{FlushMode, LogConfig, TimestampType};
 /// Config types as DescribeConfigs v3 reports them (KIP-569).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
-    Int { min: i64 },
-    Long { min: i64 },
+    Int {
+        min: i64,
+    },
+    Long {
+        min: i64,
+    },
     Choice(&'static [&'static str]),
     List(&'static [&'static str]),
+    /// `*` or `partition:node` pairs (the throttled-replica lists).
+    Replicas,
 }
 
 impl Kind {
@@ -24,7 +30,7 @@ impl Kind {
             Kind::Int { .. } => 3,
             Kind::Long { .. } => 5,
             Kind::Choice(_) => 2,
-            Kind::List(_) => 7,
+            Kind::List(_) | Kind::Replicas => 7,
         }
     }
 }
@@ -50,6 +56,8 @@ pub const RETENTION_BYTES: &str = "retention.bytes";
 pub const RETENTION_MS: &str = "retention.ms";
 pub const SEGMENT_BYTES: &str = "segment.bytes";
 pub const SEGMENT_MS: &str = "segment.ms";
+pub const LEADER_THROTTLED_REPLICAS: &str = crate::replication::throttle::LEADER_REPLICAS;
+pub const FOLLOWER_THROTTLED_REPLICAS: &str = crate::replication::throttle::FOLLOWER_REPLICAS;
 
 /// Every topic config Sluice knows, sorted by name.
 pub const DEFS: &[ConfigDef] = &[
@@ -131,6 +139,20 @@ pub const DEFS: &[ConfigDef] = &[
         default: "604800000",
         doc: "Roll to a new segment file after this long.",
     },
+    ConfigDef {
+        name: LEADER_THROTTLED_REPLICAS,
+        kind: Kind::Replicas,
+        default: "",
+        doc: "Replicas (partition:node, or *) whose leader sends to followers at no more than \
+              its node's leader.replication.throttled.rate.",
+    },
+    ConfigDef {
+        name: FOLLOWER_THROTTLED_REPLICAS,
+        kind: Kind::Replicas,
+        default: "",
+        doc: "Replicas (partition:node, or *) that copy from their leader at no more than \
+              their node's follower.replication.throttled.rate.",
+    },
 ];
 
 pub fn def(name: &str) -> Option<&'static ConfigDef> {
@@ -171,6 +193,9 @@ pub fn validate(name: &str, value: &str) -> Result<(), ConfigError> {
             if !choices.contains(&value) {
                 return Err(bad(format!("must be one of {}", choices.join(", "))));
             }
+        }
+        Kind::Replicas => {
+            crate::replication::throttle::check_replica_list(name, value).map_err(ConfigError)?;
         }
         Kind::List(choices) => {
             for item in value.split(',').map(str::trim) {

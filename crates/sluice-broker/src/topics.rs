@@ -230,8 +230,7 @@ impl Topics {
         if self.clustered.load(std::sync::atomic::Ordering::Acquire) && !is_internal(name) {
             return Err(BrokerError::InvalidRequest(format!(
                 "topic '{name}': in a cluster this change goes through the Kafka admin API \
-                 (CreateTopics, DeleteTopics, CreatePartitions); config changes are not \
-                 supported in a cluster yet"
+                 (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs)"
             )));
         }
         Ok(())
@@ -415,6 +414,20 @@ impl Topics {
     }
 
     /// Replaces a topic's config overrides.
+    /// Whether `configs` would be valid overrides of the existing topic `name` (in a cluster
+    /// the controller then applies them: see `Replication::set_topic_configs`).
+    pub fn check_configs(
+        &self,
+        name: &str,
+        configs: &BTreeMap<String, String>,
+    ) -> Result<(), BrokerError> {
+        topic_config::resolve(configs, &self.defaults)?;
+        if self.get(name).is_none() {
+            return Err(BrokerError::UnknownTopic(name.to_string()));
+        }
+        Ok(())
+    }
+
     pub fn set_configs(
         &self,
         name: &str,

@@ -290,6 +290,27 @@ impl Client {
         set: &[(String, String)],
         delete: &[String],
     ) -> Result<(), ClientError> {
+        self.alter_configs(2, name, set, delete).await
+    }
+
+    /// Sets and removes a node's dynamic configs (IncrementalAlterConfigs on its broker
+    /// resource); the connected node must be `node`.
+    pub async fn alter_broker_configs(
+        &mut self,
+        node: i32,
+        set: &[(String, String)],
+        delete: &[String],
+    ) -> Result<(), ClientError> {
+        self.alter_configs(4, &node.to_string(), set, delete).await
+    }
+
+    async fn alter_configs(
+        &mut self,
+        resource_type: i8,
+        name: &str,
+        set: &[(String, String)],
+        delete: &[String],
+    ) -> Result<(), ClientError> {
         let mut configs: Vec<AlterableConfig> = set
             .iter()
             .map(|(k, v)| {
@@ -306,7 +327,7 @@ impl Client {
         }));
         let request = IncrementalAlterConfigsRequest::default().with_resources(vec![
             AlterConfigsResource::default()
-                .with_resource_type(2)
+                .with_resource_type(resource_type)
                 .with_resource_name(s(name))
                 .with_configs(configs),
         ]);

@@ -28,6 +28,12 @@ pub enum ControllerRequest {
     DeleteTopic {
         name: String,
     },
+    /// A topic's config overrides, replaced as a whole (AlterConfigs, IncrementalAlterConfigs;
+    /// the broker has validated them).
+    TopicConfig {
+        name: String,
+        configs: BTreeMap<String, String>,
+    },
     AddPartitions {
         name: String,
         count: i32,
@@ -146,6 +152,13 @@ pub fn decide(
             let topic = topic_id(&name)?;
             Ok((
                 vec![MetadataRecord::DeleteTopic { topic }],
+                ControllerReply::Done,
+            ))
+        }
+        ControllerRequest::TopicConfig { name, configs } => {
+            let topic = topic_id(&name)?;
+            Ok((
+                vec![MetadataRecord::TopicConfig { topic, configs }],
                 ControllerReply::Done,
             ))
         }

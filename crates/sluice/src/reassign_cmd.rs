@@ -12,6 +12,11 @@ use anyhow::{bail, Context};
 use sluice_client::reassignment::{Move, Ongoing};
 use sluice_client::Client;
 
+const LEADER_RATE: &str = "leader.replication.throttled.rate";
+const FOLLOWER_RATE: &str = "follower.replication.throttled.rate";
+const LEADER_REPLICAS: &str = "leader.replication.throttled.replicas";
+const FOLLOWER_REPLICAS: &str = "follower.replication.throttled.replicas";
+
 /// `1,2,3` → node ids.
 pub fn parse_replicas(s: &str) -> Result<Vec<i32>, String> {
     let ids: Result<Vec<i32>, String> = s
@@ -41,6 +46,7 @@ pub async fn reassign(
     replicas: Option<Vec<i32>>,
     allow_rf_change: bool,
     wait: Option<Duration>,
+    throttle: Option<u64>,
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
     let partitions: Vec<i32> = if partitions.is_empty() {
@@ -53,6 +59,9 @@ pub async fn reassign(
     } else {
         partitions.to_vec()
     };
+    if let Some(rate) = throttle {
+        set_throttles(client, topic, &partitions, replicas.as_deref(), rate, out).await?;
+    }
     let moves: Vec<Move> = partitions
         .iter()
         .map(|p| Move {
@@ -94,14 +103,105 @@ pub async fn reassign(
         Ok(result) => {
             result?;
             writeln!(out, "done")?;
+            if throttle.is_some() {
+                clear_throttles(client, topic, out).await?;
+            }
             Ok(())
         }
         Err(_) => {
             let left = running(client, topic, &partitions).await?;
             show(client, &left, out).await?;
+            if throttle.is_some() {
+                writeln!(
+                    out,
+                    "the throttle stays until the move ends: run `sluice topic reassign {topic} \
+                     --clear-throttle` then"
+                )?;
+            }
             bail!("{} move(s) still running after {wait:?}", left.len());
         }
     }
+}
+
+/// Throttles the copy that fills the new replicas (as kafka-reassign-partitions.sh
+/// --throttle does): the topic lists the current replicas as leader-throttled and the new ones
+/// as follower-throttled, and every node gets `rate` bytes/s as its leader and follower rate.
+async fn set_throttles(
+    client: &mut Client,
+    topic: &str,
+    partitions: &[i32],
+    target: Option<&[i32]>,
+    rate: u64,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    let Some(target) = target else {
+        bail!("--throttle applies to a move, not to --cancel");
+    };
+    let current = client.partitions(topic).await?;
+    let mut leaders = Vec::new();
+    let mut followers = Vec::new();
+    for p in current.iter().filter(|p| partitions.contains(&p.partition)) {
+        leaders.extend(p.replicas.iter().map(|r| format!("{}:{r}", p.partition)));
+        followers.extend(
+            target
+                .iter()
+                .filter(|n| !p.replicas.contains(n))
+                .map(|n| format!("{}:{n}", p.partition)),
+        );
+    }
+    client
+        .alter_topic_configs(
+            topic,
+            &[
+                (LEADER_REPLICAS.into(), leaders.join(",")),
+                (FOLLOWER_REPLICAS.into(), followers.join(",")),
+            ],
+            &[],
+        )
+        .await?;
+    let rates = [
+        (LEADER_RATE.to_string(), rate.to_string()),
+        (FOLLOWER_RATE.to_string(), rate.to_string()),
+    ];
+    for (node, addr) in node_addresses(client).await? {
+        let mut c = Client::connect(&addr, "sluice-cli")
+            .await
+            .with_context(|| format!("node {node} at {addr}"))?;
+        c.alter_broker_configs(node, &rates, &[]).await?;
+    }
+    writeln!(out, "throttled the copy to {rate} bytes/s per node")?;
+    Ok(())
+}
+
+/// Removes what [`set_throttles`] set.
+pub async fn clear_throttles(
+    client: &mut Client,
+    topic: &str,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    client
+        .alter_topic_configs(
+            topic,
+            &[],
+            &[LEADER_REPLICAS.into(), FOLLOWER_REPLICAS.into()],
+        )
+        .await?;
+    let rates = [LEADER_RATE.to_string(), FOLLOWER_RATE.to_string()];
+    let mut unreachable = Vec::new();
+    for (node, addr) in node_addresses(client).await? {
+        match Client::connect(&addr, "sluice-cli").await {
+            Ok(mut c) => c.alter_broker_configs(node, &[], &rates).await?,
+            Err(_) => unreachable.push(node),
+        }
+    }
+    writeln!(out, "throttle removed")?;
+    if !unreachable.is_empty() {
+        writeln!(
+            out,
+            "nodes {unreachable:?} did not answer: their rates go when they restart"
+        )?;
+    }
+    Ok(())
 }
 
 /// The moves of `partitions` of `topic` still running.

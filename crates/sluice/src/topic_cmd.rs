@@ -47,7 +47,7 @@ pub enum TopicCommand {
         #[arg(long, short = 'p')]
         partition: Vec<i32>,
         /// The new replicas as node ids, e.g. 1,2,4 (the first is the preferred leader)
-        #[arg(long, required_unless_present = "cancel", conflicts_with = "cancel")]
+        #[arg(long, required_unless_present_any = ["cancel", "clear_throttle"], conflicts_with = "cancel")]
         replicas: Option<String>,
         /// Stop a running move instead: the partition keeps its original replicas
         #[arg(long)]
@@ -58,6 +58,13 @@ pub enum TopicCommand {
         /// Wait up to this many seconds for the move to complete
         #[arg(long)]
         wait: Option<u64>,
+        /// Cap the copy to the new replicas at this many bytes/s per node (removed once the
+        /// move completes; needs --wait)
+        #[arg(long, requires = "wait")]
+        throttle: Option<u64>,
+        /// Remove a throttle left by a --throttle move that outlived its --wait
+        #[arg(long, conflicts_with_all = ["replicas", "cancel", "throttle"])]
+        clear_throttle: bool,
     },
     /// The reassignments still running, with the bytes each new replica holds
     Reassignments,
@@ -152,7 +159,13 @@ pub async fn run(bootstrap: &str, command: TopicCommand) -> anyhow::Result<()> {
             cancel: _,
             allow_replication_factor_change,
             wait,
+            throttle,
+            clear_throttle,
         } => {
+            if clear_throttle {
+                reassign_cmd::clear_throttles(&mut client, &name, &mut out).await?;
+                return Ok(());
+            }
             let replicas = match replicas {
                 Some(r) => Some(reassign_cmd::parse_replicas(&r).map_err(anyhow::Error::msg)?),
                 None => None,
@@ -164,6 +177,7 @@ pub async fn run(bootstrap: &str, command: TopicCommand) -> anyhow::Result<()> {
                 replicas,
                 allow_replication_factor_change,
                 wait.map(std::time::Duration::from_secs),
+                throttle,
                 &mut out,
             )
             .await?;

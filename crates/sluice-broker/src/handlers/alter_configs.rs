@@ -1,59 +1,73 @@
 //! AlterConfigs (the original, non-incremental form): the given set replaces all of a
-//! topic's overrides. Broker settings are static.
+//! topic's overrides, or of a node's dynamic configs (the replication throttle rates; every
+//! other broker setting is static).
 
 use std::collections::BTreeMap;
 
 use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse, ResponseKind};
 
+use sluice_wire::Reply;
+
+use super::config_change::{self, Change};
 use super::{str_bytes, RESOURCE_BROKER, RESOURCE_TOPIC};
 use crate::broker::Broker;
 use crate::error::BrokerError;
 use crate::handlers::{Call, Versions};
+use crate::replication::throttle::{FOLLOWER_RATE, LEADER_RATE};
 use crate::topic_config::ConfigError;
 
 pub const VERSIONS: Versions = Versions::new(0, 2);
 
-pub fn handle(broker: &Broker, request: AlterConfigsRequest, _call: &Call) -> ResponseKind {
-    let responses = request
+pub fn handle(broker: &Broker, request: AlterConfigsRequest, _call: &Call) -> Reply {
+    let resources = request
         .resources
         .into_iter()
         .map(|resource| {
-            let outcome = match resource.resource_type {
-                RESOURCE_TOPIC => resource
-                    .configs
-                    .into_iter()
-                    .map(|c| match c.value {
-                        Some(v) => Ok((c.name.to_string(), v.to_string())),
-                        None => Err(BrokerError::InvalidConfig(ConfigError(format!(
-                            "config '{}' has a null value",
-                            &*c.name
-                        )))),
-                    })
-                    .collect::<Result<BTreeMap<_, _>, _>>()
-                    .and_then(|configs| {
-                        broker.topics().set_configs(
-                            &resource.resource_name,
-                            configs,
-                            request.validate_only,
-                        )
-                    }),
-                RESOURCE_BROKER => Err(static_broker_configs()),
+            let name = resource.resource_name.to_string();
+            let configs = resource
+                .configs
+                .into_iter()
+                .map(|c| match c.value {
+                    Some(v) => Ok((c.name.to_string(), v.to_string())),
+                    None => Err(BrokerError::InvalidConfig(ConfigError(format!(
+                        "config '{}' has a null value",
+                        &*c.name
+                    )))),
+                })
+                .collect::<Result<BTreeMap<_, _>, _>>();
+            let change = match resource.resource_type {
+                RESOURCE_TOPIC => configs.map(|configs| Change::Topic { name, configs }),
+                // The whole set: the dynamic configs not named go back to their defaults.
+                RESOURCE_BROKER => configs.map(|configs| {
+                    let mut changes: Vec<(String, Option<String>)> = configs
+                        .iter()
+                        .map(|(k, v)| (k.clone(), Some(v.clone())))
+                        .collect();
+                    for key in [LEADER_RATE, FOLLOWER_RATE] {
+                        if !configs.contains_key(key) {
+                            changes.push((key.to_string(), None));
+                        }
+                    }
+                    Change::Broker { name, changes }
+                }),
                 other => Err(BrokerError::InvalidRequest(format!(
                     "resource type {other} has no configs here"
                 ))),
             };
-            result(resource.resource_type, resource.resource_name, outcome)
+            (resource.resource_type, resource.resource_name, change)
         })
         .collect();
-    ResponseKind::AlterConfigs(AlterConfigsResponse::default().with_responses(responses))
-}
-
-pub(crate) fn static_broker_configs() -> BrokerError {
-    BrokerError::InvalidRequest(
-        "broker settings are static in Sluice: set them in the config file, environment or flags"
-            .into(),
-    )
+    config_change::apply(broker, resources, request.validate_only, |outcomes| {
+        ResponseKind::AlterConfigs(
+            AlterConfigsResponse::default().with_responses(
+                outcomes
+                    .into_iter()
+                    .map(|(kind, name, outcome)| result(kind, name, outcome))
+                    .collect(),
+            ),
+        )
+    })
 }
 
 fn result(

@@ -17,6 +17,7 @@ use crate::topic_config::{self, DEFS};
 
 /// ConfigSource values (KIP-226).
 const DYNAMIC_TOPIC_CONFIG: i8 = 1;
+const DYNAMIC_BROKER_CONFIG: i8 = 2;
 const STATIC_BROKER_CONFIG: i8 = 4;
 const DEFAULT_CONFIG: i8 = 5;
 
@@ -25,6 +26,7 @@ pub(crate) fn source_name(source: i8) -> &'static str {
     match source {
         DYNAMIC_TOPIC_CONFIG => "topic",
         STATIC_BROKER_CONFIG => "broker",
+        DYNAMIC_BROKER_CONFIG => "dynamic broker",
         _ => "default",
     }
 }
@@ -139,9 +141,10 @@ fn broker_entries(broker: &Broker, keys: Option<&[StrBytes]>) -> Vec<Entry> {
             5,
         ),
     ];
-    settings
+    let wanted = |name: &str| keys.is_none_or(|k| k.iter().any(|k| &**k == name));
+    let mut entries: Vec<Entry> = settings
         .into_iter()
-        .filter(|(name, _, _)| keys.is_none_or(|k| k.iter().any(|k| &**k == *name)))
+        .filter(|(name, _, _)| wanted(name))
         .map(|(name, value, config_type)| Entry {
             name: str_bytes(name),
             value: Some(str_bytes(&value)),
@@ -150,7 +153,21 @@ fn broker_entries(broker: &Broker, keys: Option<&[StrBytes]>) -> Vec<Entry> {
             doc: "",
             read_only: true,
         })
-        .collect()
+        .collect();
+    // The dynamic ones: the replication throttle rates, where set.
+    for (name, rate) in broker.throttles.configs() {
+        if wanted(name) {
+            entries.push(Entry {
+                name: str_bytes(name),
+                value: Some(str_bytes(&rate.to_string())),
+                config_source: DYNAMIC_BROKER_CONFIG,
+                config_type: 5,
+                doc: "bytes per second for throttled replicas (KIP-73)",
+                read_only: false,
+            });
+        }
+    }
+    entries
 }
 
 pub const VERSIONS: Versions = Versions::new(1, 4);

@@ -1,4 +1,5 @@
-//! IncrementalAlterConfigs (KIP-339): SET, DELETE, APPEND and SUBTRACT on a topic's overrides.
+//! IncrementalAlterConfigs (KIP-339): SET, DELETE, APPEND and SUBTRACT on a topic's overrides;
+//! SET and DELETE of a node's dynamic configs (the replication throttle rates).
 
 use kafka_protocol::messages::incremental_alter_configs_request::AlterConfigsResource;
 use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
@@ -6,7 +7,9 @@ use kafka_protocol::messages::{
     IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, ResponseKind,
 };
 
-use super::alter_configs::static_broker_configs;
+use sluice_wire::Reply;
+
+use super::config_change::{self, Change};
 use super::{str_bytes, RESOURCE_BROKER, RESOURCE_TOPIC};
 use crate::broker::Broker;
 use crate::error::BrokerError;
@@ -20,45 +23,73 @@ const SUBTRACT: i8 = 3;
 
 pub const VERSIONS: Versions = Versions::new(0, 1);
 
-pub fn handle(
-    broker: &Broker,
-    request: IncrementalAlterConfigsRequest,
-    _call: &Call,
-) -> ResponseKind {
-    let responses = request
+pub fn handle(broker: &Broker, request: IncrementalAlterConfigsRequest, _call: &Call) -> Reply {
+    let resources = request
         .resources
         .into_iter()
         .map(|resource| {
-            let (resource_type, resource_name) =
-                (resource.resource_type, resource.resource_name.clone());
-            let outcome = match resource_type {
-                RESOURCE_TOPIC => alter_topic(broker, resource, request.validate_only),
-                RESOURCE_BROKER => Err(static_broker_configs()),
+            let (kind, name) = (resource.resource_type, resource.resource_name.clone());
+            let change = match kind {
+                RESOURCE_TOPIC => alter_topic(broker, resource),
+                RESOURCE_BROKER => alter_broker(resource),
                 other => Err(BrokerError::InvalidRequest(format!(
                     "resource type {other} has no configs here"
                 ))),
             };
-            let response = AlterConfigsResourceResponse::default()
-                .with_resource_type(resource_type)
-                .with_resource_name(resource_name);
-            match outcome {
-                Ok(()) => response,
-                Err(e) => response
-                    .with_error_code(e.code())
-                    .with_error_message(Some(str_bytes(&e.to_string()))),
-            }
+            (kind, name, change)
         })
         .collect();
-    ResponseKind::IncrementalAlterConfigs(
-        IncrementalAlterConfigsResponse::default().with_responses(responses),
-    )
+    config_change::apply(broker, resources, request.validate_only, |outcomes| {
+        let responses = outcomes
+            .into_iter()
+            .map(|(kind, name, outcome)| {
+                let response = AlterConfigsResourceResponse::default()
+                    .with_resource_type(kind)
+                    .with_resource_name(name);
+                match outcome {
+                    Ok(()) => response,
+                    Err(e) => response
+                        .with_error_code(e.code())
+                        .with_error_message(Some(str_bytes(&e.to_string()))),
+                }
+            })
+            .collect();
+        ResponseKind::IncrementalAlterConfigs(
+            IncrementalAlterConfigsResponse::default().with_responses(responses),
+        )
+    })
 }
 
-fn alter_topic(
-    broker: &Broker,
-    resource: AlterConfigsResource,
-    validate_only: bool,
-) -> Result<(), BrokerError> {
+/// A node's dynamic configs: SET and DELETE (they are not lists).
+fn alter_broker(resource: AlterConfigsResource) -> Result<Change, BrokerError> {
+    let changes = resource
+        .configs
+        .into_iter()
+        .map(|c| {
+            let key = c.name.to_string();
+            match c.config_operation {
+                SET => c
+                    .value
+                    .map(|v| (key.clone(), Some(v.to_string())))
+                    .ok_or_else(|| {
+                        BrokerError::InvalidConfig(ConfigError(format!(
+                            "SET of '{key}' needs a value"
+                        )))
+                    }),
+                DELETE => Ok((key, None)),
+                other => Err(BrokerError::InvalidRequest(format!(
+                    "operation {other} does not apply to broker config '{key}'"
+                ))),
+            }
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Change::Broker {
+        name: resource.resource_name.to_string(),
+        changes,
+    })
+}
+
+fn alter_topic(broker: &Broker, resource: AlterConfigsResource) -> Result<Change, BrokerError> {
     let name = resource.resource_name.to_string();
     let topic = broker
         .topics()
@@ -81,7 +112,7 @@ fn alter_topic(
                 overrides.remove(&key);
             }
             APPEND | SUBTRACT => {
-                if !matches!(def.kind, Kind::List(_)) {
+                if !matches!(def.kind, Kind::List(_) | Kind::Replicas) {
                     return Err(invalid(format!(
                         "'{key}' is not a list; APPEND and SUBTRACT apply only to lists"
                     )));
@@ -115,5 +146,8 @@ fn alter_topic(
             }
         }
     }
-    broker.topics().set_configs(&name, overrides, validate_only)
+    Ok(Change::Topic {
+        name,
+        configs: overrides,
+    })
 }

@@ -81,6 +81,21 @@ impl Replication {
         Ok(id)
     }
 
+    /// Replaces a topic's config overrides; answered once this node applies them.
+    pub async fn set_topic_configs(
+        &self,
+        name: &str,
+        configs: BTreeMap<String, String>,
+    ) -> Result<(), BrokerError> {
+        self.ask(ControllerRequest::TopicConfig {
+            name: name.to_string(),
+            configs: configs.clone(),
+        })
+        .await?;
+        self.applied_until(|s| s.topic_by_name(name).is_some_and(|t| t.configs == configs))
+            .await
+    }
+
     pub async fn add_partitions(
         &self,
         name: &str,

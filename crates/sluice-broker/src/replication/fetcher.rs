@@ -22,6 +22,7 @@ use sluice_cluster::NodeId;
 use sluice_log::{FlushMode, LeaderEpoch, Offset};
 use tokio_util::sync::CancellationToken;
 
+use super::throttle;
 use crate::broker::Broker;
 use crate::partition::Partition;
 
@@ -69,9 +70,40 @@ pub(super) async fn run(
         let Some(conn) = connection.as_mut() else {
             continue;
         };
+        // Replicas out of the ISR that the topic throttles copy within this node's
+        // follower rate: left out of the fetch while the rate is used up.
+        let throttled: Vec<bool> = partitions
+            .iter()
+            .map(|(name, p)| {
+                broker.throttled(name, p.index, throttle::FOLLOWER_REPLICAS, NodeId(me))
+            })
+            .collect();
+        let allowance = if throttled.contains(&true) {
+            broker.throttles.follower.allowance(broker.now_ms())
+        } else {
+            None
+        };
+        let (partitions, throttled): (Vec<_>, Vec<bool>) = partitions
+            .into_iter()
+            .zip(throttled)
+            .filter(|(_, t)| !*t || allowance != Some(0))
+            .unzip();
+        if partitions.is_empty() {
+            pause(&shutdown, RETRY).await;
+            continue;
+        }
+        let limits: Vec<i32> = throttled
+            .iter()
+            .map(|t| match allowance {
+                Some(allowed) if *t => {
+                    PARTITION_MAX_BYTES.min(i32::try_from(allowed).unwrap_or(i32::MAX))
+                }
+                _ => PARTITION_MAX_BYTES,
+            })
+            .collect();
         // The epoch each partition is fetched in: answers apply only if it still holds.
         let epochs: Vec<i32> = partitions.iter().map(|(_, p)| p.leader_epoch().0).collect();
-        let request = fetch_request(me, &partitions, &epochs);
+        let request = fetch_request(me, &partitions, &epochs, &limits);
         let response = tokio::select! {
             () = shutdown.cancelled() => return,
             r = conn.call(&request, 12, 12) => r,
@@ -93,6 +125,10 @@ pub(super) async fn run(
                 }) else {
                     continue;
                 };
+                if throttled[at] {
+                    let bytes = data.records.as_ref().map_or(0, |r| r.len());
+                    broker.throttles.follower.spend(bytes);
+                }
                 backoff |= !apply(&partitions[at].1, leader, epochs[at], data).await;
             }
         }
@@ -113,9 +149,10 @@ fn fetch_request(
     me: i32,
     partitions: &[(Arc<str>, Arc<Partition>)],
     epochs: &[i32],
+    limits: &[i32],
 ) -> FetchRequest {
     let mut topics: Vec<FetchTopic> = Vec::new();
-    for ((name, p), current) in partitions.iter().zip(epochs) {
+    for (((name, p), current), limit) in partitions.iter().zip(epochs).zip(limits) {
         let (end, epoch) = p.fetch_position();
         let wanted = FetchPartition::default()
             .with_partition(p.index)
@@ -123,7 +160,7 @@ fn fetch_request(
             .with_fetch_offset(end.0)
             .with_last_fetched_epoch(epoch.map_or(-1, |e| e.0))
             .with_log_start_offset(p.progress().log_start.0)
-            .with_partition_max_bytes(PARTITION_MAX_BYTES);
+            .with_partition_max_bytes(*limit);
         match topics.last_mut() {
             Some(t) if t.topic.as_str() == &**name => t.partitions.push(wanted),
             _ => topics.push(

@@ -18,6 +18,7 @@ use sluice_log::{LeaderEpoch, Offset};
 use sluice_wire::Reply;
 use tokio::sync::watch;
 
+use super::throttle;
 use crate::broker::Broker;
 use crate::partition::{Partition, Progress};
 
@@ -187,12 +188,31 @@ fn read_one(
     if let Some(change) = p.on_follower_fetch(follower, w.fetch_offset, broker.now_ms()) {
         broker.send_isr_change(*topic_id, p, change);
     }
-    let limit = w.max_bytes.min(*remaining);
+    let mut limit = w.max_bytes.min(*remaining);
+    let throttled = broker.throttled(&p.topic, p.index, throttle::LEADER_REPLICAS, follower);
+    if throttled {
+        match broker.throttles.leader.allowance(broker.now_ms()) {
+            // Nothing may go now: an empty answer, as Kafka's throttled leader gives.
+            Some(0) => {
+                let progress = p.progress();
+                return base
+                    .with_high_watermark(progress.visible.0)
+                    .with_last_stable_offset(progress.stable.0)
+                    .with_log_start_offset(progress.log_start.0)
+                    .with_records(Some(Bytes::new()));
+            }
+            Some(allowed) => limit = limit.min(allowed),
+            None => {}
+        }
+    }
     let read = p
         .read_for_follower(w.fetch_offset, limit)
         .and_then(|(plan, progress)| Ok((p.load(&plan)?, progress)));
     match read {
         Ok((bytes, progress)) => {
+            if throttled {
+                broker.throttles.leader.spend(bytes.len());
+            }
             *remaining = remaining.saturating_sub(bytes.len());
             base.with_high_watermark(progress.visible.0)
                 .with_last_stable_offset(progress.stable.0)

@@ -19,6 +19,7 @@ pub mod leader_fetch;
 mod peer;
 mod read_replica;
 mod reconcile;
+pub mod throttle;
 
 pub(crate) use peer::PeerCall;
 

@@ -1,0 +1,217 @@
+//! Replication throttling, as Kafka's (KIP-73): a bandwidth cap on the bytes a leader sends to
+//! followers (`leader.replication.throttled.rate`) and a follower copies
+//! (`follower.replication.throttled.rate`), applied only to the replicas a topic lists as
+//! throttled (`leader.replication.throttled.replicas`, `follower.replication.throttled.replicas`:
+//! `partition:node,...` or `*`). `kafka-reassign-partitions.sh --throttle` and
+//! `sluice topic reassign --throttle` set all four so that the copy filling a new replica does
+//! not starve client traffic; in-sync replicas keep up as they did. The rates are per node and
+//! dynamic (IncrementalAlterConfigs on the node's broker resource); they are not persisted: a
+//! restarted node copies at full speed until they are set again.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+
+pub const LEADER_RATE: &str = "leader.replication.throttled.rate";
+pub const FOLLOWER_RATE: &str = "follower.replication.throttled.rate";
+/// Accepted and ignored: Sluice has one log directory per node, nothing moves between them.
+pub const ALTER_LOG_DIRS_RATE: &str = "replica.alter.log.dirs.io.max.bytes.per.second";
+pub const LEADER_REPLICAS: &str = "leader.replication.throttled.replicas";
+pub const FOLLOWER_REPLICAS: &str = "follower.replication.throttled.replicas";
+
+/// A token bucket: `rate` bytes per second, at most one second's worth saved up. A transfer
+/// may overdraw it (a batch is never split); the next ones wait until it is refilled.
+#[derive(Debug, Default)]
+pub struct Throttle {
+    /// Bytes per second; 0: no limit.
+    rate: AtomicU64,
+    bucket: Mutex<Bucket>,
+}
+
+#[derive(Debug, Default)]
+struct Bucket {
+    tokens: f64,
+    at_ms: i64,
+}
+
+impl Throttle {
+    pub fn set_rate(&self, bytes_per_s: Option<u64>) {
+        self.rate.store(bytes_per_s.unwrap_or(0), Ordering::Release);
+        let mut b = self.bucket.lock();
+        b.tokens = b.tokens.min(bytes_per_s.unwrap_or(0) as f64);
+    }
+
+    pub fn rate(&self) -> Option<u64> {
+        Some(self.rate.load(Ordering::Acquire)).filter(|r| *r > 0)
+    }
+
+    /// How many bytes may go now (`None`: no limit; 0: none until the bucket refills).
+    pub fn allowance(&self, now_ms: i64) -> Option<usize> {
+        let rate = self.rate()? as f64;
+        let mut b = self.bucket.lock();
+        let elapsed_s = (now_ms - b.at_ms).max(0) as f64 / 1000.0;
+        b.tokens = (b.tokens + elapsed_s * rate).min(rate);
+        b.at_ms = now_ms;
+        Some(b.tokens.max(0.0) as usize)
+    }
+
+    /// `bytes` went (throttled traffic only).
+    pub fn spend(&self, bytes: usize) {
+        if self.rate().is_some() {
+            self.bucket.lock().tokens -= bytes as f64;
+        }
+    }
+}
+
+/// A node's two throttles.
+#[derive(Debug, Default)]
+pub struct ReplicationThrottles {
+    pub leader: Throttle,
+    pub follower: Throttle,
+}
+
+impl ReplicationThrottles {
+    /// Applies one broker config (`None`: back to no limit). Anything else is not dynamic.
+    pub fn set(&self, key: &str, value: Option<&str>) -> Result<(), String> {
+        let rate = match value {
+            None => None,
+            Some(v) => Some(v.trim().parse::<u64>().map_err(|_| {
+                format!("'{key}' is a rate in bytes per second (0 or more), not '{v}'")
+            })?),
+        };
+        match key {
+            LEADER_RATE => self.leader.set_rate(rate),
+            FOLLOWER_RATE => self.follower.set_rate(rate),
+            ALTER_LOG_DIRS_RATE => {}
+            _ => return Err(format!("'{key}' is not a dynamic broker config")),
+        }
+        Ok(())
+    }
+
+    /// The dynamic configs that are set, for DescribeConfigs.
+    pub fn configs(&self) -> BTreeMap<&'static str, u64> {
+        let mut set = BTreeMap::new();
+        if let Some(r) = self.leader.rate() {
+            set.insert(LEADER_RATE, r);
+        }
+        if let Some(r) = self.follower.rate() {
+            set.insert(FOLLOWER_RATE, r);
+        }
+        set
+    }
+
+    pub fn is_dynamic(key: &str) -> bool {
+        matches!(key, LEADER_RATE | FOLLOWER_RATE | ALTER_LOG_DIRS_RATE)
+    }
+}
+
+/// Whether a topic's throttled-replicas config (`*`, or `partition:node` pairs) names
+/// partition `partition`'s replica on `node`.
+pub fn lists(value: Option<&str>, partition: i32, node: i32) -> bool {
+    let Some(value) = value else {
+        return false;
+    };
+    value.split(',').map(str::trim).any(|item| {
+        item == "*"
+            || item.split_once(':').is_some_and(|(p, n)| {
+                p.trim().parse() == Ok(partition) && n.trim().parse() == Ok(node)
+            })
+    })
+}
+
+/// Checks a throttled-replicas value: empty, `*`, or `partition:node` pairs.
+pub fn check_replica_list(key: &str, value: &str) -> Result<(), String> {
+    let value = value.trim();
+    if value.is_empty() || value == "*" {
+        return Ok(());
+    }
+    for item in value.split(',').map(str::trim) {
+        let valid = item.split_once(':').is_some_and(|(p, n)| {
+            p.trim().parse::<i32>().is_ok_and(|p| p >= 0)
+                && n.trim().parse::<i32>().is_ok_and(|n| n >= 0)
+        });
+        if !valid {
+            return Err(format!(
+                "'{key}' is '*' or a list of partition:node pairs, and '{item}' is neither"
+            ));
+        }
+    }
+    Ok(())
+}
+
+impl crate::broker::Broker {
+    /// Whether the copy of `topic`-`partition` to `follower` is throttled here: the topic
+    /// lists this node's replica under `list` (`LEADER_REPLICAS` on the leader,
+    /// `FOLLOWER_REPLICAS` on the follower) and the follower is not in the ISR (an in-sync
+    /// replica is never slowed down, as in Kafka).
+    pub(crate) fn throttled(
+        &self,
+        topic: &str,
+        partition: i32,
+        list: &str,
+        follower: sluice_cluster::NodeId,
+    ) -> bool {
+        let listed = self.topics().get(topic).is_some_and(|t| {
+            lists(
+                t.overrides().get(list).map(String::as_str),
+                partition,
+                self.node_id(),
+            )
+        });
+        listed
+            && self.replication().is_some_and(|r| {
+                r.state()
+                    .state
+                    .partition_by_name(topic, partition)
+                    .is_some_and(|(_, p)| !p.isr.contains(&follower))
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bucket_allows_the_rate_and_refills_with_time() {
+        let t = Throttle::default();
+        assert_eq!(t.allowance(0), None, "no limit by default");
+        t.set_rate(Some(1000));
+        assert_eq!(t.allowance(0), Some(0), "starts empty");
+        assert_eq!(t.allowance(500), Some(500));
+        t.spend(800);
+        assert_eq!(t.allowance(500), Some(0), "overdrawn");
+        assert_eq!(t.allowance(1000), Some(200));
+        assert_eq!(
+            t.allowance(10_000),
+            Some(1000),
+            "one second's worth at most"
+        );
+        t.set_rate(None);
+        assert_eq!(t.allowance(10_001), None);
+    }
+
+    #[test]
+    fn dynamic_configs_parse_and_others_are_refused() {
+        let t = ReplicationThrottles::default();
+        t.set(FOLLOWER_RATE, Some("4096")).unwrap();
+        assert_eq!(t.follower.rate(), Some(4096));
+        assert_eq!(t.configs().get(FOLLOWER_RATE), Some(&4096));
+        assert!(t.set(LEADER_RATE, Some("fast")).is_err());
+        assert!(t.set("num.io.threads", Some("8")).is_err());
+        t.set(FOLLOWER_RATE, None).unwrap();
+        assert_eq!(t.follower.rate(), None);
+    }
+
+    #[test]
+    fn throttled_replica_lists_name_partition_and_node() {
+        assert!(lists(Some("*"), 3, 1));
+        assert!(lists(Some("0:1, 1:2"), 1, 2));
+        assert!(!lists(Some("0:1,1:2"), 1, 1));
+        assert!(!lists(None, 0, 1));
+        assert!(check_replica_list(FOLLOWER_REPLICAS, "0:1,2:3").is_ok());
+        assert!(check_replica_list(FOLLOWER_REPLICAS, "").is_ok());
+        assert!(check_replica_list(FOLLOWER_REPLICAS, "0-1").is_err());
+    }
+}
