@@ -92,10 +92,24 @@ pub const DEFS: &[ConfigDef] = &[
         doc: "sync: acknowledge a produce only after fsync (group commit); interval: fsync every flush.interval.ms.",
     },
     ConfigDef {
+        name: FOLLOWER_THROTTLED_REPLICAS,
+        kind: Kind::Replicas,
+        default: "",
+        doc: "Replicas (partition:node, or *) that copy from their leader at no more than \
+              their node's follower.replication.throttled.rate.",
+    },
+    ConfigDef {
         name: INDEX_INTERVAL_BYTES,
         kind: Kind::Int { min: 0 },
         default: "4096",
         doc: "Bytes of log between entries of the sparse offset and time indexes.",
+    },
+    ConfigDef {
+        name: LEADER_THROTTLED_REPLICAS,
+        kind: Kind::Replicas,
+        default: "",
+        doc: "Replicas (partition:node, or *) whose leader sends to followers at no more than \
+              its node's leader.replication.throttled.rate.",
     },
     ConfigDef {
         name: MAX_MESSAGE_BYTES,
@@ -138,20 +152,6 @@ pub const DEFS: &[ConfigDef] = &[
         kind: Kind::Long { min: 1 },
         default: "604800000",
         doc: "Roll to a new segment file after this long.",
-    },
-    ConfigDef {
-        name: LEADER_THROTTLED_REPLICAS,
-        kind: Kind::Replicas,
-        default: "",
-        doc: "Replicas (partition:node, or *) whose leader sends to followers at no more than \
-              its node's leader.replication.throttled.rate.",
-    },
-    ConfigDef {
-        name: FOLLOWER_THROTTLED_REPLICAS,
-        kind: Kind::Replicas,
-        default: "",
-        doc: "Replicas (partition:node, or *) that copy from their leader at no more than \
-              their node's follower.replication.throttled.rate.",
     },
 ];
 
