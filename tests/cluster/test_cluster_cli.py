@@ -4,6 +4,8 @@ partitions a dead node leaves under-replicated — as an operator reads it, in J
 import json
 import subprocess
 
+from confluent_kafka import Consumer, Producer, TopicPartition
+
 from broker.test_metrics import scrape
 from conftest import SLUICE, wait_until
 
@@ -98,3 +100,61 @@ def test_status_names_an_unreachable_bootstrap():
     r = status("127.0.0.1:1")
     assert r.returncode != 0
     assert "127.0.0.1:1" in r.stderr, r.stderr
+
+
+def cli(*args, stdin=None):
+    r = subprocess.run([str(SLUICE), *args], input=stdin, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, f"sluice {' '.join(args)}: {r.stdout} {r.stderr}"
+    return r
+
+
+def test_the_cli_reaches_each_partition_leader_and_group_coordinator_from_one_node(cluster):
+    """Bootstrapped from one node only, the CLI sends partition requests to each partition's
+    leader and group and transaction requests to their coordinators, and lists the groups and
+    transactions of every node — as a user of a cluster runs it."""
+    c = cluster(3)
+    c.create_topic("cli", 3, replication_factor=2)
+    one = c.nodes[1].bootstrap
+    leaders = {p: c.leader_of("cli", p) for p in range(3)}
+    assert len(set(leaders.values())) > 1, f"the partitions should be led by several nodes: {leaders}"
+    for p in range(3):
+        r = cli("produce", "-b", one, "-t", "cli", "-p", str(p), stdin="".join(f"{p}-{i}\n" for i in range(10)))
+        assert "produced 10 record(s)" in r.stderr, r.stderr
+    described = cli("topic", "-b", one, "describe", "cli").stdout
+    for p in range(3):
+        row = next(line.split() for line in described.splitlines() if line.split()[:1] == [str(p)])
+        assert row[-2:] == ["0", "10"], described
+    consumed = cli("consume", "-b", one, "-t", "cli", "--from", "beginning", "--exit-at-end").stdout.split()
+    assert sorted(consumed) == sorted(f"{p}-{i}" for p in range(3) for i in range(10))
+
+    # Groups whose coordinators are spread over the nodes.
+    groups = [f"g{i}" for i in range(8)]
+    for g in groups:
+        consumer = Consumer({"bootstrap.servers": c.bootstrap, "group.id": g, "enable.auto.commit": False})
+        consumer.commit(offsets=[TopicPartition("cli", p, 3) for p in range(3)], asynchronous=False)
+        consumer.close()
+    listed = [line.split("\t")[0] for line in cli("group", "-b", one, "list").stdout.splitlines()]
+    assert sorted(set(groups) & set(listed)) == groups, listed
+    for g in groups:
+        rows = [line.split() for line in cli("group", "-b", one, "describe", g).stdout.splitlines()
+                if line.startswith("cli ")]
+        assert [(r[1], r[2], r[3]) for r in rows] == [(str(p), "3", "10") for p in range(3)], (g, rows)
+    cli("group", "-b", one, "reset-offsets", "g5", "-t", "cli", "--to-earliest")
+    rows = [line.split() for line in cli("group", "-b", one, "describe", "g5").stdout.splitlines()
+            if line.startswith("cli ")]
+    assert [r[2] for r in rows] == ["0", "0", "0"], rows
+    cli("group", "-b", one, "delete", "g6")
+    assert "g6" not in cli("group", "-b", one, "list").stdout
+
+    # A committed transaction, listed and described through its coordinator.
+    producer = Producer({"bootstrap.servers": c.bootstrap, "transactional.id": "cli-txn"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce("cli", b"t", partition=0)
+    producer.commit_transaction(30)
+    assert any(line.startswith("cli-txn\t") for line in cli("txn", "-b", one, "list").stdout.splitlines())
+    assert "State: CompleteCommit" in cli("txn", "-b", one, "describe", "cli-txn").stdout
+
+    # DeleteRecords goes to each leader too.
+    deleted = cli("topic", "-b", one, "delete-records", "cli", "--before", "end").stdout
+    assert "cli-0: log start offset 12" in deleted and "cli-1: log start offset 10" in deleted, deleted

@@ -5,7 +5,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use anyhow::Context;
-use sluice_client::{Client, InRecord};
+use sluice_client::{Client, InRecord, Leaders};
 
 #[derive(Debug, clap::Args)]
 pub struct ConsumeArgs {
@@ -43,6 +43,8 @@ pub struct ConsumeArgs {
 pub async fn run(bootstrap: &str, args: ConsumeArgs) -> anyhow::Result<()> {
     let mut client = Client::connect(bootstrap, "sluice-cli").await?;
     let partitions = crate::partitions::select(&mut client, &args.topic, &args.partition).await?;
+    // Fetch and ListOffsets go to each partition's leader (in a cluster, not always this node).
+    let mut client = Leaders::new(client, "sluice-cli");
     let mut positions: Vec<(i32, i64)> = match args.from.as_str() {
         "beginning" => offsets(&mut client, &args.topic, &partitions, -2).await?,
         "end" => offsets(&mut client, &args.topic, &partitions, -1).await?,
@@ -99,7 +101,7 @@ pub async fn run(bootstrap: &str, args: ConsumeArgs) -> anyhow::Result<()> {
 }
 
 async fn offsets(
-    client: &mut Client,
+    client: &mut Leaders,
     topic: &str,
     partitions: &[i32],
     which: i64,

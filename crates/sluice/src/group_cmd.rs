@@ -5,7 +5,8 @@ use std::io::Write;
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
-use sluice_client::Client;
+use sluice_client::coordinator::GROUP;
+use sluice_client::{Client, Leaders};
 
 #[derive(Debug, Subcommand)]
 pub enum GroupCommand {
@@ -47,9 +48,23 @@ pub async fn run(bootstrap: &str, command: GroupCommand) -> anyhow::Result<()> {
     let mut client = Client::connect(bootstrap, "sluice-cli").await?;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
+    // In a cluster each group has its own coordinator, and each node lists only its groups.
     match command {
         GroupCommand::List => {
-            for (group, state, protocol) in client.list_groups().await? {
+            let mut groups = BTreeMap::new();
+            for (node, addr) in client.nodes().await? {
+                let listed = async {
+                    Client::connect(&addr, "sluice-cli")
+                        .await?
+                        .list_groups()
+                        .await
+                };
+                match listed.await {
+                    Ok(found) => groups.extend(found.into_iter().map(|(g, s, p)| (g, (s, p)))),
+                    Err(e) => eprintln!("node {node} ({addr}) not listed: {e}"),
+                }
+            }
+            for (group, (state, protocol)) in groups {
                 writeln!(
                     out,
                     "{group}\t{state}\t{}",
@@ -57,17 +72,34 @@ pub async fn run(bootstrap: &str, command: GroupCommand) -> anyhow::Result<()> {
                 )?;
             }
         }
-        GroupCommand::Describe { group } => describe(&mut client, &group, &mut out).await?,
+        GroupCommand::Describe { group } => {
+            let mut coordinator = client.coordinator(&group, GROUP).await?;
+            let mut leaders = Leaders::new(client, "sluice-cli");
+            describe(&mut coordinator, &mut leaders, &group, &mut out).await?
+        }
         GroupCommand::Delete { group } => {
-            client.delete_group(&group).await?;
+            client
+                .coordinator(&group, GROUP)
+                .await?
+                .delete_group(&group)
+                .await?;
             writeln!(out, "deleted group {group}")?;
         }
-        GroupCommand::ResetOffsets(args) => reset(&mut client, args, &mut out).await?,
+        GroupCommand::ResetOffsets(args) => {
+            let mut coordinator = client.coordinator(&args.group, GROUP).await?;
+            let mut leaders = Leaders::new(client, "sluice-cli");
+            reset(&mut coordinator, &mut leaders, args, &mut out).await?
+        }
     }
     Ok(())
 }
 
-async fn describe(client: &mut Client, group: &str, out: &mut impl Write) -> anyhow::Result<()> {
+async fn describe(
+    client: &mut Client,
+    leaders: &mut Leaders,
+    group: &str,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
     let d = client.describe_group(group).await?;
     if d.state == "Dead" {
         bail!("no group '{group}'");
@@ -115,7 +147,7 @@ async fn describe(client: &mut Client, group: &str, out: &mut impl Write) -> any
             .filter(|(t, _)| *t == topic)
             .map(|(_, p)| *p)
             .collect();
-        let ends: BTreeMap<i32, i64> = client
+        let ends: BTreeMap<i32, i64> = leaders
             .list_offsets(&topic, &partitions, -1)
             .await
             .map(|v| v.into_iter().map(|(p, o, _)| (p, o)).collect())
@@ -150,7 +182,12 @@ async fn describe(client: &mut Client, group: &str, out: &mut impl Write) -> any
     Ok(())
 }
 
-async fn reset(client: &mut Client, args: ResetArgs, out: &mut impl Write) -> anyhow::Result<()> {
+async fn reset(
+    client: &mut Client,
+    leaders: &mut Leaders,
+    args: ResetArgs,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
     let d = client.describe_group(&args.group).await?;
     if !matches!(d.state.as_str(), "Empty" | "Dead") {
         bail!(
@@ -160,14 +197,15 @@ async fn reset(client: &mut Client, args: ResetArgs, out: &mut impl Write) -> an
             d.members.len()
         );
     }
-    let partitions = crate::partitions::select(client, &args.topic, &args.partition).await?;
-    let earliest: BTreeMap<i32, i64> = client
+    let partitions =
+        crate::partitions::select(leaders.bootstrap(), &args.topic, &args.partition).await?;
+    let earliest: BTreeMap<i32, i64> = leaders
         .list_offsets(&args.topic, &partitions, -2)
         .await?
         .into_iter()
         .map(|(p, o, _)| (p, o))
         .collect();
-    let latest: BTreeMap<i32, i64> = client
+    let latest: BTreeMap<i32, i64> = leaders
         .list_offsets(&args.topic, &partitions, -1)
         .await?
         .into_iter()
@@ -184,7 +222,7 @@ async fn reset(client: &mut Client, args: ResetArgs, out: &mut impl Write) -> an
         Some(text) => {
             let ts = parse_datetime(text).with_context(|| format!("--to-datetime '{text}'"))?;
             Some(
-                client
+                leaders
                     .list_offsets(&args.topic, &partitions, ts)
                     .await?
                     .into_iter()

@@ -7,7 +7,7 @@ use anyhow::{bail, Context};
 use bytes::Bytes;
 use sluice_client::partitioner::partition_for_key;
 use sluice_client::records::{compression_from_name, encode_batch};
-use sluice_client::{Client, OutRecord};
+use sluice_client::{Client, Leaders, OutRecord};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 #[derive(Debug, clap::Args)]
@@ -58,6 +58,8 @@ pub async fn run(bootstrap: &str, args: ProduceArgs) -> anyhow::Result<()> {
         Ok::<_, anyhow::Error>(Vec::new())
     })?;
     let partition_count = (partitions.len() as i32).max(1);
+    // Each batch goes to its partition's leader (in a cluster, not always this node).
+    let mut client = Leaders::new(client, "sluice-cli");
     if let Some(p) = args.partition {
         if p < 0 || p >= partition_count {
             bail!(

@@ -296,14 +296,11 @@ async fn size_on(
 }
 
 async fn node_addresses(client: &mut Client) -> anyhow::Result<BTreeMap<i32, String>> {
-    let metadata = client
-        .metadata(Some(&[]))
+    Ok(client
+        .nodes()
         .await
-        .context("the cluster's nodes")?;
-    Ok(metadata
-        .brokers
-        .iter()
-        .map(|b| (b.node_id.0, format!("{}:{}", b.host, b.port)))
+        .context("the cluster's nodes")?
+        .into_iter()
         .collect())
 }
 

@@ -6,7 +6,7 @@ use std::io::Write;
 
 use anyhow::{bail, Context};
 use clap::Subcommand;
-use sluice_client::Client;
+use sluice_client::{Client, Leaders};
 
 use crate::reassign_cmd;
 
@@ -128,7 +128,7 @@ pub async fn run(bootstrap: &str, command: TopicCommand) -> anyhow::Result<()> {
                 writeln!(out, "{name}")?;
             }
         }
-        TopicCommand::Describe { name } => describe(&mut client, &name, &mut out).await?,
+        TopicCommand::Describe { name } => return describe(client, &name, &mut out).await,
         TopicCommand::Delete { name } => {
             client.delete_topic(&name).await?;
             writeln!(out, "deleted topic {name}")?;
@@ -148,7 +148,8 @@ pub async fn run(bootstrap: &str, command: TopicCommand) -> anyhow::Result<()> {
                     .collect(),
                 None => bail!("an offset needs --partition (or use --before end for all)"),
             };
-            for (p, start) in client.delete_records(&name, &targets).await? {
+            let mut leaders = Leaders::new(client, "sluice-cli");
+            for (p, start) in leaders.delete_records(&name, &targets).await? {
                 writeln!(out, "{name}-{p}: log start offset {start}")?;
             }
         }
@@ -197,17 +198,20 @@ pub async fn run(bootstrap: &str, command: TopicCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn describe(client: &mut Client, name: &str, out: &mut impl Write) -> anyhow::Result<()> {
-    let partitions = client.partitions(name).await?;
+async fn describe(client: Client, name: &str, out: &mut impl Write) -> anyhow::Result<()> {
+    // Offsets come from each partition's leader (in a cluster, not always this node).
+    let mut leaders = Leaders::new(client, "sluice-cli");
+    let partitions = leaders.bootstrap().partitions(name).await?;
     let ids: Vec<i32> = partitions.iter().map(|p| p.partition).collect();
-    let earliest = client
+    let earliest = leaders
         .list_offsets(name, &ids, -2)
         .await
         .context("earliest offsets")?;
-    let latest = client
+    let latest = leaders
         .list_offsets(name, &ids, -1)
         .await
         .context("latest offsets")?;
+    let client = leaders.bootstrap();
     writeln!(out, "Topic: {name}  Partitions: {}", partitions.len())?;
     writeln!(
         out,

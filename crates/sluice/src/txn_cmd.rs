@@ -4,7 +4,8 @@ use std::io::Write;
 
 use anyhow::bail;
 use clap::{Args, Subcommand};
-use sluice_client::Client;
+use sluice_client::coordinator::TRANSACTION;
+use sluice_client::{Client, Leaders};
 
 #[derive(Debug, Subcommand)]
 pub enum TxnCommand {
@@ -39,8 +40,23 @@ pub async fn run(bootstrap: &str, command: TxnCommand) -> anyhow::Result<()> {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     match command {
+        // In a cluster each node coordinates (and lists) only some transactional ids.
         TxnCommand::List { state } => {
-            for t in client.list_transactions(&state).await? {
+            let mut found = Vec::new();
+            for (node, addr) in client.nodes().await? {
+                let listed = async {
+                    Client::connect(&addr, "sluice-cli")
+                        .await?
+                        .list_transactions(&state)
+                        .await
+                };
+                match listed.await {
+                    Ok(list) => found.extend(list),
+                    Err(e) => eprintln!("node {node} ({addr}) not listed: {e}"),
+                }
+            }
+            found.sort_by(|a, b| a.transactional_id.cmp(&b.transactional_id));
+            for t in found {
                 writeln!(
                     out,
                     "{}\t{}\t{}",
@@ -49,7 +65,11 @@ pub async fn run(bootstrap: &str, command: TxnCommand) -> anyhow::Result<()> {
             }
         }
         TxnCommand::Describe { transactional_id } => {
-            let d = client.describe_transaction(&transactional_id).await?;
+            let d = client
+                .coordinator(&transactional_id, TRANSACTION)
+                .await?
+                .describe_transaction(&transactional_id)
+                .await?;
             writeln!(
                 out,
                 "Transactional id: {}  State: {}  Producer: {} epoch {}  Timeout: {} ms",
@@ -64,8 +84,9 @@ pub async fn run(bootstrap: &str, command: TxnCommand) -> anyhow::Result<()> {
         }
         TxnCommand::Abort(args) => match (args.transactional_id, args.topic) {
             (Some(id), None) => {
-                let before = client.describe_transaction(&id).await?;
-                let epoch = client
+                let mut coordinator = client.coordinator(&id, TRANSACTION).await?;
+                let before = coordinator.describe_transaction(&id).await?;
+                let epoch = coordinator
                     .fence_transactional_id(&id, before.timeout_ms.max(1))
                     .await?;
                 writeln!(
@@ -78,11 +99,14 @@ pub async fn run(bootstrap: &str, command: TxnCommand) -> anyhow::Result<()> {
                 let (Some(partition), Some(pid)) = (args.partition, args.producer_id) else {
                     bail!("--topic needs --partition and --producer-id");
                 };
-                let open = client.open_transactions(&topic, partition).await?;
+                // DescribeProducers and WriteTxnMarkers go to the partition's leader.
+                let mut leaders = Leaders::new(client, "sluice-cli");
+                let leader = leaders.leader_of(&topic, partition).await?;
+                let open = leader.open_transactions(&topic, partition).await?;
                 let Some(txn) = open.into_iter().find(|t| t.producer_id == pid) else {
                     bail!("producer {pid} has no open transaction on {topic}-{partition}");
                 };
-                client.abort_on_partition(&topic, partition, txn).await?;
+                leader.abort_on_partition(&topic, partition, txn).await?;
                 writeln!(
                     out,
                     "aborted producer {pid}'s transaction on {topic}-{partition} (it began at offset {})",

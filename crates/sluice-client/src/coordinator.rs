@@ -1,0 +1,61 @@
+//! Finding the node that coordinates a consumer group or a transactional id (FindCoordinator),
+//! and every node of the cluster: group and transaction requests are answered only by the
+//! coordinator (others say NOT_COORDINATOR), and a node lists only the groups and
+//! transactions it coordinates.
+
+use std::time::Duration;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::FindCoordinatorRequest;
+use kafka_protocol::protocol::StrBytes;
+
+use crate::client::{check, Client};
+use crate::error::ClientError;
+
+/// FindCoordinator's key types.
+pub const GROUP: i8 = 0;
+pub const TRANSACTION: i8 = 1;
+
+/// How many times to ask while no coordinator is available (the internal topic is being
+/// created, or its partition is electing a leader).
+const ATTEMPTS: usize = 20;
+
+impl Client {
+    /// A new connection to the coordinator of `key` (`GROUP` or `TRANSACTION`).
+    pub async fn coordinator(&mut self, key: &str, key_type: i8) -> Result<Client, ClientError> {
+        let request = FindCoordinatorRequest::default()
+            .with_key(StrBytes::from_string(key.to_string()))
+            .with_key_type(key_type);
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let response = self.connection().call(&request, 1, 3).await?;
+            let retry = [
+                ResponseError::CoordinatorNotAvailable.code(),
+                ResponseError::CoordinatorLoadInProgress.code(),
+            ]
+            .contains(&response.error_code);
+            if retry && attempt < ATTEMPTS {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+                continue;
+            }
+            check(
+                format!("the coordinator of '{key}'"),
+                response.error_code,
+                response.error_message.as_ref(),
+            )?;
+            let addr = format!("{}:{}", response.host, response.port);
+            return Client::connect(&addr, "sluice-cli").await;
+        }
+    }
+
+    /// Every node Metadata lists: `(id, host:port)`.
+    pub async fn nodes(&mut self) -> Result<Vec<(i32, String)>, ClientError> {
+        let metadata = self.metadata(Some(&[])).await?;
+        Ok(metadata
+            .brokers
+            .iter()
+            .map(|b| (b.node_id.0, format!("{}:{}", b.host, b.port)))
+            .collect())
+    }
+}
