@@ -52,6 +52,7 @@ pub async fn run(bootstrap: &str, command: GroupCommand) -> anyhow::Result<()> {
     match command {
         GroupCommand::List => {
             let mut groups = BTreeMap::new();
+            let (mut answered, mut failed) = (0, None);
             for (node, addr) in client.nodes().await? {
                 let listed = async {
                     Client::connect(&addr, "sluice-cli")
@@ -60,9 +61,19 @@ pub async fn run(bootstrap: &str, command: GroupCommand) -> anyhow::Result<()> {
                         .await
                 };
                 match listed.await {
-                    Ok(found) => groups.extend(found.into_iter().map(|(g, s, p)| (g, (s, p)))),
+                    Ok(found) => {
+                        answered += 1;
+                        groups.extend(found.into_iter().map(|(g, s, p)| (g, (s, p))));
+                    }
+                    Err(e) if failed.is_none() => failed = Some((node, addr, e)),
                     Err(e) => eprintln!("node {node} ({addr}) not listed: {e}"),
                 }
+            }
+            // A request every node refuses is the request's fault: say why.
+            match failed {
+                Some((_, _, e)) if answered == 0 => return Err(e.into()),
+                Some((node, addr, e)) => eprintln!("node {node} ({addr}) not listed: {e}"),
+                None => {}
             }
             for (group, (state, protocol)) in groups {
                 writeln!(

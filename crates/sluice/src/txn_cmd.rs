@@ -43,6 +43,7 @@ pub async fn run(bootstrap: &str, command: TxnCommand) -> anyhow::Result<()> {
         // In a cluster each node coordinates (and lists) only some transactional ids.
         TxnCommand::List { state } => {
             let mut found = Vec::new();
+            let (mut answered, mut failed) = (0, None);
             for (node, addr) in client.nodes().await? {
                 let listed = async {
                     Client::connect(&addr, "sluice-cli")
@@ -51,9 +52,19 @@ pub async fn run(bootstrap: &str, command: TxnCommand) -> anyhow::Result<()> {
                         .await
                 };
                 match listed.await {
-                    Ok(list) => found.extend(list),
+                    Ok(list) => {
+                        answered += 1;
+                        found.extend(list);
+                    }
+                    Err(e) if failed.is_none() => failed = Some((node, addr, e)),
                     Err(e) => eprintln!("node {node} ({addr}) not listed: {e}"),
                 }
+            }
+            // A request every node refuses is the request's fault: say why.
+            match failed {
+                Some((_, _, e)) if answered == 0 => return Err(e.into()),
+                Some((node, addr, e)) => eprintln!("node {node} ({addr}) not listed: {e}"),
+                None => {}
             }
             found.sort_by(|a, b| a.transactional_id.cmp(&b.transactional_id));
             for t in found {
