@@ -91,6 +91,7 @@ class Node(Broker):
             self.env.setdefault("SLUICE_ADMIN_TOKEN", "netns-test-admin-token-000000")
         self.rack = rack
         self.voters = None          # the --cluster list; the Cluster sets it
+        self.learner = False        # not in --cluster: joins with --internal-listen
         self.paused = False
 
     @property
@@ -99,6 +100,8 @@ class Node(Broker):
 
     def command(self):
         flags = ["--node-id", str(self.node_id), "--cluster", self.voters]
+        if self.learner:
+            flags += ["--internal-listen", self.internal_address]
         if self.rack is not None:
             flags += ["--rack", self.rack]
         return super().command() + flags
@@ -158,6 +161,19 @@ class Cluster:
             node.voters = voters
 
     # --- membership and processes -------------------------------------------------------------
+
+    def add_node(self, i, extra=(), env=None, rack=None, start=True, timeout=30):
+        """A new node `i` outside the voters: it joins as a non-voting member (a learner that
+        hosts replicas)."""
+        assert i not in self.nodes
+        first = next(iter(self.nodes.values()))
+        node = Node(i, first.data_dir.parent / f"node-{i}", extra, env, rack)
+        node.voters, node.learner = first.voters, True
+        self.nodes[i] = node
+        if start:
+            node.start(wait=False)
+            self.wait_ready([i], timeout)
+        return node
 
     @property
     def ids(self):

@@ -82,13 +82,15 @@ async fn join_cluster(
     use sluice_cluster::runtime::{ClusterConfig, ClusterNode};
 
     let me = settings.broker.node_id;
+    let learner = !voters.contains_key(&me);
     let internal = voters
         .get(&me)
-        .context("the cluster does not name this node")?;
+        .or(settings.internal_listen.as_ref())
+        .context("the cluster does not name this node and it has no internal_listen")?;
     let listener = TcpListener::bind(internal)
         .await
         .with_context(|| format!("binding the internal listener {internal}"))?;
-    let metadata = MetadataConfig::new(
+    let mut metadata = MetadataConfig::new(
         me as u64,
         voters
             .iter()
@@ -96,6 +98,7 @@ async fn join_cluster(
             .collect(),
         settings.broker.data_dir.join("cluster"),
     );
+    metadata.learner_addr = learner.then(|| internal.clone());
     let config = ClusterConfig {
         registration: NodeRegistration {
             node: sluice_cluster::NodeId(me),
@@ -118,7 +121,7 @@ async fn join_cluster(
         .await
         .context("starting the cluster node")?;
     broker.join_cluster(node, shutdown)?;
-    tracing::info!(node = me, voters = voters.len(), %internal, "joined the cluster");
+    tracing::info!(node = me, voters = voters.len(), %internal, learner, "joined the cluster");
     Ok(())
 }
 

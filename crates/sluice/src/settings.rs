@@ -40,6 +40,10 @@ pub struct Settings {
     /// listens on its own entry. Without it: a single node.
     #[arg(long, env = "SLUICE_CLUSTER")]
     pub cluster: Option<String>,
+    /// A node that `--cluster` does not list joins the cluster as a non-voting member
+    /// (it hosts replicas; the voters keep the metadata): its internal listener, HOST:PORT
+    #[arg(long, env = "SLUICE_INTERNAL_LISTEN")]
+    pub internal_listen: Option<String>,
     /// This node's rack: replicas of a partition go to distinct racks when nodes have one
     #[arg(long, env = "SLUICE_RACK")]
     pub rack: Option<String>,
@@ -136,6 +140,8 @@ pub struct Resolved {
     pub log_level: String,
     /// `--cluster`: the voters by node id, each with its internal listener.
     pub cluster: Option<std::collections::BTreeMap<i32, String>>,
+    /// This node's internal listener when `cluster` does not list it (a learner).
+    pub internal_listen: Option<String>,
     pub rack: Option<String>,
     pub cluster_session_timeout_ms: i64,
     /// 0: off.
@@ -205,6 +211,7 @@ impl Settings {
             data_dir,
             node_id,
             cluster,
+            internal_listen,
             rack,
             cluster_session_timeout_ms,
             leader_balance_interval_ms,
@@ -331,12 +338,24 @@ impl Settings {
         }
         let node_id = self.node_id.unwrap_or(1);
         let cluster = self.cluster.as_deref().map(parse_cluster).transpose()?;
-        if let Some(voters) = &cluster {
-            if !voters.contains_key(&node_id) {
-                bail!(
-                    "cluster does not name this node (node_id {node_id}): list it with its internal listener"
-                );
-            }
+        let internal_listen = self.internal_listen.filter(|a| !a.is_empty());
+        match (&cluster, &internal_listen) {
+            (Some(voters), None) if !voters.contains_key(&node_id) => bail!(
+                "cluster does not name this node (node_id {node_id}): list it with its internal \
+                 listener, or give it internal_listen to join as a non-voting member"
+            ),
+            (Some(voters), Some(addr)) => match voters.get(&node_id) {
+                Some(listed) if listed != addr => bail!(
+                    "internal_listen {addr} differs from this node's entry in cluster ({listed})"
+                ),
+                _ => {
+                    addr.parse::<SocketAddr>().with_context(|| {
+                        format!("internal_listen '{addr}' is not HOST:PORT with an IP address")
+                    })?;
+                }
+            },
+            (None, Some(_)) => bail!("internal_listen needs cluster (the voters to join)"),
+            _ => {}
         }
         let broker = BrokerConfig {
             node_id,
@@ -391,6 +410,7 @@ impl Settings {
             },
             log_level: self.log_level.unwrap_or_else(|| "info".into()),
             cluster,
+            internal_listen,
             rack: self.rack.filter(|r| !r.is_empty()),
             cluster_session_timeout_ms: match self.cluster_session_timeout_ms {
                 // Heartbeats go every 100 ms: a shorter session would fence healthy nodes.

@@ -49,6 +49,12 @@ pub enum InternalRequest {
     DescribeQuorum,
     /// A broker-to-broker call (see [`crate::peer`]), as the broker's JSON.
     Peer(String),
+    /// A node outside the voters asks to join the metadata group as a learner (a non-voting
+    /// member that applies the log and hosts replicas).
+    AddLearner {
+        node: u64,
+        addr: String,
+    },
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -63,6 +69,7 @@ pub enum InternalResponse {
     ReadIndex(Result<u64, ProposeError>),
     Quorum(Result<super::quorum::QuorumInfo, ProposeError>),
     Peer(Result<String, String>),
+    AddLearner(Result<(), ProposeError>),
 }
 
 /// Why a proposal did not commit.

@@ -31,6 +31,8 @@ pub struct MetadataConfig {
     pub election_timeout_max_ms: u64,
     /// How long a forwarded proposal may take.
     pub propose_timeout: Duration,
+    /// This node's internal listener when it is not a voter: it joins as a learner.
+    pub learner_addr: Option<String>,
 }
 
 impl MetadataConfig {
@@ -43,6 +45,7 @@ impl MetadataConfig {
             election_timeout_min_ms: 400,
             election_timeout_max_ms: 800,
             propose_timeout: Duration::from_secs(5),
+            learner_addr: None,
         }
     }
 }
@@ -112,7 +115,8 @@ impl MetadataNode {
         )
         .await
         .map_err(|e| StartError::Raft(e.to_string()))?;
-        if fresh {
+        let voter = config.voters.contains_key(&config.node_id);
+        if fresh && voter {
             let members: BTreeMap<u64, BasicNode> = config
                 .voters
                 .iter()
@@ -133,12 +137,84 @@ impl MetadataNode {
             propose_timeout: config.propose_timeout,
             pool,
         });
+        if !voter {
+            let addr = config.learner_addr.clone().ok_or_else(|| {
+                StartError::Config(format!(
+                    "node {} is not a voter and has no internal listener to join with",
+                    config.node_id
+                ))
+            })?;
+            tokio::spawn(Arc::clone(&node).join_as_learner(addr, shutdown.clone()));
+        }
         let stopping = Arc::clone(&node);
         tokio::spawn(async move {
             shutdown.cancelled().await;
             let _ = stopping.raft.shutdown().await;
         });
         Ok(node)
+    }
+
+    /// Asks the voters, in turn, to add this node as a learner until one (the leader, or one
+    /// that forwards to it) says it is in. Also on every restart: adding a member again is a
+    /// no-op.
+    async fn join_as_learner(self: Arc<Self>, addr: String, shutdown: CancellationToken) {
+        let request = InternalRequest::AddLearner {
+            node: self.id,
+            addr,
+        };
+        loop {
+            for voter in self.voters.values() {
+                if shutdown.is_cancelled() {
+                    return;
+                }
+                match self.pool.call(voter, &request, self.propose_timeout).await {
+                    Ok(InternalResponse::AddLearner(Ok(()))) => {
+                        tracing::info!(node = self.id, "joined the metadata group as a learner");
+                        return;
+                    }
+                    Ok(other) => tracing::debug!(?other, %voter, "not added as a learner yet"),
+                    Err(e) => tracing::debug!(error = %e, %voter, "cannot ask to join"),
+                }
+            }
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = tokio::time::sleep(Duration::from_millis(500)) => {}
+            }
+        }
+    }
+
+    /// On the leader: adds `node` as a learner (not waiting for it to catch up: it applies the
+    /// log like any member and registers when it has). Elsewhere: forwarded to the leader.
+    async fn add_learner(&self, node: u64, addr: String) -> Result<(), ProposeError> {
+        let metrics = self.raft.metrics().borrow().clone();
+        match metrics.current_leader {
+            Some(leader) if leader == self.id => {}
+            Some(_) => {
+                let forwarded = self
+                    .call_leader(&InternalRequest::AddLearner { node, addr })
+                    .await?;
+                return match forwarded {
+                    InternalResponse::AddLearner(result) => result,
+                    _ => Err(ProposeError::Unreachable("unexpected response".into())),
+                };
+            }
+            None => return Err(ProposeError::NoLeader),
+        }
+        let membership = metrics.membership_config.membership();
+        let known = membership.get_node(&node).is_some_and(|n| n.addr == addr);
+        if known {
+            return Ok(());
+        }
+        if self.voters.contains_key(&node) {
+            return Err(ProposeError::Raft(format!(
+                "node {node} is a voter: it cannot join again as a learner"
+            )));
+        }
+        self.raft
+            .add_learner(node, BasicNode::new(&addr), false)
+            .await
+            .map(|_| ())
+            .map_err(|e| ProposeError::Raft(e.to_string()))
     }
 
     pub fn id(&self) -> u64 {
@@ -278,6 +354,9 @@ impl InternalHandler for MetadataNode {
             InternalRequest::DescribeQuorum => InternalResponse::Quorum(self.quorum_here()),
             InternalRequest::Peer(_) => {
                 InternalResponse::Peer(Err("no broker answers here".into()))
+            }
+            InternalRequest::AddLearner { node, addr } => {
+                InternalResponse::AddLearner(self.add_learner(node, addr).await)
             }
         }
     }
