@@ -59,3 +59,45 @@ def test_a_fourth_node_joins_takes_replicas_and_survives_a_voter_kill(cluster):
     c.restart(2)
     result = drain_and_check(c, "before", history, "grow")
     assert result.valid, result.info
+
+
+def remove_node(c, node, *extra):
+    return subprocess.run([str(SLUICE), "cluster", "-b", c.bootstrap, "remove-node", str(node), *extra],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_a_node_is_drained_then_removed_and_the_rest_loses_nothing(cluster):
+    c = cluster(3)
+    c.add_node(4)
+    wait_until(lambda: 4 in c.metadata(via=1).brokers, 20, "node 4 registered")
+    c.create_topic("rm", 4, replication_factor=3)
+    assert any(4 in c.partition("rm", p).replicas for p in range(4)), "placement uses node 4"
+    history = History()
+    producer = ProducerWorkload(c.bootstrap, "rm", history, rate_per_s=200, max_count=8000,
+                                duration_s=40.0).start()
+    try:
+        producer.wait_acked(200, timeout=20)
+        unknown = remove_node(c, 9)
+        assert unknown.returncode != 0 and "node 9 is not a node of this cluster" in unknown.stderr, unknown.stderr
+        # Running: drained, not removed.
+        r = remove_node(c, 4, "--wait", "60")
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "node 4 holds no replica now" in r.stdout and "stop it" in r.stdout, r.stdout
+        for p in range(4):
+            assert 4 not in c.partition("rm", p).replicas, c.partition("rm", p)
+        since = time.monotonic()
+        producer.wait_acked(50, timeout=20, since=since)
+        c.kill(4)
+        wait_until(lambda: remove_node(c, 4).stdout.strip().endswith("node 4 removed from the cluster"), 30,
+                   "node 4 removed once it is down")
+        wait_until(lambda: all(4 not in c.metadata(via=n).brokers for n in (1, 2, 3)), 20,
+                   "node 4 gone from every node's broker list")
+        # A voter's replicas have nowhere to go in a cluster of three: refused with the reason.
+        refused = remove_node(c, 3, "--wait", "5")
+        assert refused.returncode != 0 and "no live node can take node 3's replica" in refused.stderr, refused.stderr
+        since = time.monotonic()
+        producer.wait_acked(50, timeout=20, since=since)
+    finally:
+        producer.finish()
+    result = drain_and_check(c, "rm", history, "remove-node")
+    assert result.valid, result.info

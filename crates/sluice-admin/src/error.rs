@@ -47,7 +47,9 @@ impl From<BrokerError> for ApiError {
     fn from(e: BrokerError) -> ApiError {
         let status = match &e {
             BrokerError::TopicExists(_) | BrokerError::PolicyViolation(_) => StatusCode::CONFLICT,
-            BrokerError::UnknownTopic(_) | BrokerError::UnknownTopicId(_) => StatusCode::NOT_FOUND,
+            BrokerError::UnknownTopic(_)
+            | BrokerError::UnknownTopicId(_)
+            | BrokerError::NodeNotRegistered(_) => StatusCode::NOT_FOUND,
             BrokerError::InvalidTopic(_)
             | BrokerError::InvalidPartitions(_)
             | BrokerError::InvalidReplicationFactor(_)

@@ -26,6 +26,8 @@ pub enum BrokerError {
     InvalidConfig(#[from] ConfigError),
     #[error("{0}")]
     InvalidRequest(String),
+    #[error("{0}")]
+    NodeNotRegistered(String),
     /// The topic's configuration forbids the operation (e.g. DeleteRecords on a compacted-only
     /// topic).
     #[error("{0}")]
@@ -66,6 +68,7 @@ impl BrokerError {
             BrokerError::InvalidReplicaAssignment(_) => ResponseError::InvalidReplicaAssignment,
             BrokerError::InvalidConfig(_) => ResponseError::InvalidConfig,
             BrokerError::InvalidRequest(_) => ResponseError::InvalidRequest,
+            BrokerError::NodeNotRegistered(_) => ResponseError::BrokerIdNotRegistered,
             BrokerError::PolicyViolation(_) => ResponseError::PolicyViolation,
             BrokerError::Log(e) => log_error(e),
             BrokerError::NotLeader(_) => ResponseError::NotLeaderOrFollower,

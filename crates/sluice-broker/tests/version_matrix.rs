@@ -263,6 +263,7 @@ fn sample_request(api: ApiKey, version: i16, topic_id: uuid::Uuid) -> RequestKin
             DescribeProducers => DescribeProducersRequest,
             DescribeTransactions => DescribeTransactionsRequest,
             ListTransactions => ListTransactionsRequest,
+            UnregisterBroker => UnregisterBrokerRequest,
         },
     }
 }

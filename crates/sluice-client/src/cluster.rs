@@ -1,7 +1,7 @@
 //! The cluster's nodes as DescribeCluster reports them (what `kafka-cluster.sh` and the admin
 //! client's `describeCluster` read).
 
-use kafka_protocol::messages::DescribeClusterRequest;
+use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, UnregisterBrokerRequest};
 
 use crate::client::{check, Client};
 use crate::error::ClientError;
@@ -57,5 +57,16 @@ impl Client {
                 })
                 .collect(),
         })
+    }
+
+    /// UnregisterBroker: the cluster forgets `node` (down, holding no replica).
+    pub async fn unregister_broker(&mut self, node: i32) -> Result<(), ClientError> {
+        let request = UnregisterBrokerRequest::default().with_broker_id(BrokerId(node));
+        let response = self.connection().call(&request, 0, 0).await?;
+        check(
+            format!("removing node {node}"),
+            response.error_code,
+            response.error_message.as_ref(),
+        )
     }
 }

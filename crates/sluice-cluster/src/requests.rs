@@ -54,6 +54,11 @@ pub enum ControllerRequest {
     ElectPreferred {
         partitions: Option<Vec<(String, i32)>>,
     },
+    /// UnregisterBroker (`sluice cluster remove-node`): forget a node that is down and holds
+    /// no replica (move its replicas away first).
+    RemoveNode {
+        node: NodeId,
+    },
     /// AlterPartitionReassignments: move (or stop moving) partitions' replicas.
     Reassign {
         moves: Vec<Reassignment>,
@@ -87,6 +92,8 @@ pub enum ControllerError {
     AlterPartition(String),
     #[error("the metadata log refused the change: {0}")]
     Refused(String),
+    #[error("node {0} is not registered")]
+    UnknownNode(NodeId),
 }
 
 impl From<CreateTopicError> for ControllerError {
@@ -228,6 +235,30 @@ pub fn decide(
         ControllerRequest::ElectPreferred { partitions } => {
             let (records, outcomes) = controller.elect_preferred(state, partitions.as_deref());
             Ok((records, ControllerReply::Elections(outcomes)))
+        }
+        ControllerRequest::RemoveNode { node } => {
+            if !state.nodes.contains_key(&node) {
+                return Err(ControllerError::UnknownNode(node));
+            }
+            if state.is_live(node) {
+                return Err(ControllerError::Refused(format!(
+                    "node {node} is running: stop it first (its replicas must have moved away)"
+                )));
+            }
+            if let Some((topic, index, _)) = state
+                .partitions()
+                .find(|(.., p)| p.replicas.contains(&node))
+            {
+                return Err(ControllerError::Refused(format!(
+                    "node {node} still holds a replica of {}-{index}: move it away first \
+                     (sluice cluster remove-node drains a node)",
+                    topic.name
+                )));
+            }
+            Ok((
+                vec![MetadataRecord::RemoveNode { node }],
+                ControllerReply::Done,
+            ))
         }
         ControllerRequest::Reassign {
             moves,

@@ -265,8 +265,25 @@ impl ClusterNode {
         &self,
         request: ControllerRequest,
     ) -> Result<ControllerReply, ControllerError> {
-        self.decide_with(|c, s, _| crate::requests::decide(c, s, request))
-            .await
+        let ControllerRequest::RemoveNode { node } = request else {
+            return self
+                .decide_with(|c, s, _| crate::requests::decide(c, s, request))
+                .await;
+        };
+        // A voter stays: the voter set does not change at run time.
+        let id = u64::try_from(node.0).unwrap_or(u64::MAX);
+        if self.metadata.is_voter(id) {
+            return Err(ControllerError::Refused(format!(
+                "node {node} is a voter of the metadata group; only nodes that joined with \
+                 internal_listen can be removed"
+            )));
+        }
+        let reply = self
+            .decide_with(|c, s, _| crate::requests::decide(c, s, request))
+            .await?;
+        // Then it leaves the metadata group: the leader stops sending it the log.
+        self.metadata.remove_learner(id).await?;
+        Ok(reply)
     }
 
     /// The controller of the current term, made (after applying everything committed before)

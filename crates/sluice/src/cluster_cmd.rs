@@ -1,4 +1,4 @@
-//! `sluice cluster status`: the nodes, the controller, what each node leads and holds, and the
+//! `sluice cluster status` (and `remove-node`, in remove_node_cmd.rs): the nodes, the controller, what each node leads and holds, and the
 //! partitions that are under-replicated or offline — read from Metadata over the Kafka
 //! protocol, so it works against any Kafka-compatible cluster.
 
@@ -16,6 +16,13 @@ pub enum ClusterCommand {
         /// Print JSON instead of tables
         #[arg(long)]
         json: bool,
+    },
+    /// Move every replica off a node, then (once it is stopped) remove it from the cluster
+    RemoveNode {
+        node: i32,
+        /// How long to wait for the replicas to move, in seconds
+        #[arg(long, default_value_t = 600)]
+        wait: u64,
     },
 }
 
@@ -51,8 +58,21 @@ struct PartitionStatus {
 }
 
 pub async fn run(bootstrap: &str, command: ClusterCommand) -> anyhow::Result<()> {
-    let ClusterCommand::Status { json } = command;
     let mut client = Client::connect(bootstrap, "sluice-cli").await?;
+    let json = match command {
+        ClusterCommand::Status { json } => json,
+        ClusterCommand::RemoveNode { node, wait } => {
+            let stdout = std::io::stdout();
+            let mut out = stdout.lock();
+            return crate::remove_node_cmd::run(
+                &mut client,
+                node,
+                std::time::Duration::from_secs(wait),
+                &mut out,
+            )
+            .await;
+        }
+    };
     let status = status(&mut client).await?;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();

@@ -7,6 +7,7 @@ mod group_cmd;
 mod partitions;
 mod produce_cmd;
 mod reassign_cmd;
+mod remove_node_cmd;
 mod serve;
 mod settings;
 mod topic_cmd;

@@ -46,6 +46,7 @@ pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod sync_group;
 pub mod txn_offset_commit;
+pub mod unregister_broker;
 pub mod write_txn_markers;
 
 use kafka_protocol::messages::{ApiKey, RequestKind, TopicName};
@@ -186,6 +187,7 @@ apis! {
     DescribeProducers => describe_producers,
     DescribeTransactions => describe_transactions,
     ListTransactions => list_transactions,
+    UnregisterBroker => unregister_broker,
 }
 
 pub(crate) fn str_bytes(s: &str) -> StrBytes {

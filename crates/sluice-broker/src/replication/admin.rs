@@ -192,4 +192,19 @@ impl Replication {
         }
         Ok(outcomes)
     }
+
+    /// UnregisterBroker: forgets `node` (down, holding no replica); answered once this node
+    /// has applied it.
+    pub async fn remove_node(&self, node: sluice_cluster::NodeId) -> Result<(), BrokerError> {
+        use sluice_cluster::requests::ControllerError as E;
+        self.node
+            .ask(ControllerRequest::RemoveNode { node })
+            .await
+            .map_err(|e| match e {
+                E::UnknownNode(_) => BrokerError::NodeNotRegistered(e.to_string()),
+                E::Refused(m) => BrokerError::InvalidRequest(m),
+                other => BrokerError::ControllerUnavailable(other.to_string()),
+            })?;
+        self.applied_until(|s| !s.nodes.contains_key(&node)).await
+    }
 }

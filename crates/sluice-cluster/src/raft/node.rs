@@ -183,6 +183,39 @@ impl MetadataNode {
         }
     }
 
+    /// Whether `node` votes in the metadata group (as this node's membership says).
+    pub fn is_voter(&self, node: u64) -> bool {
+        self.raft
+            .metrics()
+            .borrow()
+            .membership_config
+            .membership()
+            .voter_ids()
+            .any(|v| v == node)
+    }
+
+    /// On the leader: `node`, a learner, leaves the metadata group (a no-op if it is not in it).
+    pub async fn remove_learner(&self, node: u64) -> Result<(), ProposeError> {
+        let member = self
+            .raft
+            .metrics()
+            .borrow()
+            .membership_config
+            .membership()
+            .get_node(&node)
+            .is_some();
+        if !member {
+            return Ok(());
+        }
+        let remove = openraft::ChangeMembers::RemoveNodes([node].into_iter().collect());
+        self.raft
+            .change_membership(remove, false)
+            .await
+            .map_err(|e| ProposeError::Raft(e.to_string()))?;
+        tracing::info!(node, "node left the metadata group");
+        Ok(())
+    }
+
     /// On the leader: adds `node` as a learner (not waiting for it to catch up: it applies the
     /// log like any member and registers when it has). Elsewhere: forwarded to the leader.
     async fn add_learner(&self, node: u64, addr: String) -> Result<(), ProposeError> {
