@@ -44,6 +44,25 @@ fn moved(e: &ClientError) -> bool {
     .any(|r| r.code() == *code)
 }
 
+/// `$call` on the leader of `$topic`-`$partition`, and once more on the new leader if the
+/// first answer says leadership moved.
+macro_rules! on_leader {
+    ($self:ident, $topic:expr, $partition:expr, |$client:ident| $call:expr) => {{
+        let first = {
+            let $client = $self.leader_of($topic, $partition).await?;
+            $call.await
+        };
+        match first {
+            Err(e) if moved(&e) => {
+                $self.moved($topic, $partition).await?;
+                let $client = $self.leader_of($topic, $partition).await?;
+                $call.await
+            }
+            other => other,
+        }
+    }};
+}
+
 impl Leaders {
     pub fn new(bootstrap: Client, client_id: &str) -> Leaders {
         Leaders {
@@ -125,21 +144,12 @@ impl Leaders {
         batch: Bytes,
         acks: i16,
     ) -> Result<i64, ClientError> {
-        let first = self
-            .leader_of(topic, partition)
-            .await?
-            .produce(topic, partition, batch.clone(), acks)
-            .await;
-        match first {
-            Err(e) if moved(&e) => {
-                self.moved(topic, partition).await?;
-                self.leader_of(topic, partition)
-                    .await?
-                    .produce(topic, partition, batch, acks)
-                    .await
-            }
-            other => other,
-        }
+        on_leader!(self, topic, partition, |c| c.produce(
+            topic,
+            partition,
+            batch.clone(),
+            acks
+        ))
     }
 
     pub async fn fetch(
@@ -150,21 +160,8 @@ impl Leaders {
         max_wait: Duration,
         max_bytes: i32,
     ) -> Result<Fetched, ClientError> {
-        let first = self
-            .leader_of(topic, partition)
-            .await?
-            .fetch(topic, partition, offset, max_wait, max_bytes)
-            .await;
-        match first {
-            Err(e) if moved(&e) => {
-                self.moved(topic, partition).await?;
-                self.leader_of(topic, partition)
-                    .await?
-                    .fetch(topic, partition, offset, max_wait, max_bytes)
-                    .await
-            }
-            other => other,
-        }
+        on_leader!(self, topic, partition, |c| c
+            .fetch(topic, partition, offset, max_wait, max_bytes))
     }
 
     /// ListOffsets for each partition, each asked of its leader (see [`Client::list_offsets`]).
@@ -176,22 +173,11 @@ impl Leaders {
     ) -> Result<Vec<(i32, i64, i64)>, ClientError> {
         let mut found = Vec::with_capacity(partitions.len());
         for p in partitions {
-            let first = self
-                .leader_of(topic, *p)
-                .await?
-                .list_offsets(topic, &[*p], timestamp)
-                .await;
-            let answer = match first {
-                Err(e) if moved(&e) => {
-                    self.moved(topic, *p).await?;
-                    self.leader_of(topic, *p)
-                        .await?
-                        .list_offsets(topic, &[*p], timestamp)
-                        .await?
-                }
-                other => other?,
-            };
-            found.extend(answer);
+            found.extend(on_leader!(self, topic, *p, |c| c.list_offsets(
+                topic,
+                &[*p],
+                timestamp
+            ))?);
         }
         Ok(found)
     }
@@ -204,22 +190,8 @@ impl Leaders {
     ) -> Result<Vec<(i32, i64)>, ClientError> {
         let mut done = Vec::with_capacity(targets.len());
         for target in targets {
-            let first = self
-                .leader_of(topic, target.0)
-                .await?
-                .delete_records(topic, &[*target])
-                .await;
-            let answer = match first {
-                Err(e) if moved(&e) => {
-                    self.moved(topic, target.0).await?;
-                    self.leader_of(topic, target.0)
-                        .await?
-                        .delete_records(topic, &[*target])
-                        .await?
-                }
-                other => other?,
-            };
-            done.extend(answer);
+            done.extend(on_leader!(self, topic, target.0, |c| c
+                .delete_records(topic, &[*target]))?);
         }
         Ok(done)
     }

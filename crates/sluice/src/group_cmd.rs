@@ -8,6 +8,8 @@ use clap::{Args, Subcommand};
 use sluice_client::coordinator::GROUP;
 use sluice_client::{Client, Leaders};
 
+use crate::every_node::ask_every_node;
+
 #[derive(Debug, Subcommand)]
 pub enum GroupCommand {
     /// List consumer groups with their state
@@ -51,30 +53,10 @@ pub async fn run(bootstrap: &str, command: GroupCommand) -> anyhow::Result<()> {
     // In a cluster each group has its own coordinator, and each node lists only its groups.
     match command {
         GroupCommand::List => {
-            let mut groups = BTreeMap::new();
-            let (mut answered, mut failed) = (0, None);
-            for (node, addr) in client.nodes().await? {
-                let listed = async {
-                    Client::connect(&addr, "sluice-cli")
-                        .await?
-                        .list_groups()
-                        .await
-                };
-                match listed.await {
-                    Ok(found) => {
-                        answered += 1;
-                        groups.extend(found.into_iter().map(|(g, s, p)| (g, (s, p))));
-                    }
-                    Err(e) if failed.is_none() => failed = Some((node, addr, e)),
-                    Err(e) => eprintln!("node {node} ({addr}) not listed: {e}"),
-                }
-            }
-            // A request every node refuses is the request's fault: say why.
-            match failed {
-                Some((_, _, e)) if answered == 0 => return Err(e.into()),
-                Some((node, addr, e)) => eprintln!("node {node} ({addr}) not listed: {e}"),
-                None => {}
-            }
+            let listed =
+                ask_every_node(&mut client, |mut c| async move { c.list_groups().await }).await?;
+            let groups: BTreeMap<String, (String, String)> =
+                listed.into_iter().map(|(g, s, p)| (g, (s, p))).collect();
             for (group, (state, protocol)) in groups {
                 writeln!(
                     out,

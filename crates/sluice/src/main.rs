@@ -3,6 +3,7 @@
 mod bench_cmd;
 mod cluster_cmd;
 mod consume_cmd;
+mod every_node;
 mod group_cmd;
 mod partitions;
 mod produce_cmd;

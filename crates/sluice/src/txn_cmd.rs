@@ -7,6 +7,8 @@ use clap::{Args, Subcommand};
 use sluice_client::coordinator::TRANSACTION;
 use sluice_client::{Client, Leaders};
 
+use crate::every_node::ask_every_node;
+
 #[derive(Debug, Subcommand)]
 pub enum TxnCommand {
     /// List transactional ids with their producer id and state
@@ -42,30 +44,11 @@ pub async fn run(bootstrap: &str, command: TxnCommand) -> anyhow::Result<()> {
     match command {
         // In a cluster each node coordinates (and lists) only some transactional ids.
         TxnCommand::List { state } => {
-            let mut found = Vec::new();
-            let (mut answered, mut failed) = (0, None);
-            for (node, addr) in client.nodes().await? {
-                let listed = async {
-                    Client::connect(&addr, "sluice-cli")
-                        .await?
-                        .list_transactions(&state)
-                        .await
-                };
-                match listed.await {
-                    Ok(list) => {
-                        answered += 1;
-                        found.extend(list);
-                    }
-                    Err(e) if failed.is_none() => failed = Some((node, addr, e)),
-                    Err(e) => eprintln!("node {node} ({addr}) not listed: {e}"),
-                }
-            }
-            // A request every node refuses is the request's fault: say why.
-            match failed {
-                Some((_, _, e)) if answered == 0 => return Err(e.into()),
-                Some((node, addr, e)) => eprintln!("node {node} ({addr}) not listed: {e}"),
-                None => {}
-            }
+            let mut found = ask_every_node(&mut client, |mut c| {
+                let state = state.clone();
+                async move { c.list_transactions(&state).await }
+            })
+            .await?;
             found.sort_by(|a, b| a.transactional_id.cmp(&b.transactional_id));
             for t in found {
                 writeln!(
