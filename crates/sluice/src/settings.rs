@@ -491,6 +491,31 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(missing.contains("node_id 4"), "{missing}");
+        // A node outside the voters joins with its own internal listener.
+        let learner = Settings {
+            node_id: Some(4),
+            cluster: Some("1@127.0.0.1:1,2@127.0.0.1:2".into()),
+            internal_listen: Some("127.0.0.1:4".into()),
+            ..Settings::default()
+        }
+        .resolve()
+        .unwrap();
+        assert_eq!(learner.internal_listen.as_deref(), Some("127.0.0.1:4"));
+        for (node, internal, cluster, says) in [
+            (1, "127.0.0.1:9", Some("1@127.0.0.1:1"), "differs"),
+            (4, "nowhere", Some("1@127.0.0.1:1"), "HOST:PORT"),
+            (4, "127.0.0.1:4", None, "needs cluster"),
+        ] {
+            let err = Settings {
+                node_id: Some(node),
+                cluster: cluster.map(str::to_string),
+                internal_listen: Some(internal.into()),
+                ..Settings::default()
+            }
+            .resolve()
+            .unwrap_err();
+            assert!(format!("{err:#}").contains(says), "{internal}: {err:#}");
+        }
     }
 
     #[test]
