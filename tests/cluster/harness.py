@@ -306,14 +306,19 @@ class Cluster:
         return None
 
     def wait_for_leader(self, topic, partition, not_node=None, timeout=30):
-        """Waits until a live node names a leader that is live, is not `not_node`, and names
-        itself when asked (a follower's view can be stale right after a failover)."""
+        """Waits until a majority of the live nodes name one leader that is live, is not
+        `not_node`, and names itself. One node's view is not enough: a follower's can be stale
+        right after a failover, and a node that has just restarted can still name itself from
+        its metadata of before it went down (seen as failovers "timed" at 0.01 s)."""
         def settled():
             live = self.live()
-            for i in live:
-                leader = self.leader_of(topic, partition, via=i)
-                if leader is not None and leader != not_node and leader in live:
-                    return leader if self.leader_of(topic, partition, via=leader) == leader else None
+            views = [self.leader_of(topic, partition, via=i) for i in live]
+            for leader in set(views):
+                if leader is None or leader == not_node or leader not in live:
+                    continue
+                if views.count(leader) * 2 > len(live) and \
+                        self.leader_of(topic, partition, via=leader) == leader:
+                    return leader
             return None
         return wait_until(settled, timeout, f"a leader of {topic}/{partition} other than {not_node} "
                                             f"({self.describe()})")

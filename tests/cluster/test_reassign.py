@@ -9,6 +9,7 @@ import re
 import subprocess
 import time
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
@@ -41,17 +42,27 @@ def settled(c, topic, partition, replicas):
     return True
 
 
+@pytest.fixture(scope="module")
+def java():
+    """The Java client and ReassignSmoke, compiled once for the module."""
+    subprocess.run([str(ROOT / "scripts" / "java-env")], check=True, timeout=600)
+
+
+def spare_for(c, replicas):
+    """A node of `c` that is not one of `replicas`."""
+    return next(n for n in c.ids if n not in replicas)
+
+
 def holds(c, node, topic, partition):
     return (c.nodes[node].data_dir / "topics" / f"{topic}-{partition}").is_dir()
 
 
-def test_a_partition_moves_off_its_leader_under_load_and_loses_nothing(cluster):
-    subprocess.run([str(ROOT / "scripts" / "java-env")], check=True, timeout=600)
+def test_a_partition_moves_off_its_leader_under_load_and_loses_nothing(cluster, java):
     c = cluster(3)
     topic = "mv-load"
     c.create_topic(topic, 1, replication_factor=2)
     old = c.partition(topic, 0).replicas
-    spare = next(n for n in c.ids if n not in old)
+    spare = spare_for(c, old)
     leaving = c.leader_of(topic, 0)
     staying = next(n for n in old if n != leaving)
     target = [spare, staying]
@@ -80,15 +91,14 @@ def test_a_partition_moves_off_its_leader_under_load_and_loses_nothing(cluster):
     assert sum(1 for s in history.sends if s.status == "ok") >= 3300
 
 
-def test_the_java_admin_moves_lists_and_cancels_reassignments(cluster):
-    subprocess.run([str(ROOT / "scripts" / "java-env")], check=True, timeout=600)
+def test_the_java_admin_moves_lists_and_cancels_reassignments(cluster, java):
     c = cluster(3)
     topic = "mv-admin"
     c.create_topic(topic, 2, replication_factor=2)
     history = History()
     produce_records(c.bootstrap, topic, history, 400)
     replicas = c.partition(topic, 1).replicas
-    spare = next(n for n in c.ids if n not in replicas)
+    spare = spare_for(c, replicas)
     # Kafka's error for each bad request, by exception class.
     assert java_admin(c.bootstrap, "move", topic, "1", f"{replicas[0]},99")[0].startswith(
         "error InvalidReplicaAssignmentException: node 99 is not a node of this cluster")
@@ -111,13 +121,12 @@ def test_the_java_admin_moves_lists_and_cancels_reassignments(cluster):
     assert result.valid, result.info
 
 
-def test_a_running_move_is_listed_with_its_progress_and_can_be_cancelled(cluster):
-    subprocess.run([str(ROOT / "scripts" / "java-env")], check=True, timeout=600)
+def test_a_running_move_is_listed_with_its_progress_and_can_be_cancelled(cluster, java):
     c = cluster(3)
     topic = "mv-cancel"
     c.create_topic(topic, 1, replication_factor=2)
     replicas = c.partition(topic, 0).replicas
-    spare = next(n for n in c.ids if n not in replicas)
+    spare = spare_for(c, replicas)
     history = History()
     produce_records(c.bootstrap, topic, history, 200)
     # The spare node is stopped: the move starts but cannot finish.
@@ -158,7 +167,7 @@ def test_a_new_replica_starts_where_the_leader_log_starts(cluster):
     topic = "mv-start"
     c.create_topic(topic, 1, replication_factor=2)
     replicas = c.partition(topic, 0).replicas
-    spare = next(n for n in c.ids if n not in replicas)
+    spare = spare_for(c, replicas)
     history = History()
     produce_records(c.bootstrap, topic, history, 500)
     admin = AdminClient({"bootstrap.servers": c.bootstrap, **CLIENT_DEFAULTS})
@@ -235,7 +244,7 @@ def test_a_throttled_move_copies_at_the_capped_rate_and_the_throttle_goes_after(
     topic = "mv-throttle"
     c.create_topic(topic, 1, replication_factor=2)
     replicas = c.partition(topic, 0).replicas
-    spare = next(n for n in c.ids if n not in replicas)
+    spare = spare_for(c, replicas)
     counts = fill(c, topic, 6)
     target = [replicas[0], spare]
     started = time.monotonic()
@@ -280,7 +289,7 @@ def test_kafka_reassign_partitions_sh_executes_throttles_and_verifies(cluster):
     plan = {"version": 1, "partitions": []}
     for p in (0, 1):
         replicas = c.partition(topic, p).replicas
-        spare = next(n for n in c.ids if n not in replicas)
+        spare = spare_for(c, replicas)
         plan["partitions"].append({"topic": topic, "partition": p, "replicas": [spare, replicas[1]]})
     path = c.nodes[1].data_dir.parent / "reassign.json"
     path.write_text(json.dumps(plan))

@@ -56,8 +56,8 @@ pub const RETENTION_BYTES: &str = "retention.bytes";
 pub const RETENTION_MS: &str = "retention.ms";
 pub const SEGMENT_BYTES: &str = "segment.bytes";
 pub const SEGMENT_MS: &str = "segment.ms";
-pub const LEADER_THROTTLED_REPLICAS: &str = crate::replication::throttle::LEADER_REPLICAS;
-pub const FOLLOWER_THROTTLED_REPLICAS: &str = crate::replication::throttle::FOLLOWER_REPLICAS;
+pub const LEADER_THROTTLED_REPLICAS: &str = "leader.replication.throttled.replicas";
+pub const FOLLOWER_THROTTLED_REPLICAS: &str = "follower.replication.throttled.replicas";
 
 /// Every topic config Sluice knows, sorted by name.
 pub const DEFS: &[ConfigDef] = &[

@@ -71,6 +71,11 @@ impl Topic {
     pub fn overrides(&self) -> BTreeMap<String, String> {
         self.overrides.read().clone()
     }
+
+    /// The topic's own value of one config, if it sets it.
+    pub fn override_of(&self, key: &str) -> Option<String> {
+        self.overrides.read().get(key).cloned()
+    }
 }
 
 /// Limits on what one admin request may ask for.

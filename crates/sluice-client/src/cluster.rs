@@ -69,4 +69,14 @@ impl Client {
             response.error_message.as_ref(),
         )
     }
+
+    /// Every node Metadata lists: `(id, host:port)`.
+    pub async fn nodes(&mut self) -> Result<Vec<(i32, String)>, ClientError> {
+        let metadata = self.metadata(Some(&[])).await?;
+        Ok(metadata
+            .brokers
+            .iter()
+            .map(|b| (b.node_id.0, format!("{}:{}", b.host, b.port)))
+            .collect())
+    }
 }

@@ -77,6 +77,11 @@ impl Connection {
         Ok(conn)
     }
 
+    /// The client id this connection's requests carry.
+    pub fn client_id(&self) -> &str {
+        &self.client_id
+    }
+
     pub fn addr(&self) -> &str {
         &self.addr
     }

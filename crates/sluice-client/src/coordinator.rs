@@ -1,7 +1,6 @@
-//! Finding the node that coordinates a consumer group or a transactional id (FindCoordinator),
-//! and every node of the cluster: group and transaction requests are answered only by the
-//! coordinator (others say NOT_COORDINATOR), and a node lists only the groups and
-//! transactions it coordinates.
+//! Finding the node that coordinates a consumer group or a transactional id (FindCoordinator):
+//! group and transaction requests are answered only by the coordinator (others say
+//! NOT_COORDINATOR).
 
 use std::time::Duration;
 
@@ -45,17 +44,8 @@ impl Client {
                 response.error_message.as_ref(),
             )?;
             let addr = format!("{}:{}", response.host, response.port);
-            return Client::connect(&addr, "sluice-cli").await;
+            let client_id = self.connection().client_id().to_string();
+            return Client::connect(&addr, &client_id).await;
         }
-    }
-
-    /// Every node Metadata lists: `(id, host:port)`.
-    pub async fn nodes(&mut self) -> Result<Vec<(i32, String)>, ClientError> {
-        let metadata = self.metadata(Some(&[])).await?;
-        Ok(metadata
-            .brokers
-            .iter()
-            .map(|b| (b.node_id.0, format!("{}:{}", b.host, b.port)))
-            .collect())
     }
 }

@@ -15,7 +15,6 @@ use crate::error::ClientError;
 
 pub struct Leaders {
     bootstrap: Client,
-    client_id: String,
     /// (topic, partition) → leader node.
     leaders: HashMap<(String, i32), i32>,
     /// Node → `host:port`.
@@ -64,10 +63,10 @@ macro_rules! on_leader {
 }
 
 impl Leaders {
-    pub fn new(bootstrap: Client, client_id: &str) -> Leaders {
+    /// Routes through `bootstrap`'s cluster; new connections carry its client id.
+    pub fn new(bootstrap: Client) -> Leaders {
         Leaders {
             bootstrap,
-            client_id: client_id.to_string(),
             leaders: HashMap::new(),
             addresses: HashMap::new(),
             connections: HashMap::new(),
@@ -119,7 +118,8 @@ impl Leaders {
             let Some(addr) = self.addresses.get(&node).cloned() else {
                 return Ok(&mut self.bootstrap);
             };
-            let client = Client::connect(&addr, &self.client_id).await?;
+            let client_id = self.bootstrap.connection().client_id().to_string();
+            let client = Client::connect(&addr, &client_id).await?;
             self.connections.insert(node, client);
         }
         self.connections

@@ -256,10 +256,6 @@ impl Controller {
             ..p.clone()
         };
         if let Some(done) = crate::reassignment::completed(state, &probe) {
-            let done = PartitionChange {
-                partition_epoch: p.partition_epoch.next(),
-                ..done
-            };
             return Ok(vec![MetadataRecord::ChangePartition {
                 topic,
                 partition,
@@ -376,6 +372,15 @@ pub fn new_partitions(
         .collect())
 }
 
+/// `p`'s leader epoch once `leader` leads it: it moves only with the leader.
+pub(crate) fn leader_epoch_after(p: &PartitionChange, leader: Option<NodeId>) -> LeaderEpoch {
+    if leader == p.leader {
+        p.leader_epoch
+    } else {
+        p.leader_epoch.next()
+    }
+}
+
 /// The record that sets `p`'s leader and ISR; the leader epoch moves only with the leader.
 fn change(
     topic: Uuid,
@@ -384,18 +389,13 @@ fn change(
     leader: Option<NodeId>,
     isr: Vec<NodeId>,
 ) -> MetadataRecord {
-    let leader_epoch = if leader == p.leader {
-        p.leader_epoch
-    } else {
-        p.leader_epoch.next()
-    };
     MetadataRecord::ChangePartition {
         topic,
         partition,
         change: PartitionChange {
             replicas: p.replicas.clone(),
             leader,
-            leader_epoch,
+            leader_epoch: leader_epoch_after(p, leader),
             isr,
             partition_epoch: p.partition_epoch.next(),
             adding: p.adding.clone(),

@@ -13,7 +13,7 @@
 
 use uuid::Uuid;
 
-use crate::controller::Controller;
+use crate::controller::{leader_epoch_after, Controller};
 use crate::ids::NodeId;
 use crate::metadata::{ClusterState, MetadataRecord, PartitionChange};
 
@@ -131,8 +131,9 @@ fn plan(
         removing,
         ..p.clone()
     };
+    // Every target replica in sync already (a reorder, or only removals): one change.
     let change = match completed(state, &moving) {
-        Some(done) => reshape(state, p, done.replicas, Vec::new(), Vec::new())?,
+        Some(done) => done,
         None => reshape(state, p, moving.replicas, moving.adding, moving.removing)?,
     };
     Ok(Some((topic.id, change)))
@@ -198,15 +199,10 @@ fn reshape(
             .copied()
             .find(|r| isr.contains(r) && state.is_live(*r)),
     };
-    let leader_epoch = if leader == p.leader {
-        p.leader_epoch
-    } else {
-        p.leader_epoch.next()
-    };
     Ok(PartitionChange {
         replicas,
         leader,
-        leader_epoch,
+        leader_epoch: leader_epoch_after(p, leader),
         isr,
         partition_epoch: p.partition_epoch.next(),
         adding,

@@ -278,9 +278,17 @@ impl ClusterNode {
                  internal_listen can be removed"
             )));
         }
-        let reply = self
+        let reply = match self
             .decide_with(|c, s, _| crate::requests::decide(c, s, request))
-            .await?;
+            .await
+        {
+            // Gone from the cluster state already, but still a learner: an earlier removal
+            // stopped between its two steps. Finish it.
+            Err(ControllerError::UnknownNode(_)) if self.metadata.is_member(id) => {
+                ControllerReply::Done
+            }
+            decided => decided?,
+        };
         // Then it leaves the metadata group: the leader stops sending it the log.
         self.metadata.remove_learner(id).await?;
         Ok(reply)

@@ -44,7 +44,7 @@ pub async fn run(bootstrap: &str, args: ConsumeArgs) -> anyhow::Result<()> {
     let mut client = Client::connect(bootstrap, "sluice-cli").await?;
     let partitions = crate::partitions::select(&mut client, &args.topic, &args.partition).await?;
     // Fetch and ListOffsets go to each partition's leader (in a cluster, not always this node).
-    let mut client = Leaders::new(client, "sluice-cli");
+    let mut client = Leaders::new(client);
     let mut positions: Vec<(i32, i64)> = match args.from.as_str() {
         "beginning" => offsets(&mut client, &args.topic, &partitions, -2).await?,
         "end" => offsets(&mut client, &args.topic, &partitions, -1).await?,

@@ -67,7 +67,7 @@ pub async fn run(bootstrap: &str, command: GroupCommand) -> anyhow::Result<()> {
         }
         GroupCommand::Describe { group } => {
             let mut coordinator = client.coordinator(&group, GROUP).await?;
-            let mut leaders = Leaders::new(client, "sluice-cli");
+            let mut leaders = Leaders::new(client);
             describe(&mut coordinator, &mut leaders, &group, &mut out).await?
         }
         GroupCommand::Delete { group } => {
@@ -80,7 +80,7 @@ pub async fn run(bootstrap: &str, command: GroupCommand) -> anyhow::Result<()> {
         }
         GroupCommand::ResetOffsets(args) => {
             let mut coordinator = client.coordinator(&args.group, GROUP).await?;
-            let mut leaders = Leaders::new(client, "sluice-cli");
+            let mut leaders = Leaders::new(client);
             reset(&mut coordinator, &mut leaders, args, &mut out).await?
         }
     }

@@ -59,7 +59,7 @@ pub async fn run(bootstrap: &str, args: ProduceArgs) -> anyhow::Result<()> {
     })?;
     let partition_count = (partitions.len() as i32).max(1);
     // Each batch goes to its partition's leader (in a cluster, not always this node).
-    let mut client = Leaders::new(client, "sluice-cli");
+    let mut client = Leaders::new(client);
     if let Some(p) = args.partition {
         if p < 0 || p >= partition_count {
             bail!(

@@ -4,18 +4,17 @@
 //! leader (DescribeLogDirs on each node). Over the Kafka protocol, so they work against any
 //! Kafka-compatible cluster.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
+use sluice_broker::replication::throttle::{FOLLOWER_RATE, LEADER_RATE};
+use sluice_broker::topic_config::{
+    FOLLOWER_THROTTLED_REPLICAS as FOLLOWER_REPLICAS, LEADER_THROTTLED_REPLICAS as LEADER_REPLICAS,
+};
 use sluice_client::reassignment::{Move, Ongoing};
 use sluice_client::Client;
-
-const LEADER_RATE: &str = "leader.replication.throttled.rate";
-const FOLLOWER_RATE: &str = "follower.replication.throttled.rate";
-const LEADER_REPLICAS: &str = "leader.replication.throttled.replicas";
-const FOLLOWER_REPLICAS: &str = "follower.replication.throttled.replicas";
 
 /// `1,2,3` → node ids.
 pub fn parse_replicas(s: &str) -> Result<Vec<i32>, String> {
@@ -90,9 +89,37 @@ pub async fn reassign(
     let Some(wait) = wait.filter(|_| replicas.is_some()) else {
         return Ok(());
     };
+    let moving: BTreeSet<(String, i32)> =
+        partitions.iter().map(|p| (topic.to_string(), *p)).collect();
+    let left = wait_for(client, &moving, wait).await?;
+    if left.is_empty() {
+        writeln!(out, "done")?;
+        if throttle.is_some() {
+            clear_throttles(client, topic, out).await?;
+        }
+        return Ok(());
+    }
+    show(client, &left, out).await?;
+    if throttle.is_some() {
+        writeln!(
+            out,
+            "the throttle stays until the move ends: run `sluice topic reassign {topic} \
+             --clear-throttle` then"
+        )?;
+    }
+    bail!("{} move(s) still running after {wait:?}", left.len());
+}
+
+/// Waits up to `wait` until none of `moving` (topic, partition) is being reassigned any more;
+/// returns those still running when the time is up (empty: all done).
+pub async fn wait_for(
+    client: &mut Client,
+    moving: &BTreeSet<(String, i32)>,
+    wait: Duration,
+) -> anyhow::Result<Vec<Ongoing>> {
     let finished = tokio::time::timeout(wait, async {
         loop {
-            if running(client, topic, &partitions).await?.is_empty() {
+            if running(client, moving).await?.is_empty() {
                 return anyhow::Ok(());
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
@@ -100,26 +127,8 @@ pub async fn reassign(
     })
     .await;
     match finished {
-        Ok(result) => {
-            result?;
-            writeln!(out, "done")?;
-            if throttle.is_some() {
-                clear_throttles(client, topic, out).await?;
-            }
-            Ok(())
-        }
-        Err(_) => {
-            let left = running(client, topic, &partitions).await?;
-            show(client, &left, out).await?;
-            if throttle.is_some() {
-                writeln!(
-                    out,
-                    "the throttle stays until the move ends: run `sluice topic reassign {topic} \
-                     --clear-throttle` then"
-                )?;
-            }
-            bail!("{} move(s) still running after {wait:?}", left.len());
-        }
+        Ok(done) => done.map(|()| Vec::new()),
+        Err(_) => running(client, moving).await,
     }
 }
 
@@ -204,17 +213,16 @@ pub async fn clear_throttles(
     Ok(())
 }
 
-/// The moves of `partitions` of `topic` still running.
+/// The moves of `moving` still running.
 async fn running(
     client: &mut Client,
-    topic: &str,
-    partitions: &[i32],
+    moving: &BTreeSet<(String, i32)>,
 ) -> anyhow::Result<Vec<Ongoing>> {
     Ok(client
         .list_partition_reassignments()
         .await?
         .into_iter()
-        .filter(|o| o.topic == topic && partitions.contains(&o.partition))
+        .filter(|o| moving.contains(&(o.topic.clone(), o.partition)))
         .collect())
 }
 
@@ -235,13 +243,17 @@ pub async fn show(
         "PARTITION", "REPLICAS", "ADDING", "REMOVING", "LEADER"
     )?;
     let mut sizes: BTreeMap<(i32, String), BTreeMap<i32, i64>> = BTreeMap::new();
+    let mut leaders: BTreeMap<(String, i32), i32> = BTreeMap::new();
     for o in running {
-        let leader = client
-            .partitions(&o.topic)
-            .await?
-            .iter()
-            .find(|p| p.partition == o.partition)
-            .map_or(-1, |p| p.leader);
+        if !leaders.keys().any(|(t, _)| *t == o.topic) {
+            for p in client.partitions(&o.topic).await? {
+                leaders.insert((o.topic.clone(), p.partition), p.leader);
+            }
+        }
+        let leader = leaders
+            .get(&(o.topic.clone(), o.partition))
+            .copied()
+            .unwrap_or(-1);
         let mut progress = Vec::new();
         let leader_size = size_on(&mut sizes, &addresses, leader, o).await;
         for node in &o.adding {

@@ -86,25 +86,13 @@ pub async fn run(
             .iter()
             .map(|m| (m.topic.clone(), m.partition))
             .collect();
-        let finished = tokio::time::timeout(wait, async {
-            loop {
-                let running = client.list_partition_reassignments().await?;
-                if !running
-                    .iter()
-                    .any(|o| moving.contains(&(o.topic.clone(), o.partition)))
-                {
-                    return anyhow::Ok(());
-                }
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
-        })
-        .await;
-        match finished {
-            Ok(r) => r?,
-            Err(_) => bail!(
-                "the moves off node {node} are still running after {wait:?}: follow them with \
-                 `sluice topic reassignments`, then run remove-node again"
-            ),
+        let left = crate::reassign_cmd::wait_for(client, &moving, wait).await?;
+        if !left.is_empty() {
+            bail!(
+                "{} move(s) off node {node} still running after {wait:?}: follow them with \
+                 `sluice topic reassignments`, then run remove-node again",
+                left.len()
+            );
         }
         writeln!(out, "node {node} holds no replica now")?;
     }

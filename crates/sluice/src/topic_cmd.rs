@@ -148,7 +148,7 @@ pub async fn run(bootstrap: &str, command: TopicCommand) -> anyhow::Result<()> {
                     .collect(),
                 None => bail!("an offset needs --partition (or use --before end for all)"),
             };
-            let mut leaders = Leaders::new(client, "sluice-cli");
+            let mut leaders = Leaders::new(client);
             for (p, start) in leaders.delete_records(&name, &targets).await? {
                 writeln!(out, "{name}-{p}: log start offset {start}")?;
             }
@@ -200,7 +200,7 @@ pub async fn run(bootstrap: &str, command: TopicCommand) -> anyhow::Result<()> {
 
 async fn describe(client: Client, name: &str, out: &mut impl Write) -> anyhow::Result<()> {
     // Offsets come from each partition's leader (in a cluster, not always this node).
-    let mut leaders = Leaders::new(client, "sluice-cli");
+    let mut leaders = Leaders::new(client);
     let partitions = leaders.bootstrap().partitions(name).await?;
     let ids: Vec<i32> = partitions.iter().map(|p| p.partition).collect();
     let earliest = leaders

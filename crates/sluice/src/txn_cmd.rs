@@ -94,7 +94,7 @@ pub async fn run(bootstrap: &str, command: TxnCommand) -> anyhow::Result<()> {
                     bail!("--topic needs --partition and --producer-id");
                 };
                 // DescribeProducers and WriteTxnMarkers go to the partition's leader.
-                let mut leaders = Leaders::new(client, "sluice-cli");
+                let mut leaders = Leaders::new(client);
                 let leader = leaders.leader_of(&topic, partition).await?;
                 let open = leader.open_transactions(&topic, partition).await?;
                 let Some(txn) = open.into_iter().find(|t| t.producer_id == pid) else {

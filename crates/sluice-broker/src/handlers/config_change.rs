@@ -32,72 +32,46 @@ pub(crate) enum Change {
 /// A resource's type, name and outcome.
 pub(crate) type Outcome = (i8, StrBytes, Result<(), BrokerError>);
 
-enum Step {
-    Done(Result<(), BrokerError>),
-    /// A topic change the controller must make.
-    Cluster(String, BTreeMap<String, String>),
-}
-
 /// Applies each resource's change (or the refusal already found) and answers with `build`.
+/// In a cluster, topic changes are validated here and made by the controller.
 pub(crate) fn apply(
     broker: &Broker,
     resources: Vec<(i8, StrBytes, Result<Change, BrokerError>)>,
     validate_only: bool,
     build: impl FnOnce(Vec<Outcome>) -> ResponseKind + Send + 'static,
 ) -> Reply {
-    let steps: Vec<(i8, StrBytes, Step)> = resources
-        .into_iter()
-        .map(|(kind, name, change)| {
-            let step = match change {
-                Err(e) => Step::Done(Err(e)),
-                Ok(Change::Broker { name, changes }) => {
-                    Step::Done(alter_broker(broker, &name, &changes, validate_only))
-                }
-                Ok(Change::Topic { name, configs }) => match broker.replication() {
-                    None => Step::Done(broker.topics().set_configs(&name, configs, validate_only)),
-                    Some(_) => match broker.topics().check_configs(&name, &configs) {
-                        Err(e) => Step::Done(Err(e)),
-                        Ok(()) if validate_only => Step::Done(Ok(())),
-                        Ok(()) => Step::Cluster(name, configs),
-                    },
-                },
-            };
-            (kind, name, step)
-        })
-        .collect();
     let replication = broker.replication().cloned();
-    let pending = steps.iter().any(|(.., s)| matches!(s, Step::Cluster(..)));
-    match replication {
-        Some(replication) if pending => Reply::Later(Box::pin(async move {
-            let mut outcomes = Vec::with_capacity(steps.len());
-            for (kind, name, step) in steps {
-                let outcome = match step {
-                    Step::Done(r) => r,
-                    Step::Cluster(topic, configs) => {
-                        replication.set_topic_configs(&topic, configs).await
-                    }
-                };
-                outcomes.push((kind, name, outcome));
+    let mut outcomes: Vec<Outcome> = Vec::with_capacity(resources.len());
+    // (index in `outcomes`, topic, its new overrides) for the controller.
+    let mut for_controller = Vec::new();
+    for (kind, name, change) in resources {
+        let outcome = match change {
+            Err(e) => Err(e),
+            Ok(Change::Broker { name, changes }) => {
+                alter_broker(broker, &name, &changes, validate_only)
             }
-            Some(build(outcomes))
-        })),
-        _ => {
-            let outcomes = steps
-                .into_iter()
-                .map(|(kind, name, step)| match step {
-                    Step::Done(r) => (kind, name, r),
-                    Step::Cluster(topic, _) => (
-                        kind,
-                        name,
-                        Err(BrokerError::InvalidRequest(format!(
-                            "topic '{topic}': no cluster to apply the change"
-                        ))),
-                    ),
-                })
-                .collect();
-            Reply::Ready(Box::new(build(outcomes)))
-        }
+            Ok(Change::Topic { name, configs }) if replication.is_none() => {
+                broker.topics().set_configs(&name, configs, validate_only)
+            }
+            Ok(Change::Topic { name, configs }) => {
+                let checked = broker.topics().check_configs(&name, &configs);
+                if checked.is_ok() && !validate_only {
+                    for_controller.push((outcomes.len(), name, configs));
+                }
+                checked
+            }
+        };
+        outcomes.push((kind, name, outcome));
     }
+    let Some(replication) = replication.filter(|_| !for_controller.is_empty()) else {
+        return Reply::Ready(Box::new(build(outcomes)));
+    };
+    Reply::Later(Box::pin(async move {
+        for (at, topic, configs) in for_controller {
+            outcomes[at].2 = replication.set_topic_configs(&topic, configs).await;
+        }
+        Some(build(outcomes))
+    }))
 }
 
 /// This node's dynamic broker configs: all of a resource's changes, or none of them.

@@ -22,7 +22,7 @@ use sluice_cluster::NodeId;
 use sluice_log::{FlushMode, LeaderEpoch, Offset};
 use tokio_util::sync::CancellationToken;
 
-use super::throttle;
+use super::throttle::Side;
 use crate::broker::Broker;
 use crate::partition::Partition;
 
@@ -74,9 +74,7 @@ pub(super) async fn run(
         // follower rate: left out of the fetch while the rate is used up.
         let throttled: Vec<bool> = partitions
             .iter()
-            .map(|(name, p)| {
-                broker.throttled(name, p.index, throttle::FOLLOWER_REPLICAS, NodeId(me))
-            })
+            .map(|(name, p)| broker.throttled(Side::Follower, name, p.index, NodeId(me)))
             .collect();
         let allowance = if throttled.contains(&true) {
             broker.throttles.follower.allowance(broker.now_ms())

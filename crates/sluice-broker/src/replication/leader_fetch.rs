@@ -18,7 +18,7 @@ use sluice_log::{LeaderEpoch, Offset};
 use sluice_wire::Reply;
 use tokio::sync::watch;
 
-use super::throttle;
+use super::throttle::Side;
 use crate::broker::Broker;
 use crate::partition::{Partition, Progress};
 
@@ -189,7 +189,7 @@ fn read_one(
         broker.send_isr_change(*topic_id, p, change);
     }
     let mut limit = w.max_bytes.min(*remaining);
-    let throttled = broker.throttled(&p.topic, p.index, throttle::LEADER_REPLICAS, follower);
+    let throttled = broker.throttled(Side::Leader, &p.topic, p.index, follower);
     if throttled {
         match broker.throttles.leader.allowance(broker.now_ms()) {
             // Nothing may go now: an empty answer, as Kafka's throttled leader gives.
@@ -220,10 +220,12 @@ fn read_one(
                 .with_records(Some(bytes))
         }
         // OFFSET_OUT_OF_RANGE carries the log start: a follower below it restarts there.
-        Err(e) => base
-            .with_error_code(e.code())
-            .with_log_start_offset(p.progress().log_start.0)
-            .with_high_watermark(p.progress().visible.0)
-            .with_records(Some(Bytes::new())),
+        Err(e) => {
+            let progress = p.progress();
+            base.with_error_code(e.code())
+                .with_log_start_offset(progress.log_start.0)
+                .with_high_watermark(progress.visible.0)
+                .with_records(Some(Bytes::new()))
+        }
     }
 }

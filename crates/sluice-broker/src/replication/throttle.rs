@@ -13,12 +13,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
+use crate::topic_config;
+
 pub const LEADER_RATE: &str = "leader.replication.throttled.rate";
 pub const FOLLOWER_RATE: &str = "follower.replication.throttled.rate";
 /// Accepted and ignored: Sluice has one log directory per node, nothing moves between them.
 pub const ALTER_LOG_DIRS_RATE: &str = "replica.alter.log.dirs.io.max.bytes.per.second";
-pub const LEADER_REPLICAS: &str = "leader.replication.throttled.replicas";
-pub const FOLLOWER_REPLICAS: &str = "follower.replication.throttled.replicas";
 
 /// A token bucket: `rate` bytes per second, at most one second's worth saved up. A transfer
 /// may overdraw it (a batch is never split); the next ones wait until it is refilled.
@@ -140,25 +140,48 @@ pub fn check_replica_list(key: &str, value: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Which end of the copy a throttle caps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// The leader sending to a follower.
+    Leader,
+    /// A follower fetching from its leader.
+    Follower,
+}
+
+impl ReplicationThrottles {
+    pub fn of(&self, side: Side) -> &Throttle {
+        match side {
+            Side::Leader => &self.leader,
+            Side::Follower => &self.follower,
+        }
+    }
+}
+
 impl crate::broker::Broker {
-    /// Whether the copy of `topic`-`partition` to `follower` is throttled here: the topic
-    /// lists this node's replica under `list` (`LEADER_REPLICAS` on the leader,
-    /// `FOLLOWER_REPLICAS` on the follower) and the follower is not in the ISR (an in-sync
-    /// replica is never slowed down, as in Kafka).
+    /// Whether the copy of `topic`-`partition` to `follower` is throttled on this `side`: its
+    /// rate is set here, the topic lists this node's replica (`*.replication.throttled.replicas`
+    /// of that side), and the follower is not in the ISR (an in-sync replica is never slowed
+    /// down, as in Kafka). With no rate set (the default) this is one atomic load: it runs for
+    /// every partition of every replica fetch.
     pub(crate) fn throttled(
         &self,
+        side: Side,
         topic: &str,
         partition: i32,
-        list: &str,
         follower: sluice_cluster::NodeId,
     ) -> bool {
-        let listed = self.topics().get(topic).is_some_and(|t| {
-            lists(
-                t.overrides().get(list).map(String::as_str),
-                partition,
-                self.node_id(),
-            )
-        });
+        if self.throttles.of(side).rate().is_none() {
+            return false;
+        }
+        let list = match side {
+            Side::Leader => topic_config::LEADER_THROTTLED_REPLICAS,
+            Side::Follower => topic_config::FOLLOWER_THROTTLED_REPLICAS,
+        };
+        let listed = self
+            .topics()
+            .get(topic)
+            .is_some_and(|t| lists(t.override_of(list).as_deref(), partition, self.node_id()));
         listed
             && self.replication().is_some_and(|r| {
                 r.state()
@@ -178,7 +201,7 @@ mod tests {
         let t = Throttle::default();
         assert_eq!(t.allowance(0), None, "no limit by default");
         t.set_rate(Some(1000));
-        assert_eq!(t.allowance(0), Some(0), "starts empty");
+        assert_eq!(t.allowance(0), Some(0), "nothing saved up at time 0");
         assert_eq!(t.allowance(500), Some(500));
         t.spend(800);
         assert_eq!(t.allowance(500), Some(0), "overdrawn");
@@ -210,8 +233,8 @@ mod tests {
         assert!(lists(Some("0:1, 1:2"), 1, 2));
         assert!(!lists(Some("0:1,1:2"), 1, 1));
         assert!(!lists(None, 0, 1));
-        assert!(check_replica_list(FOLLOWER_REPLICAS, "0:1,2:3").is_ok());
-        assert!(check_replica_list(FOLLOWER_REPLICAS, "").is_ok());
-        assert!(check_replica_list(FOLLOWER_REPLICAS, "0-1").is_err());
+        assert!(check_replica_list(topic_config::FOLLOWER_THROTTLED_REPLICAS, "0:1,2:3").is_ok());
+        assert!(check_replica_list(topic_config::FOLLOWER_THROTTLED_REPLICAS, "").is_ok());
+        assert!(check_replica_list(topic_config::FOLLOWER_THROTTLED_REPLICAS, "0-1").is_err());
     }
 }

@@ -194,17 +194,20 @@ impl MetadataNode {
             .any(|v| v == node)
     }
 
-    /// On the leader: `node`, a learner, leaves the metadata group (a no-op if it is not in it).
-    pub async fn remove_learner(&self, node: u64) -> Result<(), ProposeError> {
-        let member = self
-            .raft
+    /// Whether `node` is in the metadata group, voting or not.
+    pub fn is_member(&self, node: u64) -> bool {
+        self.raft
             .metrics()
             .borrow()
             .membership_config
             .membership()
             .get_node(&node)
-            .is_some();
-        if !member {
+            .is_some()
+    }
+
+    /// On the leader: `node`, a learner, leaves the metadata group (a no-op if it is not in it).
+    pub async fn remove_learner(&self, node: u64) -> Result<(), ProposeError> {
+        if !self.is_member(node) {
             return Ok(());
         }
         let remove = openraft::ChangeMembers::RemoveNodes([node].into_iter().collect());
