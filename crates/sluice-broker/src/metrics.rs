@@ -190,7 +190,7 @@ pub fn render(broker: &Broker) -> String {
     let replica_lag_records = Family::<ReplicaLabels, Gauge>::default();
     let replica_lag_seconds = Family::<ReplicaLabels, Gauge<f64, AtomicU64>>::default();
     let mut under_replicated = 0i64;
-    let now_ms = broker.now_ms();
+    let now_ms = broker.liveness_ms();
     for topic in broker.topics().list() {
         for p in topic.partitions() {
             let labels = PartitionLabels {

@@ -45,6 +45,8 @@ pub struct ClusterNode {
     controller_config: ControllerConfig,
     /// The controller of the leadership term it was made in.
     controller: tokio::sync::Mutex<Option<(u64, Controller)>>,
+    /// Times sessions: it must not be stepped with the system clock (`MonotonicClock`), or a
+    /// clock set back would keep a dead node's session alive.
     clock: Arc<dyn Clock>,
     /// When the controller last confirmed this node registered and unfenced (ms).
     confirmed_live_ms: std::sync::atomic::AtomicI64,
@@ -124,6 +126,12 @@ impl ClusterNode {
 
     pub fn registration(&self) -> &NodeRegistration {
         &self.registration
+    }
+
+    /// This node's liveness clock (ms): the clock sessions are timed with, for every other
+    /// duration the replication layer measures (replica lag, rate limits). Not for stamps.
+    pub fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
     }
 
     /// Whether the controller confirmed this node live within its session timeout: a leader

@@ -1,5 +1,6 @@
-//! Wall-clock time, passed in (STYLE.md §7) so that roll-by-age, retention and
-//! LogAppendTime can be tested without sleeping.
+//! Time, passed in (STYLE.md §7) so that roll-by-age, retention and LogAppendTime can be
+//! tested without sleeping: wall-clock time for what is stamped or compared with stamps, and a
+//! monotonic clock for how long something took (liveness must not follow a stepped clock).
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
@@ -20,6 +21,39 @@ impl Clock for SystemClock {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
             .unwrap_or(0)
+    }
+}
+
+/// A clock that never jumps: the wall-clock time when it was made, advanced by the monotonic
+/// clock since. Durations measured with it (sessions, replica lag, rate limits) are real
+/// durations even when the system clock is stepped (NTP, a hand-set clock); its readings drift
+/// from the wall clock by as much as the wall clock jumped, so it never stamps a record.
+#[derive(Debug, Clone, Copy)]
+pub struct MonotonicClock {
+    origin_ms: i64,
+    origin: std::time::Instant,
+}
+
+impl MonotonicClock {
+    #[allow(clippy::disallowed_methods)] // real time enters here, as in SystemClock
+    pub fn new() -> Self {
+        Self {
+            origin_ms: SystemClock.now_ms(),
+            origin: std::time::Instant::now(),
+        }
+    }
+}
+
+impl Default for MonotonicClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Clock for MonotonicClock {
+    fn now_ms(&self) -> i64 {
+        let elapsed = i64::try_from(self.origin.elapsed().as_millis()).unwrap_or(i64::MAX);
+        self.origin_ms.saturating_add(elapsed)
     }
 }
 
@@ -44,5 +78,24 @@ impl ManualClock {
 impl Clock for ManualClock {
     fn now_ms(&self) -> i64 {
         self.0.load(Ordering::SeqCst)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_monotonic_clock_starts_at_the_wall_clock_and_never_goes_back() {
+        let wall = SystemClock.now_ms();
+        let clock = MonotonicClock::new();
+        let first = clock.now_ms();
+        assert!((first - wall).abs() < 1_000, "{first} vs {wall}");
+        let mut last = first;
+        for _ in 0..1_000 {
+            let now = clock.now_ms();
+            assert!(now >= last, "went back from {last} to {now}");
+            last = now;
+        }
     }
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use sluice_broker::Broker;
-use sluice_log::SystemClock;
+use sluice_log::{MonotonicClock, SystemClock};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -117,9 +117,15 @@ async fn join_cluster(
         heartbeat_interval: Duration::from_millis(100),
         tick_interval: Duration::from_millis(100),
     };
-    let node = ClusterNode::start(config, listener, Arc::new(SystemClock), shutdown.clone())
-        .await
-        .context("starting the cluster node")?;
+    // Sessions, fencing and replica lag are durations: a clock that is never stepped.
+    let node = ClusterNode::start(
+        config,
+        listener,
+        Arc::new(MonotonicClock::new()),
+        shutdown.clone(),
+    )
+    .await
+    .context("starting the cluster node")?;
     broker.join_cluster(node, shutdown)?;
     tracing::info!(node = me, voters = voters.len(), %internal, learner, "joined the cluster");
     Ok(())

@@ -77,7 +77,7 @@ pub(super) async fn run(
             .map(|(name, p)| broker.throttled(Side::Follower, name, p.index, NodeId(me)))
             .collect();
         let allowance = if throttled.contains(&true) {
-            broker.throttles.follower.allowance(broker.now_ms())
+            broker.throttles.follower.allowance(broker.liveness_ms())
         } else {
             None
         };

@@ -185,13 +185,13 @@ fn read_one(
             }
         }
     }
-    if let Some(change) = p.on_follower_fetch(follower, w.fetch_offset, broker.now_ms()) {
+    if let Some(change) = p.on_follower_fetch(follower, w.fetch_offset, broker.liveness_ms()) {
         broker.send_isr_change(*topic_id, p, change);
     }
     let mut limit = w.max_bytes.min(*remaining);
     let throttled = broker.throttled(Side::Leader, &p.topic, p.index, follower);
     if throttled {
-        match broker.throttles.leader.allowance(broker.now_ms()) {
+        match broker.throttles.leader.allowance(broker.liveness_ms()) {
             // Nothing may go now: an empty answer, as Kafka's throttled leader gives.
             Some(0) => {
                 let progress = p.progress();

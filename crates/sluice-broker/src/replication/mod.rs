@@ -242,13 +242,22 @@ impl Broker {
         )
     }
 
+    /// Now on the cluster's liveness clock (ClusterNode::now_ms): what replica lag, the ISR and
+    /// the replication throttles are timed with, so a stepped system clock neither drops every
+    /// follower from the ISR nor keeps a dead one in it. The wall clock outside a cluster.
+    pub fn liveness_ms(&self) -> i64 {
+        self.replication
+            .get()
+            .map_or_else(|| self.clock.now_ms(), |r| r.node.now_ms())
+    }
+
     /// Lagging followers leave the ISR; producer ids are topped up.
     async fn tick_replication(self: &Arc<Self>) {
         let Some(replication) = self.replication.get() else {
             return;
         };
         self.follow_session(replication);
-        let now = self.clock.now_ms();
+        let now = replication.node.now_ms();
         for topic in self.topics.list() {
             for p in topic.partitions() {
                 if let Some(change) = p.tick_replicas(now) {

@@ -18,7 +18,7 @@ impl Broker {
             return;
         };
         let me = replication.me;
-        let now = self.clock.now_ms();
+        let now = replication.node.now_ms();
         let mut leaders: HashSet<NodeId> = HashSet::new();
         for topic in state.topics.values() {
             let hosted: Vec<i32> = topic
