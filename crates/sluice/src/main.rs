@@ -5,6 +5,7 @@ mod cluster_cmd;
 mod consume_cmd;
 mod every_node;
 mod group_cmd;
+mod log_limit;
 mod partitions;
 mod produce_cmd;
 mod reassign_cmd;
@@ -15,6 +16,7 @@ mod topic_cmd;
 mod txn_cmd;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -152,10 +154,21 @@ fn serve_main(args: ServeArgs) -> anyhow::Result<()> {
         .or_else(|_| tracing_subscriber::EnvFilter::try_new(&resolved.log_level))
         .context("bad log level")?;
     use std::io::IsTerminal;
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr)
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::Layer;
+    let repeats = log_limit::RepeatLimit::new(
+        Arc::new(sluice_log::MonotonicClock::new()),
+        log_limit::INTERVAL_MS,
+    );
+    tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_ansi(std::io::stderr().is_terminal())
+                .with_writer(std::io::stderr)
+                .with_filter(filter)
+                .with_filter(repeats),
+        )
         .init();
     // Half the cores serve requests by default: the rest is left to the kernel's network work
     // and the flush threads. Measured on 2 cores (bench/results, BENCHMARKS.md): one request
