@@ -359,12 +359,12 @@ class Cluster:
 
 
 @contextlib.contextmanager
-def scratch_cluster(n, prefix, keep=False, env=None):
+def scratch_cluster(n, prefix, keep=False, env=None, network=None):
     """For the scripts outside pytest: a not yet started Cluster of `n` nodes in a fresh
     temporary directory; every node is SIGKILLed at the end and the directory removed unless
     `keep`."""
     base = tempfile.mkdtemp(prefix=prefix)
-    c = Cluster(n, base, env=env)
+    c = Cluster(n, base, env=env, network=network)
     try:
         yield c
     finally:

@@ -3,11 +3,13 @@
 Two idempotent acks=all producers and a consumer group (one read_uncommitted member, one
 read_committed) work on a replicated topic while faults hit the cluster one at a time: a leader
 or a minority SIGKILLed, SIGSTOPped or SIGTERMed for a few seconds, a follower's disk wiped,
-every node killed at once. After each fault the cluster must heal (every node back, every
+every node killed at once, a node's wall clock stepped an hour either way (libfaketime), and
+with --netns a link between two nodes cut or a node cut off from the others (network
+namespaces, root only). After each fault the cluster must heal (every node back, every
 partition led and in sync) within --heal-s. At the end the topic is drained at both isolation
 levels and the whole history checked (checker.py).
 
-    scripts/cluster-soak [--seconds 600] [--nodes 3|5] [--seed N] [--rate 500] [--partitions 6]
+    scripts/cluster-soak [--seconds 600] [--nodes 3|5] [--seed N] [--rate 500] [--partitions 6] [--netns]
 
 The seed (printed first) fixes the fault schedule; timing still differs between runs, so a seed
 replays the same faults, not the same interleaving. A failing run saves its history as
@@ -15,12 +17,15 @@ tests/artifacts/history-soak-<seed>.json beside the node logs.
 """
 
 import argparse
+import contextlib
 import random
 import sys
 import time
 
 from .checker import OK, READ_COMMITTED, READ_UNCOMMITTED, History, Read
 from .harness import cluster_cli_missing, scratch_cluster
+from .netns import Network, unavailable
+from .test_clock import HOUR, faketime_env, libfaketime_path, set_offset
 from .workload import ConsumerWorkload, ProducerWorkload, drain_and_check
 
 PROG = "scripts/cluster-soak"
@@ -29,8 +34,9 @@ GROUP = "soak"
 
 
 class Soak:
-    def __init__(self, cluster, rng, args):
+    def __init__(self, cluster, rng, args, network=None, clocks=None):
         self.c, self.rng, self.args = cluster, rng, args
+        self.network, self.clocks = network, clocks or {}
         self.minority = (len(cluster.ids) - 1) // 2
         self.history = History()
         self.producers, self.consumers = [], []
@@ -86,8 +92,25 @@ class Soak:
         self.c.kill_all()
         return "SIGKILL all", self.c.start
 
+    def clock_jump(self):
+        i = self.rng.choice(self.c.ids)
+        seconds = self.rng.choice((-HOUR, HOUR))
+        set_offset(self.clocks[i], seconds)
+        return f"node {i}'s clock {seconds:+d} s", lambda: set_offset(self.clocks[i], 0)
+
+    def cut_link(self):
+        a, b = self.rng.sample(self.c.ids, 2)
+        self.network.cut(a, b)
+        return f"cut link {a}-{b}", self.network.heal_all
+
+    def isolate(self):
+        i = self.rng.choice(self.c.ids)
+        self.network.isolate(i)
+        return f"cut node {i} off", self.network.heal_all
+
     FAULTS = {kill_leader: 3, kill_minority: 2, pause_leader: 2, pause_minority: 1, terminate: 2,
-              wipe_follower: 1, kill_all: 1}
+              wipe_follower: 1, kill_all: 1, clock_jump: 1}
+    NETWORK_FAULTS = {cut_link: 2, isolate: 2}
 
     def start_workloads(self):
         run_s = self.args.seconds + 3 * self.args.heal_s
@@ -137,7 +160,10 @@ class Soak:
         self.c.start()
         self.c.create_topic(TOPIC, self.args.partitions, replication_factor=self.args.replication_factor)
         self.start_workloads()
-        faults, weights = list(self.FAULTS), list(self.FAULTS.values())
+        menu = {**self.FAULTS, **(self.NETWORK_FAULTS if self.network else {})}
+        if not self.clocks:
+            menu.pop(Soak.clock_jump)
+        faults, weights = list(menu), list(menu.values())
         end = self.started + self.args.seconds
         while time.monotonic() < end and not self.findings:
             # Calm, then the fault for a random while: the schedule itself, not waits for state.
@@ -179,6 +205,8 @@ def main(argv=None):
     ap.add_argument("--replication-factor", type=int, default=3)
     ap.add_argument("--heal-s", type=float, default=60, help="how long a fault may take to heal")
     ap.add_argument("--keep", action="store_true", help="keep the data directories")
+    ap.add_argument("--netns", action="store_true",
+                    help="run each node in a network namespace and cut links too (root)")
     args = ap.parse_args(argv)
     why = cluster_cli_missing()
     if why:
@@ -186,9 +214,27 @@ def main(argv=None):
         return 2
     if args.seed is None:
         args.seed = random.randrange(1 << 32)
-    print(f"seed {args.seed}: {args.nodes} nodes, {args.seconds:.0f}s, {args.rate:.0f} records/s", flush=True)
-    with scratch_cluster(args.nodes, "sluice-soak-", args.keep) as c:
-        return 0 if Soak(c, random.Random(args.seed), args).run() else 1
+    if args.netns and unavailable():
+        print(f"--netns: {unavailable()}", file=sys.stderr)
+        return 2
+    print(f"seed {args.seed}: {args.nodes} nodes, {args.seconds:.0f}s, {args.rate:.0f} records/s"
+          f"{', network namespaces' if args.netns else ''}", flush=True)
+    with contextlib.ExitStack() as stack:
+        network = None
+        if args.netns:
+            network = Network(list(range(1, args.nodes + 1)))
+            stack.callback(network.close)
+        c = stack.enter_context(scratch_cluster(args.nodes, "sluice-soak-", args.keep, network=network))
+        clocks = {}
+        lib = libfaketime_path()
+        if lib is None:
+            print("libfaketime is missing (scripts/python-env installs it): no clock jumps", flush=True)
+        else:
+            for i in c.ids:
+                clocks[i] = str(c.node(i).data_dir.parent / f"clock-{i}")
+                set_offset(clocks[i], 0)
+                c.node(i).env.update(faketime_env(lib, clocks[i]))
+        return 0 if Soak(c, random.Random(args.seed), args, network, clocks).run() else 1
 
 
 if __name__ == "__main__":

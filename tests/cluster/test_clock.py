@@ -26,11 +26,27 @@ PARTITIONS = 3
 HOUR = 3600
 
 
-def libfaketime():
+def libfaketime_path():
     found = sorted(glob.glob("/usr/lib/*/faketime/libfaketime.so.1"))
-    if not found:
+    return found[0] if found else None
+
+
+def libfaketime():
+    path = libfaketime_path()
+    if path is None:
         pytest.fail("this test needs libfaketime (apt-get install libfaketime; scripts/python-env does)")
-    return found[0]
+    return path
+
+
+def faketime_env(lib, clock_file):
+    """A node's environment for a wall clock offset read from `clock_file` (at most once a
+    second); the monotonic clock is left alone, as an NTP step leaves it."""
+    return {
+        "LD_PRELOAD": lib,
+        "FAKETIME_TIMESTAMP_FILE": clock_file,
+        "FAKETIME_CACHE_DURATION": "1",
+        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+    }
 
 
 def set_offset(path, seconds):
@@ -114,12 +130,7 @@ def test_a_clock_jump_on_one_node_neither_stalls_failover_nor_moves_leaders(clus
     for i in c.ids:
         clocks[i] = str(tmp_path / f"clock-{i}")
         set_offset(clocks[i], 0)
-        c.nodes[i].env.update({
-            "LD_PRELOAD": lib,
-            "FAKETIME_TIMESTAMP_FILE": clocks[i],
-            "FAKETIME_CACHE_DURATION": "1",
-            "FAKETIME_DONT_FAKE_MONOTONIC": "1",
-        })
+        c.nodes[i].env.update(faketime_env(lib, clocks[i]))
     c.start()
     c.create_topic(TOPIC, PARTITIONS, replication_factor=3)
     history = History()

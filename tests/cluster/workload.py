@@ -5,8 +5,10 @@ in time; a client that cannot finish in time is reported, not waited for.
 """
 
 import statistics
+import sys
 import threading
 import time
+import traceback
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
@@ -182,7 +184,11 @@ class ConsumerWorkload:
     def finish(self, timeout=30):
         self.stop()
         self._thread.join(timeout)
-        assert not self._thread.is_alive(), f"consumer {self.name} did not finish"
+        if self._thread.is_alive():
+            frame = sys._current_frames().get(self._thread.ident)
+            where = "".join(traceback.format_stack(frame)[-3:]) if frame is not None else "?"
+            raise AssertionError(f"consumer {self.name} did not finish within {timeout}s; it is at:\n{where}"
+                                 f"recent client errors: {self.client_errors[-5:]}")
         if self.error is not None:
             raise self.error
 
