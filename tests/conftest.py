@@ -18,6 +18,13 @@ SLUICE = Path(os.environ.get("SLUICE_BIN", ROOT / "target" / "release" / "sluice
 ARTIFACTS = ROOT / "tests" / "artifacts"
 
 
+def pytest_addoption(parser):
+    parser.addoption("--long", action="store_true",
+                     help="also run the long randomized cluster fault run (tests/cluster/test_soak.py; minutes)")
+    parser.addoption("--long-seconds", type=float, default=600, help="how long --long injects faults")
+    parser.addoption("--long-seed", type=int, default=None, help="replay this seed with --long")
+
+
 def log_prefix():
     """`<test name>--` while pytest runs a test, so that a node log is not overwritten by a later
     test's node that drew the same port; empty outside pytest (scripts)."""

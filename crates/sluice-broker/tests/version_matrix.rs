@@ -264,6 +264,8 @@ fn sample_request(api: ApiKey, version: i16, topic_id: uuid::Uuid) -> RequestKin
             DescribeTransactions => DescribeTransactionsRequest,
             ListTransactions => ListTransactionsRequest,
             UnregisterBroker => UnregisterBrokerRequest,
+            AddRaftVoter => AddRaftVoterRequest,
+            RemoveRaftVoter => RemoveRaftVoterRequest,
         },
     }
 }

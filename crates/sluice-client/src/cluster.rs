@@ -1,7 +1,10 @@
 //! The cluster's nodes as DescribeCluster reports them (what `kafka-cluster.sh` and the admin
 //! client's `describeCluster` read).
 
-use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, UnregisterBrokerRequest};
+use kafka_protocol::messages::{
+    AddRaftVoterRequest, BrokerId, DescribeClusterRequest, RemoveRaftVoterRequest,
+    UnregisterBrokerRequest,
+};
 
 use crate::client::{check, Client};
 use crate::error::ClientError;
@@ -68,6 +71,27 @@ impl Client {
             response.error_code,
             response.error_message.as_ref(),
         )
+    }
+
+    /// Makes `node` (a learner of the metadata group) a voter (AddRaftVoter), or a voter a
+    /// learner (RemoveRaftVoter); answered once the change is committed.
+    pub async fn change_voter(&mut self, node: i32, add: bool) -> Result<(), ClientError> {
+        let (code, message) = if add {
+            let request = AddRaftVoterRequest::default()
+                .with_cluster_id(None)
+                .with_voter_id(node)
+                .with_timeout_ms(30_000);
+            let r = self.connection().call(&request, 0, 0).await?;
+            (r.error_code, r.error_message)
+        } else {
+            let request = RemoveRaftVoterRequest::default()
+                .with_cluster_id(None)
+                .with_voter_id(node);
+            let r = self.connection().call(&request, 0, 0).await?;
+            (r.error_code, r.error_message)
+        };
+        let role = if add { "a voter" } else { "a learner" };
+        check(format!("making node {node} {role}"), code, message.as_ref())
     }
 
     /// Every node Metadata lists: `(id, host:port)`.

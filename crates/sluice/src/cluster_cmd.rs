@@ -1,4 +1,5 @@
-//! `sluice cluster status` (and `remove-node`, in remove_node_cmd.rs): the nodes, the controller, what each node leads and holds, and the
+//! `sluice cluster status` (and `add-voter` / `remove-voter`, and `remove-node` in
+//! remove_node_cmd.rs): the nodes, the controller, what each node leads and holds, and the
 //! partitions that are under-replicated or offline — read from Metadata over the Kafka
 //! protocol, so it works against any Kafka-compatible cluster.
 
@@ -17,6 +18,10 @@ pub enum ClusterCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Make a node that joined with --internal-listen a voter of the metadata group
+    AddVoter { node: i32 },
+    /// Make a voter of the metadata group a non-voting member again (it stays a broker)
+    RemoveVoter { node: i32 },
     /// Move every replica off a node, then (once it is stopped) remove it from the cluster
     RemoveNode {
         node: i32,
@@ -61,6 +66,17 @@ pub async fn run(bootstrap: &str, command: ClusterCommand) -> anyhow::Result<()>
     let mut client = Client::connect(bootstrap, "sluice-cli").await?;
     let json = match command {
         ClusterCommand::Status { json } => json,
+        ClusterCommand::AddVoter { node } | ClusterCommand::RemoveVoter { node } => {
+            let add = matches!(command, ClusterCommand::AddVoter { .. });
+            client.change_voter(node, add).await?;
+            let role = if add {
+                "a voter"
+            } else {
+                "a learner (non-voting)"
+            };
+            println!("node {node} is now {role} of the metadata group");
+            return Ok(());
+        }
         ClusterCommand::RemoveNode { node, wait } => {
             let stdout = std::io::stdout();
             let mut out = stdout.lock();

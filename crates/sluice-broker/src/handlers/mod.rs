@@ -7,6 +7,7 @@
 
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
+pub mod add_raft_voter;
 pub mod alter_configs;
 pub mod alter_partition_reassignments;
 pub mod api_versions;
@@ -44,6 +45,7 @@ pub mod offset_delete;
 pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
+pub mod remove_raft_voter;
 pub mod sync_group;
 pub mod txn_offset_commit;
 pub mod unregister_broker;
@@ -188,6 +190,8 @@ apis! {
     DescribeTransactions => describe_transactions,
     ListTransactions => list_transactions,
     UnregisterBroker => unregister_broker,
+    AddRaftVoter => add_raft_voter,
+    RemoveRaftVoter => remove_raft_voter,
 }
 
 pub(crate) fn str_bytes(s: &str) -> StrBytes {

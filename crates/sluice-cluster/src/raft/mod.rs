@@ -14,6 +14,7 @@ pub mod node;
 pub mod pool;
 pub mod quorum;
 pub mod state_machine;
+pub mod voters;
 
 use std::io::Cursor;
 

@@ -55,6 +55,11 @@ pub enum InternalRequest {
         node: u64,
         addr: String,
     },
+    /// A learner becomes a voter (`add`), or a voter a learner (AddRaftVoter, RemoveRaftVoter).
+    ChangeVoter {
+        node: u64,
+        add: bool,
+    },
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -70,6 +75,7 @@ pub enum InternalResponse {
     Quorum(Result<super::quorum::QuorumInfo, ProposeError>),
     Peer(Result<String, String>),
     AddLearner(Result<(), ProposeError>),
+    ChangeVoter(Result<(), super::voters::VoterChangeError>),
 }
 
 /// Why a proposal did not commit.

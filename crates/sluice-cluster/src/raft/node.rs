@@ -163,7 +163,16 @@ impl MetadataNode {
             addr,
         };
         loop {
-            for voter in self.voters.values() {
+            // `--cluster`'s voters, and the members this node knows of (a restarted node that
+            // joined before: voters may have changed since, and `--cluster`'s may be down).
+            let mut targets: Vec<String> = self.voters.values().cloned().collect();
+            let known = self.raft.metrics().borrow().membership_config.clone();
+            for (id, node) in known.membership().nodes() {
+                if *id != self.id && !targets.contains(&node.addr) {
+                    targets.push(node.addr.clone());
+                }
+            }
+            for voter in &targets {
                 if shutdown.is_cancelled() {
                     return;
                 }
@@ -302,12 +311,24 @@ impl MetadataNode {
         request: &InternalRequest,
         timeout: Duration,
     ) -> std::io::Result<InternalResponse> {
-        let addr = self
-            .voters
-            .get(&to)
-            .cloned()
-            .ok_or_else(|| std::io::Error::other(format!("node {to} is not a voter")))?;
+        let addr = self.address_of(to).ok_or_else(|| {
+            std::io::Error::other(format!("node {to} is not in the metadata group"))
+        })?;
         self.pool.call(&addr, request, timeout).await
+    }
+
+    /// `node`'s internal listener: from the membership (voters added at run time are there
+    /// only), else from `--cluster`.
+    fn address_of(&self, node: u64) -> Option<String> {
+        let from_membership = self
+            .raft
+            .metrics()
+            .borrow()
+            .membership_config
+            .membership()
+            .get_node(&node)
+            .map(|n| n.addr.clone());
+        from_membership.or_else(|| self.voters.get(&node).cloned())
     }
 
     /// Appends `records` as one command and waits until it is committed and applied here
@@ -393,6 +414,9 @@ impl InternalHandler for MetadataNode {
             }
             InternalRequest::AddLearner { node, addr } => {
                 InternalResponse::AddLearner(self.add_learner(node, addr).await)
+            }
+            InternalRequest::ChangeVoter { node, add } => {
+                InternalResponse::ChangeVoter(self.change_voter(node, add).await)
             }
         }
     }
