@@ -101,3 +101,29 @@ def test_elect_leaders_moves_leadership_to_the_preferred_replica(cluster):
     # Unclean elections are never made: a partition with a leader does not need one.
     result = admin.elect_leaders(ElectionType.UNCLEAN, [TopicPartition(topic, 2)]).result(30)
     assert code(result[TopicPartition(topic, 2)]) == KafkaError.ELECTION_NOT_NEEDED, result
+
+
+def test_a_restarted_node_answers_no_client_before_its_metadata_is_current(cluster):
+    """A node that led a partition is SIGKILLed; the partition fails over; the node restarts.
+    Its own metadata log still names it leader until the metadata leader's newer entries
+    arrive, so it answers Kafka clients only once it has caught up (clients wait in the listen
+    backlog meanwhile): its very first Metadata answer names the new leader."""
+    c = cluster(3)
+    topic = "restart-view"
+    c.create_topic(topic, 1, replication_factor=3)
+    for round in range(3):
+        old = c.wait_for_leader(topic, 0)
+        c.kill(old)
+        new = c.wait_for_leader(topic, 0, not_node=old, timeout=20)
+        c.nodes[old].start(wait=False)
+
+        def first_answer():
+            try:
+                return c.partition(topic, 0, via=old) or None
+            except Exception:  # not listening yet, or answered by another node: ask again
+                return None
+        seen = wait_until(first_answer, 30, f"node {old}'s first Metadata answer after its restart")
+        assert seen.leader != old, (f"round {round}: restarted node {old} named itself leader "
+                                    f"(the leader is {new}): stale metadata")
+        c.nodes[old].wait_ready()
+        c.wait_for_isr(topic, 0, timeout=30)

@@ -41,12 +41,21 @@ pub async fn run(settings: Resolved) -> anyhow::Result<()> {
         cluster_id = %broker.cluster_id(),
         "sluice is serving"
     );
-    let wire = tokio::spawn(sluice_wire::serve(
-        kafka,
-        Arc::clone(&broker),
-        settings.limits.clone(),
-        shutdown.clone(),
-    ));
+    let serving = Arc::clone(&broker);
+    let (limits, stop) = (settings.limits.clone(), shutdown.clone());
+    let wire = tokio::spawn(async move {
+        // A cluster node answers Kafka clients once its metadata is current: before, it would
+        // name the leaders it knew before it went down. Clients that connect meanwhile wait in
+        // the listen backlog.
+        if let Some(replication) = serving.replication().cloned() {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = replication.wait_following() => {}
+            }
+            tracing::info!("metadata current: answering Kafka clients");
+        }
+        sluice_wire::serve(kafka, serving, limits, stop).await
+    });
     let admin_state = sluice_admin::AppState::new(
         Arc::clone(&broker),
         settings.admin_token.as_deref(),

@@ -51,8 +51,8 @@ pub struct Replication {
     fetchers: Mutex<HashMap<NodeId, tokio::task::JoinHandle<()>>>,
     /// The internal topics whose creation is in flight (at most one request each at a time).
     creating: Mutex<std::collections::HashSet<String>>,
-    /// This node has caught up with the metadata and follows it.
-    following: std::sync::atomic::AtomicBool,
+    /// This node has caught up with the metadata and follows it (set once, never unset).
+    following: tokio::sync::watch::Sender<bool>,
     /// Whether the controller session held at the last tick.
     had_session: std::sync::atomic::AtomicBool,
     shutdown: CancellationToken,
@@ -99,6 +99,15 @@ impl Replication {
         }
     }
 
+    /// Waits until this node has caught up with the metadata leader once (see `catch_up`):
+    /// until then its applied metadata may be the one it had before it went down, and `sluice
+    /// serve` does not answer Kafka clients from it (as a Kafka broker waits for the metadata
+    /// log before it serves).
+    pub async fn wait_following(&self) {
+        let mut following = self.following.subscribe();
+        let _ = following.wait_for(|f| *f).await;
+    }
+
     /// The applied cluster metadata, now.
     pub fn state(&self) -> Arc<sluice_cluster::raft::state_machine::Applied> {
         self.node.state()
@@ -138,7 +147,7 @@ impl Broker {
             node,
             fetchers: Mutex::new(HashMap::new()),
             creating: Default::default(),
-            following: Default::default(),
+            following: tokio::sync::watch::Sender::new(false),
             had_session: Default::default(),
             shutdown: shutdown.clone(),
         });
@@ -158,8 +167,7 @@ impl Broker {
             if stop.is_cancelled() {
                 return;
             }
-            gate.following
-                .store(true, std::sync::atomic::Ordering::Release);
+            gate.following.send_replace(true);
             tracing::info!("metadata caught up; following it");
             loop {
                 let state = Arc::clone(&applied.borrow_and_update());
@@ -301,7 +309,7 @@ impl Broker {
                 }
             }
             tracing::warn!("controller session lapsed: stepped down from every partition led here");
-        } else if !had && holds && replication.following.load(Ordering::Acquire) {
+        } else if !had && holds && *replication.following.borrow() {
             self.reconcile(&replication.state().state);
         }
     }
