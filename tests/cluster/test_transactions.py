@@ -6,15 +6,17 @@ into exactly one committed output record — across a SIGKILL of the transaction
 the group coordinator, or of an output partition's leader — and leave no transaction hanging.
 Each test is bounded; the timeout mark is the hard stop for a hung one."""
 
+import re
 import struct
+import subprocess
 import time
 from collections import Counter
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from broker.raw import Conn, frame, header_v1, string
-from conftest import wait_until
+from broker.raw import Conn, frame, header_v1, parse_produce_v3, string
+from conftest import SLUICE, wait_until
 
 from .checker import ABORTED, COMMITTED, READ_COMMITTED, History
 from .harness import CLIENT_DEFAULTS
@@ -30,6 +32,7 @@ OFFSETS = "__consumer_offsets"
 # coordinator request waiting on a retired broker ignores it (librdkafka #5456, #5511; see
 # docs/decisions/cluster-follower-reads.md for why Sluice no longer triggers that).
 CALL_TIMEOUT_S = 15
+INVALID_TXN_STATE = 48
 
 
 def coordinator_node(c, topic, key):
@@ -286,3 +289,64 @@ def test_a_transaction_left_open_by_a_killed_coordinator_is_aborted_by_its_succe
     # ones are readable (a lost-write otherwise).
     result = drain_and_check(c, topic, history, "txn-hang", isolations=(READ_COMMITTED,))
     assert result.valid, str(result)
+
+
+def late_transactional_write(bootstrap, txn_id, topic, partition, producer_id, epoch, sequence):
+    """A transactional Produce v3 for a transaction that has ended (as a request delayed in the
+    network past its transaction's abort would arrive) -> its error code."""
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=True, producer_id=producer_id,
+                                  producer_epoch=epoch, base_sequence=sequence, batch_size=1 << 20)
+    b.append(0, timestamp=int(time.time() * 1000), key=b"late", value=b"late", headers=[])
+    records = bytes(b.build())
+    body = string(txn_id) + struct.pack(">hi", -1, 10_000)
+    body += struct.pack(">i", 1) + string(topic)
+    body += struct.pack(">i", 1) + struct.pack(">i", partition) + struct.pack(">i", len(records)) + records
+    conn = Conn(bootstrap)
+    try:
+        conn.send(frame(header_v1(0, 3, 9) + body))
+        payload = conn.read_frame()
+    finally:
+        conn.sock.close()
+    assert payload is not None, "the broker closed the connection"
+    [(_, _, error, _)] = parse_produce_v3(payload)
+    return error
+
+
+def test_a_late_write_of_an_ended_transaction_is_refused_by_a_leader_on_another_node(cluster):
+    """KIP-890 part 1 across nodes: a partition leader that does not run the transaction's
+    coordinator asks it before the partition's first transactional write of a transaction. A
+    write for a transaction that has already been committed (same producer epoch, the next
+    sequence: everything the partition alone checks is right) is refused with
+    INVALID_TXN_STATE, and opens no transaction that nobody would end — the last stable offset
+    stays at the high watermark, so read_committed consumers are not stuck behind it."""
+    c = cluster(3)
+    topic, txn_id = "late", "late-writer"
+    c.create_topic(topic, 3, replication_factor=3)
+    p = transactional_producer(c.bootstrap, txn_id)
+    coordinator = find_txn_coordinator(c.nodes[1].bootstrap, txn_id)
+    leaders = {q: c.wait_for_leader(topic, q) for q in range(3)}
+    partition = next((q for q, leader in leaders.items() if leader != coordinator), None)
+    assert partition is not None, f"coordinator {coordinator} leads every partition: {leaders}"
+    p.begin_transaction()
+    for i in range(3):
+        p.produce(topic, value=f"in-{i}".encode(), partition=partition)
+    p.commit_transaction(CALL_TIMEOUT_S)
+    described = subprocess.run([str(SLUICE), "txn", "-b", c.bootstrap, "describe", txn_id],
+                               capture_output=True, text=True, timeout=30)
+    m = re.search(r"Producer: (\d+) epoch (\d+)", described.stdout)
+    assert m, described.stdout + described.stderr
+    producer_id, epoch = int(m.group(1)), int(m.group(2))
+
+    error = late_transactional_write(c.nodes[leaders[partition]].bootstrap, txn_id, topic, partition,
+                                     producer_id, epoch, sequence=3)
+    assert error == INVALID_TXN_STATE, f"a write of an ended transaction got error {error}"
+    lso, hw = end_offsets(c.bootstrap, topic, 3)[partition]
+    assert lso == hw, f"{topic}-{partition}: last stable offset {lso} behind the high watermark {hw}"
+
+    # The producer goes on: its next transaction's writes are verified and taken.
+    p.begin_transaction()
+    p.produce(topic, value=b"next", partition=partition)
+    p.commit_transaction(CALL_TIMEOUT_S)
+    lso2, hw2 = end_offsets(c.bootstrap, topic, 3)[partition]
+    assert lso2 == hw2 and hw2 > hw, (lso2, hw2, hw)

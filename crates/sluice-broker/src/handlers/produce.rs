@@ -4,13 +4,14 @@
 //! which every in-sync replica has reached (`min.insync.replicas` of them at least, else
 //! NOT_ENOUGH_REPLICAS). A single node is the whole ISR, so 1 and -1 coincide there.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse, ResponseKind, TopicName};
-use sluice_log::{validate_produce, FlushMode, LogError, Offset};
+use sluice_log::{validate_produce, BatchHeader, FlushMode, LogError, Offset};
 use sluice_wire::Reply;
 
 use super::str_bytes;
@@ -18,6 +19,7 @@ use crate::broker::Broker;
 use crate::error::{log_error, BrokerError};
 use crate::handlers::{Call, Versions};
 use crate::partition::Partition;
+use crate::replication::peer::PeerCall;
 
 /// What an answer waits for.
 enum Wait {
@@ -97,6 +99,128 @@ pub const VERSIONS: Versions = Versions::new(3, 13).advertised_from(0);
 
 pub fn handle(broker: &Broker, request: ProduceRequest, call: &Call) -> Reply {
     let version = call.version;
+    let asks = remote_checks(broker, &request, version);
+    if asks.is_empty() {
+        return handle_verified(broker, request, version, &Verdicts::new());
+    }
+    let Some(owner) = broker.arc() else {
+        return handle_verified(broker, request, version, &Verdicts::new());
+    };
+    Reply::Later(Box::pin(async move {
+        let verdicts = ask_coordinator(&owner, asks).await;
+        match handle_verified(&owner, request, version, &verdicts) {
+            Reply::Ready(body) => Some(*body),
+            Reply::Later(pending) => pending.await,
+            Reply::Silent | Reply::Close(_) => None,
+        }
+    }))
+}
+
+/// The transaction coordinator's answers for the partitions it was asked about.
+type Verdicts = HashMap<(String, i32), Result<(), (ResponseError, String)>>;
+
+/// One partition's first transactional write of a transaction, to verify with a coordinator
+/// on another node (KIP-890 part 1).
+struct Ask {
+    transactional_id: String,
+    producer_id: i64,
+    producer_epoch: i16,
+    topic: String,
+    partition: i32,
+}
+
+/// The transactional writes of `request` that the coordinator on another node must verify:
+/// none on a single node, for a coordinator here (checked in place), or for a partition that
+/// already holds this producer epoch's open transaction (verified at its first write; a late
+/// write of an ended transaction finds none, and is asked about).
+fn remote_checks(broker: &Broker, request: &ProduceRequest, version: i16) -> Vec<Ask> {
+    let Some(id) = request.transactional_id.as_ref().map(|s| s.as_str()) else {
+        return Vec::new();
+    };
+    if !broker.config().clustered || broker.txns.check(id).is_ok() {
+        return Vec::new();
+    }
+    let mut asks = Vec::new();
+    for topic_data in &request.topic_data {
+        let topic = if version >= 13 {
+            broker.topics().get_by_id(topic_data.topic_id)
+        } else {
+            broker.topics().get(&topic_data.name)
+        };
+        let Some(topic) = topic else { continue };
+        for data in &topic_data.partition_data {
+            let Some(partition) = topic.partition(data.index) else {
+                continue;
+            };
+            let Ok(h) = BatchHeader::parse(data.records.as_deref().unwrap_or_default()) else {
+                continue;
+            };
+            let open = partition
+                .open_transactions()
+                .iter()
+                .any(|t| t.producer_id == h.producer_id && t.producer_epoch == h.producer_epoch);
+            if h.is_transactional() && !open {
+                asks.push(Ask {
+                    transactional_id: id.to_string(),
+                    producer_id: h.producer_id,
+                    producer_epoch: h.producer_epoch,
+                    topic: topic.name.to_string(),
+                    partition: data.index,
+                });
+            }
+        }
+    }
+    asks
+}
+
+/// Asks the coordinator about each partition, concurrently. Its node moving or not answering
+/// becomes NOT_ENOUGH_REPLICAS, the retriable error every producer knows (Kafka answers the
+/// same for a verification that could not be made).
+async fn ask_coordinator(broker: &Broker, asks: Vec<Ask>) -> Verdicts {
+    let calls = asks.into_iter().map(|ask| async move {
+        let key = (ask.topic.clone(), ask.partition);
+        let node = broker
+            .txn_coordinator(&ask.transactional_id)
+            .map(|(node, _, _)| sluice_cluster::NodeId(node));
+        let outcome = match node {
+            Ok(node) => {
+                let call = PeerCall::VerifyTxnWrite {
+                    transactional_id: ask.transactional_id,
+                    producer_id: ask.producer_id,
+                    producer_epoch: ask.producer_epoch,
+                    topic: ask.topic,
+                    partition: ask.partition,
+                };
+                broker.call_peer(node, &call).await
+            }
+            Err(e) => Err(e),
+        };
+        let verdict = outcome.map_err(|e| match e {
+            ResponseError::NotCoordinator
+            | ResponseError::CoordinatorNotAvailable
+            | ResponseError::CoordinatorLoadInProgress
+            | ResponseError::ConcurrentTransactions => (
+                ResponseError::NotEnoughReplicas,
+                format!(
+                    "the transaction's coordinator could not verify this write yet ({e:?}); retry"
+                ),
+            ),
+            e => (
+                e,
+                format!("the transaction's coordinator refused this write: {e:?}"),
+            ),
+        });
+        (key, verdict)
+    });
+    futures::future::join_all(calls).await.into_iter().collect()
+}
+
+fn handle_verified(
+    broker: &Broker,
+    request: ProduceRequest,
+    version: i16,
+    verdicts: &Verdicts,
+) -> Reply {
     let acks = request.acks;
     // A leader the controller has not confirmed within its session may already be replaced
     // (paused, or cut off from the majority): it takes no writes until confirmed again.
@@ -167,6 +291,7 @@ pub fn handle(broker: &Broker, request: ProduceRequest, call: &Call) -> Reply {
                     version,
                     acks,
                     request.transactional_id.as_ref().map(|s| s.as_str()),
+                    verdicts.get(&(topic.name.to_string(), data.index)),
                 )
             })
             .collect();
@@ -236,6 +361,7 @@ fn append(
     version: i16,
     acks: i16,
     transactional_id: Option<&str>,
+    verdict: Option<&Result<(), (ResponseError, String)>>,
 ) -> Pending {
     let index = partition.index;
     let config = partition.config();
@@ -259,6 +385,7 @@ fn append(
                 &partition.topic,
                 index,
                 version >= 12,
+                verdict,
             ) {
                 return failed(index, error, message);
             }

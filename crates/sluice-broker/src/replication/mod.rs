@@ -16,7 +16,7 @@ mod admin;
 mod coordinators;
 mod fetcher;
 pub mod leader_fetch;
-mod peer;
+pub(crate) mod peer;
 mod read_replica;
 mod reconcile;
 pub mod throttle;

@@ -5,6 +5,7 @@
 //!   transaction coordinator ── Markers ──────────▶ leader of a partition in the transaction
 //!   transaction coordinator ── CommitOffsets ────▶ coordinator of the group (at commit)
 //!   group coordinator ──────── TxnOffsets ───────▶ coordinator of the transaction
+//!   partition leader ───────── VerifyTxnWrite ───▶ coordinator of the transaction (KIP-890)
 //! ```
 //! Each answer comes once its writes are committed, so a coordinator that moves on has nothing
 //! a failover could take back. A refused call answers the Kafka error the caller acts on
@@ -48,6 +49,16 @@ pub(crate) enum PeerCall {
         producer_epoch: i16,
         offsets: Vec<PendingOffset>,
         tv2: bool,
+    },
+    /// Is `topic`-`partition` in this producer epoch's open transaction? Asked by a partition
+    /// leader before it takes the partition's first transactional write of a transaction
+    /// (KIP-890 part 1), so a late write of an ended transaction cannot open one nobody ends.
+    VerifyTxnWrite {
+        transactional_id: String,
+        producer_id: i64,
+        producer_epoch: i16,
+        topic: String,
+        partition: i32,
     },
 }
 
@@ -104,6 +115,7 @@ impl Broker {
     async fn answer_peer(self: Arc<Self>, body: String) -> Result<String, String> {
         let call: PeerCall =
             serde_json::from_str(&body).map_err(|e| format!("unreadable peer call: {e}"))?;
+
         let outcome = match call {
             PeerCall::Markers {
                 producer_id,
@@ -131,6 +143,19 @@ impl Broker {
             PeerCall::CommitOffsets { group, offsets } => {
                 self.commit_offsets_here(&group, &offsets).await
             }
+            PeerCall::VerifyTxnWrite {
+                transactional_id,
+                producer_id,
+                producer_epoch,
+                topic,
+                partition,
+            } => self.verify_for_peer(
+                &transactional_id,
+                producer_id,
+                producer_epoch,
+                &topic,
+                partition,
+            ),
             PeerCall::TxnOffsets {
                 transactional_id,
                 producer_id,
@@ -150,5 +175,22 @@ impl Broker {
         };
         let outcome: PeerOutcome = outcome.map_err(|e| (e.code(), format!("{e:?}")));
         serde_json::to_string(&outcome).map_err(|e| format!("cannot encode an answer: {e}"))
+    }
+
+    /// A partition leader's KIP-890 question ([`PeerCall::VerifyTxnWrite`]).
+    fn verify_for_peer(
+        &self,
+        transactional_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        topic: &str,
+        partition: i32,
+    ) -> Result<(), ResponseError> {
+        self.txns.check(transactional_id)?;
+        self.verify_txn_write_here(producer_id, producer_epoch, topic, partition, false)
+            .map_err(|(e, message)| {
+                tracing::debug!(transactional_id, producer_id, %message, "transactional write refused");
+                e
+            })
     }
 }

@@ -507,10 +507,13 @@ impl Broker {
     /// epoch must be current and the partition in its open transaction. With `implicit_add`
     /// (Produce v12+, transactions version 2) the partition is added to the transaction here.
     ///
-    /// In a cluster only a partition leader that runs the transaction's coordinator checks:
-    /// elsewhere the write is taken as Kafka took it before KIP-890 (the client added the
-    /// partition with AddPartitionsToTxn; its epoch is checked by the partition itself), and an
-    /// implicit add is refused, since only the coordinator could make it.
+    /// In a cluster, a partition leader that does not run the transaction's coordinator asked
+    /// it before (`remote`: the coordinator's verdict, [`crate::handlers::produce`]), unless
+    /// the partition already holds this producer epoch's open transaction (then the check was
+    /// made for its first write, as Kafka's verification guard does). An implicit add is
+    /// refused there: only the coordinator could make it, and transactions version 2 is not
+    /// finalized in a cluster.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn verify_txn_write(
         &self,
         transactional_id: Option<&str>,
@@ -519,8 +522,8 @@ impl Broker {
         topic: &str,
         partition: i32,
         implicit_add: bool,
+        remote: Option<&Result<(), (ResponseError, String)>>,
     ) -> Result<(), (ResponseError, String)> {
-        let now = self.txns.now_ms();
         if self.config.clustered {
             let here = transactional_id.is_some_and(|id| self.txns.check(id).is_ok());
             if !here && implicit_add {
@@ -533,9 +536,23 @@ impl Broker {
                 ));
             }
             if !here {
-                return Ok(());
+                return remote.cloned().unwrap_or(Ok(()));
             }
         }
+        self.verify_txn_write_here(producer_id, epoch, topic, partition, implicit_add)
+    }
+
+    /// The coordinator's side of [`Broker::verify_txn_write`]: `producer_id`'s epoch is current
+    /// and `topic`-`partition` in its open transaction (or, with `implicit_add`, added now).
+    pub(crate) fn verify_txn_write_here(
+        &self,
+        producer_id: i64,
+        epoch: i16,
+        topic: &str,
+        partition: i32,
+        implicit_add: bool,
+    ) -> Result<(), (ResponseError, String)> {
+        let now = self.txns.now_ms();
         let mut coordinator = self.txns.coordinator.lock();
         let Some(meta) = coordinator.by_producer(producer_id) else {
             return Err((
