@@ -1,7 +1,7 @@
 """Changing the metadata voters at run time (KIP-853's AddRaftVoter / RemoveRaftVoter): one
 node grows into a 3-node cluster that survives the loss of the node it started from. Nodes 2
 and 3 join as learners (`--internal-listen`), become voters (one through `sluice cluster
-add-voter`, one through the Java Admin client's addRaftVoter, as kafka-metadata-quorum.sh
+add-node --voter`, one through the Java Admin client's addRaftVoter, as kafka-metadata-quorum.sh
 add-controller sends it), and then the first node is SIGKILLed under an acks=all producer: the
 other two elect a metadata leader and new partition leaders and go on. The first node comes
 back, is made a learner again (Java removeRaftVoter) and stays a broker; the bad requests get
@@ -53,8 +53,13 @@ def test_one_node_grows_to_three_voters_and_survives_losing_the_first(cluster):
     r = cli_voter(c, "remove-voter", 1)
     assert r.returncode != 0 and "only voter" in r.stderr, r.stdout + r.stderr
 
-    r = cli_voter(c, "add-voter", 2)
-    assert r.returncode == 0 and "now a voter" in r.stdout, r.stdout + r.stderr
+    r = subprocess.run([str(SLUICE), "cluster", "-b", c.bootstrap, "add-node", "9", "--wait", "1"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "node 9 has not joined" in r.stderr, r.stdout + r.stderr
+    r = subprocess.run([str(SLUICE), "cluster", "-b", c.bootstrap, "add-node", "2", "--voter"],
+                       capture_output=True, text=True, timeout=90)
+    assert r.returncode == 0 and "node 2 has joined" in r.stdout and "now a voter" in r.stdout, \
+        r.stdout + r.stderr
     assert java_voter(c, "add", 3, via=2) == "ok"
     for i in c.ids:
         assert voters(c, i)[0] == [1, 2, 3], f"node {i}"

@@ -1,5 +1,5 @@
-//! `sluice cluster status` (and `add-voter` / `remove-voter`, and `remove-node` in
-//! remove_node_cmd.rs): the nodes, the controller, what each node leads and holds, and the
+//! `sluice cluster status` (and `add-voter` / `remove-voter`, `add-node` in add_node_cmd.rs,
+//! `remove-node` in remove_node_cmd.rs): the nodes, the controller, what each node leads and holds, and the
 //! partitions that are under-replicated or offline — read from Metadata over the Kafka
 //! protocol, so it works against any Kafka-compatible cluster.
 
@@ -17,6 +17,17 @@ pub enum ClusterCommand {
         /// Print JSON instead of tables
         #[arg(long)]
         json: bool,
+    },
+    /// Wait until a node started with --internal-listen has joined; --voter also makes it a
+    /// voter of the metadata group
+    AddNode {
+        node: i32,
+        /// Make it a voter of the metadata group once it has joined
+        #[arg(long)]
+        voter: bool,
+        /// How long to wait for it to join, in seconds
+        #[arg(long, default_value_t = 60)]
+        wait: u64,
     },
     /// Make a node that joined with --internal-listen a voter of the metadata group
     AddVoter { node: i32 },
@@ -66,6 +77,12 @@ pub async fn run(bootstrap: &str, command: ClusterCommand) -> anyhow::Result<()>
     let mut client = Client::connect(bootstrap, "sluice-cli").await?;
     let json = match command {
         ClusterCommand::Status { json } => json,
+        ClusterCommand::AddNode { node, voter, wait } => {
+            let stdout = std::io::stdout();
+            let mut out = stdout.lock();
+            let wait = std::time::Duration::from_secs(wait);
+            return crate::add_node_cmd::run(&mut client, node, voter, wait, &mut out).await;
+        }
         ClusterCommand::AddVoter { node } | ClusterCommand::RemoveVoter { node } => {
             let add = matches!(command, ClusterCommand::AddVoter { .. });
             client.change_voter(node, add).await?;

@@ -1,5 +1,6 @@
 //! The `sluice` command: the broker (`serve`) and the tools people use at a terminal.
 
+mod add_node_cmd;
 mod bench_cmd;
 mod cluster_cmd;
 mod consume_cmd;
