@@ -1,7 +1,7 @@
 """Config changes in a cluster: a topic's overrides go through the controller (every node
 applies them from the metadata log, and they survive a restart of every node); a node's
-replication throttle rates are its own dynamic broker configs; every other broker setting is
-static and refused with a message."""
+replication throttle rates are its own dynamic broker configs, kept in the metadata log so they
+survive restarts; every other broker setting is static and refused with a message."""
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
@@ -79,6 +79,15 @@ def test_throttle_rates_are_per_node_dynamic_configs_and_the_rest_is_static(clus
     res = ConfigResource(ConfigResource.Type.BROKER, "2")
     described = admin.describe_configs([res])[res].result(20)
     assert described[rate].value == "5000000" and not described[rate].is_read_only
+    # Kept in the metadata log: node 2 has it again after a restart, and after every node's.
+    def rate_on_2():
+        admin = admin_of(c, 2)  # kept alive until the answer comes
+        entry = admin.describe_configs([res])[res].result(20).get(rate)
+        return entry.value if entry is not None else None
+    for restart in (lambda: c.restart(2), c.restart_all):
+        restart()
+        assert wait_until(rate_on_2, 30, "the throttle rate back on node 2") == "5000000"
+    admin = admin_of(c, 2)
     other = ConfigResource(ConfigResource.Type.BROKER, "3")
     admin3 = admin_of(c, 3)
     assert rate not in admin3.describe_configs([other])[other].result(20), "node 3 untouched"

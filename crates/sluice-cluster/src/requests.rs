@@ -34,6 +34,11 @@ pub enum ControllerRequest {
         name: String,
         configs: BTreeMap<String, String>,
     },
+    /// A node's complete dynamic broker configs (validated by the node that was asked).
+    BrokerConfig {
+        node: NodeId,
+        configs: BTreeMap<String, String>,
+    },
     AddPartitions {
         name: String,
         count: i32,
@@ -166,6 +171,15 @@ pub fn decide(
             let topic = topic_id(&name)?;
             Ok((
                 vec![MetadataRecord::TopicConfig { topic, configs }],
+                ControllerReply::Done,
+            ))
+        }
+        ControllerRequest::BrokerConfig { node, configs } => {
+            if !state.nodes.contains_key(&node) {
+                return Err(ControllerError::UnknownNode(node));
+            }
+            Ok((
+                vec![MetadataRecord::BrokerConfig { node, configs }],
                 ControllerReply::Done,
             ))
         }

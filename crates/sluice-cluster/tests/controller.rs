@@ -416,3 +416,34 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn broker_configs_are_kept_per_node_and_go_with_the_node() {
+    use sluice_cluster::requests::{decide, ControllerError, ControllerRequest};
+    let mut c = Cluster::new(3);
+    let rates = BTreeMap::from([(
+        "leader.replication.throttled.rate".to_string(),
+        "1000".to_string(),
+    )]);
+    let ask = |node: i32, configs: &BTreeMap<String, String>| ControllerRequest::BrokerConfig {
+        node: NodeId(node),
+        configs: configs.clone(),
+    };
+    let (records, _) = decide(&mut c.controller, &c.state, ask(2, &rates)).unwrap();
+    c.commit(records);
+    assert_eq!(c.state.broker_configs.get(&NodeId(2)), Some(&rates));
+    assert!(!c.state.broker_configs.contains_key(&NodeId(3)));
+    // Replaced as a whole: empty clears it.
+    let (records, _) = decide(&mut c.controller, &c.state, ask(2, &BTreeMap::new())).unwrap();
+    c.commit(records);
+    assert!(c.state.broker_configs.is_empty());
+    // An unknown node is refused; a removed node's configs go with it.
+    assert!(matches!(
+        decide(&mut c.controller, &c.state, ask(9, &rates)),
+        Err(ControllerError::UnknownNode(_))
+    ));
+    let (records, _) = decide(&mut c.controller, &c.state, ask(3, &rates)).unwrap();
+    c.commit(records);
+    c.commit(vec![MetadataRecord::RemoveNode { node: NodeId(3) }]);
+    assert!(!c.state.broker_configs.contains_key(&NodeId(3)));
+}

@@ -44,12 +44,24 @@ pub(crate) fn apply(
     let mut outcomes: Vec<Outcome> = Vec::with_capacity(resources.len());
     // (index in `outcomes`, topic, its new overrides) for the controller.
     let mut for_controller = Vec::new();
+    // (index in `outcomes`, node, its complete new dynamic configs) for the controller.
+    let mut brokers_for_controller = Vec::new();
     for (kind, name, change) in resources {
         let outcome = match change {
             Err(e) => Err(e),
-            Ok(Change::Broker { name, changes }) => {
+            Ok(Change::Broker { name, changes }) if replication.is_none() => {
                 alter_broker(broker, &name, &changes, validate_only)
             }
+            Ok(Change::Broker { name, changes }) => replication
+                .as_ref()
+                .map_or(Ok(None), |r| {
+                    broker_configs_after(r, &name, &changes).map(Some)
+                })
+                .map(|after| {
+                    if let Some((node, configs)) = after.filter(|_| !validate_only) {
+                        brokers_for_controller.push((outcomes.len(), node, configs));
+                    }
+                }),
             Ok(Change::Topic { name, configs }) if replication.is_none() => {
                 broker.topics().set_configs(&name, configs, validate_only)
             }
@@ -63,18 +75,83 @@ pub(crate) fn apply(
         };
         outcomes.push((kind, name, outcome));
     }
-    let Some(replication) = replication.filter(|_| !for_controller.is_empty()) else {
+    let Some(replication) =
+        replication.filter(|_| !for_controller.is_empty() || !brokers_for_controller.is_empty())
+    else {
         return Reply::Ready(Box::new(build(outcomes)));
     };
+    let owner = broker.arc();
     Reply::Later(Box::pin(async move {
         for (at, topic, configs) in for_controller {
             outcomes[at].2 = replication.set_topic_configs(&topic, configs).await;
+        }
+        for (at, node, configs) in brokers_for_controller {
+            let done = replication.set_broker_configs(node, configs.clone()).await;
+            // In force here before the answer (the metadata follower applies it too, a moment
+            // later): a DescribeConfigs right after shows it.
+            if let (Ok(()), Some(owner)) = (&done, &owner) {
+                if node == replication.me() {
+                    owner.throttles.apply_all(&configs);
+                }
+            }
+            outcomes[at].2 = done;
         }
         Some(build(outcomes))
     }))
 }
 
-/// This node's dynamic broker configs: all of a resource's changes, or none of them.
+/// In a cluster: node `name`'s (this node's when empty) complete dynamic configs after
+/// `changes`, validated; the controller writes them.
+fn broker_configs_after(
+    replication: &crate::replication::Replication,
+    name: &str,
+    changes: &[(String, Option<String>)],
+) -> Result<(sluice_cluster::NodeId, BTreeMap<String, String>), BrokerError> {
+    let node = if name.is_empty() {
+        replication.me()
+    } else {
+        name.parse::<i32>()
+            .map(sluice_cluster::NodeId)
+            .map_err(|_| BrokerError::InvalidRequest(format!("'{name}' is not a node id")))?
+    };
+    if !replication.state().state.nodes.contains_key(&node) {
+        return Err(BrokerError::InvalidRequest(format!(
+            "there is no node {name}"
+        )));
+    }
+    check_dynamic(changes)?;
+    let mut configs = replication.broker_configs(node);
+    for (key, value) in changes {
+        match value {
+            Some(v) => configs.insert(key.clone(), v.clone()),
+            None => configs.remove(key),
+        };
+    }
+    let scratch = ReplicationThrottles::default();
+    for (key, value) in &configs {
+        scratch
+            .set(key, Some(value))
+            .map_err(|why| BrokerError::InvalidConfig(ConfigError(why)))?;
+    }
+    Ok((node, configs))
+}
+
+/// Refuses a change to any broker config but the dynamic ones.
+fn check_dynamic(changes: &[(String, Option<String>)]) -> Result<(), BrokerError> {
+    match changes
+        .iter()
+        .find(|(k, _)| !ReplicationThrottles::is_dynamic(k))
+    {
+        Some((key, _)) => Err(BrokerError::InvalidRequest(format!(
+            "broker config '{key}' is static in Sluice: set it in the config file, environment \
+             or flags (only {LEADER_RATE} and {FOLLOWER_RATE} change at run time)"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// This node's dynamic broker configs (a single node): all of a resource's changes, or none
+/// of them.
 fn alter_broker(
     broker: &Broker,
     name: &str,
@@ -88,15 +165,7 @@ fn alter_broker(
         )));
     }
     let invalid = |why: String| BrokerError::InvalidConfig(ConfigError(why));
-    if let Some((key, _)) = changes
-        .iter()
-        .find(|(k, _)| !ReplicationThrottles::is_dynamic(k))
-    {
-        return Err(BrokerError::InvalidRequest(format!(
-            "broker config '{key}' is static in Sluice: set it in the config file, environment \
-             or flags (only {LEADER_RATE} and {FOLLOWER_RATE} change at run time)"
-        )));
-    }
+    check_dynamic(changes)?;
     // Validate everything on a scratch copy before touching the live throttles.
     let scratch = ReplicationThrottles::default();
     for (key, value) in changes {

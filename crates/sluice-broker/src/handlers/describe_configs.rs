@@ -154,7 +154,8 @@ fn broker_entries(broker: &Broker, keys: Option<&[StrBytes]>) -> Vec<Entry> {
             read_only: true,
         })
         .collect();
-    // The dynamic ones: the replication throttle rates, where set.
+    // The dynamic ones: the replication throttle rates in force, where set (in a cluster,
+    // applied from the metadata log, after a restart too).
     for (name, rate) in broker.throttles.configs() {
         if wanted(name) {
             entries.push(Entry {

@@ -96,6 +96,40 @@ impl Replication {
             .await
     }
 
+    /// Node `node`'s complete dynamic broker configs, through the controller: every node
+    /// applies its own from the metadata, at once and after every restart.
+    pub async fn set_broker_configs(
+        &self,
+        node: sluice_cluster::NodeId,
+        configs: BTreeMap<String, String>,
+    ) -> Result<(), BrokerError> {
+        use sluice_cluster::requests::ControllerError as E;
+        self.node
+            .ask(ControllerRequest::BrokerConfig {
+                node,
+                configs: configs.clone(),
+            })
+            .await
+            .map_err(|e| match e {
+                E::UnknownNode(_) => {
+                    BrokerError::InvalidRequest(format!("there is no node {node}"))
+                }
+                other => BrokerError::ControllerUnavailable(other.to_string()),
+            })?;
+        self.applied_until(|s| s.broker_configs.get(&node).cloned().unwrap_or_default() == configs)
+            .await
+    }
+
+    /// Node `node`'s dynamic broker configs as the metadata holds them.
+    pub fn broker_configs(&self, node: sluice_cluster::NodeId) -> BTreeMap<String, String> {
+        self.state()
+            .state
+            .broker_configs
+            .get(&node)
+            .cloned()
+            .unwrap_or_default()
+    }
+
     pub async fn add_partitions(
         &self,
         name: &str,

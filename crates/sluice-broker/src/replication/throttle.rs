@@ -5,8 +5,9 @@
 //! `partition:node,...` or `*`). `kafka-reassign-partitions.sh --throttle` and
 //! `sluice topic reassign --throttle` set all four so that the copy filling a new replica does
 //! not starve client traffic; in-sync replicas keep up as they did. The rates are per node and
-//! dynamic (IncrementalAlterConfigs on the node's broker resource); they are not persisted: a
-//! restarted node copies at full speed until they are set again.
+//! dynamic (IncrementalAlterConfigs on the node's broker resource). In a cluster they are kept in
+//! the metadata log (any node may set any node's), so they survive restarts; a single node keeps
+//! them in memory only.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -87,6 +88,18 @@ impl ReplicationThrottles {
             _ => return Err(format!("'{key}' is not a dynamic broker config")),
         }
         Ok(())
+    }
+
+    /// Sets every rate from a node's complete dynamic configs (a missing one: no limit);
+    /// changes only what differs, so applying the same configs again leaves the buckets be.
+    pub fn apply_all(&self, configs: &BTreeMap<String, String>) {
+        for (key, throttle) in [(LEADER_RATE, &self.leader), (FOLLOWER_RATE, &self.follower)] {
+            let rate = configs.get(key).and_then(|v| v.trim().parse::<u64>().ok());
+            if throttle.rate() != rate.filter(|r| *r > 0) {
+                throttle.set_rate(rate);
+                tracing::info!(key, ?rate, "replication throttle changed");
+            }
+        }
     }
 
     /// The dynamic configs that are set, for DescribeConfigs.

@@ -46,6 +46,12 @@ pub enum MetadataRecord {
         topic: Uuid,
         configs: BTreeMap<String, String>,
     },
+    /// A node's dynamic broker configs (the replication throttle rates), replaced as a whole;
+    /// empty: none. Kept in the metadata so they survive a restart, as Kafka keeps them.
+    BrokerConfig {
+        node: NodeId,
+        configs: BTreeMap<String, String>,
+    },
     /// A partition's new leader, ISR or replicas. `partition_epoch` is the new epoch; it must
     /// be the current one plus one.
     ChangePartition {

@@ -22,6 +22,9 @@ pub struct ClusterState {
     /// holds but does not see here may be one its metadata has not caught up with).
     #[serde(default)]
     pub deleted: std::collections::BTreeSet<Uuid>,
+    /// Each node's dynamic broker configs (only nodes that have some).
+    #[serde(default)]
+    pub broker_configs: BTreeMap<NodeId, BTreeMap<String, String>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -88,6 +91,7 @@ impl ClusterState {
                 self.nodes
                     .remove(node)
                     .ok_or(ApplyError::UnknownNode(*node))?;
+                self.broker_configs.remove(node);
             }
             MetadataRecord::CreateTopic {
                 name,
@@ -130,6 +134,13 @@ impl ClusterState {
             }
             MetadataRecord::TopicConfig { topic, configs } => {
                 self.topic_mut(*topic)?.configs = configs.clone();
+            }
+            MetadataRecord::BrokerConfig { node, configs } => {
+                if configs.is_empty() {
+                    self.broker_configs.remove(node);
+                } else {
+                    self.broker_configs.insert(*node, configs.clone());
+                }
             }
             MetadataRecord::ChangePartition {
                 topic,
