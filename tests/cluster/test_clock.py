@@ -17,6 +17,7 @@ import pytest
 
 from .checker import History
 from .test_leader_epochs import current_epoch
+from .test_partitions import controller
 from .workload import ProducerWorkload, drain_and_check
 
 pytestmark = pytest.mark.timeout(150)
@@ -74,16 +75,6 @@ def wait_for_jump(c, node, uptime_before):
             return
         time.sleep(0.2)
     raise AssertionError(f"node {node}'s clock did not jump (uptime {uptime_before} -> {now} ms)")
-
-
-def controller(c):
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        md = c.metadata()
-        if md.controller_id in c.ids:
-            return md.controller_id
-        time.sleep(0.1)
-    raise AssertionError("no controller")
 
 
 def view(c, p, via):
