@@ -76,6 +76,7 @@ const fmt = {
   },
   time: (ms) => new Date(ms).toISOString().replace("T", " ").replace("Z", ""),
   duration(ms) {
+    if (ms === null || ms === undefined) return "–";
     const s = Math.floor(ms / 1000);
     const d = Math.floor(s / 86400), hh = Math.floor(s % 86400 / 3600), m = Math.floor(s % 3600 / 60);
     return (d ? d + "d " : "") + (d || hh ? hh + "h " : "") + m + "m " + (s % 60) + "s";
@@ -235,10 +236,11 @@ async function overviewPage() {
     table([
       { title: "Id", cell: (r) => r.id },
       { title: "Kafka address", cell: (r) => r.kafka_address },
-      { title: "Admin", cell: (r) => r.admin_address },
+      { title: "Admin", cell: (r) => r.admin_address === null ? "–" : r.admin_address },
+      { title: "Rack", cell: (r) => r.rack === null ? "–" : r.rack },
       { title: "Role", cell: (r) => r.roles.join(", ") },
-      { title: "Status", cell: (r) => h("span", { class: "badge " + (r.status === "online" ? "good" : "bad") }, r.status) },
-      { title: "Version", cell: (r) => r.version },
+      { title: "Status", cell: (r) => h("span", { class: "badge " + (r.status === "online" ? "good" : "bad"), title: r.error || "" }, r.status) },
+      { title: "Version", cell: (r) => r.version === null ? "–" : r.version },
       { title: "Uptime", cell: (r) => fmt.duration(r.uptime_ms) },
       { title: "Data", num: true, cell: (r) => fmt.bytes(r.data_bytes) },
       { title: "Disk free", num: true, cell: (r) => r.disk_free_bytes === null ? "–" : fmt.bytes(r.disk_free_bytes) + " of " + fmt.bytes(r.disk_total_bytes) },
@@ -339,12 +341,17 @@ async function topicPage(nameArg) {
       { title: "Leader", num: true, cell: (p) => p.leader },
       { title: "Replicas", cell: (p) => p.replicas.join(", ") },
       { title: "In sync", cell: (p) => p.in_sync_replicas.join(", ") },
+      // Replicated partitions: each follower as its leader sees it (records behind, time since
+      // it last had everything).
+      t.replication_factor > 1 && { title: "Follower lag", cell: (p) => p.follower_lag.length === 0 ? "–" : p.follower_lag.flatMap((f) => [
+          h("span", { class: "badge " + (f.in_sync ? "good" : "bad"), title: f.in_sync ? "in sync" : "out of sync" },
+            "node " + f.node + ": " + (f.records === null ? "?" : fmt.int(f.records)) + " rec, " + (f.ms / 1000).toFixed(1) + " s"), " "]) },
       { title: "Log start", num: true, cell: (p) => fmt.int(p.log_start_offset) },
       { title: "Log end", num: true, cell: (p) => fmt.int(p.log_end_offset) },
       { title: "Size", num: true, cell: (p) => fmt.bytes(p.size_bytes) },
-      { title: "Segments", num: true, cell: (p) => p.segments },
+      { title: "Segments", num: true, cell: (p) => p.segments === null ? "–" : p.segments },
       { title: "Status", cell: (p) => h("span", { class: "badge " + (p.offline ? "bad" : "good") }, p.offline ? "offline" : "online") },
-    ], t.partition_table, { label: "Partitions" }),
+    ].filter(Boolean), t.partition_table, { label: "Partitions" }),
     h("h2", {}, "Configs"),
     table([
       { title: "Name", cell: (c) => h("span", { title: c.doc }, c.name) },

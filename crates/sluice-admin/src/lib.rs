@@ -49,6 +49,7 @@ pub struct AppState {
 
 impl AppState {
     pub fn new(broker: Arc<Broker>, token: Option<&str>, admin_address: String) -> AppState {
+        broker.set_admin_address(admin_address.clone());
         AppState {
             clusters: Arc::new(Clusters::open(&broker.config().data_dir)),
             broker,

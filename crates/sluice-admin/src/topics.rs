@@ -2,13 +2,14 @@
 //! add partitions, delete records (move log starts up), delete (the caller must repeat the
 //! topic's name to confirm).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::Json;
 use serde::{Deserialize, Serialize};
+use sluice_broker::replication::node_report::ReplicaLag;
 use sluice_broker::topic_admin::ConfigValue;
 use sluice_broker::topics::Topic;
 
@@ -32,15 +33,20 @@ pub struct TopicSummary {
 #[derive(Debug, Serialize)]
 pub struct PartitionRow {
     pub partition: i32,
+    /// -1 while the partition has no leader (offline).
     pub leader: i32,
     pub replicas: Vec<i32>,
     pub in_sync_replicas: Vec<i32>,
-    pub log_start_offset: i64,
-    pub log_end_offset: i64,
-    pub high_watermark: i64,
-    pub size_bytes: u64,
-    pub segments: usize,
+    /// This node's replica's log (`null` where this node holds no replica of the partition).
+    pub log_start_offset: Option<i64>,
+    pub log_end_offset: Option<i64>,
+    pub high_watermark: Option<i64>,
+    pub size_bytes: Option<u64>,
+    pub segments: Option<usize>,
     pub offline: bool,
+    /// Each follower as the leader sees it (empty on a single node, or when the leader did
+    /// not answer).
+    pub follower_lag: Vec<ReplicaLag>,
 }
 
 #[derive(Debug, Serialize)]
@@ -52,19 +58,72 @@ pub struct TopicDetail {
     pub partition_table: Vec<PartitionRow>,
 }
 
-fn summary(state: &AppState, topic: &Topic) -> TopicSummary {
-    let (mut size, mut messages) = (0u64, 0i64);
-    for p in topic.partitions() {
-        let info = p.info();
-        size += info.size_bytes;
-        messages += (info.high_watermark.0 - info.log_start.0).max(0);
+/// A topic as the console shows it: in a cluster, what the applied metadata says (this node
+/// may hold only some of its partitions, or none).
+struct Shape {
+    id: String,
+    partitions: Vec<Placement>,
+}
+
+struct Placement {
+    leader: Option<i32>,
+    replicas: Vec<i32>,
+    isr: Vec<i32>,
+}
+
+fn shape(state: &AppState, name: &str) -> Result<Shape, ApiError> {
+    let missing = || ApiError::not_found(format!("no topic '{name}'"));
+    if let Some(replication) = state.broker.replication() {
+        let applied = replication.state();
+        let topic = applied.state.topic_by_name(name).ok_or_else(missing)?;
+        let ids = |v: &[sluice_cluster::NodeId]| v.iter().map(|n| n.0).collect::<Vec<_>>();
+        return Ok(Shape {
+            id: topic.id.to_string(),
+            partitions: topic
+                .partitions
+                .iter()
+                .map(|p| Placement {
+                    leader: p.leader.map(|l| l.0),
+                    replicas: ids(&p.replicas),
+                    isr: ids(&p.isr),
+                })
+                .collect(),
+        });
     }
-    let rate = state.history.topic_rate(&topic.name);
+    let topic = find(state, name)?;
+    let node = state.broker.node_id();
+    Ok(Shape {
+        id: topic.id.to_string(),
+        partitions: topic
+            .partitions()
+            .iter()
+            .map(|p| {
+                let offline = p.info().offline;
+                Placement {
+                    leader: (!offline).then_some(node),
+                    replicas: vec![node],
+                    isr: if offline { vec![] } else { vec![node] },
+                }
+            })
+            .collect(),
+    })
+}
+
+fn summary(state: &AppState, name: &str, shape: &Shape) -> TopicSummary {
+    let (mut size, mut messages) = (0u64, 0i64);
+    if let Some(topic) = state.broker.topics().get(name) {
+        for p in topic.partitions() {
+            let info = p.info();
+            size += info.size_bytes;
+            messages += (info.high_watermark.0 - info.log_start.0).max(0);
+        }
+    }
+    let rate = state.history.topic_rate(name);
     TopicSummary {
-        name: topic.name.to_string(),
-        internal: sluice_broker::topics::is_internal(&topic.name),
-        partitions: topic.partition_count(),
-        replication_factor: 1,
+        name: name.to_string(),
+        internal: sluice_broker::topics::is_internal(name),
+        partitions: shape.partitions.len() as i32,
+        replication_factor: shape.partitions.first().map_or(0, |p| p.replicas.len()) as i32,
         size_bytes: size,
         messages,
         produce_msgs_per_s: rate.msgs_per_s,
@@ -72,31 +131,48 @@ fn summary(state: &AppState, topic: &Topic) -> TopicSummary {
     }
 }
 
-fn detail(state: &AppState, topic: &Topic) -> Result<TopicDetail, ApiError> {
-    let node = state.broker.node_id();
+async fn detail(state: &AppState, name: &str) -> Result<TopicDetail, ApiError> {
+    let shape = shape(state, name)?;
+    let local = state.broker.topics().get(name);
+    let mut lag: HashMap<i32, Vec<ReplicaLag>> = HashMap::new();
+    if state.broker.replication().is_some() {
+        for (_, report) in state.broker.cluster_reports(Some(name)).await {
+            for led in report.into_iter().flat_map(|r| r.leading) {
+                lag.insert(led.partition, led.followers);
+            }
+        }
+    }
+    let partition_table = shape
+        .partitions
+        .iter()
+        .enumerate()
+        .map(|(index, placement)| {
+            let index = index as i32;
+            let info = local
+                .as_ref()
+                .and_then(|t| t.partition(index))
+                .map(|p| p.info());
+            let info = info.as_ref();
+            PartitionRow {
+                partition: index,
+                leader: placement.leader.unwrap_or(-1),
+                replicas: placement.replicas.clone(),
+                in_sync_replicas: placement.isr.clone(),
+                log_start_offset: info.map(|i| i.log_start.0),
+                log_end_offset: info.map(|i| i.log_end.0),
+                high_watermark: info.map(|i| i.high_watermark.0),
+                size_bytes: info.map(|i| i.size_bytes),
+                segments: info.map(|i| i.segments),
+                offline: placement.leader.is_none() || info.is_some_and(|i| i.offline),
+                follower_lag: lag.remove(&index).unwrap_or_default(),
+            }
+        })
+        .collect();
     Ok(TopicDetail {
-        summary: summary(state, topic),
-        id: topic.id.to_string(),
-        configs: state.broker.topic_configs(&topic.name)?,
-        partition_table: topic
-            .partitions()
-            .iter()
-            .map(|p| {
-                let info = p.info();
-                PartitionRow {
-                    partition: p.index,
-                    leader: if info.offline { -1 } else { node },
-                    replicas: vec![node],
-                    in_sync_replicas: if info.offline { vec![] } else { vec![node] },
-                    log_start_offset: info.log_start.0,
-                    log_end_offset: info.log_end.0,
-                    high_watermark: info.high_watermark.0,
-                    size_bytes: info.size_bytes,
-                    segments: info.segments,
-                    offline: info.offline,
-                }
-            })
-            .collect(),
+        summary: summary(state, name, &shape),
+        id: shape.id,
+        configs: state.broker.topic_configs(name)?,
+        partition_table,
     })
 }
 
@@ -109,12 +185,19 @@ fn find(state: &AppState, name: &str) -> Result<std::sync::Arc<Topic>, ApiError>
 }
 
 pub async fn list(State(state): State<AppState>) -> Json<Vec<TopicSummary>> {
-    let mut topics: Vec<TopicSummary> = state
-        .broker
-        .topics()
-        .list()
+    let names: Vec<String> = match state.broker.replication() {
+        Some(replication) => replication.state().state.names.keys().cloned().collect(),
+        None => state
+            .broker
+            .topics()
+            .list()
+            .iter()
+            .map(|t| t.name.to_string())
+            .collect(),
+    };
+    let mut topics: Vec<TopicSummary> = names
         .iter()
-        .map(|t| summary(&state, t))
+        .filter_map(|name| Some(summary(&state, name, &shape(&state, name).ok()?)))
         .collect();
     topics.sort_by(|a, b| a.name.cmp(&b.name));
     Json(topics)
@@ -124,8 +207,7 @@ pub async fn get(
     State(state): State<AppState>,
     Path(name): Path<String>,
 ) -> Result<Json<TopicDetail>, ApiError> {
-    let topic = find(&state, &name)?;
-    Ok(Json(detail(&state, &topic)?))
+    Ok(Json(detail(&state, &name).await?))
 }
 
 #[derive(Debug, Deserialize)]
@@ -142,18 +224,32 @@ pub async fn create(
     State(state): State<AppState>,
     ApiJson(body): ApiJson<CreateTopic>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let broker = state.broker.clone();
-    let topic = tokio::task::spawn_blocking(move || {
-        broker.create_topic(
-            &body.name,
-            body.partitions,
-            body.replication_factor,
-            body.configs,
-        )
-    })
-    .await
-    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
-    Ok((StatusCode::CREATED, Json(detail(&state, &topic)?)))
+    let name = body.name.clone();
+    if state.broker.replication().is_some() {
+        state
+            .broker
+            .create_topic_in_cluster(
+                &body.name,
+                body.partitions.unwrap_or(-1),
+                body.replication_factor.unwrap_or(-1),
+                body.configs,
+                false,
+            )
+            .await?;
+    } else {
+        let broker = state.broker.clone();
+        tokio::task::spawn_blocking(move || {
+            broker.create_topic(
+                &body.name,
+                body.partitions,
+                body.replication_factor,
+                body.configs,
+            )
+        })
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
+    }
+    Ok((StatusCode::CREATED, Json(detail(&state, &name).await?)))
 }
 
 #[derive(Debug, Deserialize)]
@@ -166,11 +262,15 @@ pub async fn delete(
     Path(name): Path<String>,
     ApiQuery(query): ApiQuery<DeleteQuery>,
 ) -> Result<StatusCode, ApiError> {
-    find(&state, &name)?;
+    shape(&state, &name)?;
     if query.confirm.as_deref() != Some(name.as_str()) {
         return Err(ApiError::bad_request(format!(
             "deleting a topic destroys its data: repeat its name as ?confirm={name}"
         )));
+    }
+    if state.broker.replication().is_some() {
+        state.broker.delete_topic_in_cluster(&name).await?;
+        return Ok(StatusCode::NO_CONTENT);
     }
     let broker = state.broker.clone();
     tokio::task::spawn_blocking(move || broker.delete_topic(&name))
@@ -191,19 +291,25 @@ pub async fn set_configs(
     Path(name): Path<String>,
     ApiJson(body): ApiJson<SetConfigs>,
 ) -> Result<Json<TopicDetail>, ApiError> {
-    find(&state, &name)?;
+    shape(&state, &name)?;
     if sluice_broker::topics::is_internal(&name) {
         return Err(ApiError::bad_request(format!(
             "{name} is internal; its configs are the broker's"
         )));
     }
-    let broker = state.broker.clone();
-    let n = name.clone();
-    tokio::task::spawn_blocking(move || broker.topics().set_configs(&n, body.configs, false))
-        .await
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
-    let topic = find(&state, &name)?;
-    Ok(Json(detail(&state, &topic)?))
+    if state.broker.replication().is_some() {
+        state
+            .broker
+            .set_topic_configs_in_cluster(&name, body.configs)
+            .await?;
+    } else {
+        let broker = state.broker.clone();
+        let n = name.clone();
+        tokio::task::spawn_blocking(move || broker.topics().set_configs(&n, body.configs, false))
+            .await
+            .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
+    }
+    Ok(Json(detail(&state, &name).await?))
 }
 
 #[derive(Debug, Deserialize)]
@@ -218,19 +324,25 @@ pub async fn add_partitions(
     Path(name): Path<String>,
     ApiJson(body): ApiJson<AddPartitions>,
 ) -> Result<Json<TopicDetail>, ApiError> {
-    find(&state, &name)?;
+    shape(&state, &name)?;
     if sluice_broker::topics::is_internal(&name) {
         return Err(ApiError::bad_request(format!(
             "{name} is internal; its partition count is fixed"
         )));
     }
-    let broker = state.broker.clone();
-    let n = name.clone();
-    tokio::task::spawn_blocking(move || broker.topics().add_partitions(&n, body.count, false))
-        .await
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
-    let topic = find(&state, &name)?;
-    Ok(Json(detail(&state, &topic)?))
+    if state.broker.replication().is_some() {
+        state
+            .broker
+            .add_partitions_in_cluster(&name, body.count)
+            .await?;
+    } else {
+        let broker = state.broker.clone();
+        let n = name.clone();
+        tokio::task::spawn_blocking(move || broker.topics().add_partitions(&n, body.count, false))
+            .await
+            .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
+    }
+    Ok(Json(detail(&state, &name).await?))
 }
 
 #[derive(Debug, Deserialize)]
@@ -250,7 +362,7 @@ pub async fn delete_records(
     Path(name): Path<String>,
     ApiJson(body): ApiJson<DeleteRecords>,
 ) -> Result<Json<TopicDetail>, ApiError> {
-    let topic = find(&state, &name)?;
+    let shape = shape(&state, &name)?;
     if body.before_offset < -1 {
         return Err(ApiError::bad_request(format!(
             "before_offset {} is negative (use -1 for everything up to the high watermark)",
@@ -264,17 +376,13 @@ pub async fn delete_records(
     }
     let partitions: Vec<i32> = match body.partition {
         Some(p) => vec![p],
-        None => topic.partitions().iter().map(|p| p.index).collect(),
+        None => (0..shape.partitions.len() as i32).collect(),
     };
-    let broker = state.broker.clone();
-    let n = name.clone();
-    tokio::task::spawn_blocking(move || {
-        partitions
-            .into_iter()
-            .try_for_each(|p| broker.delete_records(&n, p, body.before_offset).map(drop))
-    })
-    .await
-    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
-    let topic = find(&state, &name)?;
-    Ok(Json(detail(&state, &topic)?))
+    for p in partitions {
+        state
+            .broker
+            .delete_records_at_leader(&name, p, body.before_offset)
+            .await?;
+    }
+    Ok(Json(detail(&state, &name).await?))
 }

@@ -31,7 +31,9 @@ pub struct Broker {
     /// The dynamic replication throttles (`*.replication.throttled.rate`).
     pub(crate) throttles: crate::replication::throttle::ReplicationThrottles,
     api_table: ApiTable,
-    started_at_ms: i64,
+    pub(crate) started_at_ms: i64,
+    /// Where the HTTP admin port listens (reported to the other nodes' consoles).
+    pub(crate) admin_address: std::sync::OnceLock<String>,
     /// This broker, for work that outlives a request (finishing a transaction).
     me: std::sync::Weak<Broker>,
 }
@@ -96,6 +98,7 @@ impl Broker {
             replication: std::sync::OnceLock::new(),
             throttles: Default::default(),
             api_table: handlers::api_table(),
+            admin_address: std::sync::OnceLock::new(),
             me: me.clone(),
         });
         if !broker.config.clustered {

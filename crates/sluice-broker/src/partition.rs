@@ -392,8 +392,16 @@ impl Partition {
 
     /// DeleteRecords: moves the log start up to `offset` (-1: the high watermark) and returns
     /// it; an offset past the high watermark is out of range, as in Kafka.
-    pub fn delete_records(&self, offset: i64) -> Result<Offset, LogError> {
+    /// In a cluster only the leader takes it; its followers follow the new start in their
+    /// next fetch ([`Partition::follow_log_start`]).
+    pub fn delete_records(&self, offset: i64) -> Result<Offset, BrokerError> {
         let mut state = self.state.lock();
+        if !state.role.leads() {
+            return Err(BrokerError::NotLeader(format!(
+                "{}-{}: records are deleted on the partition's leader",
+                self.topic, self.index
+            )));
+        }
         let progress = self.progress();
         let target = if offset == -1 {
             progress.visible
@@ -405,11 +413,35 @@ impl Partition {
                 requested: target,
                 start: progress.log_start,
                 end: progress.visible,
-            });
+            }
+            .into());
         }
         let start = state.log.delete_records_before(target)?;
         self.publish(&mut state);
         Ok(start)
+    }
+
+    /// A follower moves its log start up to its leader's (`from`, in `epoch`), as far as its
+    /// own log reaches: records DeleteRecords or retention removed on the leader go here too,
+    /// so a later leader cannot serve them again.
+    pub fn follow_log_start(
+        &self,
+        from: NodeId,
+        epoch: i32,
+        leader_start: Offset,
+    ) -> Result<(), BrokerError> {
+        if leader_start <= self.progress().log_start {
+            return Ok(());
+        }
+        let mut state = self.state.lock();
+        self.still_follows(&state, from, epoch)?;
+        let target = leader_start.min(state.log.next_offset());
+        if target > state.log.log_start_offset() {
+            state.log.delete_records_before(target)?;
+            tracing::debug!(partition = ?self, start = target.0, "log start follows the leader's");
+            self.publish(&mut state);
+        }
+        Ok(())
     }
 
     /// Deletes segments past retention; returns how many.

@@ -84,25 +84,36 @@ impl Broker {
                 "records of {topic}-{partition} cannot be deleted: its cleanup.policy has no 'delete'"
             )));
         }
-        Ok(p.delete_records(before)?)
+        p.delete_records(before)
     }
 
     /// Every config of a topic with its effective value.
+    /// In a cluster, as the applied metadata has them (this node may hold no replica).
     pub fn topic_configs(&self, name: &str) -> Result<Vec<ConfigValue>, BrokerError> {
-        let topic = self
-            .topics
-            .get(name)
-            .ok_or_else(|| BrokerError::UnknownTopic(name.to_string()))?;
-        Ok(
-            crate::handlers::describe_configs::topic_entries(self, &topic.overrides(), None)
-                .into_iter()
-                .map(|e| ConfigValue {
-                    name: e.name.to_string(),
-                    value: e.value.map(|v| v.to_string()).unwrap_or_default(),
-                    source: crate::handlers::describe_configs::source_name(e.config_source),
-                    doc: e.doc,
-                })
-                .collect(),
+        let in_cluster = self.replication.get().map(|r| {
+            r.state()
+                .state
+                .topic_by_name(name)
+                .map(|t| t.configs.clone())
+        });
+        let overrides = match in_cluster {
+            Some(configs) => configs,
+            None => self.topics.get(name).map(|t| t.overrides()),
+        }
+        .ok_or_else(|| BrokerError::UnknownTopic(name.to_string()))?;
+        Ok(crate::handlers::describe_configs::topic_entries(
+            self,
+            &overrides,
+            None,
+            crate::handlers::describe_configs::cluster_replicas(self, name),
         )
+        .into_iter()
+        .map(|e| ConfigValue {
+            name: e.name.to_string(),
+            value: e.value.map(|v| v.to_string()).unwrap_or_default(),
+            source: crate::handlers::describe_configs::source_name(e.config_source),
+            doc: e.doc,
+        })
+        .collect())
     }
 }

@@ -15,19 +15,13 @@ use super::{describe_configs::topic_entries, str_bytes};
 use crate::broker::Broker;
 use crate::error::BrokerError;
 use crate::handlers::{Call, Versions};
-use crate::replication::Replication;
 use sluice_wire::Reply;
 
 pub const VERSIONS: Versions = Versions::new(2, 7);
 
 pub fn handle(broker: &Broker, request: CreateTopicsRequest, call: &Call) -> Reply {
-    if let (Some(replication), Some(broker)) = (broker.replication(), broker.arc()) {
-        return in_cluster(
-            broker,
-            std::sync::Arc::clone(replication),
-            request,
-            call.version,
-        );
+    if let (Some(_), Some(broker)) = (broker.replication(), broker.arc()) {
+        return in_cluster(broker, request, call.version);
     }
     Reply::Ready(Box::new(on_one_node(broker, request, call.version)))
 }
@@ -110,15 +104,22 @@ fn answer(
         return result;
     }
     result.with_configs(Some(
-        topic_entries(broker, &created.overrides, None)
-            .into_iter()
-            .map(|e| {
-                CreatableTopicConfigs::default()
-                    .with_name(e.name)
-                    .with_value(e.value)
-                    .with_config_source(e.config_source)
-            })
-            .collect(),
+        topic_entries(
+            broker,
+            &created.overrides,
+            None,
+            broker
+                .replication()
+                .map(|_| created.replication_factor.max(0) as usize),
+        )
+        .into_iter()
+        .map(|e| {
+            CreatableTopicConfigs::default()
+                .with_name(e.name)
+                .with_value(e.value)
+                .with_config_source(e.config_source)
+        })
+        .collect(),
     ))
 }
 
@@ -179,12 +180,7 @@ fn create(
 
 /// In a cluster: checked here as on one node, then created by the controller; each topic is
 /// answered once this node has applied it.
-fn in_cluster(
-    broker: std::sync::Arc<Broker>,
-    replication: std::sync::Arc<Replication>,
-    request: CreateTopicsRequest,
-    version: i16,
-) -> Reply {
+fn in_cluster(broker: std::sync::Arc<Broker>, request: CreateTopicsRequest, version: i16) -> Reply {
     let validate_only = request.validate_only;
     Reply::Later(Box::pin(async move {
         let mut seen = std::collections::HashSet::new();
@@ -193,7 +189,7 @@ fn in_cluster(
             let name = topic.name.clone();
             let outcome = match repeated(&mut seen, &name) {
                 Some(e) => Err(e),
-                None => create_in_cluster(&broker, &replication, topic, validate_only).await,
+                None => create_in_cluster(&broker, topic, validate_only).await,
             };
             results.push(answer(&broker, name, outcome, version));
         }
@@ -205,17 +201,9 @@ fn in_cluster(
 
 async fn create_in_cluster(
     broker: &Broker,
-    replication: &Replication,
     topic: CreatableTopic,
     validate_only: bool,
 ) -> Result<Created, BrokerError> {
-    crate::topics::validate_topic_name(&topic.name)?;
-    if crate::topics::is_internal(&topic.name) {
-        return Err(BrokerError::InvalidTopic(format!(
-            "{} is internal; only the broker creates it",
-            &*topic.name
-        )));
-    }
     if !topic.assignments.is_empty() {
         return Err(BrokerError::InvalidReplicaAssignment(
             "manual replica assignments are not supported in a cluster yet; leave them out and \
@@ -223,25 +211,19 @@ async fn create_in_cluster(
                 .into(),
         ));
     }
-    let partitions = if topic.num_partitions == -1 {
-        broker.config().num_partitions
-    } else {
-        topic.num_partitions
-    };
-    broker.topics().check_partition_count(partitions)?;
-    let rf = if topic.replication_factor == -1 {
-        replication.default_replication_factor()
-    } else {
-        i32::from(topic.replication_factor)
-    };
     let configs = configs_of(topic.configs)?;
-    crate::topic_config::resolve(&configs, broker.topics().defaults())?;
-    let id = replication
-        .create_topic(&topic.name, partitions, rf, configs.clone(), validate_only)
+    let (partitions, replication_factor, id) = broker
+        .create_topic_in_cluster(
+            &topic.name,
+            topic.num_partitions,
+            i32::from(topic.replication_factor),
+            configs.clone(),
+            validate_only,
+        )
         .await?;
     Ok(Created {
         partitions,
-        replication_factor: rf,
+        replication_factor,
         id,
         overrides: configs,
     })

@@ -42,17 +42,24 @@ pub(crate) struct Entry {
 }
 
 /// Every topic config (or just `keys`) with its effective value and where it comes from.
+/// `replicas`: the topic's replication factor in a cluster, where `min.insync.replicas`
+/// defaults to a majority of it (`None` on a single node).
 pub(crate) fn topic_entries(
     broker: &Broker,
     overrides: &BTreeMap<String, String>,
     keys: Option<&[StrBytes]>,
+    replicas: Option<usize>,
 ) -> Vec<Entry> {
     let defaults = broker.topics().defaults();
+    let majority = replicas.map(|r| (r / 2 + 1).to_string());
     DEFS.iter()
         .filter(|d| keys.is_none_or(|k| k.iter().any(|k| &**k == d.name)))
         .map(|d| {
             let (value, source) = match overrides.get(d.name) {
                 Some(v) => (v.as_str(), DYNAMIC_TOPIC_CONFIG),
+                None if d.name == topic_config::MIN_INSYNC_REPLICAS && majority.is_some() => {
+                    (majority.as_deref().unwrap_or(d.default), DEFAULT_CONFIG)
+                }
                 None => {
                     let v = defaults.get(d.name).unwrap_or(d.default);
                     (
@@ -190,7 +197,12 @@ pub fn handle(broker: &Broker, request: DescribeConfigsRequest, call: &Call) -> 
                 .filter(|k| !k.is_empty());
             let entries = match resource.resource_type {
                 RESOURCE_TOPIC => match broker.topics().get(&resource.resource_name) {
-                    Some(topic) => topic_entries(broker, &topic.overrides(), keys),
+                    Some(topic) => topic_entries(
+                        broker,
+                        &topic.overrides(),
+                        keys,
+                        cluster_replicas(broker, &resource.resource_name),
+                    ),
                     None => {
                         return result
                             .with_error_code(ResponseError::UnknownTopicOrPartition.code())
@@ -243,4 +255,12 @@ pub fn handle(broker: &Broker, request: DescribeConfigsRequest, call: &Call) -> 
         })
         .collect();
     ResponseKind::DescribeConfigs(DescribeConfigsResponse::default().with_results(results))
+}
+
+/// The replication factor of topic `name` in a cluster (`None` on a single node).
+pub(crate) fn cluster_replicas(broker: &Broker, name: &str) -> Option<usize> {
+    let replication = broker.replication()?;
+    let state = replication.state();
+    let topic = state.state.topic_by_name(name)?;
+    topic.partitions.first().map(|p| p.target().len())
 }

@@ -11,6 +11,7 @@ use sluice_cluster::reassignment::{ReassignOutcome, Reassignment};
 use sluice_cluster::requests::{ControllerReply, ControllerRequest};
 
 use super::Replication;
+use crate::broker::Broker;
 use crate::error::BrokerError;
 
 /// How long a change may take to reach this node after the controller made it.
@@ -240,5 +241,141 @@ impl Replication {
                 other => BrokerError::ControllerUnavailable(other.to_string()),
             })?;
         self.applied_until(|s| !s.nodes.contains_key(&node)).await
+    }
+}
+
+/// Topic changes made through the controller, with the checks Kafka's admin API makes: what
+/// CreateTopics and the HTTP admin API both call in a cluster.
+impl Broker {
+    fn clustered(&self) -> Result<&Replication, BrokerError> {
+        self.replication
+            .get()
+            .map(|r| &**r)
+            .ok_or_else(|| BrokerError::InvalidRequest("this node is not in a cluster".into()))
+    }
+
+    /// Creates a topic (-1 partitions or replication factor: the broker's default); returns
+    /// the partition count, the replication factor and the topic id (nil if only validated).
+    pub async fn create_topic_in_cluster(
+        &self,
+        name: &str,
+        partitions: i32,
+        replication_factor: i32,
+        configs: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<(i32, i32, uuid::Uuid), BrokerError> {
+        let replication = self.clustered()?;
+        crate::topics::validate_topic_name(name)?;
+        if crate::topics::is_internal(name) {
+            return Err(BrokerError::InvalidTopic(format!(
+                "{name} is internal; only the broker creates it"
+            )));
+        }
+        let partitions = if partitions == -1 {
+            self.config().num_partitions
+        } else {
+            partitions
+        };
+        self.topics().check_partition_count(partitions)?;
+        let rf = if replication_factor == -1 {
+            replication.default_replication_factor()
+        } else {
+            replication_factor
+        };
+        crate::topic_config::resolve(&configs, self.topics().defaults())?;
+        let id = replication
+            .create_topic(name, partitions, rf, configs, validate_only)
+            .await?;
+        Ok((partitions, rf, id))
+    }
+
+    pub async fn delete_topic_in_cluster(&self, name: &str) -> Result<uuid::Uuid, BrokerError> {
+        let replication = self.clustered()?;
+        if crate::topics::is_internal(name) {
+            return Err(BrokerError::InvalidTopic(format!(
+                "{name} is internal and cannot be deleted"
+            )));
+        }
+        replication.delete_topic(name).await
+    }
+
+    /// Replaces a topic's config overrides, validated here first.
+    pub async fn set_topic_configs_in_cluster(
+        &self,
+        name: &str,
+        configs: BTreeMap<String, String>,
+    ) -> Result<(), BrokerError> {
+        let replication = self.clustered()?;
+        self.topics().check_configs(name, &configs)?;
+        replication.set_topic_configs(name, configs).await
+    }
+
+    pub async fn add_partitions_in_cluster(
+        &self,
+        name: &str,
+        count: i32,
+    ) -> Result<(), BrokerError> {
+        let replication = self.clustered()?;
+        if crate::topics::is_internal(name) {
+            // More partitions would move every group (or transactional id) to another
+            // partition, away from its state.
+            return Err(BrokerError::InvalidPartitions(format!(
+                "internal topic '{name}' cannot get more partitions"
+            )));
+        }
+        replication.add_partitions(name, count, false).await
+    }
+}
+
+impl Broker {
+    /// DeleteRecords on the partition's leader: here, or asked of the node that leads it (the
+    /// HTTP admin API; Kafka clients send DeleteRecords to the leader themselves).
+    pub async fn delete_records_at_leader(
+        &self,
+        topic: &str,
+        partition: i32,
+        before: i64,
+    ) -> Result<sluice_log::Offset, BrokerError> {
+        let placement = self.replication.get().map(|r| {
+            let leader = r
+                .state()
+                .state
+                .partition_by_name(topic, partition)
+                .map(|(_, p)| p.leader);
+            (r.me(), leader)
+        });
+        let leader = match placement {
+            None | Some((_, None)) => return self.delete_records(topic, partition, before),
+            Some((me, Some(Some(leader)))) if leader == me => {
+                return self.delete_records(topic, partition, before)
+            }
+            Some((_, Some(None))) => {
+                return Err(BrokerError::NotLeader(format!(
+                    "{topic}-{partition} has no leader now (offline)"
+                )))
+            }
+            Some((_, Some(Some(leader)))) => leader,
+        };
+        let call = super::PeerCall::DeleteRecords {
+            topic: topic.to_string(),
+            partition,
+            before,
+        };
+        match self.ask_peer(leader, &call, Duration::from_secs(8)).await {
+            Ok(start) => start.as_i64().map(sluice_log::Offset).ok_or_else(|| {
+                BrokerError::ControllerUnavailable(format!("node {leader} answered {start}"))
+            }),
+            Err(refused) => {
+                let message = format!("node {leader}: {}", refused.message);
+                Err(match refused.code {
+                    Some(1) => BrokerError::InvalidRequest(message),
+                    Some(3) => BrokerError::UnknownTopic(message),
+                    Some(17) => BrokerError::InvalidTopic(message),
+                    Some(87) => BrokerError::PolicyViolation(message),
+                    Some(6) => BrokerError::NotLeader(message),
+                    _ => BrokerError::ControllerUnavailable(message),
+                })
+            }
+        }
     }
 }

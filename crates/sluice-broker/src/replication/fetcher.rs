@@ -221,6 +221,11 @@ async fn apply(
         tracing::warn!(partition = ?p, error = %e, "cannot append what the leader sent");
         return false;
     }
+    if data.log_start_offset > 0 {
+        if let Err(e) = p.follow_log_start(leader, epoch, Offset(data.log_start_offset)) {
+            tracing::warn!(partition = ?p, error = %e, "cannot move the log start to the leader's");
+        }
+    }
     if !bytes.is_empty() && p.config().flush == FlushMode::Sync {
         let (end, _) = p.fetch_position();
         if !p.wait_durable(end).await {

@@ -16,6 +16,7 @@ mod admin;
 mod coordinators;
 mod fetcher;
 pub mod leader_fetch;
+pub mod node_report;
 pub(crate) mod peer;
 mod read_replica;
 mod reconcile;

@@ -6,6 +6,7 @@
 //!   transaction coordinator ── CommitOffsets ────▶ coordinator of the group (at commit)
 //!   group coordinator ──────── TxnOffsets ───────▶ coordinator of the transaction
 //!   partition leader ───────── VerifyTxnWrite ───▶ coordinator of the transaction (KIP-890)
+//!   admin console ──────────── Report ───────────▶ every node (its status, followers' lag)
 //! ```
 //! Each answer comes once its writes are committed, so a coordinator that moves on has nothing
 //! a failover could take back. A refused call answers the Kafka error the caller acts on
@@ -60,10 +61,38 @@ pub(crate) enum PeerCall {
         topic: String,
         partition: i32,
     },
+    /// The receiver's [`NodeReport`](super::node_report::NodeReport), with its followers'
+    /// lag for the partitions of `lag_of`.
+    Report { lag_of: Option<String> },
+    /// DeleteRecords on a partition the receiver leads (from another node's admin console);
+    /// answered with the new log start.
+    DeleteRecords {
+        topic: String,
+        partition: i32,
+        before: i64,
+    },
 }
 
-/// A call's answer: done, or the Kafka error code and why.
-type PeerOutcome = Result<(), (i16, String)>;
+/// Why a peer gave no answer: the Kafka error it refused with, or none if it was not reached.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct PeerRefused {
+    pub code: Option<i16>,
+    pub message: String,
+}
+
+impl PeerRefused {
+    fn unreached(e: impl std::fmt::Display) -> PeerRefused {
+        PeerRefused {
+            code: None,
+            message: e.to_string(),
+        }
+    }
+}
+
+/// A call's answer: done (with what the call asked for, `null` for most), or the Kafka error
+/// code and why.
+type PeerOutcome = Result<serde_json::Value, (i16, String)>;
 
 /// Lets `node` hand the calls arriving at this node to `broker`.
 pub(super) fn install(broker: &Arc<Broker>, node: &ClusterNode) {
@@ -105,9 +134,33 @@ impl Broker {
             tracing::warn!(%node, error = %e, "unreadable peer answer");
             ResponseError::UnknownServerError
         })?;
-        outcome.map_err(|(code, message)| {
+        outcome.map(drop).map_err(|(code, message)| {
             tracing::info!(%node, code, %message, "peer call refused");
             ResponseError::try_from_code(code).unwrap_or(ResponseError::UnknownServerError)
+        })
+    }
+
+    /// Sends `call` to `node` and returns what it answered; the error says why there is none.
+    pub(crate) async fn ask_peer(
+        &self,
+        node: NodeId,
+        call: &PeerCall,
+        timeout: Duration,
+    ) -> Result<serde_json::Value, PeerRefused> {
+        let replication = self
+            .replication
+            .get()
+            .ok_or_else(|| PeerRefused::unreached("not in a cluster"))?;
+        let body = serde_json::to_string(call).map_err(PeerRefused::unreached)?;
+        let reply = replication
+            .node()
+            .call_peer(node, body, timeout)
+            .await
+            .map_err(|e| PeerRefused::unreached(format!("node {node}: {e}")))?;
+        let outcome: PeerOutcome = serde_json::from_str(&reply).map_err(PeerRefused::unreached)?;
+        outcome.map_err(|(code, message)| PeerRefused {
+            code: Some(code),
+            message,
         })
     }
 
@@ -117,6 +170,25 @@ impl Broker {
             serde_json::from_str(&body).map_err(|e| format!("unreadable peer call: {e}"))?;
 
         let outcome = match call {
+            PeerCall::Report { lag_of } => {
+                let report = self.node_report(lag_of.as_deref());
+                let outcome: PeerOutcome = serde_json::to_value(report)
+                    .map_err(|e| (ResponseError::UnknownServerError.code(), e.to_string()));
+                return serde_json::to_string(&outcome)
+                    .map_err(|e| format!("cannot encode an answer: {e}"));
+            }
+            PeerCall::DeleteRecords {
+                topic,
+                partition,
+                before,
+            } => {
+                let outcome: PeerOutcome = match self.delete_records(&topic, partition, before) {
+                    Ok(start) => Ok(serde_json::Value::from(start.0)),
+                    Err(e) => Err((e.code(), e.to_string())),
+                };
+                return serde_json::to_string(&outcome)
+                    .map_err(|e| format!("cannot encode an answer: {e}"));
+            }
             PeerCall::Markers {
                 producer_id,
                 producer_epoch,
@@ -173,7 +245,9 @@ impl Broker {
                 Err(e) => Err(e),
             },
         };
-        let outcome: PeerOutcome = outcome.map_err(|e| (e.code(), format!("{e:?}")));
+        let outcome: PeerOutcome = outcome
+            .map(|()| serde_json::Value::Null)
+            .map_err(|e| (e.code(), format!("{e:?}")));
         serde_json::to_string(&outcome).map_err(|e| format!("cannot encode an answer: {e}"))
     }
 

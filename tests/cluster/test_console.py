@@ -1,0 +1,246 @@
+"""The HTTP admin API (and so the console) of a cluster: every node shows every node, the
+partitions' leaders, replicas and ISR from the metadata, and each follower's lag as its leader
+sees it; topic changes made on any node's admin port go through the controller and reach every
+node and Kafka's own API; DeleteRecords reaches the partition's leader wherever it is, and its
+followers follow the new log start, so a failover does not bring deleted records back."""
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource
+
+from conftest import wait_until
+from console.test_admin_api import Api
+
+from .harness import CLIENT_DEFAULTS, cluster  # noqa: F401  (fixture)
+from .test_partitions import controller
+
+
+CONSOLE = Path(__file__).resolve().parents[1] / "console"
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts" / "cluster-console"
+
+
+def api_of(c, node):
+    return Api(c.nodes[node].admin_url)
+
+
+def kafka_topic(c, node, topic):
+    # Every topic is asked for: a Metadata request naming a missing topic would create it
+    # (auto.create.topics.enable), as on Kafka.
+    md = AdminClient({"bootstrap.servers": c.nodes[node].bootstrap, **CLIENT_DEFAULTS}).list_topics(
+        timeout=10)
+    t = md.topics.get(topic)
+    return None if t is None or t.error is not None else t
+
+
+def kafka_config(c, node, topic, key):
+    res = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    admin = AdminClient({"bootstrap.servers": c.nodes[node].bootstrap, **CLIENT_DEFAULTS})
+    return admin.describe_configs([res])[res].result(20)[key].value
+
+
+def watermarks(c, node, topic, partition):
+    consumer = Consumer({"bootstrap.servers": c.nodes[node].bootstrap, "group.id": "console-wm",
+                         **CLIENT_DEFAULTS})
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+    finally:
+        consumer.close()
+
+
+def test_every_node_shows_the_whole_cluster(cluster):
+    c = cluster(3)
+    c.create_topic("shown", 2, replication_factor=3)
+    c.wait_in_sync("shown")
+    views = {}
+    for i in c.ids:
+        api = api_of(c, i)
+        status, ov = api.call("GET", "/api/overview")
+        assert status == 200
+        api.conforms(ov, "Overview")
+        views[i] = ov
+    controllers = {ov["controller_id"] for ov in views.values()}
+    assert len(controllers) == 1 and controllers <= set(c.ids), controllers
+    controller = controllers.pop()
+    for i, ov in views.items():
+        nodes = {n["id"]: n for n in ov["nodes"]}
+        assert sorted(nodes) == [1, 2, 3], ov
+        for j, n in nodes.items():
+            assert n["status"] == "online", (i, n)
+            assert n["kafka_address"] == c.nodes[j].bootstrap
+            # Each node's admin address and disk come from that node itself.
+            assert n["admin_address"] == c.nodes[j].admin_url, (i, n)
+            assert n["data_bytes"] is not None and n["disk_total_bytes"] > 0
+            assert "voter" in n["roles"]
+            assert ("controller" in n["roles"]) == (j == controller)
+        # 2 partitions of 'shown' plus the internal topics, all in sync.
+        assert ov["partitions"] >= 2 and ov["under_replicated_partitions"] == 0, ov
+        assert ov["offline_partitions"] == 0
+
+    # The partition table agrees with Kafka's Metadata, on every node.
+    md = kafka_topic(c, 2, "shown")
+    for i in c.ids:
+        status, detail = api_of(c, i).call("GET", "/api/topics/shown")
+        assert status == 200
+        api_of(c, i).conforms(detail, "TopicDetail")
+        assert detail["replication_factor"] == 3 and detail["partitions"] == 2
+        for row in detail["partition_table"]:
+            p = md.partitions[row["partition"]]
+            assert row["leader"] == p.leader
+            assert sorted(row["replicas"]) == sorted(p.replicas)
+            assert sorted(row["in_sync_replicas"]) == [1, 2, 3]
+
+
+def test_follower_lag_shows_and_a_dead_node_is_fenced(cluster):
+    c = cluster(3)
+    c.create_topic("lagged", 3, replication_factor=3)
+    c.wait_in_sync("lagged")
+    producer = Producer({"bootstrap.servers": c.bootstrap, "acks": "all", **CLIENT_DEFAULTS})
+    for n in range(60):
+        producer.produce("lagged", value=b"v%d" % n, partition=n % 3)
+    assert producer.flush(20) == 0
+    api = api_of(c, 1)
+
+    def lag_caught_up():
+        detail = api.call("GET", "/api/topics/lagged")[1]
+        rows = detail["partition_table"]
+        # (This node's replica learns the leader's high watermark in its next fetch.)
+        ok = all(len(r["follower_lag"]) == 2 and r["high_watermark"] == 20
+                 and all(f["in_sync"] and f["records"] == 0 for f in r["follower_lag"]) for r in rows)
+        return ok and detail
+    detail = wait_until(lag_caught_up, 20, "every follower's lag reported at 0")
+    for r in detail["partition_table"]:
+        assert sorted(f["node"] for f in r["follower_lag"]) == sorted(set(r["replicas"]) - {r["leader"]})
+
+    # The same in a browser: three nodes on the overview, the lag column on the topic page.
+    if not (CONSOLE / "node_modules" / "playwright-core").exists() or not Path("/usr/bin/chromium").exists():
+        pytest.fail("run scripts/console-env first (scripts/test does): it installs Chromium and playwright-core")
+    shutil.rmtree(ARTIFACTS, ignore_errors=True)
+    run = subprocess.run(["node", str(CONSOLE / "cluster_ui.mjs"), c.nodes[1].admin_url, "lagged", str(ARTIFACTS)],
+                         cwd=CONSOLE, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "NODE_NO_WARNINGS": "1"})
+    assert run.returncode == 0 and "passed" in run.stdout, f"cluster_ui.mjs failed:\n{run.stdout}\n{run.stderr}"
+
+    # Not the controller: the overview is read from node 1 while the victim is down.
+    victim = 3 if controller(c) != 3 else 2
+    c.kill(victim)
+
+    def fenced():
+        ov = api.call("GET", "/api/overview")[1]
+        node = next(n for n in ov["nodes"] if n["id"] == victim)
+        return node["status"] == "fenced" and ov["under_replicated_partitions"] > 0 and (ov, node)
+    ov, node = wait_until(fenced, 20, f"node {victim} shown fenced")
+    api.conforms(ov, "Overview")
+    assert node["error"] and node["version"] is None, node
+    detail = api.call("GET", "/api/topics/lagged")[1]
+    for r in detail["partition_table"]:
+        assert victim not in r["in_sync_replicas"] and r["leader"] != victim, r
+
+
+def test_topic_changes_on_any_node_go_through_the_controller(cluster):
+    c = cluster(3)
+    one, two, three = api_of(c, 1), api_of(c, 2), api_of(c, 3)
+    status, created = two.call("POST", "/api/topics", {
+        "name": "web", "partitions": 3, "replication_factor": 3,
+        "configs": {"retention.ms": "3600000"}})
+    assert status == 201, created
+    two.conforms(created, "TopicDetail")
+    assert created["replication_factor"] == 3 and len(created["partition_table"]) == 3
+    t = wait_until(lambda: kafka_topic(c, 3, "web"), 10, "the topic in node 3's Metadata")
+    assert len(t.partitions) == 3 and all(len(p.replicas) == 3 for p in t.partitions.values())
+    assert kafka_config(c, 3, "web", "retention.ms") == "3600000"
+    # What a cluster enforces: a majority of the 3 replicas unless the topic says otherwise
+    # (DescribeConfigs said 1, the single node's default, before).
+    assert kafka_config(c, 3, "web", "min.insync.replicas") == "2"
+    configs = {v["name"]: v for v in created["configs"]}
+    assert configs["min.insync.replicas"]["value"] == "2"
+
+    # Configs: set on node 3, seen by Kafka's DescribeConfigs on node 1 and every console.
+    status, detail = three.call("PUT", "/api/topics/web/configs",
+                                {"configs": {"retention.ms": "7200000", "cleanup.policy": "delete"}})
+    assert status == 200, detail
+    assert kafka_config(c, 1, "web", "retention.ms") == "7200000"
+    configs = {v["name"]: v for v in one.call("GET", "/api/topics/web")[1]["configs"]}
+    assert configs["retention.ms"]["value"] == "7200000"
+    assert configs["retention.ms"]["source"] == "topic"
+
+    # Bad input: a clear 4xx, nothing changed.
+    status, err = one.call("PUT", "/api/topics/web/configs", {"configs": {"retention.ms": "soon"}})
+    assert status == 400 and "retention.ms" in err["error"], err
+    status, err = one.call("PUT", "/api/topics/web/configs", {"configs": {"no.such.config": "1"}})
+    assert status == 400, err
+    assert kafka_config(c, 2, "web", "retention.ms") == "7200000"
+    status, err = one.call("POST", "/api/topics", {"name": "web", "partitions": 1})
+    assert status == 409, err
+    status, err = one.call("POST", "/api/topics", {"name": "too-many", "replication_factor": 5})
+    assert status == 400 and "replication" in err["error"].lower(), err
+    status, err = one.call("POST", "/api/topics", {"name": "bad name!"})
+    assert status == 400, err
+    status, err = one.call("GET", "/api/topics/no-such-topic")
+    assert status == 404, err
+    status, err = one.call("PUT", "/api/topics/__consumer_offsets/configs", {"configs": {}})
+    assert status in (400, 404), err
+
+    # More partitions, from node 1.
+    status, detail = one.call("POST", "/api/topics/web/partitions", {"count": 5})
+    assert status == 200 and len(detail["partition_table"]) == 5, detail
+    wait_until(lambda: len(kafka_topic(c, 2, "web").partitions) == 5, 10, "5 partitions in Metadata")
+    status, err = one.call("POST", "/api/topics/web/partitions", {"count": 2})
+    assert status == 400, err
+
+    # Delete, from node 3 (the name must be repeated).
+    status, err = three.call("DELETE", "/api/topics/web")
+    assert status == 400 and "confirm" in err["error"], err
+    status, _ = three.call("DELETE", "/api/topics/web?confirm=web")
+    assert status == 204
+    assert "web" not in [t["name"] for t in three.call("GET", "/api/topics")[1]]
+    wait_until(lambda: "web" not in [t["name"] for t in one.call("GET", "/api/topics")[1]], 10,
+               "the topic gone from node 1's console")
+    wait_until(lambda: kafka_topic(c, 2, "web") is None, 10, "the topic gone from Metadata")
+
+
+def test_delete_records_reaches_the_leader_and_survives_a_failover(cluster):
+    c = cluster(3)
+    c.create_topic("purged", 1, replication_factor=3)
+    c.wait_in_sync("purged")
+    producer = Producer({"bootstrap.servers": c.bootstrap, "acks": "all", **CLIENT_DEFAULTS})
+    for n in range(50):
+        producer.produce("purged", value=b"r%d" % n, partition=0)
+    assert producer.flush(20) == 0
+    leader = c.leader_of("purged", 0)
+    other = next(i for i in c.ids if i != leader)
+
+    # Asked of a node that does not lead the partition: it goes to the leader.
+    status, err = api_of(c, other).call("POST", "/api/topics/purged/delete-records",
+                                        {"partition": 0, "before_offset": 99})
+    assert status == 400 and "out of range" in err["error"].lower(), err
+    status, detail = api_of(c, other).call("POST", "/api/topics/purged/delete-records",
+                                           {"partition": 0, "before_offset": 30})
+    assert status == 200, detail
+    assert watermarks(c, leader, "purged", 0) == (30, 50)
+
+    # Every replica follows the leader's new log start (each node's own replica).
+    def followed():
+        starts = {i: api_of(c, i).call("GET", "/api/topics/purged")[1]["partition_table"][0]
+                  ["log_start_offset"] for i in c.ids}
+        return all(s == 30 for s in starts.values()) and starts
+    wait_until(followed, 10, "every replica's log start at 30")
+
+    # The leader dies: its successor does not serve the deleted records again.
+    c.kill(leader)
+    new_leader = c.wait_for_leader("purged", 0, not_node=leader)
+    assert watermarks(c, new_leader, "purged", 0) == (30, 50)
+    consumer = Consumer({"bootstrap.servers": c.nodes[new_leader].bootstrap, "group.id": "purged-read",
+                         "auto.offset.reset": "earliest", **CLIENT_DEFAULTS})
+    try:
+        consumer.assign([TopicPartition("purged", 0, 0)])
+        seen = []
+        wait_until(lambda: (seen.extend(m for m in consumer.consume(50, 1) if not m.error())
+                            or len(seen) >= 20), 20, "the 20 records left")
+        assert [m.offset() for m in seen] == list(range(30, 50))
+    finally:
+        consumer.close()
