@@ -339,7 +339,11 @@ impl Partition {
         tokio::spawn(Arc::clone(self).run_flushes());
     }
 
-    /// Runs flush jobs until the log is fully durable. At most one runs per partition.
+    /// Runs flush jobs: under `flush.mode=sync` until the log is fully durable (writers wait
+    /// for it); under interval mode one job, the next one at the next interval. (Looping there
+    /// too meant back-to-back fsyncs for as long as writes kept coming — measured ~900 a second
+    /// on one partition at 10k msg/s instead of 10 — and appends stalled behind them: P99 8–10
+    /// ms instead of ~1 ms.) At most one runs per partition.
     async fn run_flushes(self: Arc<Self>) {
         loop {
             let job = {
@@ -375,7 +379,7 @@ impl Partition {
                 tracing::error!(partition = ?self, error = %e, "flush failed");
             }
             self.publish(&mut state);
-            if state.log.is_offline() {
+            if state.log.is_offline() || state.log.config().flush != FlushMode::Sync {
                 state.flush_in_flight = false;
                 return;
             }
