@@ -19,6 +19,7 @@ mod flush;
 pub mod index;
 mod log;
 pub mod offset;
+mod pread;
 pub mod producer_state;
 mod read;
 mod replace_file;

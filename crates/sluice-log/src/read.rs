@@ -6,10 +6,11 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 
 use crate::batch::{peek_extent, OFFSET_RANGE_BYTES};
 use crate::offset::Offset;
+use crate::pread::read_exact_at;
 
 #[derive(Debug, Clone)]
 pub struct ReadPlan {
@@ -44,12 +45,11 @@ impl ReadPlan {
         };
         let available = self.end_position.saturating_sub(self.position);
         let want = (self.max_bytes as u64).min(available) as usize;
-        let mut buf = BytesMut::zeroed(want);
-        file.read_exact_at(&mut buf, self.position)?;
+        let mut buf = read_exact_at(file, want, self.position)?;
         let keep = self.visible_prefix(&buf);
         if keep > 0 {
             buf.truncate(keep);
-            return Ok(buf.freeze());
+            return Ok(Bytes::from(buf));
         }
         if !self.min_one || available < OFFSET_RANGE_BYTES as u64 {
             return Ok(Bytes::new());
@@ -61,9 +61,11 @@ impl ReadPlan {
             Some(extent)
                 if extent.base_offset < self.upper && extent.total_bytes as u64 <= available =>
             {
-                let mut whole = BytesMut::zeroed(extent.total_bytes);
-                file.read_exact_at(&mut whole, self.position)?;
-                Ok(whole.freeze())
+                Ok(Bytes::from(read_exact_at(
+                    file,
+                    extent.total_bytes,
+                    self.position,
+                )?))
             }
             _ => Ok(Bytes::new()),
         }

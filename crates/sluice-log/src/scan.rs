@@ -69,6 +69,25 @@ impl<'f> BatchScanner<'f> {
         Ok(true)
     }
 
+    /// The next batch's position and extent, reading only its header: for walks that need
+    /// where batches are, not their bytes (a fetch used to read a whole megabyte batch just to
+    /// find where it starts). `None` at the end or before a torn tail.
+    pub(crate) fn next_extent(&mut self) -> io::Result<Option<(u64, BatchExtent)>> {
+        if self.position == self.end || !self.fill(OFFSET_RANGE_BYTES)? {
+            return Ok(None);
+        }
+        let at = (self.position - self.buf_start) as usize;
+        let Some(extent) = peek_extent(&self.buf[at..]) else {
+            return Ok(None);
+        };
+        let position = self.position;
+        if position + extent.total_bytes as u64 > self.end {
+            return Ok(None);
+        }
+        self.position += extent.total_bytes as u64;
+        Ok(Some((position, extent)))
+    }
+
     pub(crate) fn next_batch(&mut self) -> io::Result<Scanned<'_>> {
         if self.position == self.end {
             return Ok(Scanned::End);

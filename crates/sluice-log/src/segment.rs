@@ -333,15 +333,15 @@ impl Segment {
             .map_or(0, |e| u64::from(e.position));
         let walk_chunk = (self.index_interval_bytes as usize).clamp(4096, 64 * 1024) * 2;
         let mut scanner = BatchScanner::with_chunk(&self.file, start, self.size_bytes, walk_chunk);
-        loop {
-            match scanner.next_batch().map_err(|e| self.io_error("read", e))? {
-                Scanned::Batch {
-                    position, extent, ..
-                } if extent.last_offset >= offset => return Ok(Some(position)),
-                Scanned::Batch { .. } => {}
-                Scanned::End | Scanned::Torn => return Ok(None),
+        while let Some((position, extent)) = scanner
+            .next_extent()
+            .map_err(|e| self.io_error("read", e))?
+        {
+            if extent.last_offset >= offset {
+                return Ok(Some(position));
             }
         }
+        Ok(None)
     }
 
     /// The first batch (from `start_position`) whose max timestamp is ≥ `timestamp`.

@@ -116,7 +116,13 @@ pub fn encode_response(
         version,
         reason: e,
     };
-    let mut out = BytesMut::with_capacity(256);
+    // A fetch response carries up to megabytes of records: size it once rather than grow it
+    // by doubling (each growth copied everything so far).
+    let capacity = match body {
+        ResponseKind::Fetch(fetch) => fetch.compute_size(version).map_or(256, |size| size + 64),
+        _ => 256,
+    };
+    let mut out = BytesMut::with_capacity(capacity);
     out.put_i32(0); // size, patched below
     ResponseHeader::default()
         .with_correlation_id(correlation_id)

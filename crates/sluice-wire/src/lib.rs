@@ -8,6 +8,7 @@
 pub mod codec;
 pub mod consumer_protocol;
 pub mod frame;
+mod frames;
 pub mod server;
 pub mod versions;
 

@@ -13,7 +13,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use futures::stream::{FuturesOrdered, StreamExt};
 use futures::FutureExt;
 use kafka_protocol::messages::{ApiKey, ResponseKind};
@@ -27,6 +27,7 @@ use crate::codec::{
     UNKNOWN_SERVER_ERROR,
 };
 use crate::frame::next_frame;
+use crate::frames::Frames;
 use crate::versions::ApiTable;
 
 /// A response still being worked on; `None` if it cannot be given (the connection is then
@@ -175,7 +176,7 @@ impl Connection {
     ) -> Result<(), String> {
         let (mut reader, mut writer) = self.stream.split();
         let mut pending: FuturesOrdered<Outgoing> = FuturesOrdered::new();
-        let mut out = BytesMut::new();
+        let mut out = Frames::default();
         let mut closing: Option<String> = None;
         let mut idle_deadline = tokio::time::Instant::now() + limits.idle_timeout;
         loop {
@@ -206,7 +207,7 @@ impl Connection {
                     // that cannot be given closes the connection once those before it are out.
                     while let Some(done) = next {
                         match done {
-                            Ok(frame) => out.extend_from_slice(&frame),
+                            Ok(frame) => out.push(frame),
                             Err(reason) => {
                                 closing.get_or_insert(reason);
                                 pending.clear();
@@ -215,9 +216,8 @@ impl Connection {
                         }
                         next = pending.next().now_or_never().flatten();
                     }
-                    if !out.is_empty() {
-                        writer.write_all(&out).await.map_err(|e| format!("write failed: {e}"))?;
-                        out.clear();
+                    if out.has_remaining() {
+                        writer.write_all_buf(&mut out).await.map_err(|e| format!("write failed: {e}"))?;
                     }
                 }
                 read = reader.read_buf(&mut self.read_buf), if can_read => {
