@@ -16,7 +16,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from broker.raw import Conn, frame, header_v1, parse_produce_v3, string
-from conftest import SLUICE, wait_until
+from conftest import ROOT, SLUICE, wait_until
 
 from .checker import ABORTED, COMMITTED, READ_COMMITTED, History
 from .harness import CLIENT_DEFAULTS
@@ -350,3 +350,24 @@ def test_a_late_write_of_an_ended_transaction_is_refused_by_a_leader_on_another_
     p.commit_transaction(CALL_TIMEOUT_S)
     lso2, hw2 = end_offsets(c.bootstrap, topic, 3)[partition]
     assert lso2 == hw2 and hw2 > hw, (lso2, hw2, hw)
+
+
+def test_java_client_uses_transactions_version_2_across_nodes(cluster):
+    """Transactions version 2 (KIP-890 part 2) is finalized in a cluster too: the Java client
+    4.3.1 adds partitions by producing to them (Produce v12+), and a partition leader on
+    another node than the transaction's coordinator adds the partition there and waits for
+    that to be committed before appending. TxnSmoke runs consume-transform-produce with an
+    abort, checks the epoch was bumped by every commit and abort (TV2 only: the classic
+    protocol leaves it), read_committed against read_uncommitted, and fencing; the topics have
+    3 replicas, so their 4 partitions' leaders spread over the nodes and the coordinator's."""
+    c = cluster(3)
+    subprocess.run([str(ROOT / "scripts" / "java-env")], check=True, timeout=600)
+    java = ROOT / "tests" / "java"
+    r = subprocess.run(["java", "-cp", f"{java / 'lib'}/*:{java}", "TxnSmoke", c.bootstrap, "3"],
+                       capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert r.stdout.strip().endswith("OK")
+    coordinator = find_txn_coordinator(c.nodes[1].bootstrap, "jtx-1")
+    leaders = {(t, q): c.wait_for_leader(t, q) for t in ("jtx-in", "jtx-out") for q in range(2)}
+    assert any(leader != coordinator for (t, _), leader in leaders.items() if t == "jtx-out"), \
+        f"every output partition is led by the coordinator {coordinator}: {leaders}"

@@ -2,7 +2,7 @@
 // protocol (transaction.version 2) when the broker offers it: consume-transform-produce with
 // sendOffsetsToTransaction, an aborted transaction, read_committed vs read_uncommitted, the
 // epoch bumped by every commit and abort (TV2), and a second producer fencing the first.
-// Usage: java -cp lib/*:. TxnSmoke BOOTSTRAP; prints "OK" or fails.
+// Usage: java -cp lib/*:. TxnSmoke BOOTSTRAP [REPLICATION_FACTOR]; prints "OK" or fails.
 
 import java.time.Duration;
 import java.util.*;
@@ -49,10 +49,11 @@ public class TxnSmoke {
 
     public static void main(String[] args) throws Exception {
         String bootstrap = args[0];
+        short rf = args.length > 1 ? Short.parseShort(args[1]) : 1;
         Properties common = new Properties();
         common.put("bootstrap.servers", bootstrap);
         try (Admin admin = Admin.create(common)) {
-            admin.createTopics(List.of(new NewTopic("jtx-in", 2, (short) 1), new NewTopic("jtx-out", 2, (short) 1))).all().get();
+            admin.createTopics(List.of(new NewTopic("jtx-in", 2, rf), new NewTopic("jtx-out", 2, rf))).all().get();
         }
         // Input: 50 plain records.
         Properties pp = new Properties();
@@ -93,6 +94,9 @@ public class TxnSmoke {
                 p.sendOffsetsToTransaction(offsets, consumer.groupMetadata());
                 txns++;
                 if (txns == 2) {
+                    // abortTransaction drops batches not sent yet: send them, so that the
+                    // aborted records are in the log for read_uncommitted below.
+                    p.flush();
                     p.abortTransaction();
                     aborted += n;
                     // Rewind to the last committed positions to process them again.

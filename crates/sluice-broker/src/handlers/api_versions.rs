@@ -5,8 +5,9 @@
 //! A supported feature whose minimum version is 0 is listed only to requests of v4 and later
 //! (KIP-1022): clients that send v3 (the Java client up to 3.8) reject a 0 minimum and drop the
 //! connection, so Kafka leaves such features out of their answer (KAFKA-17492), and so do we.
-//! The finalized level (2) is shown to every v3+ request, as Kafka does — on a single node; a
-//! cluster leaves the feature unfinalized (see `handle`).
+//! The finalized level (2) is shown to every v3+ request, as Kafka does, on a single node and
+//! in a cluster alike (in a cluster a partition leader adds the partition to the transaction
+//! through its coordinator, wherever that runs: `handlers::produce`).
 
 use kafka_protocol::messages::api_versions_response::{FinalizedFeatureKey, SupportedFeatureKey};
 use kafka_protocol::messages::{ApiVersionsRequest, ResponseKind};
@@ -45,16 +46,10 @@ pub fn handle(broker: &Broker, request: ApiVersionsRequest, call: &Call) -> Resp
                     .collect(),
             )
             .with_finalized_features_epoch(1);
-        // In a cluster a transactional Produce may reach a partition leader that does not run
-        // the transaction's coordinator, which then could not add the partition itself:
-        // clients keep the classic protocol there (AddPartitionsToTxn), as Kafka's do while
-        // the feature is not finalized.
-        if !broker.config().clustered {
-            body = body.with_finalized_features(vec![FinalizedFeatureKey::default()
-                .with_name(name)
-                .with_min_version_level(2)
-                .with_max_version_level(2)]);
-        }
+        body = body.with_finalized_features(vec![FinalizedFeatureKey::default()
+            .with_name(name)
+            .with_min_version_level(2)
+            .with_max_version_level(2)]);
     }
     ResponseKind::ApiVersions(body)
 }

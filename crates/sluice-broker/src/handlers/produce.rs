@@ -119,25 +119,30 @@ pub fn handle(broker: &Broker, request: ProduceRequest, call: &Call) -> Reply {
 /// The transaction coordinator's answers for the partitions it was asked about.
 type Verdicts = HashMap<(String, i32), Result<(), (ResponseError, String)>>;
 
-/// One partition's first transactional write of a transaction, to verify with a coordinator
-/// on another node (KIP-890 part 1).
+/// One partition's first transactional write of a transaction, to verify with its
+/// coordinator before the append (KIP-890 part 1), and with transactions version 2 to add the
+/// partition to the transaction there (part 2).
 struct Ask {
     transactional_id: String,
     producer_id: i64,
     producer_epoch: i16,
     topic: String,
     partition: i32,
+    implicit_add: bool,
 }
 
-/// The transactional writes of `request` that the coordinator on another node must verify:
-/// none on a single node, for a coordinator here (checked in place), or for a partition that
-/// already holds this producer epoch's open transaction (verified at its first write; a late
-/// write of an ended transaction finds none, and is asked about).
+/// The transactional writes of `request` that must be checked with the coordinator before
+/// the append, in a cluster: a partition's first write of this producer epoch's transaction
+/// (a late write of an ended transaction finds none open, and is asked about). A coordinator
+/// on this node checks a classic write in place; an implicit add (Produce v12+) goes through
+/// the asking path wherever the coordinator is, so the append waits until the add is
+/// committed. None on a single node.
 fn remote_checks(broker: &Broker, request: &ProduceRequest, version: i16) -> Vec<Ask> {
     let Some(id) = request.transactional_id.as_ref().map(|s| s.as_str()) else {
         return Vec::new();
     };
-    if !broker.config().clustered || broker.txns.check(id).is_ok() {
+    let implicit_add = version >= 12;
+    if !broker.config().clustered || (broker.txns.check(id).is_ok() && !implicit_add) {
         return Vec::new();
     }
     let mut asks = Vec::new();
@@ -166,6 +171,7 @@ fn remote_checks(broker: &Broker, request: &ProduceRequest, version: i16) -> Vec
                     producer_epoch: h.producer_epoch,
                     topic: topic.name.to_string(),
                     partition: data.index,
+                    implicit_add,
                 });
             }
         }
@@ -173,27 +179,38 @@ fn remote_checks(broker: &Broker, request: &ProduceRequest, version: i16) -> Vec
     asks
 }
 
-/// Asks the coordinator about each partition, concurrently. Its node moving or not answering
-/// becomes NOT_ENOUGH_REPLICAS, the retriable error every producer knows (Kafka answers the
-/// same for a verification that could not be made).
+/// Asks the coordinator about each partition, concurrently (in place when it runs here). Its
+/// node moving or not answering becomes NOT_ENOUGH_REPLICAS, the retriable error every
+/// producer knows (Kafka answers the same for a verification that could not be made).
 async fn ask_coordinator(broker: &Broker, asks: Vec<Ask>) -> Verdicts {
     let calls = asks.into_iter().map(|ask| async move {
         let key = (ask.topic.clone(), ask.partition);
-        let node = broker
-            .txn_coordinator(&ask.transactional_id)
-            .map(|(node, _, _)| sluice_cluster::NodeId(node));
-        let outcome = match node {
-            Ok(node) => {
-                let call = PeerCall::VerifyTxnWrite {
-                    transactional_id: ask.transactional_id,
-                    producer_id: ask.producer_id,
-                    producer_epoch: ask.producer_epoch,
-                    topic: ask.topic,
-                    partition: ask.partition,
-                };
-                broker.call_peer(node, &call).await
+        let outcome = if broker.txns.check(&ask.transactional_id).is_ok() {
+            broker
+                .verify_txn_write_at_coordinator(
+                    &ask.transactional_id,
+                    ask.producer_id,
+                    ask.producer_epoch,
+                    &ask.topic,
+                    ask.partition,
+                    ask.implicit_add,
+                )
+                .await
+        } else {
+            match broker.txn_coordinator(&ask.transactional_id) {
+                Ok((node, _, _)) => {
+                    let call = PeerCall::VerifyTxnWrite {
+                        transactional_id: ask.transactional_id,
+                        producer_id: ask.producer_id,
+                        producer_epoch: ask.producer_epoch,
+                        topic: ask.topic,
+                        partition: ask.partition,
+                        implicit_add: ask.implicit_add,
+                    };
+                    broker.call_peer(sluice_cluster::NodeId(node), &call).await
+                }
+                Err(e) => Err(e),
             }
-            Err(e) => Err(e),
         };
         let verdict = outcome.map_err(|e| match e {
             ResponseError::NotCoordinator

@@ -60,6 +60,10 @@ pub(crate) enum PeerCall {
         producer_epoch: i16,
         topic: String,
         partition: i32,
+        /// Transactions version 2 (Produce v12+): add the partition to the transaction if it
+        /// is not in it yet, and answer once that is committed.
+        #[serde(default)]
+        implicit_add: bool,
     },
     /// The receiver's [`NodeReport`](super::node_report::NodeReport), with its followers'
     /// lag for the partitions of `lag_of`.
@@ -221,13 +225,18 @@ impl Broker {
                 producer_epoch,
                 topic,
                 partition,
-            } => self.verify_for_peer(
-                &transactional_id,
-                producer_id,
-                producer_epoch,
-                &topic,
-                partition,
-            ),
+                implicit_add,
+            } => {
+                self.verify_txn_write_at_coordinator(
+                    &transactional_id,
+                    producer_id,
+                    producer_epoch,
+                    &topic,
+                    partition,
+                    implicit_add,
+                )
+                .await
+            }
             PeerCall::TxnOffsets {
                 transactional_id,
                 producer_id,
@@ -251,20 +260,25 @@ impl Broker {
         serde_json::to_string(&outcome).map_err(|e| format!("cannot encode an answer: {e}"))
     }
 
-    /// A partition leader's KIP-890 question ([`PeerCall::VerifyTxnWrite`]).
-    fn verify_for_peer(
+    /// A partition leader's KIP-890 question ([`PeerCall::VerifyTxnWrite`]), answered by the
+    /// transaction's coordinator (this node): the write is allowed, and with `implicit_add`
+    /// the partition is in the transaction and that is committed.
+    pub(crate) async fn verify_txn_write_at_coordinator(
         &self,
         transactional_id: &str,
         producer_id: i64,
         producer_epoch: i16,
         topic: &str,
         partition: i32,
+        implicit_add: bool,
     ) -> Result<(), ResponseError> {
         self.txns.check(transactional_id)?;
-        self.verify_txn_write_here(producer_id, producer_epoch, topic, partition, false)
+        let waits = self
+            .verify_txn_write_here(producer_id, producer_epoch, topic, partition, implicit_add)
             .map_err(|(e, message)| {
                 tracing::debug!(transactional_id, producer_id, %message, "transactional write refused");
                 e
-            })
+            })?;
+        crate::commit::committed(waits).await
     }
 }

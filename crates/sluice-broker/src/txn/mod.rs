@@ -507,12 +507,12 @@ impl Broker {
     /// epoch must be current and the partition in its open transaction. With `implicit_add`
     /// (Produce v12+, transactions version 2) the partition is added to the transaction here.
     ///
-    /// In a cluster, a partition leader that does not run the transaction's coordinator asked
-    /// it before (`remote`: the coordinator's verdict, [`crate::handlers::produce`]), unless
-    /// the partition already holds this producer epoch's open transaction (then the check was
-    /// made for its first write, as Kafka's verification guard does). An implicit add is
-    /// refused there: only the coordinator could make it, and transactions version 2 is not
-    /// finalized in a cluster.
+    /// In a cluster, the partition's first write of a transaction was checked before, with
+    /// the coordinator wherever it runs (`remote`: its verdict, [`crate::handlers::produce`]);
+    /// an implicit add was made there and waited on until the metadata of the transaction
+    /// holding the partition was committed, so a coordinator that takes over after a crash
+    /// knows the partition. Later writes of the same producer epoch find the partition's
+    /// transaction open and are not asked about again (as Kafka's verification guard).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn verify_txn_write(
         &self,
@@ -525,21 +525,20 @@ impl Broker {
         remote: Option<&Result<(), (ResponseError, String)>>,
     ) -> Result<(), (ResponseError, String)> {
         if self.config.clustered {
-            let here = transactional_id.is_some_and(|id| self.txns.check(id).is_ok());
-            if !here && implicit_add {
-                return Err((
-                    ResponseError::InvalidTxnState,
-                    format!(
-                        "{topic}-{partition} must be added with AddPartitionsToTxn: transactions \
-                         version 2 is not finalized in a cluster"
-                    ),
-                ));
+            if let Some(verdict) = remote {
+                return verdict.clone();
             }
+            let here = transactional_id.is_some_and(|id| self.txns.check(id).is_ok());
             if !here {
-                return remote.cloned().unwrap_or(Ok(()));
+                // Not asked: the partition already holds this epoch's open transaction.
+                return Ok(());
             }
         }
+        // An add made here is not waited on: on a single node it precedes the data in the
+        // log's order, and start-up settles a partition whose add was lost (see
+        // `heal_transactions`). In a cluster an add was made, and waited on, before.
         self.verify_txn_write_here(producer_id, epoch, topic, partition, implicit_add)
+            .map(drop)
     }
 
     /// The coordinator's side of [`Broker::verify_txn_write`]: `producer_id`'s epoch is current
@@ -551,7 +550,7 @@ impl Broker {
         topic: &str,
         partition: i32,
         implicit_add: bool,
-    ) -> Result<(), (ResponseError, String)> {
+    ) -> Result<Waits, (ResponseError, String)> {
         let now = self.txns.now_ms();
         let mut coordinator = self.txns.coordinator.lock();
         let Some(meta) = coordinator.by_producer(producer_id) else {
@@ -571,7 +570,7 @@ impl Broker {
         }
         let key = (topic.to_string(), partition);
         if meta.state == TxnState::Ongoing && meta.partitions.contains(&key) {
-            return Ok(());
+            return Ok(Waits::new());
         }
         if !implicit_add {
             return Err((
@@ -588,14 +587,13 @@ impl Broker {
                     format!("cannot add {topic}-{partition} to the transaction"),
                 )
             })?;
-        if let Some(meta) = added {
-            // Not waited on: the add precedes the data in the log's order, and start-up
-            // settles a partition whose add was lost (see `heal_transactions`).
-            self.txns
+        match added {
+            Some(meta) => self
+                .txns
                 .put(&mut coordinator, meta)
-                .map_err(|e| (e, "cannot record the transaction's partition".to_string()))?;
+                .map_err(|e| (e, "cannot record the transaction's partition".to_string())),
+            None => Ok(Waits::new()),
         }
-        Ok(())
     }
 
     /// At start-up: every partition's open transactions that no live transaction owns are
