@@ -706,12 +706,14 @@ impl Partition {
         Ok(())
     }
 
-    /// The leader learns a follower's position (its fetch offset). Returns an ISR change to
-    /// ask of the controller, with the epochs it must carry.
+    /// The leader learns a follower's position (its fetch offset) and log start (negative:
+    /// not said). Returns an ISR change to ask of the controller, with the epochs it must
+    /// carry.
     pub fn on_follower_fetch(
         &self,
         follower: NodeId,
         fetch_offset: Offset,
+        log_start: Offset,
         now_ms: i64,
     ) -> Option<IsrChange> {
         let mut state = self.state.lock();
@@ -719,6 +721,9 @@ impl Partition {
         let Role::Leader { replicas, .. } = &mut state.role else {
             return None;
         };
+        if log_start >= Offset(0) {
+            replicas.on_log_start(follower, log_start);
+        }
         let update = replicas.on_fetch(follower, fetch_offset, end, now_ms);
         let change = update.alter_isr.map(|isr| IsrChange {
             isr,
@@ -728,6 +733,21 @@ impl Partition {
             self.publish(&mut state);
         }
         change
+    }
+
+    /// The partition's low watermark, as a leader knows it: the lowest log start of this
+    /// replica and its in-sync followers (`None` while a follower has not said, or when this
+    /// node does not lead). A standalone partition's is its own log start.
+    pub fn low_watermark(&self) -> Option<Offset> {
+        let state = self.state.lock();
+        let own = state.log.log_start_offset();
+        match &state.role {
+            Role::Standalone => Some(own),
+            Role::Leader { replicas, .. } => replicas
+                .in_sync_followers_log_start()
+                .map(|followers| followers.min(own)),
+            Role::Follower { .. } | Role::Leaderless => None,
+        }
     }
 
     /// Where a consumer reading from `offset` could be served instead of here: the in-sync
@@ -864,19 +884,19 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = leader_of(dir.path());
         p.lead(NodeId(1), &assignment(&[1], 0), 1, 10_000, 0);
-        let asked = p.on_follower_fetch(NodeId(2), Offset(0), 1).unwrap();
+        let asked = p.on_follower_fetch(NodeId(2), Offset(0), Offset(0), 1).unwrap();
         assert_eq!(asked.isr, vec![NodeId(1), NodeId(2)]);
         // Metadata about something else arrives: the same partition epoch settles nothing.
         p.lead(NodeId(1), &assignment(&[1], 0), 1, 10_000, 2);
-        assert_eq!(p.on_follower_fetch(NodeId(2), Offset(0), 3), None);
+        assert_eq!(p.on_follower_fetch(NodeId(2), Offset(0), Offset(0), 3), None);
         // The change is made: the new epoch settles it, and there is nothing left to ask.
         p.lead(NodeId(1), &assignment(&[1, 2], 1), 1, 10_000, 4);
-        assert_eq!(p.on_follower_fetch(NodeId(2), Offset(0), 5), None);
+        assert_eq!(p.on_follower_fetch(NodeId(2), Offset(0), Offset(0), 5), None);
         // A refused change is settled by hand, and the leader may ask again.
         p.lead(NodeId(1), &assignment(&[1], 2), 1, 10_000, 6);
-        assert!(p.on_follower_fetch(NodeId(2), Offset(0), 7).is_some());
-        assert_eq!(p.on_follower_fetch(NodeId(2), Offset(0), 8), None);
+        assert!(p.on_follower_fetch(NodeId(2), Offset(0), Offset(0), 7).is_some());
+        assert_eq!(p.on_follower_fetch(NodeId(2), Offset(0), Offset(0), 8), None);
         p.isr_change_settled();
-        assert!(p.on_follower_fetch(NodeId(2), Offset(0), 9).is_some());
+        assert!(p.on_follower_fetch(NodeId(2), Offset(0), Offset(0), 9).is_some());
     }
 }

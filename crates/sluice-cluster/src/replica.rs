@@ -28,6 +28,8 @@ struct Follower {
     log_end: Option<Offset>,
     /// The last time it had everything the leader had.
     last_caught_up_ms: i64,
+    /// Its log start offset, as its last fetch said; `None` before that.
+    log_start: Option<Offset>,
 }
 
 /// What changed after an event.
@@ -99,6 +101,7 @@ impl LeaderReplicas {
                     Follower {
                         log_end: None,
                         last_caught_up_ms: now_ms,
+                        log_start: None,
                     },
                 )
             })
@@ -164,6 +167,24 @@ impl LeaderReplicas {
             });
         }
         Ok(())
+    }
+
+    /// A follower's fetch said where its log starts.
+    pub fn on_log_start(&mut self, follower: NodeId, log_start: Offset) {
+        if let Some(f) = self.followers.get_mut(&follower) {
+            f.log_start = Some(log_start);
+        }
+    }
+
+    /// The lowest log start among the in-sync followers (the leader's own is the caller's);
+    /// `None` while one of them has not said yet. DeleteRecords answers once this reaches
+    /// the new start, as Kafka's low watermark.
+    pub fn in_sync_followers_log_start(&self) -> Option<Offset> {
+        self.followers
+            .iter()
+            .filter(|(node, _)| self.isr.contains(node))
+            .map(|(_, f)| f.log_start)
+            .try_fold(Offset(i64::MAX), |low, start| start.map(|s| low.min(s)))
     }
 
     /// A follower fetched from `fetch_offset`, when the leader's log ended at `leader_end`.
@@ -252,6 +273,7 @@ impl LeaderReplicas {
             self.followers.entry(*r).or_insert(Follower {
                 log_end: None,
                 last_caught_up_ms: now_ms,
+                log_start: None,
             });
         }
         self.pending = None;
@@ -508,6 +530,30 @@ mod tests {
         assert_eq!(
             l.lag(50).iter().map(|f| f.node).collect::<Vec<_>>(),
             vec![node(2), node(4)]
+        );
+    }
+
+    #[test]
+    fn the_followers_log_start_is_the_lowest_an_in_sync_follower_reported() {
+        let mut l = leading_empty(&[1, 2]);
+        assert_eq!(
+            l.in_sync_followers_log_start(),
+            None,
+            "node 2 has not said yet"
+        );
+        l.on_log_start(node(3), Offset(5));
+        assert_eq!(
+            l.in_sync_followers_log_start(),
+            None,
+            "node 3 is not in sync"
+        );
+        l.on_log_start(node(2), Offset(40));
+        assert_eq!(l.in_sync_followers_log_start(), Some(Offset(40)));
+        l.on_log_start(node(9), Offset(1));
+        assert_eq!(
+            l.in_sync_followers_log_start(),
+            Some(Offset(40)),
+            "not a replica"
         );
     }
 }

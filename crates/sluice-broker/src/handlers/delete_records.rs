@@ -5,31 +5,57 @@
 //! As in Kafka: offset -1 means the high watermark; an offset past it, or negative, is
 //! OFFSET_OUT_OF_RANGE; internal topics are INVALID_TOPIC_EXCEPTION; a topic whose
 //! `cleanup.policy` lacks `delete` is POLICY_VIOLATION. The answer's low watermark is the new
-//! log start offset.
+//! log start offset. In a cluster the answer waits, up to the request's timeout, until every
+//! in-sync follower has moved its log start there too (Kafka's low watermark), so a failover
+//! right after it cannot bring the deleted records back; REQUEST_TIMED_OUT otherwise (the
+//! leader has deleted them; the followers follow when they next fetch).
 
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
 };
 use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse, ResponseKind};
 
+use sluice_log::Offset;
+use sluice_wire::Reply;
+
 use crate::broker::Broker;
 use crate::handlers::{Call, Versions};
+use crate::partition::Partition;
+
+/// How often a waiting answer looks at the followers' log starts again.
+const POLL: Duration = Duration::from_millis(20);
+/// The longest a request may ask to wait.
+const MAX_WAIT: Duration = Duration::from_secs(60);
 
 pub const VERSIONS: Versions = Versions::new(0, 2);
 
-pub fn handle(broker: &Broker, request: DeleteRecordsRequest, _call: &Call) -> ResponseKind {
-    let topics = request
+pub fn handle(broker: &Broker, request: DeleteRecordsRequest, _call: &Call) -> Reply {
+    let mut waits: Vec<(usize, usize, Arc<Partition>, Offset)> = Vec::new();
+    let topics: Vec<DeleteRecordsTopicResult> = request
         .topics
         .iter()
-        .map(|t| {
+        .enumerate()
+        .map(|(ti, t)| {
             let partitions = t
                 .partitions
                 .iter()
-                .map(|p| {
+                .enumerate()
+                .map(|(pi, p)| {
                     let result =
                         DeleteRecordsPartitionResult::default().with_partition_index(p.partition_index);
                     match broker.delete_records(&t.name, p.partition_index, p.offset) {
-                        Ok(start) => result.with_low_watermark(start.0),
+                        Ok(start) => {
+                            if let Ok(partition) = broker.partition_of(&t.name, p.partition_index) {
+                                if partition.low_watermark().is_none_or(|low| low < start) {
+                                    waits.push((ti, pi, partition, start));
+                                }
+                            }
+                            result.with_low_watermark(start.0)
+                        }
                         Err(e) => {
                             tracing::debug!(topic = %t.name.as_str(), partition = p.partition_index, offset = p.offset, error = %e, "delete records refused");
                             result.with_low_watermark(-1).with_error_code(e.code())
@@ -42,5 +68,46 @@ pub fn handle(broker: &Broker, request: DeleteRecordsRequest, _call: &Call) -> R
                 .with_partitions(partitions)
         })
         .collect();
-    ResponseKind::DeleteRecords(DeleteRecordsResponse::default().with_topics(topics))
+    let response = DeleteRecordsResponse::default().with_topics(topics);
+    if waits.is_empty() {
+        return Reply::Ready(Box::new(ResponseKind::DeleteRecords(response)));
+    }
+    let timeout =
+        Duration::from_millis(u64::try_from(request.timeout_ms).unwrap_or(0)).min(MAX_WAIT);
+    Reply::Later(Box::pin(async move {
+        Some(ResponseKind::DeleteRecords(
+            wait_for_followers(response, waits, timeout).await,
+        ))
+    }))
+}
+
+/// Waits until each partition's low watermark reaches its new start, or `timeout`; the
+/// partitions still short of it then answer REQUEST_TIMED_OUT.
+async fn wait_for_followers(
+    mut response: DeleteRecordsResponse,
+    mut waits: Vec<(usize, usize, Arc<Partition>, Offset)>,
+    timeout: Duration,
+) -> DeleteRecordsResponse {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        waits.retain(|(_, _, partition, start)| {
+            partition.low_watermark().is_none_or(|low| low < *start)
+        });
+        if waits.is_empty() || tokio::time::Instant::now() >= deadline {
+            break;
+        }
+        tokio::time::sleep(POLL.min(deadline - tokio::time::Instant::now())).await;
+    }
+    for (ti, pi, partition, start) in waits {
+        tracing::info!(?partition, start = start.0, "DeleteRecords: the followers did not follow the new log start within the request's timeout");
+        if let Some(result) = response
+            .topics
+            .get_mut(ti)
+            .and_then(|t| t.partitions.get_mut(pi))
+        {
+            result.error_code = ResponseError::RequestTimedOut.code();
+            result.low_watermark = -1;
+        }
+    }
+    response
 }

@@ -25,6 +25,8 @@ use crate::partition::{Partition, Progress};
 struct Wanted {
     index: i32,
     fetch_offset: Offset,
+    /// The follower's log start (-1: not said).
+    log_start: Offset,
     last_fetched_epoch: i32,
     current_leader_epoch: i32,
     max_bytes: usize,
@@ -46,6 +48,7 @@ pub fn serve(broker: &Broker, request: FetchRequest, follower: NodeId, version: 
             .map(|p| Wanted {
                 index: p.partition,
                 fetch_offset: Offset(p.fetch_offset),
+                log_start: Offset(p.log_start_offset),
                 last_fetched_epoch: p.last_fetched_epoch,
                 current_leader_epoch: p.current_leader_epoch,
                 max_bytes: usize::try_from(p.partition_max_bytes).unwrap_or(0),
@@ -185,7 +188,8 @@ fn read_one(
             }
         }
     }
-    if let Some(change) = p.on_follower_fetch(follower, w.fetch_offset, broker.liveness_ms()) {
+    let fetched = p.on_follower_fetch(follower, w.fetch_offset, w.log_start, broker.liveness_ms());
+    if let Some(change) = fetched {
         broker.send_isr_change(*topic_id, p, change);
     }
     let mut limit = w.max_bytes.min(*remaining);
