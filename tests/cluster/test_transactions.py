@@ -371,3 +371,19 @@ def test_java_client_uses_transactions_version_2_across_nodes(cluster):
     leaders = {(t, q): c.wait_for_leader(t, q) for t in ("jtx-in", "jtx-out") for q in range(2)}
     assert any(leader != coordinator for (t, _), leader in leaders.items() if t == "jtx-out"), \
         f"every output partition is led by the coordinator {coordinator}: {leaders}"
+
+
+def test_pipelined_batches_of_a_new_transaction_are_appended_in_order(cluster):
+    """Several batches of a new transaction reach a partition before the first is verified
+    with the coordinator (Java client, 1 KiB batches, no linger): each waits for the one
+    before it, so none fails its sequence check (before the fix: 2–3 of 20 transactions per
+    partition aborted with OutOfOrderSequenceException), and read_committed reads every record
+    once. Three partitions, so some leaders are not the coordinator's node and one may be."""
+    c = cluster(3)
+    c.create_topic("pipeline", 3, replication_factor=3)
+    subprocess.run([str(ROOT / "scripts" / "java-env")], check=True, timeout=600)
+    java = ROOT / "tests" / "java"
+    r = subprocess.run(["java", "-cp", f"{java / 'lib'}/*:{java}", "TxnPipelineSmoke", c.bootstrap, "pipeline", "3"],
+                       capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert r.stdout.strip().endswith("OK")

@@ -25,6 +25,8 @@ pub struct Broker {
     pub(crate) groups: crate::group::GroupService,
     pub(crate) metrics: Arc<crate::metrics::Metrics>,
     pub(crate) txns: crate::txn::TxnService,
+    /// Order of appends that wait for a transaction coordinator's verdict.
+    pub(crate) append_turns: crate::txn::append_turns::AppendTurns,
     pub(crate) fetch_sessions: Arc<crate::fetch_session::FetchSessions>,
     /// Set once this broker joined a cluster (`sluice serve --cluster`).
     pub(crate) replication: std::sync::OnceLock<Arc<crate::replication::Replication>>,
@@ -99,6 +101,7 @@ impl Broker {
             throttles: Default::default(),
             api_table: handlers::api_table(),
             admin_address: std::sync::OnceLock::new(),
+            append_turns: Default::default(),
             me: me.clone(),
         });
         if !broker.config.clustered {

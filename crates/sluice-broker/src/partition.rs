@@ -884,19 +884,34 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = leader_of(dir.path());
         p.lead(NodeId(1), &assignment(&[1], 0), 1, 10_000, 0);
-        let asked = p.on_follower_fetch(NodeId(2), Offset(0), Offset(0), 1).unwrap();
+        let asked = p
+            .on_follower_fetch(NodeId(2), Offset(0), Offset(0), 1)
+            .unwrap();
         assert_eq!(asked.isr, vec![NodeId(1), NodeId(2)]);
         // Metadata about something else arrives: the same partition epoch settles nothing.
         p.lead(NodeId(1), &assignment(&[1], 0), 1, 10_000, 2);
-        assert_eq!(p.on_follower_fetch(NodeId(2), Offset(0), Offset(0), 3), None);
+        assert_eq!(
+            p.on_follower_fetch(NodeId(2), Offset(0), Offset(0), 3),
+            None
+        );
         // The change is made: the new epoch settles it, and there is nothing left to ask.
         p.lead(NodeId(1), &assignment(&[1, 2], 1), 1, 10_000, 4);
-        assert_eq!(p.on_follower_fetch(NodeId(2), Offset(0), Offset(0), 5), None);
+        assert_eq!(
+            p.on_follower_fetch(NodeId(2), Offset(0), Offset(0), 5),
+            None
+        );
         // A refused change is settled by hand, and the leader may ask again.
         p.lead(NodeId(1), &assignment(&[1], 2), 1, 10_000, 6);
-        assert!(p.on_follower_fetch(NodeId(2), Offset(0), Offset(0), 7).is_some());
-        assert_eq!(p.on_follower_fetch(NodeId(2), Offset(0), Offset(0), 8), None);
+        assert!(p
+            .on_follower_fetch(NodeId(2), Offset(0), Offset(0), 7)
+            .is_some());
+        assert_eq!(
+            p.on_follower_fetch(NodeId(2), Offset(0), Offset(0), 8),
+            None
+        );
         p.isr_change_settled();
-        assert!(p.on_follower_fetch(NodeId(2), Offset(0), Offset(0), 9).is_some());
+        assert!(p
+            .on_follower_fetch(NodeId(2), Offset(0), Offset(0), 9)
+            .is_some());
     }
 }

@@ -99,16 +99,26 @@ pub const VERSIONS: Versions = Versions::new(3, 13).advertised_from(0);
 
 pub fn handle(broker: &Broker, request: ProduceRequest, call: &Call) -> Reply {
     let version = call.version;
-    let asks = remote_checks(broker, &request, version);
-    if asks.is_empty() {
+    let (asks, open) = remote_checks(broker, &request, version);
+    if asks.is_empty() && open.is_empty() {
         return handle_verified(broker, request, version, &Verdicts::new());
     }
     let Some(owner) = broker.arc() else {
         return handle_verified(broker, request, version, &Verdicts::new());
     };
+    // Turns are taken now, as the request arrives, so pipelined produces append in order: on
+    // the partitions it asks about, and on those it does not ask about while an earlier
+    // produce there still waits for its verdict.
+    let asked = asks.iter().map(|a| (a.topic.clone(), a.partition));
+    let Some(mut turn) = broker.append_turns.take(asked, open) else {
+        return handle_verified(broker, request, version, &Verdicts::new());
+    };
     Reply::Later(Box::pin(async move {
         let verdicts = ask_coordinator(&owner, asks).await;
-        match handle_verified(&owner, request, version, &verdicts) {
+        turn.wait().await;
+        let reply = handle_verified(&owner, request, version, &verdicts);
+        drop(turn);
+        match reply {
             Reply::Ready(body) => Some(*body),
             Reply::Later(pending) => pending.await,
             Reply::Silent | Reply::Close(_) => None,
@@ -137,15 +147,23 @@ struct Ask {
 /// on this node checks a classic write in place; an implicit add (Produce v12+) goes through
 /// the asking path wherever the coordinator is, so the append waits until the add is
 /// committed. None on a single node.
-fn remote_checks(broker: &Broker, request: &ProduceRequest, version: i16) -> Vec<Ask> {
+///
+/// Also returned: the transactional writes not asked about (their partition holds the open
+/// transaction already), which must still wait for an earlier produce there that was.
+fn remote_checks(
+    broker: &Broker,
+    request: &ProduceRequest,
+    version: i16,
+) -> (Vec<Ask>, Vec<(String, i32)>) {
     let Some(id) = request.transactional_id.as_ref().map(|s| s.as_str()) else {
-        return Vec::new();
+        return (Vec::new(), Vec::new());
     };
     let implicit_add = version >= 12;
     if !broker.config().clustered || (broker.txns.check(id).is_ok() && !implicit_add) {
-        return Vec::new();
+        return (Vec::new(), Vec::new());
     }
     let mut asks = Vec::new();
+    let mut open_already = Vec::new();
     for topic_data in &request.topic_data {
         let topic = if version >= 13 {
             broker.topics().get_by_id(topic_data.topic_id)
@@ -173,10 +191,12 @@ fn remote_checks(broker: &Broker, request: &ProduceRequest, version: i16) -> Vec
                     partition: data.index,
                     implicit_add,
                 });
+            } else if h.is_transactional() {
+                open_already.push((topic.name.to_string(), data.index));
             }
         }
     }
-    asks
+    (asks, open_already)
 }
 
 /// Asks the coordinator about each partition, concurrently (in place when it runs here). Its

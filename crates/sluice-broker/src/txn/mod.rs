@@ -16,6 +16,7 @@
 //! transaction, and a TV2 transaction's data carries a newer epoch than the previous one's
 //! markers. AddPartitionsToTxn (older clients, same epoch across transactions) is.
 
+pub mod append_turns;
 pub mod coordinator;
 pub mod state;
 
