@@ -4,11 +4,17 @@ not bring the deleted records back; a follower that does not follow within the r
 timeout makes the answer REQUEST_TIMED_OUT (the leader has deleted them; the follower
 follows once it fetches again)."""
 
+import struct
+import threading
+import time
+
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from conftest import wait_until
+
+from broker.raw import Conn, frame, header_v1, string
 
 from .harness import CLIENT_DEFAULTS
 from .harness import cluster  # noqa: F401  (fixture)
@@ -34,6 +40,53 @@ def delete_before(bootstrap, topic, offset, timeout_s):
         return future.result(timeout_s + 30)
     except KafkaException as e:
         return e.args[0]
+
+
+def raw_delete_before(bootstrap, topic, offset, timeout_ms):
+    """DeleteRecords v1 for partition 0, sent once (no client retry) -> (error, low watermark)."""
+    body = struct.pack(">i", 1) + string(topic)
+    body += struct.pack(">i", 1) + struct.pack(">iq", 0, offset)
+    body += struct.pack(">i", timeout_ms)
+    conn = Conn(bootstrap, timeout=timeout_ms / 1000 + 20)
+    try:
+        conn.send(frame(header_v1(21, 1, 5) + body))
+        payload = conn.read_frame()
+    finally:
+        conn.sock.close()
+    assert payload is not None, "the broker closed the connection"
+    at = 4 + 4  # correlation id, throttle time
+    (topics,) = struct.unpack_from(">i", payload, at)
+    assert topics == 1
+    (n,) = struct.unpack_from(">h", payload, at + 4)
+    at += 4 + 2 + n
+    (parts,) = struct.unpack_from(">i", payload, at)
+    assert parts == 1
+    index, low, error = struct.unpack_from(">iqh", payload, at + 4)
+    assert index == 0
+    return error, low
+
+
+def raw_elect_preferred(bootstrap, topic):
+    """ElectLeaders v0 (preferred) for partition 0 -> its error code."""
+    body = struct.pack(">i", 1) + string(topic) + struct.pack(">ii", 1, 0)
+    body += struct.pack(">i", 30000)
+    conn = Conn(bootstrap, timeout=60)
+    try:
+        conn.send(frame(header_v1(43, 0, 6) + body))
+        payload = conn.read_frame()
+    finally:
+        conn.sock.close()
+    assert payload is not None, "the broker closed the connection"
+    at = 4 + 4  # correlation id, throttle time
+    (topics,) = struct.unpack_from(">i", payload, at)
+    assert topics == 1
+    (n,) = struct.unpack_from(">h", payload, at + 4)
+    at += 4 + 2 + n
+    (parts,) = struct.unpack_from(">i", payload, at)
+    assert parts == 1
+    index, error = struct.unpack_from(">ih", payload, at + 4)
+    assert index == 0
+    return error
 
 
 def log_start(bootstrap, topic):
@@ -86,3 +139,49 @@ def test_a_follower_that_does_not_follow_in_time_makes_the_answer_time_out(clust
     assert log_start(c.nodes[leader].bootstrap, topic) == 10
     result = delete_before(c.nodes[leader].bootstrap, topic, 10, timeout_s=10)
     assert not isinstance(result, KafkaError) and result.low_watermark == 10, result
+
+
+NOT_LEADER_OR_FOLLOWER = 6
+
+
+def test_a_leader_that_loses_its_leadership_while_waiting_answers_not_leader_at_once(cluster):
+    # A long session, so that a paused follower stays in the ISR (and keeps the answer
+    # waiting); no leader balancing on a timer: the test moves leadership itself.
+    c = cluster(3, extra=["--cluster-session-timeout-ms", "30000", "--leader-balance-interval-ms", "0"])
+    topic = "purge-moved"
+    c.create_topic(topic, 1, replication_factor=3)
+    produce(c.bootstrap, topic, 20)
+    preferred = c.partition(topic, 0).replicas[0]
+    c.wait_for_isr(topic, 0)
+    # Leadership away from the preferred replica, which then comes back in sync.
+    c.kill(preferred)
+    leader = c.wait_for_leader(topic, 0, not_node=preferred)
+    c.restart(preferred)
+    c.wait_for_isr(topic, 0)
+    (stalled,) = [i for i in c.ids if i not in (preferred, leader)]
+    c.pause(stalled)
+    try:
+        outcome = {}
+
+        def delete():
+            started = time.monotonic()
+            outcome["answer"] = raw_delete_before(c.nodes[leader].bootstrap, topic, 10, timeout_ms=20000)
+            outcome["took"] = time.monotonic() - started
+
+        asking = threading.Thread(target=delete, daemon=True)
+        asking.start()
+        time.sleep(1.0)
+        assert asking.is_alive(), f"answered {outcome} though node {stalled} is paused"
+        # Sent to the preferred replica's node, which forwards it to the controller (librdkafka
+        # would send it to the node Metadata names controller, which may be the paused one);
+        # retried while the paused node was the metadata leader and the others elect another.
+        wait_until(lambda: raw_elect_preferred(c.nodes[preferred].bootstrap, topic) == 0, 15,
+                   "a preferred election")
+        asking.join(30)
+        assert not asking.is_alive(), "no answer"
+        error, low = outcome["answer"]
+        assert error == NOT_LEADER_OR_FOLLOWER, f"error {error} after {outcome['took']:.1f} s"
+        assert outcome["took"] < 10, f"answered after {outcome['took']:.1f} s: it waited out the timeout"
+        assert low == -1
+    finally:
+        c.resume(stalled)

@@ -98,7 +98,7 @@ def test_elect_leaders_moves_leadership_to_the_preferred_replica(cluster):
     result = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 1)]).result(30)
     assert code(result[TopicPartition(topic, 1)]) == KafkaError.PREFERRED_LEADER_NOT_AVAILABLE, result
 
-    # Unclean elections are never made: a partition with a leader does not need one.
+    # An unclean election is made only for a partition without a leader.
     result = admin.elect_leaders(ElectionType.UNCLEAN, [TopicPartition(topic, 2)]).result(30)
     assert code(result[TopicPartition(topic, 2)]) == KafkaError.ELECTION_NOT_NEEDED, result
 

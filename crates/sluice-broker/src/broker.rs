@@ -19,6 +19,8 @@ use crate::topics::{Topic, Topics};
 pub struct Broker {
     pub(crate) config: BrokerConfig,
     pub(crate) cluster_id: String,
+    /// The data directory's id (see [`crate::metadata_store::ClusterIdentity`]).
+    directory_id: uuid::Uuid,
     pub(crate) topics: Topics,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) producer_ids: ProducerIds,
@@ -92,6 +94,7 @@ impl Broker {
             metrics,
             started_at_ms: clock.now_ms(),
             cluster_id: config.cluster_id.clone().unwrap_or(identity.cluster_id),
+            directory_id: identity.directory_id.unwrap_or_default(),
             config,
             topics,
             clock,
@@ -123,6 +126,11 @@ impl Broker {
 
     pub fn cluster_id(&self) -> &str {
         &self.cluster_id
+    }
+
+    /// The id of this node's data directory, made when the directory was first used.
+    pub fn directory_id(&self) -> uuid::Uuid {
+        self.directory_id
     }
 
     pub fn topics(&self) -> &Topics {

@@ -35,6 +35,11 @@ struct TopicsFile {
 pub struct ClusterIdentity {
     pub cluster_id: String,
     pub node_id: i32,
+    /// This directory's own id, made with it (added to directories that predate it at their
+    /// next start). A cluster node registers with it, so that the controller can tell a node
+    /// that came back with a wiped or replaced disk from one that kept its replicas.
+    #[serde(default)]
+    pub directory_id: Option<Uuid>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -107,6 +112,7 @@ impl MetadataStore {
                         path: path.clone(),
                         reason: e.to_string(),
                     })?;
+                let mut identity = identity;
                 if identity.node_id != node_id {
                     return Err(BrokerError::CorruptMetadata {
                         path,
@@ -116,12 +122,18 @@ impl MetadataStore {
                         ),
                     });
                 }
+                if identity.directory_id.is_none() {
+                    identity.directory_id = Some(Uuid::new_v4());
+                    let text = serde_json::to_string_pretty(&identity).unwrap_or_default();
+                    self.replace("cluster.json", text.as_bytes())?;
+                }
                 Ok(identity)
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let identity = ClusterIdentity {
                     cluster_id: new_cluster_id(),
                     node_id,
+                    directory_id: Some(Uuid::new_v4()),
                 };
                 let text = serde_json::to_string_pretty(&identity).unwrap_or_default();
                 self.replace("cluster.json", text.as_bytes())?;
@@ -218,6 +230,17 @@ mod tests {
         assert_eq!(id.cluster_id.len(), 22);
         assert_eq!(store.identity(1).unwrap(), id);
         assert!(store.identity(2).is_err());
+        assert!(id.directory_id.is_some());
+        // A directory from before directory ids gets one at its next start, and keeps it.
+        fs::write(
+            dir.path().join("cluster.json"),
+            r#"{"cluster_id":"abc","node_id":1}"#,
+        )
+        .unwrap();
+        let upgraded = store.identity(1).unwrap();
+        assert_eq!(upgraded.cluster_id, "abc");
+        assert!(upgraded.directory_id.is_some());
+        assert_eq!(store.identity(1).unwrap(), upgraded);
         fs::write(dir.path().join("topics.json"), "{").unwrap();
         assert!(matches!(
             store.load_topics(),

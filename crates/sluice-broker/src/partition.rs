@@ -735,6 +735,11 @@ impl Partition {
         change
     }
 
+    /// Whether this replica leads (or is the only one): it takes writes and serves consumers.
+    pub fn leads(&self) -> bool {
+        self.state.lock().role.leads()
+    }
+
     /// The partition's low watermark, as a leader knows it: the lowest log start of this
     /// replica and its in-sync followers (`None` while a follower has not said, or when this
     /// node does not lead). A standalone partition's is its own log start.

@@ -71,6 +71,8 @@ pub enum Election {
     NotNeeded,
     /// Its preferred replica is down or not in sync: the leader stays.
     PreferredNotAvailable,
+    /// An unclean election found no live replica to lead.
+    NoLiveReplica,
     UnknownPartition,
 }
 
@@ -113,13 +115,18 @@ impl Controller {
     ) -> Vec<MetadataRecord> {
         let node = registration.node;
         self.last_heartbeat_ms.insert(node, now_ms);
-        let unchanged = state
-            .nodes
-            .get(&node)
-            .is_some_and(|n| !n.fenced && n.registration == registration);
+        let known = state.nodes.get(&node);
+        let unchanged = known.is_some_and(|n| !n.fenced && n.registration == registration);
+        let replaced = known
+            .and_then(|n| n.registration.directory)
+            .is_some_and(|old| registration.directory.is_some_and(|new| new != old));
         let mut records = Vec::new();
         if !unchanged {
             records.push(MetadataRecord::RegisterNode(registration));
+        }
+        if replaced {
+            records.extend(storage_replaced(state, node));
+            return records;
         }
         for (topic, index, p) in state.partitions() {
             if p.leader.is_none() && p.isr.contains(&node) {
@@ -341,6 +348,47 @@ impl Controller {
         (records, outcomes)
     }
 
+    /// ElectLeaders (unclean), asked by an operator: each named partition without a leader
+    /// is led by the first of its `candidates` that is a live replica, in sync or not, alone
+    /// in its ISR (the asking broker orders them by how much of the log they hold). Records
+    /// the lost in-sync replicas had and it lacks are gone: this is the way back for a
+    /// partition whose in-sync replicas are lost for good (a wiped disk), never made on the
+    /// controller's own initiative.
+    pub fn elect_unclean(
+        &self,
+        state: &ClusterState,
+        partitions: &[(String, i32, Vec<NodeId>)],
+    ) -> (Vec<MetadataRecord>, Vec<(String, i32, Election)>) {
+        let mut records = Vec::new();
+        let mut outcomes = Vec::new();
+        for (name, index, candidates) in partitions {
+            let outcome = match state.partition_by_name(name, *index) {
+                None => Election::UnknownPartition,
+                Some((_, p)) if p.leader.is_some() => Election::NotNeeded,
+                Some((topic, p)) => match candidates
+                    .iter()
+                    .copied()
+                    .find(|r| p.replicas.contains(r) && state.is_live(*r))
+                {
+                    Some(leader) => {
+                        tracing::warn!(
+                            topic = %name,
+                            partition = index,
+                            leader = leader.0,
+                            isr = ?p.isr,
+                            "unclean election: records only the lost in-sync replicas had are gone"
+                        );
+                        records.push(change(topic.id, *index, p, Some(leader), vec![leader]));
+                        Election::Elected
+                    }
+                    None => Election::NoLiveReplica,
+                },
+            };
+            outcomes.push((name.clone(), *index, outcome));
+        }
+        (records, outcomes)
+    }
+
     /// The next block of producer ids for `node`.
     pub fn producer_ids(&self, state: &ClusterState, node: NodeId) -> MetadataRecord {
         MetadataRecord::ProducerIds {
@@ -379,6 +427,38 @@ pub(crate) fn leader_epoch_after(p: &PartitionChange, leader: Option<NodeId>) ->
     } else {
         p.leader_epoch.next()
     }
+}
+
+/// `node` came back with a data directory that is not the one it registered before (a wiped or
+/// replaced disk): its replicas are empty, whatever the ISR says. It leaves every ISR at once
+/// and leads nothing; it rejoins each ISR the ordinary way, once it has caught up with the
+/// leader. A partition whose only in-sync replica it was is left without a leader rather than
+/// led from an empty log: only an unclean election (ElectLeaders, type 1) brings it back.
+fn storage_replaced(state: &ClusterState, node: NodeId) -> Vec<MetadataRecord> {
+    let mut records = Vec::new();
+    for (topic, index, p) in state.partitions() {
+        if !p.isr.contains(&node) {
+            continue;
+        }
+        let isr: Vec<NodeId> = p.isr.iter().copied().filter(|r| *r != node).collect();
+        let probe = PartitionChange {
+            isr: isr.clone(),
+            ..p.clone()
+        };
+        let leader = match p.leader {
+            Some(l) if l != node && state.is_live(l) => Some(l),
+            _ => placement::choose_leader(&probe, |r| state.is_live(r)),
+        };
+        tracing::warn!(
+            node = node.0,
+            topic = %topic.name,
+            partition = index,
+            ?leader,
+            "the node's data directory was replaced: it leaves the ISR"
+        );
+        records.push(change(topic.id, index, p, leader, isr));
+    }
+    records
 }
 
 /// The record that sets `p`'s leader and ISR; the leader epoch moves only with the leader.

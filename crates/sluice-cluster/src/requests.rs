@@ -59,6 +59,11 @@ pub enum ControllerRequest {
     ElectPreferred {
         partitions: Option<Vec<(String, i32)>>,
     },
+    /// ElectLeaders with the unclean election type: each partition with its candidate
+    /// leaders, the replica holding the most of the log first.
+    ElectUnclean {
+        partitions: Vec<(String, i32, Vec<NodeId>)>,
+    },
     /// UnregisterBroker (`sluice cluster remove-node`): forget a node that is down and holds
     /// no replica (move its replicas away first).
     RemoveNode {
@@ -248,6 +253,10 @@ pub fn decide(
         }
         ControllerRequest::ElectPreferred { partitions } => {
             let (records, outcomes) = controller.elect_preferred(state, partitions.as_deref());
+            Ok((records, ControllerReply::Elections(outcomes)))
+        }
+        ControllerRequest::ElectUnclean { partitions } => {
+            let (records, outcomes) = controller.elect_unclean(state, &partitions);
             Ok((records, ControllerReply::Elections(outcomes)))
         }
         ControllerRequest::RemoveNode { node } => {

@@ -17,6 +17,7 @@ pub fn registration(id: i32, rack: Option<&str>) -> NodeRegistration {
         kafka_port: 9092 + id,
         internal_addr: format!("127.0.0.1:{}", 9192 + id),
         rack: rack.map(str::to_string),
+        directory: Some(Uuid::from_u128(1000 + id as u128)),
     }
 }
 

@@ -44,6 +44,7 @@ async fn start(
             kafka_port: 9000 + id as i32,
             internal_addr: voters[&id].clone(),
             rack: None,
+            directory: None,
         },
         metadata: MetadataConfig::new(id, voters.clone(), dir.join(format!("node{id}"))),
         controller: ControllerConfig {

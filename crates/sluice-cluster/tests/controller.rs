@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use proptest::prelude::*;
-use sluice_cluster::controller::{AlterPartitionError, Controller, ControllerConfig};
+use sluice_cluster::controller::{AlterPartitionError, Controller, ControllerConfig, Election};
 use sluice_cluster::metadata::{MetadataRecord, NodeRegistration};
 use sluice_cluster::{ClusterState, LeaderEpoch, NodeId};
 use uuid::Uuid;
@@ -18,6 +18,15 @@ use uuid::Uuid;
 const SESSION_MS: i64 = 1_000;
 
 fn registration(id: i32) -> NodeRegistration {
+    registration_with(id, directory(id, 0))
+}
+
+/// Node `id`'s data directory id after `wipes` wipes of its disk.
+fn directory(id: i32, wipes: u32) -> Uuid {
+    Uuid::from_u128(((id as u128) << 32) | wipes as u128)
+}
+
+fn registration_with(id: i32, directory: Uuid) -> NodeRegistration {
     NodeRegistration {
         node: NodeId(id),
         incarnation: Uuid::new_v4(),
@@ -25,6 +34,7 @@ fn registration(id: i32) -> NodeRegistration {
         kafka_port: 9092 + id,
         internal_addr: format!("127.0.0.1:{}", 9192 + id),
         rack: None,
+        directory: Some(directory),
     }
 }
 
@@ -62,6 +72,40 @@ impl Cluster {
             .controller
             .register(&self.state, registration(id), self.now_ms);
         self.commit(records);
+    }
+
+    /// Node `id` starts again with an empty data directory (its `wipes`th).
+    fn register_wiped(&mut self, id: i32, wipes: u32) {
+        let records = self.controller.register(
+            &self.state,
+            registration_with(id, directory(id, wipes)),
+            self.now_ms,
+        );
+        self.commit(records);
+        for (topic, index, p) in self.state.partitions() {
+            assert!(
+                !p.isr.contains(&NodeId(id)),
+                "{}-{index}: a wiped node stays in the ISR {p:?}",
+                topic.name
+            );
+        }
+    }
+
+    /// Every node but `dead` heartbeats past a session; the next tick fences `dead`.
+    fn fence(&mut self, dead: NodeId) {
+        self.now_ms += SESSION_MS + 1;
+        let alive: Vec<NodeId> = self
+            .state
+            .live_nodes()
+            .map(|n| n.registration.node)
+            .collect();
+        for n in alive {
+            if n != dead {
+                self.controller.heartbeat(&self.state, n, self.now_ms);
+            }
+        }
+        self.tick();
+        assert!(!self.state.is_live(dead));
     }
 
     fn tick(&mut self) {
@@ -223,6 +267,106 @@ fn the_last_in_sync_replica_is_the_only_one_that_may_lead_again() {
 }
 
 #[test]
+fn a_node_back_with_a_wiped_disk_leaves_every_isr_and_leads_nothing() {
+    let mut c = Cluster::new(3);
+    let topic = c.create_topic("t", 3, 3);
+    // A fast restart with a new disk, while still live and leading: it leaves every ISR, and
+    // what it led moves to another in-sync replica.
+    let node = c.state.partition(topic, 0).unwrap().leader.unwrap();
+    c.register_wiped(node.0, 1);
+    for index in 0..3 {
+        let p = c.state.partition(topic, index).unwrap();
+        assert!(p.leader.is_some() && p.leader != Some(node), "{p:?}");
+        assert_eq!(p.isr.len(), 2);
+    }
+    // Registering again with the same (new) directory changes nothing more.
+    let before = c.state.clone();
+    c.register_wiped(node.0, 1);
+    assert_eq!(
+        before.partition(topic, 1).unwrap(),
+        c.state.partition(topic, 1).unwrap()
+    );
+}
+
+#[test]
+fn a_partition_whose_only_in_sync_replica_was_wiped_waits_for_an_unclean_election() {
+    let mut c = Cluster::new(3);
+    let topic = c.create_topic("t", 1, 3);
+    let p = c.state.partition(topic, 0).unwrap().clone();
+    let leader = p.leader.unwrap();
+    // The leader shrinks its ISR to itself (its followers lag), then dies.
+    let records = c
+        .controller
+        .alter_partition(
+            &c.state,
+            leader,
+            topic,
+            0,
+            p.leader_epoch,
+            p.partition_epoch,
+            vec![leader],
+        )
+        .unwrap();
+    c.commit(records);
+    c.fence(leader);
+    assert_eq!(c.state.partition(topic, 0).unwrap().isr, vec![leader]);
+    // It comes back with an empty disk: it must not lead (that would serve an empty log as
+    // the partition's history); the partition stays offline with nobody in sync.
+    c.register_wiped(leader.0, 1);
+    let p = c.state.partition(topic, 0).unwrap().clone();
+    assert_eq!(p.leader, None);
+    assert!(p.isr.is_empty());
+    // Only an operator's unclean election brings it back: the first candidate that is a
+    // live replica leads (a fenced one, or a node that is no replica, is passed over).
+    c.fence(NodeId(leader.0 % 3 + 1));
+    let fenced = NodeId(leader.0 % 3 + 1);
+    let other = (1..=3)
+        .map(NodeId)
+        .find(|n| *n != leader && *n != fenced)
+        .unwrap();
+    let (records, outcomes) = c.controller.elect_unclean(
+        &c.state,
+        &[("t".to_string(), 0, vec![NodeId(9), fenced, other, leader])],
+    );
+    assert_eq!(outcomes.len(), 1);
+    assert_eq!(outcomes[0].2, Election::Elected);
+    for record in &records {
+        c.state.apply(record).unwrap();
+    }
+    let p = c.state.partition(topic, 0).unwrap();
+    assert_eq!(p.leader, Some(other));
+    assert_eq!(p.isr, vec![other]);
+    // Asked again: it has a leader now.
+    let (records, outcomes) = c.controller.elect_unclean(
+        &c.state,
+        &[
+            ("t".to_string(), 0, vec![leader]),
+            ("nope".to_string(), 0, vec![]),
+        ],
+    );
+    assert!(records.is_empty());
+    assert_eq!(outcomes[0].2, Election::NotNeeded);
+    assert_eq!(outcomes[1].2, Election::UnknownPartition);
+}
+
+#[test]
+fn a_node_without_a_directory_id_before_is_not_taken_for_a_wiped_one() {
+    let mut c = Cluster::new(3);
+    let topic = c.create_topic("t", 1, 3);
+    // Restarted by a version without directory ids, then by one with them: neither is a
+    // wiped disk as far as the controller can tell, and the node stays in sync.
+    for directory in [None, Some(directory(2, 7))] {
+        let registration = NodeRegistration {
+            directory,
+            ..registration(2)
+        };
+        let records = c.controller.register(&c.state, registration, c.now_ms);
+        c.commit(records);
+        assert_eq!(c.state.partition(topic, 0).unwrap().isr.len(), 3);
+    }
+}
+
+#[test]
 fn isr_changes_are_checked_against_the_current_partition() {
     let mut c = Cluster::new(3);
     let topic = c.create_topic("t", 1, 3);
@@ -351,6 +495,8 @@ enum Event {
     Advance(i64),
     Crash(i32),
     Restart(i32),
+    /// The node restarts with an empty data directory (a new directory id).
+    Wipe(i32),
     /// The leader of partition `p` asks for the ISR given by a bit mask of nodes.
     Alter {
         partition: i32,
@@ -364,6 +510,7 @@ fn event() -> impl Strategy<Value = Event> {
         4 => (100i64..1500).prop_map(Event::Advance),
         1 => (1i32..=5).prop_map(Event::Crash),
         1 => (1i32..=5).prop_map(Event::Restart),
+        1 => (1i32..=5).prop_map(Event::Wipe),
         3 => (0i32..4, any::<u8>()).prop_map(|(partition, mask)| Event::Alter { partition, mask }),
         1 => Just(Event::BalanceLeaders),
     ]
@@ -377,6 +524,7 @@ proptest! {
         let mut c = Cluster::new(5);
         let topic = c.create_topic("t", 4, 3);
         let mut running: BTreeSet<i32> = (1..=5).collect();
+        let mut wipes: BTreeMap<i32, u32> = (1..=5).map(|n| (n, 0)).collect();
         for e in events {
             match e {
                 Event::Advance(ms) => {
@@ -384,7 +532,8 @@ proptest! {
                     for n in &running {
                         if !c.controller.heartbeat(&c.state, NodeId(*n), c.now_ms) {
                             // A fenced process learns it from the refused heartbeat.
-                            let records = c.controller.register(&c.state, registration(*n), c.now_ms);
+                            let registration = registration_with(*n, directory(*n, wipes[n]));
+                            let records = c.controller.register(&c.state, registration, c.now_ms);
                             c.commit(records);
                         }
                     }
@@ -395,8 +544,17 @@ proptest! {
                 }
                 Event::Restart(n) => {
                     if running.insert(n) {
-                        c.register(n);
+                        let registration = registration_with(n, directory(n, wipes[&n]));
+                        let records = c.controller.register(&c.state, registration, c.now_ms);
+                        c.commit(records);
                     }
+                }
+                Event::Wipe(n) => {
+                    running.insert(n);
+                    let count = wipes.entry(n).or_default();
+                    *count += 1;
+                    let count = *count;
+                    c.register_wiped(n, count);
                 }
                 Event::Alter { partition, mask } => {
                     let p = c.state.partition(topic, partition).unwrap().clone();

@@ -47,6 +47,7 @@ fn register(id: i32) -> Vec<MetadataRecord> {
         kafka_port: 9000 + id,
         internal_addr: String::new(),
         rack: None,
+        directory: None,
     })]
 }
 

@@ -116,6 +116,7 @@ async fn join_cluster(
             kafka_port: settings.broker.advertised_port,
             internal_addr: internal.clone(),
             rack: settings.rack.clone(),
+            directory: Some(broker.directory_id()),
         },
         metadata,
         controller: sluice_cluster::controller::ControllerConfig {

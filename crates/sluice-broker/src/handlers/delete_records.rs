@@ -82,7 +82,9 @@ pub fn handle(broker: &Broker, request: DeleteRecordsRequest, _call: &Call) -> R
 }
 
 /// Waits until each partition's low watermark reaches its new start, or `timeout`; the
-/// partitions still short of it then answer REQUEST_TIMED_OUT.
+/// partitions still short of it then answer REQUEST_TIMED_OUT, and those whose leadership
+/// moved meanwhile NOT_LEADER_OR_FOLLOWER at once (the client retries on the new leader,
+/// which has the new log start if it was in sync).
 async fn wait_for_followers(
     mut response: DeleteRecordsResponse,
     mut waits: Vec<(usize, usize, Arc<Partition>, Offset)>,
@@ -90,7 +92,18 @@ async fn wait_for_followers(
 ) -> DeleteRecordsResponse {
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
-        waits.retain(|(_, _, partition, start)| {
+        waits.retain(|(ti, pi, partition, start)| {
+            if !partition.leads() {
+                if let Some(result) = response
+                    .topics
+                    .get_mut(*ti)
+                    .and_then(|t| t.partitions.get_mut(*pi))
+                {
+                    result.error_code = ResponseError::NotLeaderOrFollower.code();
+                    result.low_watermark = -1;
+                }
+                return false;
+            }
             partition.low_watermark().is_none_or(|low| low < *start)
         });
         if waits.is_empty() || tokio::time::Instant::now() >= deadline {

@@ -2,9 +2,11 @@
 //! `kafka-leader-election.sh --election-type preferred` asks. The controller elects a
 //! partition's preferred replica (the first of its replicas) where it is live and in sync;
 //! otherwise PREFERRED_LEADER_NOT_AVAILABLE, and ELECTION_NOT_NEEDED where it leads already.
-//! An unclean election is never made: Sluice does not hand leadership to a replica that may
-//! lack acknowledged records, so it answers ELIGIBLE_LEADERS_NOT_AVAILABLE for a partition
-//! without a leader (ELECTION_NOT_NEEDED where one leads).
+//! An unclean election (`--election-type unclean`) is made only when an operator asks for it,
+//! and only of partitions without a leader: the first live replica leads, in sync or not, and
+//! records only the lost in-sync replicas had are gone. It is the way back for a partition whose
+//! in-sync replicas are lost for good (a wiped disk); ELECTION_NOT_NEEDED where one leads,
+//! ELIGIBLE_LEADERS_NOT_AVAILABLE when no replica is alive.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaElectionResult};
@@ -70,40 +72,18 @@ pub fn handle(broker: &Broker, request: ElectLeadersRequest, call: &Call) -> Rep
             .collect();
         return Reply::Ready(Box::new(answer(version, Ok(()), outcomes)));
     };
-    if election_type == UNCLEAN {
-        let applied = replication.state();
-        let state = &applied.state;
-        let pairs: Vec<(String, i32)> = named.unwrap_or_else(|| {
-            state
-                .partitions()
-                .filter(|(.., p)| p.leader.is_none())
-                .map(|(t, i, _)| (t.name.clone(), i))
-                .collect()
-        });
-        let outcomes = pairs
-            .into_iter()
-            .map(|(topic, index)| {
-                let outcome = match state.partition_by_name(&topic, index) {
-                    None => Err(unknown()),
-                    Some((_, p)) if p.leader.is_some() => Err((
-                        ResponseError::ElectionNotNeeded.code(),
-                        "the partition has a leader".into(),
-                    )),
-                    Some(_) => Err((
-                        ResponseError::EligibleLeadersNotAvailable.code(),
-                        "no in-sync replica is alive, and Sluice never elects an out-of-sync \
-                         replica (it could lack acknowledged records)"
-                            .into(),
-                    )),
-                };
-                (topic, index, outcome)
-            })
-            .collect();
-        return Reply::Ready(Box::new(answer(version, Ok(()), outcomes)));
-    }
+    let unclean = election_type == UNCLEAN;
+    let broker = broker.arc();
     Reply::Later(Box::pin(async move {
         let asked = named.clone();
-        Some(match replication.elect_preferred(asked).await {
+        let elected = match (unclean, broker) {
+            (true, Some(broker)) => broker.elect_unclean(asked).await,
+            (true, None) => Err(crate::error::BrokerError::ControllerUnavailable(
+                "the broker is shutting down".into(),
+            )),
+            (false, _) => replication.elect_preferred(asked).await,
+        };
+        Some(match elected {
             Ok(outcomes) => answer(
                 version,
                 Ok(()),
@@ -137,11 +117,16 @@ fn outcome(e: Election) -> Result<(), (i16, String)> {
         Election::Elected => Ok(()),
         Election::NotNeeded => Err((
             ResponseError::ElectionNotNeeded.code(),
-            "the preferred replica leads already".into(),
+            "the partition is led already (by its preferred replica, for a preferred election)"
+                .into(),
         )),
         Election::PreferredNotAvailable => Err((
             ResponseError::PreferredLeaderNotAvailable.code(),
             "the preferred replica is down or not in sync".into(),
+        )),
+        Election::NoLiveReplica => Err((
+            ResponseError::EligibleLeadersNotAvailable.code(),
+            "no replica of the partition is alive".into(),
         )),
         Election::UnknownPartition => Err(unknown()),
     }

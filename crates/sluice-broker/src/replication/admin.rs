@@ -161,9 +161,28 @@ impl Replication {
         &self,
         partitions: Option<Vec<(String, i32)>>,
     ) -> Result<Vec<(String, i32, Election)>, BrokerError> {
-        let reply = self
-            .ask(ControllerRequest::ElectPreferred { partitions })
-            .await?;
+        self.elect(ControllerRequest::ElectPreferred { partitions }, |p| {
+            p.leader == p.replicas.first().copied()
+        })
+        .await
+    }
+
+    /// An unclean election (ElectLeaders) of each partition's first live candidate (see
+    /// [`Broker::elect_unclean`]); answered once this node has applied the new leaders.
+    pub async fn elect_unclean(
+        &self,
+        partitions: Vec<(String, i32, Vec<sluice_cluster::NodeId>)>,
+    ) -> Result<Vec<(String, i32, Election)>, BrokerError> {
+        self.elect(ControllerRequest::ElectUnclean { partitions }, |_| true)
+            .await
+    }
+
+    async fn elect(
+        &self,
+        request: ControllerRequest,
+        settled: impl Fn(&sluice_cluster::metadata::PartitionChange) -> bool,
+    ) -> Result<Vec<(String, i32, Election)>, BrokerError> {
+        let reply = self.ask(request).await?;
         let ControllerReply::Elections(outcomes) = reply else {
             return Err(BrokerError::ControllerUnavailable(
                 "the controller answered an election with something else".into(),
@@ -177,9 +196,8 @@ impl Replication {
         if !elected.is_empty() {
             self.applied_until(|s| {
                 elected.iter().all(|(name, index)| {
-                    s.partition_by_name(name, *index).is_some_and(|(_, p)| {
-                        p.leader.is_some() && p.leader == p.replicas.first().copied()
-                    })
+                    s.partition_by_name(name, *index)
+                        .is_some_and(|(_, p)| p.leader.is_some() && settled(p))
                 })
             })
             .await?;

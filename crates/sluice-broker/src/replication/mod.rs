@@ -21,6 +21,7 @@ pub(crate) mod peer;
 mod read_replica;
 mod reconcile;
 pub mod throttle;
+mod unclean;
 
 pub(crate) use peer::PeerCall;
 

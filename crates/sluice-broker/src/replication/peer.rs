@@ -7,6 +7,7 @@
 //!   group coordinator ──────── TxnOffsets ───────▶ coordinator of the transaction
 //!   partition leader ───────── VerifyTxnWrite ───▶ coordinator of the transaction (KIP-890)
 //!   admin console ──────────── Report ───────────▶ every node (its status, followers' lag)
+//!   unclean election ───────── LogEnds ──────────▶ every live replica's node (how far it goes)
 //! ```
 //! Each answer comes once its writes are committed, so a coordinator that moves on has nothing
 //! a failover could take back. A refused call answers the Kafka error the caller acts on
@@ -75,6 +76,9 @@ pub(crate) enum PeerCall {
         partition: i32,
         before: i64,
     },
+    /// How far the receiver's replicas of these partitions go, for an unclean election
+    /// (answered with a list of `unclean::LogEnd`).
+    LogEnds { partitions: Vec<(String, i32)> },
 }
 
 /// Why a peer gave no answer: the Kafka error it refused with, or none if it was not reached.
@@ -190,6 +194,12 @@ impl Broker {
                     Ok(start) => Ok(serde_json::Value::from(start.0)),
                     Err(e) => Err((e.code(), e.to_string())),
                 };
+                return serde_json::to_string(&outcome)
+                    .map_err(|e| format!("cannot encode an answer: {e}"));
+            }
+            PeerCall::LogEnds { partitions } => {
+                let outcome: PeerOutcome = serde_json::to_value(self.log_ends_here(&partitions))
+                    .map_err(|e| (ResponseError::UnknownServerError.code(), e.to_string()));
                 return serde_json::to_string(&outcome)
                     .map_err(|e| format!("cannot encode an answer: {e}"));
             }

@@ -77,6 +77,11 @@ pub struct NodeRegistration {
     /// The internal listener (Raft and replication traffic).
     pub internal_addr: String,
     pub rack: Option<String>,
+    /// The id of the node's data directory, made when the directory was first used. A node
+    /// that registers with another one lost its replicas (a wiped or replaced disk); `None`
+    /// from nodes that predate it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub directory: Option<Uuid>,
 }
 
 /// A partition's state as the controller sets it.

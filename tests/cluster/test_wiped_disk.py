@@ -1,0 +1,102 @@
+"""A node that comes back with an empty data directory (a wiped or replaced disk) holds none of
+its replicas' records, whatever the ISR says. It registers with its directory's new id, and the
+controller takes it out of every ISR at once: it never leads from an empty log. Without this,
+a partition whose last in-sync replica was that node got it back as leader, with an empty log
+as the partition's history (the other replica, following it, truncates to match).
+
+A partition left with nobody in sync stays offline until an operator asks for an unclean
+election (`kafka-leader-election.sh --election-type unclean`, librdkafka's `elect_leaders`),
+which elects the live replica holding the most of the log."""
+
+import time
+
+import pytest
+from confluent_kafka import Consumer, ElectionType, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from conftest import wait_until
+
+from .harness import CLIENT_DEFAULTS
+
+pytestmark = pytest.mark.timeout(240)
+
+TOPIC = "wiped"
+
+
+def produce(bootstrap, prefix, n):
+    p = Producer({**CLIENT_DEFAULTS, "bootstrap.servers": bootstrap, "acks": "all",
+                  "enable.idempotence": True, "message.timeout.ms": 30000})
+    for i in range(n):
+        p.produce(TOPIC, value=f"{prefix}-{i}".encode(), partition=0)
+    assert p.flush(40) == 0, "records left unacknowledged"
+
+
+def read_all(bootstrap, expected, timeout=30):
+    c = Consumer({**CLIENT_DEFAULTS, "bootstrap.servers": bootstrap, "group.id": "wiped-reader",
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    c.assign([TopicPartition(TOPIC, 0, 0)])
+    values = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(values) < expected and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                values.append(m.value().decode())
+        # Anything past what was expected would show as well.
+        m = c.poll(1.0)
+        if m is not None and m.error() is None:
+            values.append(m.value().decode())
+    finally:
+        c.close()
+    return values
+
+
+def elect_unclean(bootstrap):
+    admin = AdminClient({**CLIENT_DEFAULTS, "bootstrap.servers": bootstrap})
+    future = admin.elect_leaders(ElectionType.UNCLEAN, [TopicPartition(TOPIC, 0)])
+    return future.result(30)
+
+
+def test_a_wiped_node_never_leads_from_its_empty_log_and_an_unclean_election_picks_the_longest_copy(cluster):
+    # Five voters, so that the metadata keeps a majority with the topic's two replicas down.
+    c = cluster(5)
+    c.create_topic(TOPIC, 1, replication_factor=2, config={"min.insync.replicas": "1"})
+    p = c.partition(TOPIC, 0)
+    a = c.wait_for_leader(TOPIC, 0)
+    (b,) = [r for r in p.replicas if r != a]
+
+    produce(c.bootstrap, "both", 20)          # on a and b
+    c.kill(b)
+    c.wait_for_isr(TOPIC, 0, nodes=[a], without=[b])
+    produce(c.bootstrap, "only-a", 10)        # acknowledged by a alone (min.insync.replicas=1)
+    c.kill(a)
+    wait_until(lambda: c.leader_of(TOPIC, 0) is None and (c.partition(TOPIC, 0).isrs == [a]),
+               20, f"{TOPIC}/0 offline with {a} its last in-sync replica")
+    c.restart(b)                              # out of sync: it may not lead
+    assert c.leader_of(TOPIC, 0) is None
+
+    # a comes back with an empty disk. Before the guard it led at once (it was the last in
+    # sync), and b then truncated its 20 records away to follow its empty log.
+    c.wipe(a)
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        leader = c.leader_of(TOPIC, 0)
+        assert leader is None, f"node {leader} leads {TOPIC}/0 after node {a}'s disk was wiped"
+        time.sleep(0.1)
+    seen = c.partition(TOPIC, 0)
+    assert list(seen.isrs) == [], f"ISR {seen.isrs}: the wiped node {a} is still in sync"
+
+    # An unclean election by the operator: b holds 20 records, the wiped a none: b leads.
+    result = elect_unclean(c.bootstrap)
+    assert result[TopicPartition(TOPIC, 0)] is None, result
+    assert c.wait_for_leader(TOPIC, 0) == b
+    values = read_all(c.bootstrap, 20)
+    assert values == [f"both-{i}" for i in range(20)], values
+
+    # Asked again, it is not needed; the partition takes writes, and a refills.
+    again = elect_unclean(c.bootstrap)[TopicPartition(TOPIC, 0)]
+    assert again is not None and again.code() == KafkaError.ELECTION_NOT_NEEDED, again
+    produce(c.bootstrap, "after", 5)
+    c.wait_for_isr(TOPIC, 0, nodes=[a, b])
+    assert read_all(c.bootstrap, 25)[20:] == [f"after-{i}" for i in range(5)]
+
