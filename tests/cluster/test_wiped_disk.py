@@ -8,11 +8,12 @@ A partition left with nobody in sync stays offline until an operator asks for an
 election (`kafka-leader-election.sh --election-type unclean`, librdkafka's `elect_leaders`),
 which elects the live replica holding the most of the log."""
 
+import shutil
 import time
 
 import pytest
 from confluent_kafka import Consumer, ElectionType, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from conftest import wait_until
 
@@ -100,3 +101,35 @@ def test_a_wiped_node_never_leads_from_its_empty_log_and_an_unclean_election_pic
     c.wait_for_isr(TOPIC, 0, nodes=[a, b])
     assert read_all(c.bootstrap, 25)[20:] == [f"after-{i}" for i in range(5)]
 
+
+
+def test_a_wiped_metadata_voter_does_not_vote_a_committed_topic_away(cluster):
+    """A topic is created while node z is stalled, so only x and y have it in their metadata
+    log. y and x go down, x's disk is wiped, z wakes up and x comes back empty. Before the
+    guard, x voted for z at once (any log is at least as long as an empty one) and z led the
+    metadata from a log without the topic: when y returned it followed z and the committed
+    topic was gone. Now x refuses to vote until a leader has refilled it, so nobody leads
+    until y is back, and the topic survives."""
+    c = cluster(3)
+    x, y, z = c.ids
+    c.pause(z)
+    try:
+        # librdkafka sends CreateTopics to the controller Metadata names: not the stalled z.
+        wait_until(lambda: c.metadata(via=x).controller_id in (x, y), 20, "a controller other than z")
+        admin = AdminClient({**CLIENT_DEFAULTS, "bootstrap.servers": c.nodes[x].bootstrap})
+        admin.create_topics([NewTopic("late", num_partitions=1, replication_factor=1)])["late"].result(30)
+        wait_until(lambda: "late" in c.metadata("late", via=x).topics
+                   and c.metadata("late", via=x).topics["late"].error is None, 20, "late in x's metadata")
+        c.kill(y)
+        c.kill(x)
+    finally:
+        c.resume(z)
+    shutil.rmtree(c.nodes[x].data_dir, ignore_errors=True)
+    c.nodes[x].start(wait=False)
+    # Time enough for several elections (each a few hundred ms) between x and z.
+    time.sleep(6)
+    c.nodes[y].start(wait=False)
+    c.wait_ready(c.ids, timeout=60)
+    for i in c.ids:
+        topics = c.metadata(via=i).topics
+        assert "late" in topics, f"node {i} lists {sorted(topics)}: the committed topic was lost"

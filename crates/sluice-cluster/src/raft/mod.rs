@@ -15,6 +15,7 @@ pub mod pool;
 pub mod quorum;
 pub mod state_machine;
 pub mod voters;
+pub mod wiped_voter;
 
 use std::io::Cursor;
 

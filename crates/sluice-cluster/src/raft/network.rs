@@ -60,6 +60,9 @@ pub enum InternalRequest {
         node: u64,
         add: bool,
     },
+    /// How far the receiver's metadata log goes (asked by a voter starting with an empty store:
+    /// [`super::wiped_voter`]).
+    LogState,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -76,6 +79,7 @@ pub enum InternalResponse {
     Peer(Result<String, String>),
     AddLearner(Result<(), ProposeError>),
     ChangeVoter(Result<(), super::voters::VoterChangeError>),
+    LogState(super::wiped_voter::LogState),
 }
 
 /// Why a proposal did not commit.

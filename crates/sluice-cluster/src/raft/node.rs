@@ -68,6 +68,8 @@ pub struct MetadataNode {
     propose_timeout: Duration,
     /// Connections to the other nodes, shared with openraft's RPCs.
     pool: Arc<ConnectionPool>,
+    /// Holds this node's votes back after it started with an empty store in an existing group.
+    vote_guard: super::wiped_voter::VoteGuard,
 }
 
 impl std::fmt::Debug for MetadataNode {
@@ -116,7 +118,21 @@ impl MetadataNode {
         .await
         .map_err(|e| StartError::Raft(e.to_string()))?;
         let voter = config.voters.contains_key(&config.node_id);
-        if fresh && voter {
+        let vote_guard = super::wiped_voter::VoteGuard::default();
+        let existing = if fresh && voter {
+            super::wiped_voter::group_committed(&pool, config.node_id, &config.voters).await
+        } else {
+            None
+        };
+        if let Some(index) = existing {
+            tracing::warn!(
+                node = config.node_id,
+                committed = index,
+                "this voter's metadata store is empty but the group exists (a wiped disk?): \
+                 it does not vote until the leader has brought its log up to the group's"
+            );
+            vote_guard.hold_until(index);
+        } else if fresh && voter {
             let members: BTreeMap<u64, BasicNode> = config
                 .voters
                 .iter()
@@ -136,6 +152,7 @@ impl MetadataNode {
             voters: config.voters,
             propose_timeout: config.propose_timeout,
             pool,
+            vote_guard,
         });
         if !voter {
             let addr = config.learner_addr.clone().ok_or_else(|| {
@@ -391,7 +408,16 @@ impl InternalHandler for MetadataNode {
             InternalRequest::Append(rpc) => {
                 InternalResponse::Append(self.raft.append_entries(rpc).await)
             }
-            InternalRequest::Vote(rpc) => InternalResponse::Vote(self.raft.vote(rpc).await),
+            InternalRequest::Vote(rpc) => match self.vote_guard.refusal(&self.raft) {
+                Some(refused) => {
+                    tracing::info!(candidate = ?rpc.vote, "vote refused: this node's metadata log is still being refilled");
+                    InternalResponse::Vote(Ok(refused))
+                }
+                None => InternalResponse::Vote(self.raft.vote(rpc).await),
+            },
+            InternalRequest::LogState => {
+                InternalResponse::LogState(super::wiped_voter::LogState::of(&self.raft))
+            }
             InternalRequest::Snapshot(rpc) => {
                 InternalResponse::Snapshot(self.raft.install_snapshot(rpc).await)
             }
