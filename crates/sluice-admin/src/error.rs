@@ -60,6 +60,7 @@ impl From<BrokerError> for ApiError {
             BrokerError::NotLeader(_)
             | BrokerError::NotEnoughReplicas(_)
             | BrokerError::ControllerUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            BrokerError::TimedOut(_) => StatusCode::GATEWAY_TIMEOUT,
             BrokerError::Log(_)
             | BrokerError::Metadata { .. }
             | BrokerError::CorruptMetadata { .. } => StatusCode::INTERNAL_SERVER_ERROR,

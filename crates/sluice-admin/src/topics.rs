@@ -353,6 +353,10 @@ pub struct DeleteRecords {
     pub partition: Option<i32>,
     /// Records below this offset go; -1 means up to the high watermark (everything so far).
     pub before_offset: i64,
+    /// In a cluster, how long to wait for the in-sync followers to delete them too (as the
+    /// Kafka request's timeout); 30000 when absent, at most 60000.
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
 }
 
 /// DeleteRecords from the console: the same rules as the Kafka API (internal and
@@ -374,6 +378,10 @@ pub async fn delete_records(
             "without a partition, before_offset must be -1 (every partition up to its high watermark)",
         ));
     }
+    if body.timeout_ms.is_some_and(|t| t > 60_000) {
+        return Err(ApiError::bad_request("timeout_ms is at most 60000"));
+    }
+    let wait = std::time::Duration::from_millis(body.timeout_ms.unwrap_or(30_000));
     let partitions: Vec<i32> = match body.partition {
         Some(p) => vec![p],
         None => (0..shape.partitions.len() as i32).collect(),
@@ -381,7 +389,7 @@ pub async fn delete_records(
     for p in partitions {
         state
             .broker
-            .delete_records_at_leader(&name, p, body.before_offset)
+            .delete_records_at_leader(&name, p, body.before_offset, wait)
             .await?;
     }
     Ok(Json(detail(&state, &name).await?))

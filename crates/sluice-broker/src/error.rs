@@ -42,6 +42,9 @@ pub enum BrokerError {
     /// The cluster's controller could not be reached or did not decide in time.
     #[error("{0}")]
     ControllerUnavailable(String),
+    /// Done here, but the replicas did not follow in time.
+    #[error("{0}")]
+    TimedOut(String),
     #[error("metadata store {path}: {source}")]
     Metadata {
         path: std::path::PathBuf,
@@ -73,7 +76,9 @@ impl BrokerError {
             BrokerError::Log(e) => log_error(e),
             BrokerError::NotLeader(_) => ResponseError::NotLeaderOrFollower,
             BrokerError::NotEnoughReplicas(_) => ResponseError::NotEnoughReplicas,
-            BrokerError::ControllerUnavailable(_) => ResponseError::RequestTimedOut,
+            BrokerError::ControllerUnavailable(_) | BrokerError::TimedOut(_) => {
+                ResponseError::RequestTimedOut
+            }
             BrokerError::Metadata { .. } | BrokerError::CorruptMetadata { .. } => {
                 ResponseError::KafkaStorageError
             }

@@ -15,6 +15,7 @@ pub mod fetch_session;
 pub mod group;
 pub mod handlers;
 pub mod internal_log;
+pub mod low_watermark;
 pub mod metadata_store;
 pub mod metrics;
 pub mod offset_reset;

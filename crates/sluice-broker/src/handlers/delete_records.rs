@@ -13,7 +13,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
 };
@@ -26,8 +25,6 @@ use crate::broker::Broker;
 use crate::handlers::{Call, Versions};
 use crate::partition::Partition;
 
-/// How often a waiting answer looks at the followers' log starts again.
-const POLL: Duration = Duration::from_millis(20);
 /// The longest a request may ask to wait.
 const MAX_WAIT: Duration = Duration::from_secs(60);
 
@@ -81,44 +78,31 @@ pub fn handle(broker: &Broker, request: DeleteRecordsRequest, _call: &Call) -> R
     }))
 }
 
-/// Waits until each partition's low watermark reaches its new start, or `timeout`; the
-/// partitions still short of it then answer REQUEST_TIMED_OUT, and those whose leadership
-/// moved meanwhile NOT_LEADER_OR_FOLLOWER at once (the client retries on the new leader,
-/// which has the new log start if it was in sync).
+/// Waits until each partition's low watermark reaches its new start (see
+/// [`Partition::low_watermark_reaches`]); a partition that does not in time answers
+/// REQUEST_TIMED_OUT, one whose leadership moved meanwhile NOT_LEADER_OR_FOLLOWER at once.
 async fn wait_for_followers(
     mut response: DeleteRecordsResponse,
-    mut waits: Vec<(usize, usize, Arc<Partition>, Offset)>,
+    waits: Vec<(usize, usize, Arc<Partition>, Offset)>,
     timeout: Duration,
 ) -> DeleteRecordsResponse {
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        waits.retain(|(ti, pi, partition, start)| {
-            if !partition.leads() {
-                if let Some(result) = response
-                    .topics
-                    .get_mut(*ti)
-                    .and_then(|t| t.partitions.get_mut(*pi))
-                {
-                    result.error_code = ResponseError::NotLeaderOrFollower.code();
-                    result.low_watermark = -1;
-                }
-                return false;
-            }
-            partition.low_watermark().is_none_or(|low| low < *start)
-        });
-        if waits.is_empty() || tokio::time::Instant::now() >= deadline {
-            break;
-        }
-        tokio::time::sleep(POLL.min(deadline - tokio::time::Instant::now())).await;
-    }
-    for (ti, pi, partition, start) in waits {
-        tracing::info!(?partition, start = start.0, "DeleteRecords: the followers did not follow the new log start within the request's timeout");
+    let outcomes =
+        futures::future::join_all(waits.iter().map(|(ti, pi, partition, start)| async move {
+            (
+                *ti,
+                *pi,
+                partition.low_watermark_reaches(*start, timeout).await,
+            )
+        }))
+        .await;
+    for (ti, pi, outcome) in outcomes {
+        let Err(e) = outcome else { continue };
         if let Some(result) = response
             .topics
             .get_mut(ti)
             .and_then(|t| t.partitions.get_mut(pi))
         {
-            result.error_code = ResponseError::RequestTimedOut.code();
+            result.error_code = e.code();
             result.low_watermark = -1;
         }
     }

@@ -347,12 +347,14 @@ impl Broker {
 
 impl Broker {
     /// DeleteRecords on the partition's leader: here, or asked of the node that leads it (the
-    /// HTTP admin API; Kafka clients send DeleteRecords to the leader themselves).
+    /// HTTP admin API; Kafka clients send DeleteRecords to the leader themselves); in a
+    /// cluster answered once the in-sync followers have followed, within `wait`.
     pub async fn delete_records_at_leader(
         &self,
         topic: &str,
         partition: i32,
         before: i64,
+        wait: Duration,
     ) -> Result<sluice_log::Offset, BrokerError> {
         let placement = self.replication.get().map(|r| {
             let leader = r
@@ -365,7 +367,9 @@ impl Broker {
         let leader = match placement {
             None | Some((_, None)) => return self.delete_records(topic, partition, before),
             Some((me, Some(Some(leader)))) if leader == me => {
-                return self.delete_records(topic, partition, before)
+                return self
+                    .delete_records_here(topic, partition, before, wait)
+                    .await
             }
             Some((_, Some(None))) => {
                 return Err(BrokerError::NotLeader(format!(
@@ -378,8 +382,12 @@ impl Broker {
             topic: topic.to_string(),
             partition,
             before,
+            wait_ms: Some(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX)),
         };
-        match self.ask_peer(leader, &call, Duration::from_secs(8)).await {
+        match self
+            .ask_peer(leader, &call, wait + Duration::from_secs(8))
+            .await
+        {
             Ok(start) => start.as_i64().map(sluice_log::Offset).ok_or_else(|| {
                 BrokerError::ControllerUnavailable(format!("node {leader} answered {start}"))
             }),
@@ -391,6 +399,7 @@ impl Broker {
                     Some(17) => BrokerError::InvalidTopic(message),
                     Some(87) => BrokerError::PolicyViolation(message),
                     Some(6) => BrokerError::NotLeader(message),
+                    Some(7) => BrokerError::TimedOut(message),
                     _ => BrokerError::ControllerUnavailable(message),
                 })
             }

@@ -75,6 +75,9 @@ pub(crate) enum PeerCall {
         topic: String,
         partition: i32,
         before: i64,
+        /// How long to wait for the in-sync followers to follow (30 s when absent).
+        #[serde(default)]
+        wait_ms: Option<u64>,
     },
     /// How far the receiver's replicas of these partitions go, for an unclean election
     /// (answered with a list of `unclean::LogEnd`).
@@ -189,8 +192,13 @@ impl Broker {
                 topic,
                 partition,
                 before,
+                wait_ms,
             } => {
-                let outcome: PeerOutcome = match self.delete_records(&topic, partition, before) {
+                let wait = wait_ms.map_or(crate::low_watermark::ADMIN_WAIT, Duration::from_millis);
+                let deleted = self
+                    .delete_records_here(&topic, partition, before, wait)
+                    .await;
+                let outcome: PeerOutcome = match deleted {
                     Ok(start) => Ok(serde_json::Value::from(start.0)),
                     Err(e) => Err((e.code(), e.to_string())),
                 };
