@@ -100,3 +100,27 @@ class Conn:
 
     def close(self):
         self.sock.close()
+
+
+def call(bootstrap, request, timeout=10):
+    """Sends one framed request on a new connection; the response payload (after the length)."""
+    conn = Conn(bootstrap, timeout=timeout)
+    try:
+        conn.send(request)
+        payload = conn.read_frame()
+    finally:
+        conn.sock.close()
+    assert payload is not None, "the broker closed the connection"
+    return payload
+
+
+def one_partition(payload, at):
+    """Past a one-topic, one-partition response's topic name and partition count at `at`
+    (each an array of one): the offset of the partition's entry."""
+    (topics,) = struct.unpack_from(">i", payload, at)
+    assert topics == 1, topics
+    (n,) = struct.unpack_from(">h", payload, at + 4)
+    at += 4 + 2 + n
+    (parts,) = struct.unpack_from(">i", payload, at)
+    assert parts == 1, parts
+    return at + 4

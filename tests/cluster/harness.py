@@ -266,22 +266,24 @@ class Cluster:
     # --- what clients see ---------------------------------------------------------------------
 
     def metadata(self, topic=None, via=None, timeout=3):
-        """Metadata (confluent_kafka ClusterMetadata) answered by node `via` (default: the first
-        live node). Raises if another node answered: librdkafka may route the request to any
-        broker it is connected to, and only the bootstrap one is wanted here."""
-        if via is None:
-            live = self.live()
-            assert live, f"no live node to ask: {self.describe()}"
-            via = live[0]
+        """Metadata (confluent_kafka ClusterMetadata) answered by node `via` (default: any live
+        node, asked through the first). Raises if another node answered when `via` was named:
+        librdkafka may route the request to any broker it is connected to."""
         # librdkafka sends the request over any connection it has; once it has learned the other
         # nodes it may pick one of them. A fresh client usually asks its bootstrap node, so ask
         # again a few times before giving up.
         answered = []
+        anyone = via is None
+        if via is None:
+            live = self.live()
+            assert live, f"no live node to ask: {self.describe()}"
+            via = live[0]
         for _ in range(5):
             admin = AdminClient({"bootstrap.servers": self.nodes[via].bootstrap, **CLIENT_DEFAULTS})
             md = admin.list_topics(topic, timeout=timeout)
             # -1: the answer came over the bootstrap connection, before it learned the node's id.
-            if md.orig_broker_id in (-1, via):
+            # Asked of no node in particular, any live node's answer will do.
+            if md.orig_broker_id in (-1, via) or (anyone and md.orig_broker_id in self.live()):
                 return md
             answered.append(md.orig_broker_id)
         raise RuntimeError(f"asked node {via}, nodes {answered} answered")

@@ -14,7 +14,7 @@ from confluent_kafka.admin import AdminClient
 
 from conftest import wait_until
 
-from broker.raw import Conn, frame, header_v1, string
+from broker.raw import call, frame, header_v1, one_partition, string
 
 from .harness import CLIENT_DEFAULTS
 from .harness import cluster  # noqa: F401  (fixture)
@@ -47,21 +47,8 @@ def raw_delete_before(bootstrap, topic, offset, timeout_ms):
     body = struct.pack(">i", 1) + string(topic)
     body += struct.pack(">i", 1) + struct.pack(">iq", 0, offset)
     body += struct.pack(">i", timeout_ms)
-    conn = Conn(bootstrap, timeout=timeout_ms / 1000 + 20)
-    try:
-        conn.send(frame(header_v1(21, 1, 5) + body))
-        payload = conn.read_frame()
-    finally:
-        conn.sock.close()
-    assert payload is not None, "the broker closed the connection"
-    at = 4 + 4  # correlation id, throttle time
-    (topics,) = struct.unpack_from(">i", payload, at)
-    assert topics == 1
-    (n,) = struct.unpack_from(">h", payload, at + 4)
-    at += 4 + 2 + n
-    (parts,) = struct.unpack_from(">i", payload, at)
-    assert parts == 1
-    index, low, error = struct.unpack_from(">iqh", payload, at + 4)
+    payload = call(bootstrap, frame(header_v1(21, 1, 5) + body), timeout=timeout_ms / 1000 + 20)
+    index, low, error = struct.unpack_from(">iqh", payload, one_partition(payload, 4 + 4))
     assert index == 0
     return error, low
 
@@ -70,21 +57,8 @@ def raw_elect_preferred(bootstrap, topic):
     """ElectLeaders v0 (preferred) for partition 0 -> its error code."""
     body = struct.pack(">i", 1) + string(topic) + struct.pack(">ii", 1, 0)
     body += struct.pack(">i", 30000)
-    conn = Conn(bootstrap, timeout=60)
-    try:
-        conn.send(frame(header_v1(43, 0, 6) + body))
-        payload = conn.read_frame()
-    finally:
-        conn.sock.close()
-    assert payload is not None, "the broker closed the connection"
-    at = 4 + 4  # correlation id, throttle time
-    (topics,) = struct.unpack_from(">i", payload, at)
-    assert topics == 1
-    (n,) = struct.unpack_from(">h", payload, at + 4)
-    at += 4 + 2 + n
-    (parts,) = struct.unpack_from(">i", payload, at)
-    assert parts == 1
-    index, error = struct.unpack_from(">ih", payload, at + 4)
+    payload = call(bootstrap, frame(header_v1(43, 0, 6) + body), timeout=60)
+    index, error = struct.unpack_from(">ih", payload, one_partition(payload, 4 + 4))
     assert index == 0
     return error
 

@@ -56,6 +56,7 @@ impl From<BrokerError> for ApiError {
             | BrokerError::InvalidReplicaAssignment(_)
             | BrokerError::InvalidConfig(_)
             | BrokerError::InvalidRequest(_) => StatusCode::BAD_REQUEST,
+            BrokerError::InvalidTxnState(_) => StatusCode::CONFLICT,
             BrokerError::Log(l) if !l.is_storage() => StatusCode::BAD_REQUEST,
             BrokerError::NotLeader(_)
             | BrokerError::NotEnoughReplicas(_)

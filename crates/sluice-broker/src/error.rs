@@ -42,6 +42,9 @@ pub enum BrokerError {
     /// The cluster's controller could not be reached or did not decide in time.
     #[error("{0}")]
     ControllerUnavailable(String),
+    /// A transactional write whose transaction ended while it was being verified.
+    #[error("{0}")]
+    InvalidTxnState(String),
     /// Done here, but the replicas did not follow in time.
     #[error("{0}")]
     TimedOut(String),
@@ -76,6 +79,7 @@ impl BrokerError {
             BrokerError::Log(e) => log_error(e),
             BrokerError::NotLeader(_) => ResponseError::NotLeaderOrFollower,
             BrokerError::NotEnoughReplicas(_) => ResponseError::NotEnoughReplicas,
+            BrokerError::InvalidTxnState(_) => ResponseError::InvalidTxnState,
             BrokerError::ControllerUnavailable(_) | BrokerError::TimedOut(_) => {
                 ResponseError::RequestTimedOut
             }

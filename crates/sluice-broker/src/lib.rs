@@ -31,6 +31,7 @@ pub mod topic_admin;
 pub mod topic_config;
 pub mod topics;
 pub mod txn;
+pub mod verification_guard;
 
 pub use broker::{Broker, BrokerStatus};
 pub use config::BrokerConfig;

@@ -60,6 +60,8 @@ struct State {
     flush_in_flight: bool,
     last_flush_ms: i64,
     role: Role,
+    /// KIP-890 verification guards of first transactional writes awaiting their coordinator.
+    guards: crate::verification_guard::VerificationGuards,
 }
 
 /// Produce and fetch traffic of one partition, for metrics (one atomic add on the hot path).
@@ -127,6 +129,7 @@ impl Partition {
                 flush_in_flight: false,
                 last_flush_ms: now_ms,
                 role: Role::Standalone,
+                guards: Default::default(),
             }),
             progress,
             dirty: AtomicBool::new(false),
@@ -183,11 +186,39 @@ impl Partition {
         batch: ValidatedBatch,
         acks_all: bool,
     ) -> Result<AppendInfo, BrokerError> {
+        self.append_guarded(batch, acks_all, None)
+    }
+
+    /// Takes the producer's verification guard before its coordinator is asked about a first
+    /// transactional write here (see [`crate::verification_guard`]).
+    pub fn take_verification_guard(&self, producer_id: i64) -> u64 {
+        self.state.lock().guards.take(producer_id)
+    }
+
+    /// [`Partition::append`], refused with INVALID_TXN_STATE when `guard` (taken before the
+    /// coordinator's verdict) was dropped by a marker of the producer since: its transaction
+    /// ended meanwhile.
+    pub fn append_guarded(
+        self: &Arc<Self>,
+        batch: ValidatedBatch,
+        acks_all: bool,
+        guard: Option<u64>,
+    ) -> Result<AppendInfo, BrokerError> {
         let (records, bytes) = (batch.record_count() as u64, batch.total_bytes() as u64);
         let mut state = self.state.lock();
         self.check_leads(&state)?;
         if acks_all {
             self.check_insync(&state)?;
+        }
+        if let Some(guard) = guard {
+            let producer_id = batch.header().producer_id;
+            if !state.guards.holds(producer_id, guard) {
+                return Err(BrokerError::InvalidTxnState(format!(
+                    "the transaction of producer {producer_id} ended on {}-{} while this write \
+                     was being verified",
+                    self.topic, self.index
+                )));
+            }
         }
         let info = state.log.append(batch, self.leader_epoch())?;
         if info.duplicate {
@@ -214,6 +245,7 @@ impl Partition {
     ) -> Result<AppendInfo, BrokerError> {
         let mut state = self.state.lock();
         self.check_leads(&state)?;
+        state.guards.drop_for(producer_id);
         let info = state.log.append_marker(
             marker,
             producer_id,
@@ -882,6 +914,32 @@ mod tests {
             adding: Vec::new(),
             removing: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_transaction_that_ends_during_verification_refuses_the_verified_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = leader_of(dir.path());
+        let batch = |seq| {
+            let bytes = sluice_log::testing::transactional_batch_bytes(7, 0, seq, 2);
+            sluice_log::validate_produce(&bytes, 1 << 20).unwrap()
+        };
+        // The guard is taken, the coordinator is asked; meanwhile the transaction is aborted
+        // and its marker written here: the verified write is refused, nothing is appended.
+        let guard = p.take_verification_guard(7);
+        p.append_marker(Marker::Abort, 7, 0, 0).unwrap();
+        let end = p.progress().end;
+        let refused = p.append_guarded(batch(0), false, Some(guard)).unwrap_err();
+        assert!(
+            matches!(refused, BrokerError::InvalidTxnState(_)),
+            "{refused}"
+        );
+        assert_eq!(p.progress().end, end);
+        assert!(p.open_transactions().is_empty());
+        // A new question takes a new guard, which holds while no marker comes.
+        let guard = p.take_verification_guard(7);
+        p.append_guarded(batch(0), false, Some(guard)).unwrap();
+        assert_eq!(p.open_transactions().len(), 1);
     }
 
     #[test]

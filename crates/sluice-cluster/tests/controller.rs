@@ -91,6 +91,26 @@ impl Cluster {
         }
     }
 
+    /// Partition 0's leader shrinks its ISR to itself (its followers lag); returns it.
+    fn shrink_to_leader(&mut self, topic: Uuid) -> NodeId {
+        let p = self.state.partition(topic, 0).unwrap().clone();
+        let leader = p.leader.unwrap();
+        let records = self
+            .controller
+            .alter_partition(
+                &self.state,
+                leader,
+                topic,
+                0,
+                p.leader_epoch,
+                p.partition_epoch,
+                vec![leader],
+            )
+            .unwrap();
+        self.commit(records);
+        leader
+    }
+
     /// Every node but `dead` heartbeats past a session; the next tick fences `dead`.
     fn fence(&mut self, dead: NodeId) {
         self.now_ms += SESSION_MS + 1;
@@ -236,29 +256,8 @@ fn an_expired_session_is_fenced_at_the_next_tick_without_waiting() {
 fn the_last_in_sync_replica_is_the_only_one_that_may_lead_again() {
     let mut c = Cluster::new(3);
     let topic = c.create_topic("t", 1, 3);
-    let p = c.state.partition(topic, 0).unwrap().clone();
-    let leader = p.leader.unwrap();
-    // The leader shrinks its ISR to itself (its followers lag), then dies.
-    let records = c
-        .controller
-        .alter_partition(
-            &c.state,
-            leader,
-            topic,
-            0,
-            p.leader_epoch,
-            p.partition_epoch,
-            vec![leader],
-        )
-        .unwrap();
-    c.commit(records);
-    c.now_ms = SESSION_MS + 1;
-    for n in 1..=3 {
-        if NodeId(n) != leader {
-            c.controller.heartbeat(&c.state, NodeId(n), c.now_ms);
-        }
-    }
-    c.tick();
+    let leader = c.shrink_to_leader(topic);
+    c.fence(leader);
     let p = c.state.partition(topic, 0).unwrap();
     assert_eq!(p.leader, None, "offline, not led by an out-of-sync replica");
     assert_eq!(p.isr, vec![leader]);
@@ -292,22 +291,7 @@ fn a_node_back_with_a_wiped_disk_leaves_every_isr_and_leads_nothing() {
 fn a_partition_whose_only_in_sync_replica_was_wiped_waits_for_an_unclean_election() {
     let mut c = Cluster::new(3);
     let topic = c.create_topic("t", 1, 3);
-    let p = c.state.partition(topic, 0).unwrap().clone();
-    let leader = p.leader.unwrap();
-    // The leader shrinks its ISR to itself (its followers lag), then dies.
-    let records = c
-        .controller
-        .alter_partition(
-            &c.state,
-            leader,
-            topic,
-            0,
-            p.leader_epoch,
-            p.partition_epoch,
-            vec![leader],
-        )
-        .unwrap();
-    c.commit(records);
+    let leader = c.shrink_to_leader(topic);
     c.fence(leader);
     assert_eq!(c.state.partition(topic, 0).unwrap().isr, vec![leader]);
     // It comes back with an empty disk: it must not lead (that would serve an empty log as

@@ -126,8 +126,12 @@ pub fn handle(broker: &Broker, request: ProduceRequest, call: &Call) -> Reply {
     }))
 }
 
-/// The transaction coordinator's answers for the partitions it was asked about.
-type Verdicts = HashMap<(String, i32), Result<(), (ResponseError, String)>>;
+/// The transaction coordinator's answers for the partitions it was asked about, with the
+/// verification guard each took before asking.
+type Verdicts = HashMap<(String, i32), Verdict>;
+
+/// The guard a verified write took, and the coordinator's answer.
+type Verdict = (u64, Result<(), (ResponseError, String)>);
 
 /// One partition's first transactional write of a transaction, to verify with its
 /// coordinator before the append (KIP-890 part 1), and with transactions version 2 to add the
@@ -139,6 +143,8 @@ struct Ask {
     topic: String,
     partition: i32,
     implicit_add: bool,
+    /// The partition's verification guard, taken before the question.
+    guard: u64,
 }
 
 /// The transactional writes of `request` that must be checked with the coordinator before
@@ -190,6 +196,7 @@ fn remote_checks(
                     topic: topic.name.to_string(),
                     partition: data.index,
                     implicit_add,
+                    guard: partition.take_verification_guard(h.producer_id),
                 });
             } else if h.is_transactional() {
                 open_already.push((topic.name.to_string(), data.index));
@@ -205,6 +212,7 @@ fn remote_checks(
 async fn ask_coordinator(broker: &Broker, asks: Vec<Ask>) -> Verdicts {
     let calls = asks.into_iter().map(|ask| async move {
         let key = (ask.topic.clone(), ask.partition);
+        let guard = ask.guard;
         let outcome = if broker.txns.check(&ask.transactional_id).is_ok() {
             broker
                 .verify_txn_write_at_coordinator(
@@ -247,7 +255,7 @@ async fn ask_coordinator(broker: &Broker, asks: Vec<Ask>) -> Verdicts {
                 format!("the transaction's coordinator refused this write: {e:?}"),
             ),
         });
-        (key, verdict)
+        (key, (guard, verdict))
     });
     futures::future::join_all(calls).await.into_iter().collect()
 }
@@ -398,8 +406,10 @@ fn append(
     version: i16,
     acks: i16,
     transactional_id: Option<&str>,
-    verdict: Option<&Result<(), (ResponseError, String)>>,
+    verdict: Option<&Verdict>,
 ) -> Pending {
+    let guard = verdict.map(|(guard, _)| *guard);
+    let verdict = verdict.map(|(_, outcome)| outcome);
     let index = partition.index;
     let config = partition.config();
     let validated = match validate_produce(records, config.max_message_bytes) {
@@ -435,7 +445,7 @@ fn append(
             return failed(index, log_error(&e), e.to_string());
         }
     };
-    match partition.append(validated, acks == -1) {
+    match partition.append_guarded(validated, acks == -1, guard) {
         Ok(info) => {
             let end = info.last_offset.plus(1);
             let progress = partition.progress();
