@@ -174,3 +174,72 @@ def test_a_clock_jump_on_one_node_neither_stalls_failover_nor_moves_leaders(clus
     assert w.fatal is None, w.fatal
     result = drain_and_check(c, TOPIC, history, "clock-jump")
     assert result.valid, str(result)
+
+
+def test_a_clock_step_on_every_node_expires_no_group_session_and_no_transaction(cluster, tmp_path):
+    """Every node's wall clock steps an hour ahead (an NTP step across the cluster) while a
+    consumer group is stable and a transaction is open. Sessions and transaction timeouts are
+    durations, measured on a clock that is not stepped: no member is expired (no rebalance)
+    and the transaction commits. With the wall clock, the coordinators saw an hour without a
+    heartbeat and an hour-old transaction: every member was expired at the next tick and the
+    transaction aborted for its timeout."""
+    from confluent_kafka import Consumer, Producer
+
+    from .harness import CLIENT_DEFAULTS
+
+    lib = libfaketime()
+    c = cluster(3, start=False)
+    clocks = {}
+    for i in c.ids:
+        clocks[i] = str(tmp_path / f"clock-{i}")
+        set_offset(clocks[i], 0)
+        c.nodes[i].env.update(faketime_env(lib, clocks[i]))
+    c.start()
+    c.create_topic("stepped", 3, replication_factor=3)
+
+    events = []
+    consumer = Consumer({**CLIENT_DEFAULTS, "bootstrap.servers": c.bootstrap, "group.id": "stepped",
+                         "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000,
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe(["stepped"], on_assign=lambda _c, ps: events.append(("assign", len(ps))),
+                       on_revoke=lambda _c, ps: events.append(("revoke", len(ps))))
+    producer = Producer({**CLIENT_DEFAULTS, "bootstrap.servers": c.bootstrap,
+                         "transactional.id": "stepped-txn", "transaction.timeout.ms": 30000})
+    try:
+        deadline = time.monotonic() + 30
+        while not any(e[0] == "assign" and e[1] == 3 for e in events) and time.monotonic() < deadline:
+            consumer.poll(0.2)
+        assert events and events[-1] == ("assign", 3), events
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        producer.produce("stepped", value=b"inside", partition=0)
+        producer.flush(10)
+        seen = list(events)
+
+        uptimes = {i: c.nodes[i].status()["uptime_ms"] for i in c.ids}
+        for i in c.ids:
+            set_offset(clocks[i], +HOUR)
+        for i in c.ids:
+            wait_for_jump(c, i, uptimes[i])
+        # Several coordinator ticks and heartbeats after every node shows the new time.
+        until = time.monotonic() + 5
+        while time.monotonic() < until:
+            consumer.poll(0.2)
+        assert events == seen, f"the group rebalanced after the clock step: {events[len(seen):]}"
+        producer.commit_transaction(30)
+    finally:
+        consumer.close()
+    got = []
+    reader = Consumer({**CLIENT_DEFAULTS, "bootstrap.servers": c.bootstrap, "group.id": "stepped-read",
+                       "isolation.level": "read_committed", "auto.offset.reset": "earliest"})
+    try:
+        from confluent_kafka import TopicPartition
+        reader.assign([TopicPartition("stepped", 0, 0)])
+        until = time.monotonic() + 20
+        while not got and time.monotonic() < until:
+            m = reader.poll(0.5)
+            if m is not None and m.error() is None:
+                got.append(m.value())
+    finally:
+        reader.close()
+    assert got == [b"inside"], got

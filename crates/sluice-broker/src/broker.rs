@@ -51,6 +51,19 @@ impl std::fmt::Debug for Broker {
 impl Broker {
     /// Opens the data directory, recovering every partition's log.
     pub fn open(config: BrokerConfig, clock: Arc<dyn Clock>) -> Result<Arc<Broker>, BrokerError> {
+        Broker::open_with_timer(config, Arc::clone(&clock), clock)
+    }
+
+    /// [`Broker::open`], with `timer` for the group and transaction coordinators' sessions,
+    /// rebalance and transaction timeouts: a clock that a step of the wall clock does not move
+    /// (`MonotonicClock`), so that an NTP step or a hand-set clock on a coordinator neither
+    /// expires every member's session nor aborts every open transaction. `clock` (the wall
+    /// clock) stamps records and drives retention.
+    pub fn open_with_timer(
+        config: BrokerConfig,
+        clock: Arc<dyn Clock>,
+        timer: Arc<dyn Clock>,
+    ) -> Result<Arc<Broker>, BrokerError> {
         let store = Arc::new(MetadataStore::open(&config.data_dir.join("meta"))?);
         let identity = store.identity(config.node_id)?;
         let producer_ids = ProducerIds::open(Arc::clone(&store))?;
@@ -64,20 +77,20 @@ impl Broker {
             Arc::clone(&metrics),
         )?;
         let groups = if config.clustered {
-            crate::group::GroupService::clustered(config.groups.clone(), Arc::clone(&clock))
+            crate::group::GroupService::clustered(config.groups.clone(), Arc::clone(&timer))
         } else {
             crate::group::GroupService::open(
                 &topics,
                 config.offsets_topic_partitions,
                 config.groups.clone(),
-                Arc::clone(&clock),
+                Arc::clone(&timer),
             )?
         };
         let txns = if config.clustered {
             crate::txn::TxnService::clustered(
                 config.transaction_max_timeout_ms,
                 config.transactional_id_expiration_ms,
-                Arc::clone(&clock),
+                Arc::clone(&timer),
             )
         } else {
             crate::txn::TxnService::open(
@@ -85,7 +98,7 @@ impl Broker {
                 config.transaction_state_partitions,
                 config.transaction_max_timeout_ms,
                 config.transactional_id_expiration_ms,
-                Arc::clone(&clock),
+                timer,
             )?
         };
         let broker = Arc::new_cyclic(|me| Broker {

@@ -16,11 +16,17 @@ pub async fn run(settings: Resolved) -> anyhow::Result<()> {
     let data_dir = settings.broker.data_dir.clone();
     tracing::info!(data_dir = %data_dir.display(), "opening data directory");
     let broker_config = settings.broker.clone();
-    let broker =
-        tokio::task::spawn_blocking(move || Broker::open(broker_config, Arc::new(SystemClock)))
-            .await
-            .context("opening the broker")?
-            .with_context(|| format!("opening data directory {}", data_dir.display()))?;
+    // Sessions and transaction timeouts are durations: a clock that is never stepped.
+    let broker = tokio::task::spawn_blocking(move || {
+        Broker::open_with_timer(
+            broker_config,
+            Arc::new(SystemClock),
+            Arc::new(MonotonicClock::new()),
+        )
+    })
+    .await
+    .context("opening the broker")?
+    .with_context(|| format!("opening data directory {}", data_dir.display()))?;
     let kafka = TcpListener::bind(settings.listen)
         .await
         .with_context(|| format!("binding the Kafka listener {}", settings.listen))?;
