@@ -274,3 +274,36 @@ def test_delete_records_from_the_console_waits_for_the_followers(cluster):
     status, detail = api_of(c, asked).call("POST", "/api/topics/purge-wait/delete-records",
                                            {"partition": 0, "before_offset": 10})
     assert status == 200, detail
+
+
+def test_every_node_lists_every_consumer_group_and_names_its_coordinator(cluster):
+    """Groups live on their coordinators (the leaders of their offsets partitions), spread over
+    the nodes; every node's console lists them all, each with its coordinator and that node's
+    console address, and a group's page asked of another node says which node has it."""
+    c = cluster(3)
+    c.create_topic("grouped", 1, replication_factor=3)
+    groups = [f"console-group-{i}" for i in range(6)]
+    for g in groups:
+        consumer = Consumer({**CLIENT_DEFAULTS, "bootstrap.servers": c.bootstrap, "group.id": g,
+                             "enable.auto.commit": False})
+        try:
+            consumer.assign([TopicPartition("grouped", 0, 0)])
+            consumer.commit(offsets=[TopicPartition("grouped", 0, 0)], asynchronous=False)
+        finally:
+            consumer.close()
+    lists = {}
+    for i in c.ids:
+        def listed(i=i):
+            rows = api_of(c, i).call("GET", "/api/groups")[1]
+            return {r["group"]: r for r in rows if r["group"] in groups} if len(
+                [r for r in rows if r["group"] in groups]) == len(groups) else None
+        lists[i] = wait_until(listed, 20, f"node {i}'s console to list all {len(groups)} groups")
+    assert lists[1] == lists[2] == lists[3], lists
+    for g, row in lists[1].items():
+        coordinator = row["node"]
+        assert row["admin_address"] == c.nodes[coordinator].admin_url, row
+        status, detail = api_of(c, coordinator).call("GET", f"/api/groups/{g}")
+        assert status == 200 and detail["group"] == g, (status, detail)
+        other = next(i for i in c.ids if i != coordinator)
+        status, err = api_of(c, other).call("GET", f"/api/groups/{g}")
+        assert status == 404 and f"coordinated by node {coordinator}" in err["error"], (status, err)

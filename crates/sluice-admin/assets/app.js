@@ -383,7 +383,10 @@ async function topicPage(nameArg) {
 async function groupsPage() {
   const box = h("div", { id: "group-list" });
   const fill = (groups) => box.replaceChildren(table([
-      { title: "Group", cell: (g) => link("#/groups/" + encodeURIComponent(g.group), g.group) },
+      // A group's page is on its coordinator's console (every node lists every group).
+      { title: "Group", cell: (g) => link((g.admin_address && g.admin_address !== location.origin ? g.admin_address + "/" : "")
+          + "#/groups/" + encodeURIComponent(g.group), g.group) },
+      { title: "Coordinator", num: true, cell: (g) => g.node },
       { title: "State", cell: (g) => h("span", { class: "badge " + (g.state === "Stable" ? "good" : "") }, g.state) },
       { title: "Protocol", cell: (g) => g.protocol_type || "–" },
       { title: "Members", num: true, cell: (g) => g.members },

@@ -11,43 +11,28 @@ use crate::error::{ApiError, ApiJson};
 use crate::history::LagPoint;
 use crate::AppState;
 
-#[derive(Debug, Serialize)]
-pub struct GroupRow {
-    pub group: String,
-    pub state: &'static str,
-    pub protocol_type: String,
-    pub members: usize,
-    /// Sum of the lag of every partition the group has committed offsets for.
-    pub lag: i64,
-}
+/// A row of the list: every group of the cluster, each as its coordinator reports it (the
+/// group's page is on that node's console: `admin_address`).
+pub type GroupRow = sluice_broker::replication::cluster_groups::GroupReport;
 
 pub async fn list(State(state): State<AppState>) -> Json<Vec<GroupRow>> {
-    let rows = state
-        .broker
-        .groups_summary()
-        .into_iter()
-        .map(|g| {
-            let lag = state
-                .broker
-                .group_status(&g.group)
-                .map_or(0, |s| s.total_lag());
-            GroupRow {
-                group: g.group,
-                state: g.state,
-                protocol_type: g.protocol_type,
-                members: g.members,
-                lag,
-            }
-        })
-        .collect();
+    let (rows, missing) = state.broker.cluster_groups().await;
+    for (node, why) in missing {
+        tracing::info!(node, %why, "a node did not list its consumer groups");
+    }
     Json(rows)
 }
 
 fn status(state: &AppState, group: &str) -> Result<GroupStatus, ApiError> {
-    state
-        .broker
-        .group_status(group)
-        .ok_or_else(|| ApiError::not_found(format!("no consumer group '{group}'")))
+    state.broker.group_status(group).ok_or_else(|| {
+        match state.broker.group_coordinator_elsewhere(group) {
+            Some(node) => ApiError::not_found(format!(
+                "consumer group '{group}' is coordinated by node {node}, not this one: its page \
+                 is on node {node}'s console (the group list links to it)"
+            )),
+            None => ApiError::not_found(format!("no consumer group '{group}'")),
+        }
+    })
 }
 
 pub async fn get(

@@ -97,6 +97,17 @@ impl Broker {
         self.coordinator_of(TXN_TOPIC, transactional_id)
     }
 
+    /// The node coordinating `group` when it is not this one (none on a single node, or while
+    /// the offsets topic or its partition's leader is missing). Creates nothing.
+    pub fn group_coordinator_elsewhere(&self, group: &str) -> Option<i32> {
+        let replication = self.replication.get()?;
+        let applied = replication.state();
+        let info = internal_topic(&applied.state, OFFSETS_TOPIC)?;
+        let index = partition_for(group, info.partitions.len() as i32);
+        let leader = info.partitions.get(index as usize)?.leader?;
+        (leader != replication.me()).then_some(leader.0)
+    }
+
     fn coordinator_of(&self, topic: &str, key: &str) -> Result<(i32, String, i32), ResponseError> {
         let Some(replication) = self.replication.get() else {
             return Ok(self.coordinator_endpoint());

@@ -13,6 +13,7 @@
 //! other's partitions through [`peer`] calls.
 
 mod admin;
+pub mod cluster_groups;
 mod coordinators;
 mod fetcher;
 pub mod leader_fetch;

@@ -8,6 +8,7 @@
 //!   partition leader ───────── VerifyTxnWrite ───▶ coordinator of the transaction (KIP-890)
 //!   admin console ──────────── Report ───────────▶ every node (its status, followers' lag)
 //!   unclean election ───────── LogEnds ──────────▶ every live replica's node (how far it goes)
+//!   admin console ──────────── Groups ───────────▶ every live node (the groups it coordinates)
 //! ```
 //! Each answer comes once its writes are committed, so a coordinator that moves on has nothing
 //! a failover could take back. A refused call answers the Kafka error the caller acts on
@@ -82,6 +83,9 @@ pub(crate) enum PeerCall {
     /// How far the receiver's replicas of these partitions go, for an unclean election
     /// (answered with a list of `unclean::LogEnd`).
     LogEnds { partitions: Vec<(String, i32)> },
+    /// The consumer groups the receiver coordinates, for a console's list of all groups
+    /// (answered with a list of `cluster_groups::GroupReport`).
+    Groups,
 }
 
 /// Why a peer gave no answer: the Kafka error it refused with, or none if it was not reached.
@@ -202,6 +206,12 @@ impl Broker {
                     Ok(start) => Ok(serde_json::Value::from(start.0)),
                     Err(e) => Err((e.code(), e.to_string())),
                 };
+                return serde_json::to_string(&outcome)
+                    .map_err(|e| format!("cannot encode an answer: {e}"));
+            }
+            PeerCall::Groups => {
+                let outcome: PeerOutcome = serde_json::to_value(self.group_reports_here())
+                    .map_err(|e| (ResponseError::UnknownServerError.code(), e.to_string()));
                 return serde_json::to_string(&outcome)
                     .map_err(|e| format!("cannot encode an answer: {e}"));
             }
