@@ -77,6 +77,20 @@ def wait_for_jump(c, node, uptime_before):
     raise AssertionError(f"node {node}'s clock did not jump (uptime {uptime_before} -> {now} ms)")
 
 
+def faked_cluster(cluster, tmp_path, extra=()):
+    """Three nodes, each under libfaketime with a clock file of its own (offset 0), started;
+    -> (cluster, {node: clock file})."""
+    lib = libfaketime()
+    c = cluster(3, start=False, extra=extra)
+    clocks = {}
+    for i in c.ids:
+        clocks[i] = str(tmp_path / f"clock-{i}")
+        set_offset(clocks[i], 0)
+        c.nodes[i].env.update(faketime_env(lib, clocks[i]))
+    c.start()
+    return c, clocks
+
+
 def view(c, p, via):
     """Partition p's metadata as node `via` answers it (a fresh client sometimes asks another
     node; harness.metadata raises then, and we ask again)."""
@@ -113,16 +127,9 @@ def steady_for(c, seconds, before, what):
 
 
 def test_a_clock_jump_on_one_node_neither_stalls_failover_nor_moves_leaders(cluster, tmp_path):
-    lib = libfaketime()
     # No automatic rebalancing: a leader that moves back to its preferred node would look like
     # a move caused by the jump.
-    c = cluster(3, start=False, extra=("--leader-balance-interval-ms", "0"))
-    clocks = {}
-    for i in c.ids:
-        clocks[i] = str(tmp_path / f"clock-{i}")
-        set_offset(clocks[i], 0)
-        c.nodes[i].env.update(faketime_env(lib, clocks[i]))
-    c.start()
+    c, clocks = faked_cluster(cluster, tmp_path, extra=("--leader-balance-interval-ms", "0"))
     c.create_topic(TOPIC, PARTITIONS, replication_factor=3)
     history = History()
     w = ProducerWorkload(c.bootstrap, TOPIC, history, rate_per_s=200, duration_s=100.0).start()
@@ -187,14 +194,7 @@ def test_a_clock_step_on_every_node_expires_no_group_session_and_no_transaction(
 
     from .harness import CLIENT_DEFAULTS
 
-    lib = libfaketime()
-    c = cluster(3, start=False)
-    clocks = {}
-    for i in c.ids:
-        clocks[i] = str(tmp_path / f"clock-{i}")
-        set_offset(clocks[i], 0)
-        c.nodes[i].env.update(faketime_env(lib, clocks[i]))
-    c.start()
+    c, clocks = faked_cluster(cluster, tmp_path)
     c.create_topic("stepped", 3, replication_factor=3)
 
     events = []
