@@ -410,7 +410,7 @@ impl InternalHandler for MetadataNode {
             }
             InternalRequest::Vote(rpc) => match self.vote_guard.refusal(&self.raft) {
                 Some(refused) => {
-                    tracing::info!(candidate = ?rpc.vote, "vote refused: this node's metadata log is still being refilled");
+                    tracing::debug!(candidate = ?rpc.vote, "vote refused: this node's metadata log is still being refilled");
                     InternalResponse::Vote(Ok(refused))
                 }
                 None => InternalResponse::Vote(self.raft.vote(rpc).await),
