@@ -378,8 +378,11 @@ pub async fn delete_records(
             "without a partition, before_offset must be -1 (every partition up to its high watermark)",
         ));
     }
-    if body.timeout_ms.is_some_and(|t| t > 60_000) {
-        return Err(ApiError::bad_request("timeout_ms is at most 60000"));
+    let most = sluice_broker::low_watermark::MAX_WAIT.as_millis();
+    if body.timeout_ms.is_some_and(|t| u128::from(t) > most) {
+        return Err(ApiError::bad_request(format!(
+            "timeout_ms is at most {most}"
+        )));
     }
     let wait = std::time::Duration::from_millis(body.timeout_ms.unwrap_or(30_000));
     let partitions: Vec<i32> = match body.partition {

@@ -17,8 +17,8 @@ const POLL: Duration = Duration::from_millis(20);
 
 /// How long the admin API's delete waits for the followers unless told otherwise.
 pub const ADMIN_WAIT: Duration = Duration::from_secs(30);
-/// The longest anyone may ask to wait.
-const MAX_WAIT: Duration = Duration::from_secs(60);
+/// The longest anyone may ask to wait (the Kafka request and the admin API alike).
+pub const MAX_WAIT: Duration = Duration::from_secs(60);
 
 impl Partition {
     /// Waits until the partition's low watermark reaches `start`, at most `timeout`:

@@ -25,9 +25,6 @@ use crate::broker::Broker;
 use crate::handlers::{Call, Versions};
 use crate::partition::Partition;
 
-/// The longest a request may ask to wait.
-const MAX_WAIT: Duration = Duration::from_secs(60);
-
 pub const VERSIONS: Versions = Versions::new(0, 2);
 
 pub fn handle(broker: &Broker, request: DeleteRecordsRequest, _call: &Call) -> Reply {
@@ -69,8 +66,8 @@ pub fn handle(broker: &Broker, request: DeleteRecordsRequest, _call: &Call) -> R
     if waits.is_empty() {
         return Reply::Ready(Box::new(ResponseKind::DeleteRecords(response)));
     }
-    let timeout =
-        Duration::from_millis(u64::try_from(request.timeout_ms).unwrap_or(0)).min(MAX_WAIT);
+    let timeout = Duration::from_millis(u64::try_from(request.timeout_ms).unwrap_or(0))
+        .min(crate::low_watermark::MAX_WAIT);
     Reply::Later(Box::pin(async move {
         Some(ResponseKind::DeleteRecords(
             wait_for_followers(response, waits, timeout).await,
