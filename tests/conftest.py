@@ -107,7 +107,11 @@ class Broker:
         wait_until(ready, timeout, "the broker to serve")
 
     def status(self):
-        request = urllib.request.Request(self.admin_url + "/api/status")
+        return self.admin_get("/api/status")
+
+    def admin_get(self, path):
+        """GET `path` from the admin API, as JSON."""
+        request = urllib.request.Request(self.admin_url + path)
         if self.env.get("SLUICE_ADMIN_TOKEN"):
             request.add_header("Authorization", "Bearer " + self.env["SLUICE_ADMIN_TOKEN"])
         with urllib.request.urlopen(request, timeout=2) as r:

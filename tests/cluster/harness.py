@@ -288,6 +288,18 @@ class Cluster:
             answered.append(md.orig_broker_id)
         raise RuntimeError(f"asked node {via}, nodes {answered} answered")
 
+    def metadata_leader(self, via=None):
+        """The metadata group's leader (Kafka's active controller) as node `via` (default: the
+        first live node) knows it, from its admin API; None while it knows none. Metadata's
+        controller_id is no use for this: each node names itself there (as Kafka in KRaft mode
+        names a random live broker)."""
+        if via is None:
+            live = self.live()
+            assert live, f"no live node to ask: {self.describe()}"
+            via = live[0]
+        leader = self.nodes[via].admin_get("/api/overview")["controller_id"]
+        return leader if leader in self.ids else None
+
     def partition(self, topic, partition, via=None):
         """PartitionMetadata (.leader, .replicas, .isrs, .error) as node `via` sees it, or None if
         that node does not know the partition."""

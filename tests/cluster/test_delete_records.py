@@ -146,8 +146,7 @@ def test_a_leader_that_loses_its_leadership_while_waiting_answers_not_leader_at_
         asking.start()
         time.sleep(1.0)
         assert asking.is_alive(), f"answered {outcome} though node {stalled} is paused"
-        # Sent to the preferred replica's node, which forwards it to the controller (librdkafka
-        # would send it to the node Metadata names controller, which may be the paused one);
+        # Sent to the preferred replica's node, which forwards it to the metadata leader;
         # retried while the paused node was the metadata leader and the others elect another.
         wait_until(lambda: raw_elect_preferred(c.nodes[preferred].bootstrap, topic) == 0, 15,
                    "a preferred election")

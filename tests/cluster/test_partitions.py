@@ -57,10 +57,7 @@ def leader_seen_by(c, nodes, partition, not_node=None, timeout=30):
 
 def controller(c):
     """The metadata leader (Kafka's controller) as the first node reports it."""
-    def ask():
-        md = c.metadata()
-        return md.controller_id if md.controller_id in c.ids else None
-    return wait_until(ask, 15, "a controller")
+    return wait_until(c.metadata_leader, 15, "a controller")
 
 
 @pytest.mark.parametrize("victim", ["partition-leader", "controller"])

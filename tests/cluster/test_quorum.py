@@ -1,15 +1,19 @@
 """DescribeQuorum (KIP-595) through the Java Admin client (4.3.1), as kafka-metadata-quorum.sh
 asks it: every node answers for the metadata group (a follower asks the leader), the leader is
-the controller that Metadata names, every voter's log catches up with the high watermark, and
+the one each node's admin API names, every voter's log catches up with the high watermark, and
 after the metadata leader is SIGKILLed a survivor reports a new leader in a later epoch, with
-the dead voter behind."""
+the dead voter behind. Admin clients that send their requests to "the controller" keep working
+when the metadata leader dies."""
 
 import re
 import subprocess
 
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka.admin import KafkaAdminClient, NewTopic as KpNewTopic
+
 from conftest import ROOT, wait_until
 
-from .harness import cluster  # noqa: F401  (fixture)
+from .harness import CLIENT_DEFAULTS, cluster  # noqa: F401  (fixture)
 
 JAVA = ROOT / "tests" / "java"
 LINE = re.compile(r"leader=(-?\d+) epoch=(-?\d+) hw=(-?\d+) voters=(.*)")
@@ -36,8 +40,7 @@ def caught_up(bootstrap):
 def test_every_node_describes_the_metadata_quorum_and_a_new_leader_after_a_kill(cluster):
     subprocess.run([str(ROOT / "scripts" / "java-env")], check=True, timeout=600)
     c = cluster(3)
-    controller = wait_until(lambda: (lambda md: md.controller_id if md.controller_id in c.ids else None)(c.metadata()),
-                            30, "a controller in Metadata")
+    controller = wait_until(c.metadata_leader, 30, "a metadata leader")
     seen = {}
     for i in c.ids:
         q = wait_until(lambda: caught_up(c.node(i).bootstrap), 30, f"node {i} to describe a caught-up quorum")
@@ -55,3 +58,33 @@ def test_every_node_describes_the_metadata_quorum_and_a_new_leader_after_a_kill(
     assert after["epoch"] > seen[survivor]["epoch"], (seen[survivor], after)
     assert after["voters"][controller] < after["hw"], after
     assert after["voters"][after["leader"]] >= after["hw"], after
+
+
+def test_admin_clients_outlive_the_metadata_leader(cluster):
+    """Admin clients send CreateTopics, ElectLeaders, reassignments... to the controller that
+    Metadata named. It used to name the metadata leader; after that node was SIGKILLed,
+    librdkafka refreshed its metadata at once (a broker went down), from a node that still
+    named the dead leader before the new election, and then waited for that node to come back:
+    every admin call timed out (reproduced: create_topics, 30 s). Now each node names itself
+    (Kafka in KRaft mode names a random live broker) and passes such requests on to the
+    metadata leader."""
+    c = cluster(3)
+    c.create_topic("before", 1, replication_factor=3)
+    leader = wait_until(c.metadata_leader, 30, "a metadata leader")
+    for i in c.ids:
+        assert c.metadata(via=i).controller_id == i
+    # Both clients know only the metadata leader: it is the controller they cache.
+    rd = AdminClient({"bootstrap.servers": c.nodes[leader].bootstrap, **CLIENT_DEFAULTS})
+    assert rd.list_topics(timeout=10).controller_id == leader
+    kp = KafkaAdminClient(bootstrap_servers=c.nodes[leader].bootstrap, request_timeout_ms=10000)
+    try:
+        assert "before" in kp.list_topics()
+        c.kill(leader)
+        wait_until(lambda: c.metadata_leader() not in (None, leader), 20, "a new metadata leader")
+        rd.create_topics([NewTopic("after-rd", num_partitions=1, replication_factor=2)])["after-rd"].result(30)
+        kp.create_topics([KpNewTopic("after-kp", 1, 2)])
+        for name in ("after-rd", "after-kp"):
+            wait_until(lambda: c.partition(name, 0) is not None and c.partition(name, 0).leader in c.live(),
+                       20, f"{name} to have a live leader")
+    finally:
+        kp.close()

@@ -131,7 +131,7 @@ def test_a_running_move_is_listed_with_its_progress_and_can_be_cancelled(cluster
     produce_records(c.bootstrap, topic, history, 200)
     # The spare node is stopped: the move starts but cannot finish.
     c.kill(spare)
-    wait_until(lambda: c.metadata().controller_id in c.live(), 20, "a live metadata leader")
+    wait_until(lambda: c.metadata_leader() in c.live(), 20, "a live metadata leader")
     target = [spare, replicas[1]]
     r = sluice_cli("topic", "-b", c.bootstrap, "reassign", topic, "--replicas",
                    ",".join(map(str, target)), timeout=60)

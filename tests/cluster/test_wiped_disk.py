@@ -114,8 +114,8 @@ def test_a_wiped_metadata_voter_does_not_vote_a_committed_topic_away(cluster):
     x, y, z = c.ids
     c.pause(z)
     try:
-        # librdkafka sends CreateTopics to the controller Metadata names: not the stalled z.
-        wait_until(lambda: c.metadata(via=x).controller_id in (x, y), 20, "a controller other than z")
+        # x passes CreateTopics on to the metadata leader: it must not be the stalled z.
+        wait_until(lambda: c.metadata_leader(via=x) in (x, y), 20, "a metadata leader other than z")
         admin = AdminClient({**CLIENT_DEFAULTS, "bootstrap.servers": c.nodes[x].bootstrap})
         admin.create_topics([NewTopic("late", num_partitions=1, replication_factor=1)])["late"].result(30)
         wait_until(lambda: "late" in c.metadata("late", via=x).topics

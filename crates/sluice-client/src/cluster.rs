@@ -1,16 +1,20 @@
 //! The cluster's nodes as DescribeCluster reports them (what `kafka-cluster.sh` and the admin
 //! client's `describeCluster` read).
 
+use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
 use kafka_protocol::messages::{
-    AddRaftVoterRequest, BrokerId, DescribeClusterRequest, RemoveRaftVoterRequest,
-    UnregisterBrokerRequest,
+    AddRaftVoterRequest, BrokerId, DescribeClusterRequest, DescribeQuorumRequest,
+    RemoveRaftVoterRequest, TopicName, UnregisterBrokerRequest,
 };
+use kafka_protocol::protocol::StrBytes;
 
 use crate::client::{check, Client};
 use crate::error::ClientError;
 
 /// DescribeCluster's endpoint type for brokers (KIP-919).
 const ENDPOINT_BROKERS: i8 = 1;
+/// The topic DescribeQuorum is asked about (KIP-595): the metadata log's one partition.
+const METADATA_TOPIC: &str = "__cluster_metadata";
 
 /// One node of the cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,8 +32,6 @@ pub struct NodeDescription {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClusterDescription {
     pub cluster_id: String,
-    /// The active controller (Sluice: the metadata leader), -1 when there is none.
-    pub controller: i32,
     pub nodes: Vec<NodeDescription>,
 }
 
@@ -47,7 +49,6 @@ impl Client {
         )?;
         Ok(ClusterDescription {
             cluster_id: response.cluster_id.to_string(),
-            controller: response.controller_id.0,
             nodes: response
                 .brokers
                 .iter()
@@ -60,6 +61,37 @@ impl Client {
                 })
                 .collect(),
         })
+    }
+
+    /// The metadata group's leader (Kafka's active controller) as DescribeQuorum reports it;
+    /// None while the cluster has none. Metadata and DescribeCluster do not say: they name the
+    /// answering node as controller, as Kafka in KRaft mode names a live broker.
+    pub async fn metadata_leader(&mut self) -> Result<Option<i32>, ClientError> {
+        let request = DescribeQuorumRequest::default().with_topics(vec![TopicData::default()
+            .with_topic_name(TopicName(StrBytes::from_static_str(METADATA_TOPIC)))
+            .with_partitions(vec![PartitionData::default().with_partition_index(0)])]);
+        let response = self.connection().call(&request, 0, 2).await?;
+        check(
+            "describing the metadata quorum".to_string(),
+            response.error_code,
+            response.error_message.as_ref(),
+        )?;
+        let partition = response
+            .topics
+            .iter()
+            .flat_map(|t| t.partitions.iter())
+            .next()
+            .ok_or_else(|| ClientError::Protocol("DescribeQuorum answered no partition".into()))?;
+        if partition.error_code == kafka_protocol::error::ResponseError::NotLeaderOrFollower.code()
+        {
+            return Ok(None);
+        }
+        check(
+            "describing the metadata quorum".to_string(),
+            partition.error_code,
+            partition.error_message.as_ref(),
+        )?;
+        Ok((partition.leader_id.0 >= 0).then_some(partition.leader_id.0))
     }
 
     /// UnregisterBroker: the cluster forgets `node` (down, holding no replica).

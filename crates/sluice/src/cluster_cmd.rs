@@ -148,7 +148,7 @@ async fn status(client: &mut Client) -> anyhow::Result<Status> {
         .collect();
     let mut status = Status {
         cluster_id: metadata.cluster_id.as_ref().map(|c| c.to_string()),
-        controller: metadata.controller_id.0,
+        controller: client.metadata_leader().await?.unwrap_or(-1),
         ..Status::default()
     };
     for topic in &metadata.topics {

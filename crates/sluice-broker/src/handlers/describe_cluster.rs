@@ -1,5 +1,5 @@
-//! DescribeCluster (KIP-700): the live nodes and the controller (the metadata leader); on a
-//! single node, this node. From v2 (KIP-1073) fenced nodes too when asked, marked fenced.
+//! DescribeCluster (KIP-700): the live nodes and, as the controller, this node
+//! (Broker::advertised_controller). From v2 (KIP-1073) fenced nodes too when asked, marked fenced.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
@@ -20,7 +20,7 @@ pub fn handle(broker: &Broker, request: DescribeClusterRequest, call: &Call) -> 
     let version = call.version;
     let mut response = DescribeClusterResponse::default()
         .with_cluster_id(str_bytes(broker.cluster_id()))
-        .with_controller_id(BrokerId(broker.controller_id()))
+        .with_controller_id(BrokerId(broker.advertised_controller()))
         .with_cluster_authorized_operations(i32::MIN);
     if version >= 1 {
         response = response.with_endpoint_type(ENDPOINT_BROKERS);

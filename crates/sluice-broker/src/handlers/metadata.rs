@@ -1,4 +1,5 @@
-//! Metadata: brokers, the controller, and topics with their partitions' leaders. Unknown
+//! Metadata: brokers, the node clients send controller requests to (Broker::advertised_controller),
+//! and topics with their partitions' leaders. Unknown
 //! topics named in the request are created when auto-creation is on (and, from v4, the client
 //! allows it).
 
@@ -71,7 +72,7 @@ pub fn handle(broker: &Broker, request: MetadataRequest, call: &Call) -> Respons
                 .with_host(str_bytes(&config.advertised_host))
                 .with_port(config.advertised_port)])
             .with_cluster_id(Some(str_bytes(broker.cluster_id())))
-            .with_controller_id(BrokerId(config.node_id))
+            .with_controller_id(BrokerId(broker.advertised_controller()))
             .with_topics(topics)
             .with_cluster_authorized_operations(OPERATIONS_UNSET),
     )
@@ -178,17 +179,11 @@ fn in_cluster(
                 .with_rack(r.rack.as_deref().map(str_bytes))
         })
         .collect();
-    let controller = replication
-        .node()
-        .metadata()
-        .leader()
-        .and_then(|l| i32::try_from(l).ok())
-        .unwrap_or(-1);
     ResponseKind::Metadata(
         MetadataResponse::default()
             .with_brokers(brokers)
             .with_cluster_id(Some(str_bytes(broker.cluster_id())))
-            .with_controller_id(BrokerId(controller))
+            .with_controller_id(BrokerId(broker.advertised_controller()))
             .with_topics(topics)
             .with_cluster_authorized_operations(OPERATIONS_UNSET),
     )

@@ -243,6 +243,17 @@ impl Broker {
         }
     }
 
+    /// The controller id Metadata and DescribeCluster answer: this node. Every node takes the
+    /// controller's requests (CreateTopics, ElectLeaders, reassignments...) and passes them to
+    /// the metadata leader itself, so naming that leader would only strand clients when it dies:
+    /// librdkafka's admin client waits for the controller it cached to come back and refreshes
+    /// metadata only every `topic.metadata.refresh.interval.ms` (5 min), so every admin call
+    /// timed out after a metadata leader was killed. Kafka in KRaft mode likewise names a live
+    /// broker, not its active controller; DescribeQuorum names the metadata leader.
+    pub fn advertised_controller(&self) -> i32 {
+        self.config.node_id
+    }
+
     /// This node's own endpoint, where a single node coordinates every group and transaction:
     /// (id, host, port).
     pub fn coordinator_endpoint(&self) -> (i32, String, i32) {
