@@ -307,3 +307,61 @@ def test_every_node_lists_every_consumer_group_and_names_its_coordinator(cluster
         other = next(i for i in c.ids if i != coordinator)
         status, err = api_of(c, other).call("GET", f"/api/groups/{g}")
         assert status == 404 and f"coordinated by node {coordinator}" in err["error"], (status, err)
+
+
+def test_the_message_browser_and_test_producer_work_on_any_node(cluster):
+    """The console's message browser reads a partition this node holds no replica of on its
+    leader, and a test record is written by the partition's leader and answered once committed
+    (as acks=all is): 503 naming the cause when too few replicas are in sync, and a record the
+    console acknowledged survives its leader's death. Before, the browser answered 404 for a
+    partition without a replica here, a record for a partition led elsewhere 503, and a record
+    was acknowledged once only the leader had it."""
+    c = cluster(3)
+    c.create_topic("spread", 3, replication_factor=1)
+    one = api_of(c, 1)
+    holders = {p: c.partition("spread", p).replicas[0] for p in range(3)}
+    elsewhere = [p for p, node in holders.items() if node != 1]
+    assert elsewhere, holders
+    for p in range(3):
+        status, body = one.call("POST", "/api/topics/spread/messages",
+                                {"partition": p, "key": f"k{p}", "value": f"v{p}", "headers": [{"key": "h", "value": "x"}]})
+        assert status == 201, (p, body)
+        assert body == {"partition": p, "offset": 0}, body
+    for p in range(3):
+        status, page = one.call("GET", f"/api/topics/spread/partitions/{p}/messages?from=oldest&order=oldest_first")
+        assert status == 200, (p, page)
+        assert page["high_watermark"] == 1, page
+        [record] = page["records"]
+        assert (record["key"]["text"], record["value"]["text"], record["offset"]) == (f"k{p}", f"v{p}", 0), record
+        assert record["headers"] == [{"key": "h", "value": {"base64": "eA==", "text": "x", "size": 1, "truncated": False}}], record
+    # A key alone picks the partition, from the cluster's metadata, as the Java client would.
+    status, body = one.call("POST", "/api/topics/spread/messages", {"key": "some-key", "value": "by key"})
+    assert status == 201 and body["partition"] in range(3), body
+
+    # Bad input is named, on any node.
+    status, err = one.call("GET", f"/api/topics/spread/partitions/7/messages")
+    assert status == 404, err
+    status, err = one.call("POST", "/api/topics/spread/messages", {"partition": 7, "value": "x"})
+    assert status == 404, err
+    status, err = one.call("POST", "/api/topics/nope/messages", {"value": "x"})
+    assert status == 404, err
+
+    # Committed before it is acknowledged: three replicas must be in sync.
+    c.create_topic("strict", 1, replication_factor=3, config={"min.insync.replicas": "3"})
+    c.wait_for_isr("strict", 0)
+    leader = c.leader_of("strict", 0)
+    other = next(i for i in c.ids if i != leader)
+    status, body = api_of(c, other).call("POST", "/api/topics/strict/messages", {"value": "kept"})
+    assert status == 201 and body["offset"] == 0, body
+    c.kill(leader)
+    new = c.wait_for_leader("strict", 0, not_node=leader)
+    # A follower learns the high watermark on its next fetch: read until it has.
+    values = lambda node: [r["value"]["text"] for r in  # noqa: E731
+                           api_of(c, node).call("GET", "/api/topics/strict/partitions/0/messages?from=oldest")[1]["records"]]
+    wait_until(lambda: values(other) == ["kept"], 15, "the acknowledged record on the survivors")
+    # Two of three in sync now: the console's record is refused, as acks=all is.
+    c.wait_for_isr("strict", 0, without=[leader])
+    status, err = api_of(c, new).call("POST", "/api/topics/strict/messages", {"value": "refused"})
+    assert status == 503 and "insync" in err["error"].lower().replace("-", "").replace(" ", ""), err
+    status, page = api_of(c, new).call("GET", "/api/topics/strict/partitions/0/messages?from=oldest")
+    assert [r["value"]["text"] for r in page["records"]] == ["kept"], page

@@ -14,13 +14,11 @@ use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
-use sluice_broker::browse::{BrowseFrom, BrowsedRecord, MAX_BROWSE};
+use sluice_broker::browse::{self, BrowseFrom, BrowsedRecord, MAX_BROWSE};
 use sluice_broker::publish::NewRecord;
 
 use crate::error::{parse_partition, ApiError, ApiJson, ApiQuery};
 use crate::AppState;
-
-const SHOWN_BYTES: usize = 64 * 1024;
 
 #[derive(Debug, Serialize)]
 pub struct ShownBytes {
@@ -31,15 +29,12 @@ pub struct ShownBytes {
     pub truncated: bool,
 }
 
-fn shown(bytes: &Option<Bytes>) -> Option<ShownBytes> {
-    bytes.as_ref().map(|b| {
-        let cut = &b[..b.len().min(SHOWN_BYTES)];
-        ShownBytes {
-            base64: B64.encode(cut),
-            text: std::str::from_utf8(cut).ok().map(str::to_string),
-            size: b.len(),
-            truncated: cut.len() < b.len(),
-        }
+fn shown(bytes: &Option<browse::ShownBytes>) -> Option<ShownBytes> {
+    bytes.as_ref().map(|b| ShownBytes {
+        base64: B64.encode(&b.bytes),
+        text: std::str::from_utf8(&b.bytes).ok().map(str::to_string),
+        size: b.size,
+        truncated: b.truncated(),
     })
 }
 
@@ -53,7 +48,7 @@ pub struct ShownHeader {
 pub struct ShownRecord {
     pub offset: i64,
     pub timestamp: i64,
-    pub timestamp_type: &'static str,
+    pub timestamp_type: String,
     pub key: Option<ShownBytes>,
     pub value: Option<ShownBytes>,
     pub headers: Vec<ShownHeader>,
@@ -63,7 +58,7 @@ fn show(r: &BrowsedRecord) -> ShownRecord {
     ShownRecord {
         offset: r.offset,
         timestamp: r.timestamp,
-        timestamp_type: r.timestamp_type,
+        timestamp_type: r.timestamp_type.clone(),
         key: shown(&r.key),
         value: shown(&r.value),
         headers: r
@@ -134,13 +129,10 @@ pub async fn browse(
             "'limit' must be 1..={MAX_BROWSE}, not {limit}"
         )));
     }
-    let broker = state.broker.clone();
-    let t = topic.clone();
-    let page = tokio::task::spawn_blocking(move || {
-        broker.browse(&t, partition, from, newest_first, limit)
-    })
-    .await
-    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
+    let page = state
+        .broker
+        .browse_anywhere(&topic, partition, from, newest_first, limit)
+        .await?;
     Ok(Json(BrowseResponse {
         topic,
         partition,
@@ -210,12 +202,7 @@ pub async fn produce(
         .into_iter()
         .map(|h| Ok((h.key, decode("a header value", h.value)?)))
         .collect::<Result<Vec<_>, ApiError>>()?;
-    let count = state
-        .broker
-        .topics()
-        .get(&topic)
-        .ok_or_else(|| ApiError::not_found(format!("no topic '{topic}'")))?
-        .partition_count();
+    let count = state.broker.partition_count_of(&topic)?;
     let partition = match (req.partition, &key) {
         (Some(p), _) => p,
         (None, Some(k)) => sluice_client::partitioner::partition_for_key(k, count),
@@ -224,25 +211,21 @@ pub async fn produce(
                 .unwrap_or(0)
         }
     };
-    let published = state.broker.publish(
-        &topic,
-        partition,
-        NewRecord {
-            key,
-            value,
-            headers,
-            timestamp_ms: None,
-        },
-    )?;
-    let response = ProduceResponse {
-        partition: published.partition,
-        offset: published.offset,
-    };
-    if !published.durable().await {
-        return Err(ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "the record was written but fsync failed; it may be lost",
-        ));
-    }
-    Ok((StatusCode::CREATED, Json(response)))
+    let (partition, offset) = state
+        .broker
+        .publish_at_leader(
+            &topic,
+            partition,
+            NewRecord {
+                key,
+                value,
+                headers,
+                timestamp_ms: None,
+            },
+        )
+        .await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(ProduceResponse { partition, offset }),
+    ))
 }

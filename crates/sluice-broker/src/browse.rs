@@ -2,9 +2,11 @@
 //! records from the oldest, the newest, an offset or a time, decoded (decompressed, control
 //! records left out), in either order.
 
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine;
 use bytes::Bytes;
 use kafka_protocol::records::{RecordBatchDecoder, TimestampType};
-use serde::Serialize;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use sluice_log::Offset;
 
 use crate::broker::Broker;
@@ -12,9 +14,14 @@ use crate::error::BrokerError;
 
 /// The most records one browse returns.
 pub const MAX_BROWSE: usize = 500;
+/// The most bytes of a key, value or header value a browse returns (the rest is cut).
+pub const SHOWN_BYTES: usize = 64 * 1024;
+/// A page stops before its shown bytes pass this, so that it crosses to another node (and to a
+/// browser) in one answer of a bounded size; it holds at least one record.
+pub const PAGE_BYTES: usize = 8 << 20;
 
 /// Where a browse starts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum BrowseFrom {
     Oldest,
     Newest,
@@ -23,22 +30,66 @@ pub enum BrowseFrom {
     Timestamp(i64),
 }
 
+/// A key, value or header value as the browser shows it: at most [`SHOWN_BYTES`] of it, and
+/// its full size.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShownBytes {
+    #[serde(serialize_with = "to_base64", deserialize_with = "from_base64")]
+    pub bytes: Bytes,
+    pub size: usize,
+}
+
+impl ShownBytes {
+    fn cut(b: Bytes) -> ShownBytes {
+        let size = b.len();
+        ShownBytes {
+            bytes: b.slice(..size.min(SHOWN_BYTES)),
+            size,
+        }
+    }
+
+    pub fn truncated(&self) -> bool {
+        self.bytes.len() < self.size
+    }
+}
+
+fn to_base64<S: Serializer>(bytes: &Bytes, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&B64.encode(bytes))
+}
+
+fn from_base64<'de, D: Deserializer<'de>>(d: D) -> Result<Bytes, D::Error> {
+    let text = String::deserialize(d)?;
+    B64.decode(text.as_bytes())
+        .map(Bytes::from)
+        .map_err(serde::de::Error::custom)
+}
+
 /// One record as the browser shows it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BrowsedRecord {
     pub offset: i64,
     pub timestamp: i64,
-    pub timestamp_type: &'static str,
-    #[serde(skip)]
-    pub key: Option<Bytes>,
-    #[serde(skip)]
-    pub value: Option<Bytes>,
-    #[serde(skip)]
-    pub headers: Vec<(String, Option<Bytes>)>,
+    pub timestamp_type: String,
+    pub key: Option<ShownBytes>,
+    pub value: Option<ShownBytes>,
+    pub headers: Vec<(String, Option<ShownBytes>)>,
+}
+
+impl BrowsedRecord {
+    fn shown_bytes(&self) -> usize {
+        let len = |b: &Option<ShownBytes>| b.as_ref().map_or(0, |b| b.bytes.len());
+        len(&self.key)
+            + len(&self.value)
+            + self
+                .headers
+                .iter()
+                .map(|(k, v)| k.len() + len(v))
+                .sum::<usize>()
+    }
 }
 
 /// A window of records and where the partition's ends were when it was read.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BrowsePage {
     pub records: Vec<BrowsedRecord>,
     pub log_start_offset: i64,
@@ -96,21 +147,23 @@ impl Broker {
                     if r.offset < offset || r.offset > hi || r.control || records.len() >= limit {
                         continue;
                     }
-                    records.push(BrowsedRecord {
+                    let record = BrowsedRecord {
                         offset: r.offset,
                         timestamp: r.timestamp,
                         timestamp_type: match r.timestamp_type {
                             TimestampType::Creation => "CreateTime",
                             TimestampType::LogAppend => "LogAppendTime",
-                        },
-                        key: r.key,
-                        value: r.value,
+                        }
+                        .to_string(),
+                        key: r.key.map(ShownBytes::cut),
+                        value: r.value.map(ShownBytes::cut),
                         headers: r
                             .headers
                             .into_iter()
-                            .map(|(k, v)| (k.to_string(), v))
+                            .map(|(k, v)| (k.to_string(), v.map(ShownBytes::cut)))
                             .collect(),
-                    });
+                    };
+                    records.push(record);
                 }
             }
             offset = last.max(offset) + 1;
@@ -118,6 +171,16 @@ impl Broker {
         if newest_first && from != BrowseFrom::Oldest {
             records.reverse();
         }
+        // The first records in the page's order that fit in PAGE_BYTES (one at least).
+        let mut page_bytes = 0;
+        let fit = records
+            .iter()
+            .position(|r| {
+                page_bytes += r.shown_bytes();
+                page_bytes > PAGE_BYTES
+            })
+            .map_or(records.len(), |i| i.max(1));
+        records.truncate(fit);
         Ok(BrowsePage {
             records,
             log_start_offset: start,
@@ -153,12 +216,44 @@ mod tests {
             .browse("t", 0, BrowseFrom::Offset(8), false, 10)
             .unwrap();
         assert_eq!(page.records.len(), 2);
-        assert_eq!(page.records[0].value.as_deref(), Some(&b"value-8"[..]));
+        let value = page.records[0].value.as_ref().map(|v| &v.bytes[..]);
+        assert_eq!(value, Some(&b"value-8"[..]));
 
         let page = broker
             .browse("t", 0, BrowseFrom::Offset(50), false, 10)
             .unwrap();
         assert!(page.records.is_empty());
+    }
+
+    #[tokio::test]
+    async fn large_values_are_cut_and_a_page_is_bounded() {
+        let (_dir, broker) = broker_with_records("t", 0);
+        for _ in 0..200 {
+            broker
+                .publish(
+                    "t",
+                    0,
+                    crate::publish::NewRecord {
+                        value: Some(Bytes::from(vec![7u8; 100 * 1024])),
+                        ..Default::default()
+                    },
+                )
+                .unwrap();
+        }
+        let page = broker
+            .browse("t", 0, BrowseFrom::Newest, true, 500)
+            .unwrap();
+        // 64 KiB shown of each value: 128 of them fill the 8 MiB page.
+        assert_eq!(page.records.len(), PAGE_BYTES / SHOWN_BYTES);
+        assert_eq!(page.records[0].offset, 199, "newest first keeps the newest");
+        let value = page.records[0].value.as_ref().unwrap();
+        assert_eq!((value.bytes.len(), value.size), (SHOWN_BYTES, 100 * 1024));
+        assert!(value.truncated());
+        // The page crosses to another node as JSON and comes back the same.
+        let json = serde_json::to_string(&page).unwrap();
+        let back: BrowsePage = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.records[5].value, page.records[5].value);
+        assert_eq!(back.records.len(), page.records.len());
     }
 
     #[test]

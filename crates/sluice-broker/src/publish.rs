@@ -1,5 +1,7 @@
 //! Writing one record from outside the Kafka protocol (the console's "produce a test
-//! record"): encoded as a batch and appended through the same checks as a Produce request.
+//! record"): encoded as a batch and appended through the same checks as an acks=all Produce
+//! request, and answered as one is: once the record is committed (below the high watermark:
+//! on disk under `flush.mode=sync`, and held by the in-sync replicas in a cluster).
 
 use std::sync::Arc;
 
@@ -8,28 +10,26 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::{
     Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
-use sluice_log::{validate_produce, FlushMode, LogError, Offset};
+use sluice_log::{validate_produce, LogError, Offset};
 
 use crate::broker::Broker;
 use crate::error::BrokerError;
 use crate::partition::Partition;
 
-/// Where a published record landed, and what to wait on for it to be durable.
+/// Where a published record landed, and what to wait on for it to be committed.
 #[derive(Debug)]
 pub struct Published {
     pub partition: i32,
     pub offset: i64,
-    durable: Option<(Arc<Partition>, Offset)>,
+    committed: (Arc<Partition>, Offset),
 }
 
 impl Published {
-    /// Waits until the record is on disk when its topic acknowledges only after fsync
-    /// (`flush.mode=sync`); false if the log failed.
-    pub async fn durable(self) -> bool {
-        match self.durable {
-            Some((partition, end)) => partition.wait_durable(end).await,
-            None => true,
-        }
+    /// Waits until the record is committed, as an acks=all write is acknowledged; an error
+    /// when the log failed or leadership moved first (the record may then be lost).
+    pub async fn committed(self) -> Result<(), BrokerError> {
+        let (partition, end) = self.committed;
+        partition.wait_committed(end).await
     }
 }
 
@@ -93,12 +93,11 @@ impl Broker {
         )
         .map_err(|e| BrokerError::InvalidRequest(format!("cannot encode the record: {e:#}")))?;
         let validated = validate_produce(&buf, config.max_message_bytes).map_err(LogError::from)?;
-        let info = p.append(validated, false)?;
+        let info = p.append(validated, true)?;
         Ok(Published {
             partition,
             offset: info.base_offset.0,
-            durable: (config.flush == FlushMode::Sync)
-                .then(|| (Arc::clone(&p), info.last_offset.plus(1))),
+            committed: (Arc::clone(&p), info.last_offset.plus(1)),
         })
     }
 }

@@ -391,18 +391,7 @@ impl Broker {
             Ok(start) => start.as_i64().map(sluice_log::Offset).ok_or_else(|| {
                 BrokerError::ControllerUnavailable(format!("node {leader} answered {start}"))
             }),
-            Err(refused) => {
-                let message = format!("node {leader}: {}", refused.message);
-                Err(match refused.code {
-                    Some(1) => BrokerError::InvalidRequest(message),
-                    Some(3) => BrokerError::UnknownTopic(message),
-                    Some(17) => BrokerError::InvalidTopic(message),
-                    Some(87) => BrokerError::PolicyViolation(message),
-                    Some(6) => BrokerError::NotLeader(message),
-                    Some(7) => BrokerError::TimedOut(message),
-                    _ => BrokerError::ControllerUnavailable(message),
-                })
-            }
+            Err(e) => Err(super::cluster_messages::refused(leader, e)),
         }
     }
 }

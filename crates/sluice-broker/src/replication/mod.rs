@@ -14,6 +14,7 @@
 
 mod admin;
 pub mod cluster_groups;
+pub mod cluster_messages;
 mod coordinators;
 mod fetcher;
 pub mod leader_fetch;

@@ -9,6 +9,8 @@
 //!   admin console ──────────── Report ───────────▶ every node (its status, followers' lag)
 //!   unclean election ───────── LogEnds ──────────▶ every live replica's node (how far it goes)
 //!   admin console ──────────── Groups ───────────▶ every live node (the groups it coordinates)
+//!   admin console ──────────── Browse ───────────▶ a partition's leader (no replica here)
+//!   admin console ──────────── Publish ──────────▶ a partition's leader (answer once committed)
 //! ```
 //! Each answer comes once its writes are committed, so a coordinator that moves on has nothing
 //! a failover could take back. A refused call answers the Kafka error the caller acts on
@@ -23,6 +25,7 @@ use sluice_cluster::runtime::ClusterNode;
 use sluice_cluster::NodeId;
 use sluice_log::Marker;
 
+use super::cluster_messages::{BrowseAsk, PublishAsk};
 use crate::broker::Broker;
 use crate::txn::state::PendingOffset;
 
@@ -86,6 +89,12 @@ pub(crate) enum PeerCall {
     /// The consumer groups the receiver coordinates, for a console's list of all groups
     /// (answered with a list of `cluster_groups::GroupReport`).
     Groups,
+    /// A console's message browser on a partition the asking node holds no replica of
+    /// (answered with a `browse::BrowsePage`).
+    Browse(BrowseAsk),
+    /// A console's test record for a partition the receiver leads, answered with its
+    /// (partition, offset) once committed.
+    Publish(PublishAsk),
 }
 
 /// Why a peer gave no answer: the Kafka error it refused with, or none if it was not reached.
@@ -204,6 +213,42 @@ impl Broker {
                     .await;
                 let outcome: PeerOutcome = match deleted {
                     Ok(start) => Ok(serde_json::Value::from(start.0)),
+                    Err(e) => Err((e.code(), e.to_string())),
+                };
+                return serde_json::to_string(&outcome)
+                    .map_err(|e| format!("cannot encode an answer: {e}"));
+            }
+            PeerCall::Browse(ask) => {
+                let broker = Arc::clone(&self);
+                let page = tokio::task::spawn_blocking(move || {
+                    broker.browse(
+                        &ask.topic,
+                        ask.partition,
+                        ask.from,
+                        ask.newest_first,
+                        ask.limit,
+                    )
+                })
+                .await
+                .map_err(|e| format!("the browse failed: {e}"))?;
+                let outcome: PeerOutcome = match page {
+                    Ok(page) => serde_json::to_value(page)
+                        .map_err(|e| (ResponseError::UnknownServerError.code(), e.to_string())),
+                    Err(e) => Err((e.code(), e.to_string())),
+                };
+                return serde_json::to_string(&outcome)
+                    .map_err(|e| format!("cannot encode an answer: {e}"));
+            }
+            PeerCall::Publish(ask) => {
+                let landed = match ask.record() {
+                    Ok((topic, partition, record)) => {
+                        self.publish_committed(&topic, partition, record).await
+                    }
+                    Err(e) => Err(e),
+                };
+                let outcome: PeerOutcome = match landed {
+                    Ok(landed) => serde_json::to_value(landed)
+                        .map_err(|e| (ResponseError::UnknownServerError.code(), e.to_string())),
                     Err(e) => Err((e.code(), e.to_string())),
                 };
                 return serde_json::to_string(&outcome)
