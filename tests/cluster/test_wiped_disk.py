@@ -103,6 +103,28 @@ def test_a_wiped_node_never_leads_from_its_empty_log_and_an_unclean_election_pic
 
 
 
+def committed_topic_only_on_x_and_y(c):
+    """Creates topic "late" while z is stalled, so only x and y have it in their metadata log;
+    then y and x are SIGKILLed and z left stalled (the caller resumes it)."""
+    x, y, z = c.ids
+    c.pause(z)
+    # x passes CreateTopics on to the metadata leader: it must not be the stalled z.
+    wait_until(lambda: c.metadata_leader(via=x) in (x, y), 20, "a metadata leader other than z")
+    admin = AdminClient({**CLIENT_DEFAULTS, "bootstrap.servers": c.nodes[x].bootstrap})
+    admin.create_topics([NewTopic("late", num_partitions=1, replication_factor=1)])["late"].result(30)
+    wait_until(lambda: "late" in c.metadata("late", via=x).topics
+               and c.metadata("late", via=x).topics["late"].error is None, 20, "late in x's metadata")
+    c.kill(y)
+    c.kill(x)
+
+
+def assert_late_survives(c):
+    c.wait_ready(c.ids, timeout=60)
+    for i in c.ids:
+        topics = c.metadata(via=i).topics
+        assert "late" in topics, f"node {i} lists {sorted(topics)}: the committed topic was lost"
+
+
 def test_a_wiped_metadata_voter_does_not_vote_a_committed_topic_away(cluster):
     """A topic is created while node z is stalled, so only x and y have it in their metadata
     log. y and x go down, x's disk is wiped, z wakes up and x comes back empty. Before the
@@ -112,16 +134,8 @@ def test_a_wiped_metadata_voter_does_not_vote_a_committed_topic_away(cluster):
     until y is back, and the topic survives."""
     c = cluster(3)
     x, y, z = c.ids
-    c.pause(z)
     try:
-        # x passes CreateTopics on to the metadata leader: it must not be the stalled z.
-        wait_until(lambda: c.metadata_leader(via=x) in (x, y), 20, "a metadata leader other than z")
-        admin = AdminClient({**CLIENT_DEFAULTS, "bootstrap.servers": c.nodes[x].bootstrap})
-        admin.create_topics([NewTopic("late", num_partitions=1, replication_factor=1)])["late"].result(30)
-        wait_until(lambda: "late" in c.metadata("late", via=x).topics
-                   and c.metadata("late", via=x).topics["late"].error is None, 20, "late in x's metadata")
-        c.kill(y)
-        c.kill(x)
+        committed_topic_only_on_x_and_y(c)
     finally:
         c.resume(z)
     shutil.rmtree(c.nodes[x].data_dir, ignore_errors=True)
@@ -129,7 +143,23 @@ def test_a_wiped_metadata_voter_does_not_vote_a_committed_topic_away(cluster):
     # Time enough for several elections (each a few hundred ms) between x and z.
     time.sleep(6)
     c.nodes[y].start(wait=False)
-    c.wait_ready(c.ids, timeout=60)
-    for i in c.ids:
-        topics = c.metadata(via=i).topics
-        assert "late" in topics, f"node {i} lists {sorted(topics)}: the committed topic was lost"
+    assert_late_survives(c)
+
+
+def test_a_wiped_metadata_voter_that_reaches_nobody_at_its_start_waits_before_voting(cluster):
+    """As above, but x comes back wiped while z is still stalled and y down: nobody answers its
+    probe. It used to bootstrap then, as a new group's voter does, and vote for z as soon as z
+    woke up. Now it refuses every vote until another voter answers; z's answer shows the group
+    exists, so x waits for a leader elected without it (z and y, once y is back)."""
+    c = cluster(3)
+    x, y, z = c.ids
+    try:
+        committed_topic_only_on_x_and_y(c)
+        shutil.rmtree(c.nodes[x].data_dir, ignore_errors=True)
+        c.nodes[x].start(wait=False)
+        time.sleep(3)           # x's probe: y refuses connections, z does not answer
+    finally:
+        c.resume(z)
+    time.sleep(6)               # elections between x and z
+    c.nodes[y].start(wait=False)
+    assert_late_survives(c)

@@ -15,6 +15,7 @@ use super::log_store::LogStore;
 use super::network::{InternalHandler, InternalRequest, InternalResponse, Network, ProposeError};
 use super::pool::ConnectionPool;
 use super::state_machine::{Applied, StateMachine};
+use super::wiped_voter::Probe;
 use super::{CommandOutcome, MetaRaft, MetadataCommand};
 use crate::metadata::MetadataRecord;
 
@@ -119,32 +120,36 @@ impl MetadataNode {
         .map_err(|e| StartError::Raft(e.to_string()))?;
         let voter = config.voters.contains_key(&config.node_id);
         let vote_guard = super::wiped_voter::VoteGuard::default();
-        let existing = if fresh && voter {
-            super::wiped_voter::group_committed(&pool, config.node_id, &config.voters).await
-        } else {
-            None
-        };
-        if let Some(index) = existing {
-            tracing::warn!(
-                node = config.node_id,
-                committed = index,
-                "this voter's metadata store is empty but the group exists (a wiped disk?): \
-                 it does not vote until the leader has brought its log up to the group's"
-            );
-            vote_guard.hold_until(index);
-        } else if fresh && voter {
-            let members: BTreeMap<u64, BasicNode> = config
-                .voters
-                .iter()
-                .map(|(id, addr)| (*id, BasicNode::new(addr)))
-                .collect();
-            match raft.initialize(members).await {
-                Ok(()) => {}
-                // Another voter's bootstrap reached us first: fine.
-                Err(RaftError::APIError(openraft::error::InitializeError::NotAllowed(_))) => {}
-                Err(e) => return Err(StartError::Raft(e.to_string())),
+        if fresh && voter {
+            let alone = config.voters.keys().all(|id| *id == config.node_id);
+            let probe = if alone {
+                Probe::New
+            } else {
+                super::wiped_voter::probe(&pool, config.node_id, &config.voters).await
+            };
+            match probe {
+                Probe::Exists(index) => {
+                    tracing::warn!(
+                        node = config.node_id,
+                        committed = index,
+                        "this voter's metadata store is empty but the group exists (a wiped \
+                         disk?): it does not vote until a leader has brought its log up to the \
+                         group's"
+                    );
+                    vote_guard.hold_until(index);
+                }
+                Probe::New => initialize(&raft, &config.voters).await?,
+                Probe::Unreached => {
+                    tracing::info!(
+                        node = config.node_id,
+                        "no other metadata voter answered: waiting for one before \
+                         bootstrapping or voting (an empty store may be a wiped one)"
+                    );
+                    vote_guard.undecided();
+                }
             }
         }
+        let settle = vote_guard.is_undecided() || vote_guard.waits_for_leader();
         let node = Arc::new(MetadataNode {
             id: config.node_id,
             raft,
@@ -154,6 +159,9 @@ impl MetadataNode {
             pool,
             vote_guard,
         });
+        if settle {
+            tokio::spawn(Arc::clone(&node).settle_vote_guard(shutdown.clone()));
+        }
         if !voter {
             let addr = config.learner_addr.clone().ok_or_else(|| {
                 StartError::Config(format!(
@@ -169,6 +177,64 @@ impl MetadataNode {
             let _ = stopping.raft.shutdown().await;
         });
         Ok(node)
+    }
+
+    /// For a voter that started with an empty store: asks the other voters every 500 ms until
+    /// one answers (then bootstraps a new group or holds its votes), and, holding, asks the
+    /// leader once one is known how far it has applied (see [`super::wiped_voter`]).
+    async fn settle_vote_guard(self: Arc<Self>, shutdown: CancellationToken) {
+        let guard = &self.vote_guard;
+        let mut tick = tokio::time::interval(Duration::from_millis(500));
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            if guard.is_undecided() {
+                match super::wiped_voter::probe(&self.pool, self.id, &self.voters).await {
+                    Probe::Unreached => continue,
+                    Probe::New => {
+                        if let Err(e) = initialize(&self.raft, &self.voters).await {
+                            tracing::warn!(error = %e, "bootstrapping the metadata group failed");
+                        }
+                        guard.open();
+                        tracing::info!("another voter answered, as empty as this one: a new group");
+                        return;
+                    }
+                    Probe::Exists(index) => {
+                        tracing::warn!(
+                            committed = index,
+                            "this voter's metadata store is empty but the group exists (a wiped \
+                             disk?): it does not vote until a leader has brought its log up to \
+                             the group's"
+                        );
+                        guard.hold_until(index);
+                    }
+                }
+            }
+            if !guard.waits_for_leader() {
+                return;
+            }
+            let leader = self.raft.metrics().borrow().current_leader;
+            let Some(leader) = leader.filter(|l| *l != self.id) else {
+                continue;
+            };
+            let Some(addr) = self.address_of(leader) else {
+                continue;
+            };
+            let applied = super::wiped_voter::log_state(&self.pool, leader, &addr)
+                .await
+                .and_then(|s| s.last_applied_index);
+            if let Some(applied) = applied {
+                tracing::info!(
+                    leader,
+                    applied,
+                    "the metadata leader is known: voting again once this log reaches its applied index"
+                );
+                guard.leader_applied(applied);
+                return;
+            }
+        }
     }
 
     /// Asks the voters, in turn, to add this node as a learner until one (the leader, or one
@@ -445,5 +511,19 @@ impl InternalHandler for MetadataNode {
                 InternalResponse::ChangeVoter(self.change_voter(node, add).await)
             }
         }
+    }
+}
+
+/// Bootstraps the metadata group with `voters`; another voter's bootstrap may have reached this
+/// node first, which is fine.
+async fn initialize(raft: &MetaRaft, voters: &BTreeMap<u64, String>) -> Result<(), StartError> {
+    let members: BTreeMap<u64, BasicNode> = voters
+        .iter()
+        .map(|(id, addr)| (*id, BasicNode::new(addr)))
+        .collect();
+    match raft.initialize(members).await {
+        Ok(()) => Ok(()),
+        Err(RaftError::APIError(openraft::error::InitializeError::NotAllowed(_))) => Ok(()),
+        Err(e) => Err(StartError::Raft(e.to_string())),
     }
 }

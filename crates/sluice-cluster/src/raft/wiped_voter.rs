@@ -1,21 +1,25 @@
 //! A metadata voter that starts with an empty store while the group already exists (its disk
 //! was wiped or replaced) has forgotten its log and its vote. Raft counted both: an entry it
 //! helped commit may now be on a minority only, and its vote for a candidate that lacks that
-//! entry would elect a leader that loses it. Such a voter votes again only once a leader has
-//! brought it up to what the group had committed when it started.
+//! entry would elect a leader that loses it. Such a voter votes again only once a leader
+//! elected without it has brought it up to what that leader had applied.
 //!
 //! ```text
 //!   start, store empty, a voter ─▶ ask the other voters (LogState, 1 s)
-//!        none has applied past the bootstrap entry ─▶ a new group: bootstrap as before
-//!        one has applied up to N ─────────────────▶ no bootstrap; refuse every vote until
-//!                                                    this log reaches N (a leader fills it)
+//!        none answers ──────────────────────────────▶ refuse every vote; ask again every
+//!                                                      500 ms until one answers
+//!        all that answer are empty ─────────────────▶ a new group: bootstrap, vote
+//!        one has applied past the bootstrap entry ───▶ no bootstrap; refuse every vote until
+//!                                                      a leader is known, then until this log
+//!                                                      reaches what that leader had applied
 //! ```
-//! KRaft closes the same hole with voter directory ids (KIP-853). What this does not cover: a
-//! wiped voter that reaches none of the others at its start (it bootstraps, as a new group's
-//! voter does, and votes), and a node whose `--cluster` lists no other voter.
+//! A new group forms only with a majority of its voters up, so waiting for one of them to
+//! answer costs a first start nothing but the wait. KRaft closes the same hole with voter
+//! directory ids (KIP-853). Not covered: a node whose `--cluster` lists no other voter (a
+//! one-voter group that lost its store has nothing left to protect).
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use openraft::raft::VoteResponse;
@@ -45,73 +49,127 @@ impl LogState {
     }
 }
 
-/// The highest index the other `voters` say they have applied, if any has applied past the
-/// bootstrap entry (index 0): then the group exists already and this node, with an empty
-/// store, lost its log.
-pub async fn group_committed(
-    pool: &ConnectionPool,
-    me: u64,
-    voters: &BTreeMap<u64, String>,
-) -> Option<u64> {
+/// What the other voters said about the group when a voter with an empty store asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Probe {
+    /// One has applied up to this index, past the bootstrap entry: the group exists.
+    Exists(u64),
+    /// Every voter that answered is empty too: a new group.
+    New,
+    /// None answered.
+    Unreached,
+}
+
+/// Asks the other `voters` how far their metadata logs go.
+pub async fn probe(pool: &ConnectionPool, me: u64, voters: &BTreeMap<u64, String>) -> Probe {
     let asks = voters
         .iter()
         .filter(|(id, _)| **id != me)
-        .map(|(id, addr)| async move {
-            match pool
-                .call(addr, &InternalRequest::LogState, PROBE_TIMEOUT)
-                .await
-            {
-                Ok(InternalResponse::LogState(state)) => state.last_applied_index,
-                Ok(other) => {
-                    tracing::debug!(node = id, ?other, "unexpected answer to LogState");
-                    None
-                }
-                Err(e) => {
-                    tracing::debug!(node = id, error = %e, "no answer to LogState");
-                    None
-                }
-            }
-        });
-    futures::future::join_all(asks)
+        .map(|(id, addr)| async move { log_state(pool, *id, addr).await });
+    let answers: Vec<LogState> = futures::future::join_all(asks)
         .await
         .into_iter()
         .flatten()
-        .max()
-        .filter(|index| *index >= 1)
+        .collect();
+    match answers.iter().filter_map(|a| a.last_applied_index).max() {
+        Some(index) if index >= 1 => Probe::Exists(index),
+        _ if answers.is_empty() => Probe::Unreached,
+        _ => Probe::New,
+    }
 }
 
-/// The vote guard of a voter that started with an empty store in an existing group.
+/// Node `id`'s answer to LogState, if it gave one.
+pub async fn log_state(pool: &ConnectionPool, id: u64, addr: &str) -> Option<LogState> {
+    match pool
+        .call(addr, &InternalRequest::LogState, PROBE_TIMEOUT)
+        .await
+    {
+        Ok(InternalResponse::LogState(state)) => Some(state),
+        Ok(other) => {
+            tracing::debug!(node = id, ?other, "unexpected answer to LogState");
+            None
+        }
+        Err(e) => {
+            tracing::debug!(node = id, error = %e, "no answer to LogState");
+            None
+        }
+    }
+}
+
+/// The vote guard of a voter that started with an empty store.
 #[derive(Debug, Default)]
 pub struct VoteGuard {
+    /// Nobody has answered yet: whether the group exists is unknown.
+    undecided: AtomicBool,
     /// Votes are refused while this node's log ends before this index; 0: no guard.
     until: AtomicU64,
+    /// A leader (elected without this node's vote) has said how far it had applied, and
+    /// `until` covers it.
+    leader_heard: AtomicBool,
 }
 
 impl VoteGuard {
-    pub fn hold_until(&self, index: u64) {
-        self.until.store(index, Ordering::Release);
+    /// Refuses every vote until [`VoteGuard::decide`].
+    pub fn undecided(&self) {
+        self.undecided.store(true, Ordering::Release);
     }
 
-    /// The answer to a vote request while the guard holds (`None` once this node's log has
-    /// reached the index, which lifts the guard for good).
+    /// The group exists and had applied up to `index` (as far as the voters that answered
+    /// know): hold votes until a leader is heard from and this log reaches both.
+    pub fn hold_until(&self, index: u64) {
+        self.until.fetch_max(index.max(1), Ordering::AcqRel);
+        self.undecided.store(false, Ordering::Release);
+    }
+
+    /// A new group: vote freely.
+    pub fn open(&self) {
+        self.until.store(0, Ordering::Release);
+        self.undecided.store(false, Ordering::Release);
+    }
+
+    /// The current leader had applied up to `index` when asked.
+    pub fn leader_applied(&self, index: u64) {
+        self.until.fetch_max(index.max(1), Ordering::AcqRel);
+        self.leader_heard.store(true, Ordering::Release);
+    }
+
+    pub fn is_undecided(&self) -> bool {
+        self.undecided.load(Ordering::Acquire)
+    }
+
+    /// Whether votes are held back until a leader is heard from.
+    pub fn waits_for_leader(&self) -> bool {
+        self.until.load(Ordering::Acquire) != 0 && !self.leader_heard.load(Ordering::Acquire)
+    }
+
+    /// The answer to a vote request while the guard holds (`None` once it is lifted, for good).
     pub fn refusal(&self, raft: &MetaRaft) -> Option<VoteResponse<u64>> {
+        let metrics = raft.metrics().borrow().clone();
+        let refuse = || {
+            Some(VoteResponse {
+                vote: metrics.vote,
+                vote_granted: false,
+                last_log_id: None,
+            })
+        };
+        if self.undecided.load(Ordering::Acquire) {
+            return refuse();
+        }
         let until = self.until.load(Ordering::Acquire);
         if until == 0 {
             return None;
         }
-        let metrics = raft.metrics().borrow().clone();
-        if metrics.last_log_index.is_some_and(|last| last >= until) {
+        if self.leader_heard.load(Ordering::Acquire)
+            && metrics.last_log_index.is_some_and(|last| last >= until)
+        {
             self.until.store(0, Ordering::Release);
             tracing::info!(
                 index = until,
-                "the metadata log is refilled up to what the group had committed: voting again"
+                "the metadata log is refilled up to what the group's leader had applied: \
+                 voting again"
             );
             return None;
         }
-        Some(VoteResponse {
-            vote: metrics.vote,
-            vote_granted: false,
-            last_log_id: None,
-        })
+        refuse()
     }
 }
