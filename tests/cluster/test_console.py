@@ -77,6 +77,9 @@ def test_every_node_shows_the_whole_cluster(cluster):
             assert n["data_bytes"] is not None and n["disk_total_bytes"] > 0
             assert "voter" in n["roles"]
             assert ("controller" in n["roles"]) == (j == controller)
+        # Connections: each node's own, summed over the cluster.
+        assert all(isinstance(n["connections"], int) and n["connections"] >= 0 for n in nodes.values()), ov
+        assert ov["connections"] == sum(n["connections"] for n in nodes.values()), ov
         # 2 partitions of 'shown' plus the internal topics, all in sync.
         assert ov["partitions"] >= 2 and ov["under_replicated_partitions"] == 0, ov
         assert ov["offline_partitions"] == 0
@@ -299,6 +302,9 @@ def test_every_node_lists_every_consumer_group_and_names_its_coordinator(cluster
                 [r for r in rows if r["group"] in groups]) == len(groups) else None
         lists[i] = wait_until(listed, 20, f"node {i}'s console to list all {len(groups)} groups")
     assert lists[1] == lists[2] == lists[3], lists
+    # The overview counts the cluster's groups, on every node.
+    counts = {i: api_of(c, i).call("GET", "/api/overview")[1]["groups"] for i in c.ids}
+    assert len(set(counts.values())) == 1 and counts[1] >= len(groups), counts
     for g, row in lists[1].items():
         coordinator = row["node"]
         assert row["admin_address"] == c.nodes[coordinator].admin_url, row
@@ -313,9 +319,9 @@ def test_the_message_browser_and_test_producer_work_on_any_node(cluster):
     """The console's message browser reads a partition this node holds no replica of on its
     leader, and a test record is written by the partition's leader and answered once committed
     (as acks=all is): 503 naming the cause when too few replicas are in sync, and a record the
-    console acknowledged survives its leader's death. Before, the browser answered 404 for a
-    partition without a replica here, a record for a partition led elsewhere 503, and a record
-    was acknowledged once only the leader had it."""
+    console acknowledged survives its leader's death. Before (read in the code, not run), a node
+    without a replica answered 404 to both, a follower 503 to a record, and the leader
+    acknowledged a record as soon as it alone had it."""
     c = cluster(3)
     c.create_topic("spread", 3, replication_factor=1)
     one = api_of(c, 1)

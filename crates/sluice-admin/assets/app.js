@@ -222,7 +222,7 @@ async function overviewPage() {
       card("Offline partitions", fmt.int(ov.offline_partitions), ov.offline_partitions ? "bad" : ""),
       card("Consumer groups", fmt.int(ov.groups)),
       card("Connections", fmt.int(ov.connections))),
-    h("h2", {}, "Traffic, last 15 minutes"),
+    h("h2", {}, ov.nodes.length > 1 ? "Traffic through this node, last 15 minutes" : "Traffic, last 15 minutes"),
     h("div", { class: "charts" },
       chart("Messages", [
         { name: "produce", color: "#0b63c4", points: series("produce_msgs_per_s") },
@@ -242,6 +242,7 @@ async function overviewPage() {
       { title: "Status", cell: (r) => h("span", { class: "badge " + (r.status === "online" ? "good" : "bad"), title: r.error || "" }, r.status) },
       { title: "Version", cell: (r) => r.version === null ? "–" : r.version },
       { title: "Uptime", cell: (r) => fmt.duration(r.uptime_ms) },
+      { title: "Connections", num: true, cell: (r) => r.connections === null ? "–" : fmt.int(r.connections) },
       { title: "Data", num: true, cell: (r) => fmt.bytes(r.data_bytes) },
       { title: "Disk free", num: true, cell: (r) => r.disk_free_bytes === null ? "–" : fmt.bytes(r.disk_free_bytes) + " of " + fmt.bytes(r.disk_total_bytes) },
     ], ov.nodes, { label: "Nodes" }),

@@ -29,6 +29,8 @@ pub struct Node {
     pub data_bytes: Option<u64>,
     pub disk_free_bytes: Option<u64>,
     pub disk_total_bytes: Option<u64>,
+    /// Open client connections on this node.
+    pub connections: Option<i64>,
     /// Why the other fields are unknown.
     pub error: Option<String>,
 }
@@ -42,8 +44,11 @@ pub struct Overview {
     pub partitions: usize,
     pub under_replicated_partitions: usize,
     pub offline_partitions: usize,
+    /// Consumer groups (in a cluster: of every node that answered).
     pub groups: usize,
+    /// Open client connections (in a cluster: summed over the nodes that answered).
     pub connections: i64,
+    /// This node's traffic in the last second.
     pub traffic: Option<TrafficPoint>,
 }
 
@@ -81,6 +86,7 @@ fn on_one_node(state: &AppState) -> Overview {
             data_bytes: Some(data_bytes),
             disk_free_bytes: disk.map(|d| d.0),
             disk_total_bytes: disk.map(|d| d.1),
+            connections: Some(broker.metrics().connections()),
             error: None,
         }],
         topics: status.topics.len(),
@@ -94,16 +100,17 @@ fn on_one_node(state: &AppState) -> Overview {
     }
 }
 
-/// The cluster as this node's applied metadata has it, with each node's own report (asked
-/// over the internal listener). Groups and connections are this node's.
+/// The cluster as this node's applied metadata has it, with each node's own report and its
+/// consumer groups (asked over the internal listener). The traffic is this node's.
 async fn in_cluster(state: &AppState, replication: &Replication) -> Overview {
     let broker = &state.broker;
     let applied = replication.state();
     let cluster = &applied.state;
     let voters = replication.node().metadata().voter_ids();
     let controller = broker.controller_id();
-    let reports: HashMap<i32, Result<NodeReport, String>> =
-        broker.cluster_reports(None).await.into_iter().collect();
+    let (reports, (groups, _)) =
+        tokio::join!(broker.cluster_reports(None), broker.cluster_groups());
+    let reports: HashMap<i32, Result<NodeReport, String>> = reports.into_iter().collect();
     let nodes = cluster
         .nodes
         .values()
@@ -137,6 +144,7 @@ async fn in_cluster(state: &AppState, replication: &Replication) -> Overview {
                 data_bytes: ok.map(|r| r.data_bytes),
                 disk_free_bytes: ok.and_then(|r| r.disk_free_bytes),
                 disk_total_bytes: ok.and_then(|r| r.disk_total_bytes),
+                connections: ok.map(|r| r.connections),
                 error: report.and_then(|r| r.as_ref().err().cloned()),
             }
         })
@@ -156,8 +164,8 @@ async fn in_cluster(state: &AppState, replication: &Replication) -> Overview {
         partitions: count,
         under_replicated_partitions: under,
         offline_partitions: offline,
-        groups: broker.groups_summary().len(),
-        connections: broker.metrics().connections(),
+        groups: groups.len(),
+        connections: reports.values().flatten().map(|r| r.connections).sum(),
         traffic: state.history.latest(),
     }
 }
