@@ -9,13 +9,14 @@ election (`kafka-leader-election.sh --election-type unclean`, librdkafka's `elec
 which elects the live replica holding the most of the log."""
 
 import shutil
+import subprocess
 import time
 
 import pytest
 from confluent_kafka import Consumer, ElectionType, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from conftest import wait_until
+from conftest import SLUICE, wait_until
 
 from .harness import CLIENT_DEFAULTS
 
@@ -103,10 +104,9 @@ def test_a_wiped_node_never_leads_from_its_empty_log_and_an_unclean_election_pic
 
 
 
-def committed_topic_only_on_x_and_y(c):
+def committed_topic_only_on_x_and_y(c, x=1, y=2, z=3):
     """Creates topic "late" while z is stalled, so only x and y have it in their metadata log;
     then y and x are SIGKILLed and z left stalled (the caller resumes it)."""
-    x, y, z = c.ids
     c.pause(z)
     # x passes CreateTopics on to the metadata leader: it must not be the stalled z.
     wait_until(lambda: c.metadata_leader(via=x) in (x, y), 20, "a metadata leader other than z")
@@ -161,5 +161,32 @@ def test_a_wiped_metadata_voter_that_reaches_nobody_at_its_start_waits_before_vo
     finally:
         c.resume(z)
     time.sleep(6)               # elections between x and z
+    c.nodes[y].start(wait=False)
+    assert_late_survives(c)
+
+
+def test_a_voter_added_at_run_time_comes_back_wiped_and_does_not_vote_a_topic_away(cluster):
+    """Node 1 grows into three voters (2 and 3 join as learners, then AddRaftVoter): their
+    `--cluster` names node 1 only, so a wiped node 2 does not know it is a voter, but the
+    group's membership says it is. The topic is created while 3 is stalled (only 1 and 2 log
+    it), 2 and 1 go down, 2 comes back wiped, 3 wakes, 1 returns 6 s later: every node must
+    still list the topic. The empty node 2 must not vote 3 (whose log lacks it) in."""
+    c = cluster(1)
+    c.add_node(2)
+    c.add_node(3)
+    for node in (2, 3):
+        r = subprocess.run([str(SLUICE), "cluster", "-b", c.bootstrap, "add-voter", str(node)],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stdout + r.stderr
+    wait_until(lambda: c.metadata_leader(via=3) in (1, 2, 3), 20, "a metadata leader")
+    x, y, z = 2, 1, 3
+    try:
+        committed_topic_only_on_x_and_y(c, x, y, z)
+        shutil.rmtree(c.nodes[x].data_dir, ignore_errors=True)
+        c.nodes[x].start(wait=False)
+        time.sleep(3)           # node 1 (its only --cluster voter) is down, 3 does not answer
+    finally:
+        c.resume(z)
+    time.sleep(6)               # elections between 2 and 3
     c.nodes[y].start(wait=False)
     assert_late_survives(c)

@@ -14,7 +14,7 @@ use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
-use sluice_broker::browse::{self, BrowseFrom, BrowsedRecord, MAX_BROWSE};
+use sluice_broker::browse::{self, BrowseFrom, BrowseRequest, BrowsedRecord, MAX_BROWSE};
 use sluice_broker::publish::NewRecord;
 
 use crate::error::{parse_partition, ApiError, ApiJson, ApiQuery};
@@ -131,7 +131,13 @@ pub async fn browse(
     }
     let page = state
         .broker
-        .browse_anywhere(&topic, partition, from, newest_first, limit)
+        .browse_anywhere(BrowseRequest {
+            topic: topic.clone(),
+            partition,
+            from,
+            newest_first,
+            limit,
+        })
         .await?;
     Ok(Json(BrowseResponse {
         topic,

@@ -30,6 +30,17 @@ pub enum BrowseFrom {
     Timestamp(i64),
 }
 
+/// What a browse asks for: up to `limit` (≤ [`MAX_BROWSE`]) records of a partition from
+/// `from`; `newest_first` walks backwards from the start point (inclusive), otherwise forwards.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BrowseRequest {
+    pub topic: String,
+    pub partition: i32,
+    pub from: BrowseFrom,
+    pub newest_first: bool,
+    pub limit: usize,
+}
+
 /// A key, value or header value as the browser shows it: at most [`SHOWN_BYTES`] of it, and
 /// its full size.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -97,18 +108,11 @@ pub struct BrowsePage {
 }
 
 impl Broker {
-    /// Up to `limit` (≤ [`MAX_BROWSE`]) records of a partition. `newest_first` walks backwards
-    /// from the start point (inclusive), otherwise forwards.
-    pub fn browse(
-        &self,
-        topic: &str,
-        partition: i32,
-        from: BrowseFrom,
-        newest_first: bool,
-        limit: usize,
-    ) -> Result<BrowsePage, BrokerError> {
-        let limit = limit.clamp(1, MAX_BROWSE);
-        let p = self.partition_of(topic, partition)?;
+    /// A window of a partition's records on this node's replica (see [`BrowseRequest`]).
+    pub fn browse(&self, request: &BrowseRequest) -> Result<BrowsePage, BrokerError> {
+        let (from, newest_first) = (request.from, request.newest_first);
+        let limit = request.limit.clamp(1, MAX_BROWSE);
+        let p = self.partition_of(&request.topic, request.partition)?;
         let progress = p.progress();
         let (start, end) = (progress.log_start.0, progress.visible.0);
         let anchor = match from {
@@ -194,33 +198,53 @@ mod tests {
     use super::*;
     use crate::test_support::broker_with_records;
 
+    fn ask(
+        topic: &str,
+        partition: i32,
+        from: BrowseFrom,
+        newest_first: bool,
+        limit: usize,
+    ) -> BrowseRequest {
+        BrowseRequest {
+            topic: topic.to_string(),
+            partition,
+            from,
+            newest_first,
+            limit,
+        }
+    }
+
     #[test]
     fn windows_forwards_and_backwards() {
         let (_dir, broker) = broker_with_records("t", 10);
-        let page = broker.browse("t", 0, BrowseFrom::Oldest, false, 3).unwrap();
+        let page = broker
+            .browse(&ask("t", 0, BrowseFrom::Oldest, false, 3))
+            .unwrap();
         let offsets: Vec<i64> = page.records.iter().map(|r| r.offset).collect();
         assert_eq!(offsets, vec![0, 1, 2]);
         assert_eq!(page.high_watermark, 10);
 
-        let page = broker.browse("t", 0, BrowseFrom::Newest, true, 3).unwrap();
+        let page = broker
+            .browse(&ask("t", 0, BrowseFrom::Newest, true, 3))
+            .unwrap();
         let offsets: Vec<i64> = page.records.iter().map(|r| r.offset).collect();
         assert_eq!(offsets, vec![9, 8, 7]);
 
         let page = broker
-            .browse("t", 0, BrowseFrom::Offset(5), true, 10)
+            .browse(&ask("t", 0, BrowseFrom::Offset(5), true, 10))
             .unwrap();
         let offsets: Vec<i64> = page.records.iter().map(|r| r.offset).collect();
         assert_eq!(offsets, vec![5, 4, 3, 2, 1, 0]);
 
         let page = broker
-            .browse("t", 0, BrowseFrom::Offset(8), false, 10)
+            .browse(&ask("t", 0, BrowseFrom::Offset(8), false, 10))
             .unwrap();
         assert_eq!(page.records.len(), 2);
         let value = page.records[0].value.as_ref().map(|v| &v.bytes[..]);
         assert_eq!(value, Some(&b"value-8"[..]));
 
         let page = broker
-            .browse("t", 0, BrowseFrom::Offset(50), false, 10)
+            .browse(&ask("t", 0, BrowseFrom::Offset(50), false, 10))
             .unwrap();
         assert!(page.records.is_empty());
     }
@@ -241,7 +265,7 @@ mod tests {
                 .unwrap();
         }
         let page = broker
-            .browse("t", 0, BrowseFrom::Newest, true, 500)
+            .browse(&ask("t", 0, BrowseFrom::Newest, true, 500))
             .unwrap();
         // 64 KiB shown of each value: 128 of them fill the 8 MiB page.
         assert_eq!(page.records.len(), PAGE_BYTES / SHOWN_BYTES);
@@ -261,16 +285,16 @@ mod tests {
         let (_dir, broker) = broker_with_records("t", 10);
         // broker_with_records stamps record i with time 1_000 + i.
         let page = broker
-            .browse("t", 0, BrowseFrom::Timestamp(1_004), false, 2)
+            .browse(&ask("t", 0, BrowseFrom::Timestamp(1_004), false, 2))
             .unwrap();
         let offsets: Vec<i64> = page.records.iter().map(|r| r.offset).collect();
         assert_eq!(offsets, vec![4, 5]);
         assert!(matches!(
-            broker.browse("nope", 0, BrowseFrom::Oldest, false, 1),
+            broker.browse(&ask("nope", 0, BrowseFrom::Oldest, false, 1)),
             Err(BrokerError::UnknownTopic(_))
         ));
         assert!(matches!(
-            broker.browse("t", 7, BrowseFrom::Oldest, false, 1),
+            broker.browse(&ask("t", 7, BrowseFrom::Oldest, false, 1)),
             Err(BrokerError::UnknownTopic(_))
         ));
     }

@@ -12,7 +12,7 @@ use sluice_cluster::NodeId;
 
 use super::peer::{PeerCall, PeerRefused};
 use crate::broker::Broker;
-use crate::browse::{BrowseFrom, BrowsePage};
+use crate::browse::{BrowsePage, BrowseRequest};
 use crate::error::BrokerError;
 use crate::publish::NewRecord;
 
@@ -20,16 +20,6 @@ use crate::publish::NewRecord;
 pub const COMMIT_WAIT: Duration = Duration::from_secs(30);
 /// How long a console waits for another node's browse.
 const BROWSE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// What a browse asks another node for.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct BrowseAsk {
-    pub topic: String,
-    pub partition: i32,
-    pub from: BrowseFrom,
-    pub newest_first: bool,
-    pub limit: usize,
-}
 
 /// A record to write on another node, bytes in base64.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -165,33 +155,20 @@ impl Broker {
     /// committed records), else the leader's.
     pub async fn browse_anywhere(
         self: &Arc<Self>,
-        topic: &str,
-        partition: i32,
-        from: BrowseFrom,
-        newest_first: bool,
-        limit: usize,
+        request: BrowseRequest,
     ) -> Result<BrowsePage, BrokerError> {
-        let leader = match self.placement(topic, partition)? {
+        let leader = match self.placement(&request.topic, request.partition)? {
             (_, true) => {
-                let (broker, topic) = (Arc::clone(self), topic.to_string());
-                return tokio::task::spawn_blocking(move || {
-                    broker.browse(&topic, partition, from, newest_first, limit)
-                })
-                .await
-                .map_err(|e| BrokerError::InvalidRequest(format!("the browse failed: {e}")))?;
+                let broker = Arc::clone(self);
+                return tokio::task::spawn_blocking(move || broker.browse(&request))
+                    .await
+                    .map_err(|e| BrokerError::InvalidRequest(format!("the browse failed: {e}")))?;
             }
             (Leader::Other(leader), false) => leader,
-            (_, false) => return Err(offline(topic, partition)),
+            (_, false) => return Err(offline(&request.topic, request.partition)),
         };
-        let call = PeerCall::Browse(BrowseAsk {
-            topic: topic.to_string(),
-            partition,
-            from,
-            newest_first,
-            limit,
-        });
         let page = self
-            .ask_peer(leader, &call, BROWSE_TIMEOUT)
+            .ask_peer(leader, &PeerCall::Browse(request), BROWSE_TIMEOUT)
             .await
             .map_err(|e| refused(leader, e))?;
         serde_json::from_value(page).map_err(|e| {

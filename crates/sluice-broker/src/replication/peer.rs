@@ -25,8 +25,9 @@ use sluice_cluster::runtime::ClusterNode;
 use sluice_cluster::NodeId;
 use sluice_log::Marker;
 
-use super::cluster_messages::{BrowseAsk, PublishAsk};
+use super::cluster_messages::PublishAsk;
 use crate::broker::Broker;
+use crate::browse::BrowseRequest;
 use crate::txn::state::PendingOffset;
 
 /// How long a call may take: a marker or offset write waits for its commit (5 s at most).
@@ -91,7 +92,7 @@ pub(crate) enum PeerCall {
     Groups,
     /// A console's message browser on a partition the asking node holds no replica of
     /// (answered with a `browse::BrowsePage`).
-    Browse(BrowseAsk),
+    Browse(BrowseRequest),
     /// A console's test record for a partition the receiver leads, answered with its
     /// (partition, offset) once committed.
     Publish(PublishAsk),
@@ -195,11 +196,7 @@ impl Broker {
 
         let outcome = match call {
             PeerCall::Report { lag_of } => {
-                let report = self.node_report(lag_of.as_deref());
-                let outcome: PeerOutcome = serde_json::to_value(report)
-                    .map_err(|e| (ResponseError::UnknownServerError.code(), e.to_string()));
-                return serde_json::to_string(&outcome)
-                    .map_err(|e| format!("cannot encode an answer: {e}"));
+                return answered(Ok(self.node_report(lag_of.as_deref())));
             }
             PeerCall::DeleteRecords {
                 topic,
@@ -211,33 +208,14 @@ impl Broker {
                 let deleted = self
                     .delete_records_here(&topic, partition, before, wait)
                     .await;
-                let outcome: PeerOutcome = match deleted {
-                    Ok(start) => Ok(serde_json::Value::from(start.0)),
-                    Err(e) => Err((e.code(), e.to_string())),
-                };
-                return serde_json::to_string(&outcome)
-                    .map_err(|e| format!("cannot encode an answer: {e}"));
+                return answered(deleted.map(|start| start.0));
             }
-            PeerCall::Browse(ask) => {
+            PeerCall::Browse(request) => {
                 let broker = Arc::clone(&self);
-                let page = tokio::task::spawn_blocking(move || {
-                    broker.browse(
-                        &ask.topic,
-                        ask.partition,
-                        ask.from,
-                        ask.newest_first,
-                        ask.limit,
-                    )
-                })
-                .await
-                .map_err(|e| format!("the browse failed: {e}"))?;
-                let outcome: PeerOutcome = match page {
-                    Ok(page) => serde_json::to_value(page)
-                        .map_err(|e| (ResponseError::UnknownServerError.code(), e.to_string())),
-                    Err(e) => Err((e.code(), e.to_string())),
-                };
-                return serde_json::to_string(&outcome)
-                    .map_err(|e| format!("cannot encode an answer: {e}"));
+                let page = tokio::task::spawn_blocking(move || broker.browse(&request))
+                    .await
+                    .map_err(|e| format!("the browse failed: {e}"))?;
+                return answered(page);
             }
             PeerCall::Publish(ask) => {
                 let landed = match ask.record() {
@@ -246,25 +224,11 @@ impl Broker {
                     }
                     Err(e) => Err(e),
                 };
-                let outcome: PeerOutcome = match landed {
-                    Ok(landed) => serde_json::to_value(landed)
-                        .map_err(|e| (ResponseError::UnknownServerError.code(), e.to_string())),
-                    Err(e) => Err((e.code(), e.to_string())),
-                };
-                return serde_json::to_string(&outcome)
-                    .map_err(|e| format!("cannot encode an answer: {e}"));
+                return answered(landed);
             }
-            PeerCall::Groups => {
-                let outcome: PeerOutcome = serde_json::to_value(self.group_reports_here())
-                    .map_err(|e| (ResponseError::UnknownServerError.code(), e.to_string()));
-                return serde_json::to_string(&outcome)
-                    .map_err(|e| format!("cannot encode an answer: {e}"));
-            }
+            PeerCall::Groups => return answered(Ok(self.group_reports_here())),
             PeerCall::LogEnds { partitions } => {
-                let outcome: PeerOutcome = serde_json::to_value(self.log_ends_here(&partitions))
-                    .map_err(|e| (ResponseError::UnknownServerError.code(), e.to_string()));
-                return serde_json::to_string(&outcome)
-                    .map_err(|e| format!("cannot encode an answer: {e}"));
+                return answered(Ok(self.log_ends_here(&partitions)));
             }
             PeerCall::Markers {
                 producer_id,
@@ -354,4 +318,15 @@ impl Broker {
             })?;
         crate::commit::committed(waits).await
     }
+}
+
+/// The encoded answer to a call whose outcome is a value: the value, or the Kafka error the
+/// broker refused with.
+fn answered<T: Serialize>(result: Result<T, crate::error::BrokerError>) -> Result<String, String> {
+    let outcome: PeerOutcome = match result {
+        Ok(value) => serde_json::to_value(value)
+            .map_err(|e| (ResponseError::UnknownServerError.code(), e.to_string())),
+        Err(e) => Err((e.code(), e.to_string())),
+    };
+    serde_json::to_string(&outcome).map_err(|e| format!("cannot encode an answer: {e}"))
 }

@@ -120,8 +120,10 @@ impl MetadataNode {
         .map_err(|e| StartError::Raft(e.to_string()))?;
         let voter = config.voters.contains_key(&config.node_id);
         let vote_guard = super::wiped_voter::VoteGuard::default();
-        if fresh && voter {
-            let alone = config.voters.keys().all(|id| *id == config.node_id);
+        // Every node with an empty store, voter or not: a node made a voter at run time
+        // (AddRaftVoter) is one in the group's membership though `--cluster` does not list it.
+        if fresh {
+            let alone = voter && config.voters.keys().all(|id| *id == config.node_id);
             let probe = if alone {
                 Probe::New
             } else {
@@ -132,13 +134,14 @@ impl MetadataNode {
                     tracing::warn!(
                         node = config.node_id,
                         committed = index,
-                        "this voter's metadata store is empty but the group exists (a wiped \
+                        "this node's metadata store is empty but the group exists (a wiped \
                          disk?): it does not vote until a leader has brought its log up to the \
                          group's"
                     );
                     vote_guard.hold_until(index);
                 }
-                Probe::New => initialize(&raft, &config.voters).await?,
+                Probe::New if voter => initialize(&raft, &config.voters).await?,
+                Probe::New => {}
                 Probe::Unreached => {
                     tracing::info!(
                         node = config.node_id,
@@ -190,21 +193,31 @@ impl MetadataNode {
                 _ = shutdown.cancelled() => return,
                 _ = tick.tick() => {}
             }
+            let leader = self.raft.metrics().borrow().current_leader;
+            let led = leader.is_some_and(|l| l != self.id);
+            if guard.is_undecided() && led {
+                // A leader reached this node first: the group exists.
+                guard.hold_until(1);
+            }
             if guard.is_undecided() {
                 match super::wiped_voter::probe(&self.pool, self.id, &self.voters).await {
                     Probe::Unreached => continue,
                     Probe::New => {
-                        if let Err(e) = initialize(&self.raft, &self.voters).await {
-                            tracing::warn!(error = %e, "bootstrapping the metadata group failed");
+                        if self.voters.contains_key(&self.id) {
+                            if let Err(e) = initialize(&self.raft, &self.voters).await {
+                                tracing::warn!(error = %e, "bootstrapping the metadata group failed");
+                            }
                         }
                         guard.open();
-                        tracing::info!("another voter answered, as empty as this one: a new group");
+                        tracing::info!(
+                            "the voters that answered are as empty as this node: a new group"
+                        );
                         return;
                     }
                     Probe::Exists(index) => {
                         tracing::warn!(
                             committed = index,
-                            "this voter's metadata store is empty but the group exists (a wiped \
+                            "this node's metadata store is empty but the group exists (a wiped \
                              disk?): it does not vote until a leader has brought its log up to \
                              the group's"
                         );

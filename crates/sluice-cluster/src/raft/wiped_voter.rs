@@ -13,6 +13,11 @@
 //!                                                      a leader is known, then until this log
 //!                                                      reaches what that leader had applied
 //! ```
+//! Every node that starts with an empty store does this, not only the voters its `--cluster`
+//! lists: a node made a voter at run time (AddRaftVoter) is a voter in the group's membership,
+//! which a wiped node no longer knows. Learners never vote, so the guard costs them nothing; a
+//! node that a leader reaches while it waits for answers knows the group exists.
+//!
 //! A new group forms only with a majority of its voters up, so waiting for one of them to
 //! answer costs a first start nothing but the wait. KRaft closes the same hole with voter
 //! directory ids (KIP-853). Not covered: a node whose `--cluster` lists no other voter (a
