@@ -4,6 +4,7 @@ data directory, and helpers that wait on conditions with deadlines (never bare s
 import json
 import re
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -33,7 +34,30 @@ def log_prefix():
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:100] + "--" if name else ""
 
 
+_taken_ports = set()
+
+
 def free_port():
+    """A free loopback port below the kernel's ephemeral range, never handed out twice in one
+    run. A port drawn from the ephemeral range (bind to port 0) may be taken as the source port
+    of any outgoing connection (a client, a node dialing a peer) before the broker binds it,
+    and the broker then fails to start ("Address already in use": seen in CI)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            ephemeral_low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral_low = 0
+    for _ in range(200 if ephemeral_low > 10_001 else 0):
+        port = random.randrange(10_000, ephemeral_low)
+        if port in _taken_ports:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _taken_ports.add(port)
+        return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]

@@ -12,7 +12,6 @@ that is running and not paused. Every wait has a deadline (conftest.wait_until).
 
 import contextlib
 import os
-import random
 import re
 import shutil
 import signal
@@ -35,30 +34,10 @@ if os.environ.get("SLUICE_TEST_RDKAFKA_DEBUG"):
     CLIENT_DEFAULTS["debug"] = os.environ["SLUICE_TEST_RDKAFKA_DEBUG"]
 
 
-_taken_ports = set()
-
-
 def cluster_port():
-    """A free loopback port below the kernel's ephemeral range. conftest.free_port() draws from
-    that range, where any outgoing connection (a client, a node dialing a peer) may take the
-    port as its source while a node is down between kill and restart; a cluster keeps 3 ports
-    per node across many restarts, and that race made nodes fail to bind."""
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-            ephemeral_low = int(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return free_port()
-    for _ in range(200):
-        port = random.randrange(10_000, max(ephemeral_low, 10_001))
-        if port in _taken_ports:
-            continue
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        _taken_ports.add(port)
-        return port
+    """A free loopback port below the kernel's ephemeral range (conftest.free_port): a cluster
+    keeps 3 ports per node across many restarts, and a port in the ephemeral range could be
+    taken as the source port of an outgoing connection while its node is down."""
     return free_port()
 
 
