@@ -120,6 +120,8 @@ impl Controller {
         let replaced = known
             .and_then(|n| n.registration.directory)
             .is_some_and(|old| registration.directory.is_some_and(|new| new != old));
+        let restarted =
+            known.is_some_and(|n| n.registration.incarnation != registration.incarnation);
         let mut records = Vec::new();
         if !unchanged {
             records.push(MetadataRecord::RegisterNode(registration));
@@ -128,8 +130,22 @@ impl Controller {
             records.extend(storage_replaced(state, node));
             return records;
         }
+        // A restarted process (a new incarnation) that still leads — its fencing had not come
+        // yet — leads on in a new epoch: it may have lost what no fsync covered, and may write
+        // other records at those offsets; a new epoch makes every follower find where its log
+        // diverges instead of taking them as the same records (found by the simulation).
         for (topic, index, p) in state.partitions() {
-            if p.leader.is_none() && p.isr.contains(&node) {
+            if restarted && p.leader == Some(node) {
+                records.push(MetadataRecord::ChangePartition {
+                    topic: topic.id,
+                    partition: index,
+                    change: PartitionChange {
+                        leader_epoch: p.leader_epoch.next(),
+                        partition_epoch: p.partition_epoch.next(),
+                        ..p.clone()
+                    },
+                });
+            } else if p.leader.is_none() && p.isr.contains(&node) {
                 // The other members that are still fenced leave the ISR now that it has a
                 // leader again; they rejoin once they catch up.
                 let isr = p
@@ -144,10 +160,20 @@ impl Controller {
         records
     }
 
-    /// A node is alive. Returns whether it is registered and unfenced; a fenced node must
-    /// register again (it may have missed its own fencing).
-    pub fn heartbeat(&mut self, state: &ClusterState, node: NodeId, now_ms: i64) -> bool {
-        if !state.is_live(node) {
+    /// A node is alive. Returns whether it is registered and unfenced in this `incarnation`;
+    /// a fenced node must register again (it may have missed its own fencing), and so must a
+    /// restarted process that its fencing has not reached yet.
+    pub fn heartbeat(
+        &mut self,
+        state: &ClusterState,
+        node: NodeId,
+        incarnation: Option<Uuid>,
+        now_ms: i64,
+    ) -> bool {
+        let registered = state.nodes.get(&node).is_some_and(|n| {
+            incarnation.is_none_or(|i| i == n.registration.incarnation)
+        });
+        if !registered || !state.is_live(node) {
             return false;
         }
         self.last_heartbeat_ms.insert(node, now_ms);

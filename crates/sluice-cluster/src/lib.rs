@@ -12,6 +12,7 @@
 //! records to append, so tests and the simulation drive it without sockets or sleeps.
 
 pub mod controller;
+pub mod divergence;
 pub mod ids;
 pub mod metadata;
 pub mod peer;

@@ -343,11 +343,20 @@ impl ClusterNode {
         Ok(true)
     }
 
-    async fn heartbeat_here(&self, node: NodeId) -> Result<bool, ProposeError> {
+    async fn heartbeat_here(
+        &self,
+        node: NodeId,
+        incarnation: Option<uuid::Uuid>,
+    ) -> Result<bool, ProposeError> {
         let mut guard = self.controller.lock().await;
         let controller = self.current_controller(&mut guard).await?;
         let applied = self.metadata.applied();
-        let live = controller.heartbeat(&applied.borrow().state, node, self.clock.now_ms());
+        let live = controller.heartbeat(
+            &applied.borrow().state,
+            node,
+            incarnation,
+            self.clock.now_ms(),
+        );
         Ok(live)
     }
 
@@ -355,13 +364,14 @@ impl ClusterNode {
     /// know it as live (first start, a restart, or fenced while it was away).
     async fn heartbeat_once(&self) {
         let node = self.registration.node;
+        let incarnation = self.registration.incarnation;
         // The lease runs from before the question: the controller's session began no earlier.
         let before = self.clock.now_ms();
         let live = if self.metadata.is_leader() {
             // A metadata leader that was paused still believes it leads until it hears of a
             // newer term: it confirms its leadership with a quorum before it confirms itself.
             match self.metadata.raft().ensure_linearizable().await {
-                Ok(_) => self.heartbeat_here(node).await,
+                Ok(_) => self.heartbeat_here(node, Some(incarnation)).await,
                 Err(e) => Err(ProposeError::Raft(e.to_string())),
             }
         } else {
@@ -375,7 +385,13 @@ impl ClusterNode {
             );
             match self
                 .metadata
-                .call_leader_within(&InternalRequest::Heartbeat { node }, within)
+                .call_leader_within(
+                    &InternalRequest::Heartbeat {
+                        node,
+                        incarnation: Some(incarnation),
+                    },
+                    within,
+                )
                 .await
             {
                 Ok(InternalResponse::Registered(r)) => r,
@@ -420,8 +436,8 @@ impl InternalHandler for ClusterNode {
             InternalRequest::Register(registration) => {
                 InternalResponse::Registered(self.register_here(registration).await)
             }
-            InternalRequest::Heartbeat { node } => {
-                InternalResponse::Registered(self.heartbeat_here(node).await)
+            InternalRequest::Heartbeat { node, incarnation } => {
+                InternalResponse::Registered(self.heartbeat_here(node, incarnation).await)
             }
             InternalRequest::Controller(request) => {
                 InternalResponse::Controller(self.ask_here(request).await)

@@ -18,7 +18,7 @@ use crate::offset::{LeaderEpoch, Offset};
 pub(crate) const FILE_NAME: &str = "leader-epoch-checkpoint";
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct EpochCache {
+pub struct EpochCache {
     /// (epoch, first offset), both strictly increasing.
     entries: Vec<(LeaderEpoch, Offset)>,
 }
@@ -60,17 +60,17 @@ impl EpochCache {
             .map_err(|e| LogError::io("replace", dir.join(FILE_NAME), e))
     }
 
-    pub(crate) fn entries(&self) -> &[(LeaderEpoch, Offset)] {
+    pub fn entries(&self) -> &[(LeaderEpoch, Offset)] {
         &self.entries
     }
 
-    pub(crate) fn latest(&self) -> Option<LeaderEpoch> {
+    pub fn latest(&self) -> Option<LeaderEpoch> {
         self.entries.last().map(|e| e.0)
     }
 
     /// Notes that `epoch` starts at `offset` if it is newer than the latest; returns whether
     /// the cache changed. Older or negative epochs change nothing.
-    pub(crate) fn assign(&mut self, epoch: LeaderEpoch, offset: Offset) -> bool {
+    pub fn assign(&mut self, epoch: LeaderEpoch, offset: Offset) -> bool {
         if epoch.0 < 0 || self.latest().is_some_and(|latest| latest >= epoch) {
             return false;
         }
@@ -80,7 +80,7 @@ impl EpochCache {
 
     /// Forgets the epochs that start at or after `end` (the log was cut there); returns whether
     /// the cache changed.
-    pub(crate) fn truncate_from_end(&mut self, end: Offset) -> bool {
+    pub fn truncate_from_end(&mut self, end: Offset) -> bool {
         let before = self.entries.len();
         self.entries.retain(|(_, start)| *start < end);
         self.entries.len() != before
@@ -88,7 +88,7 @@ impl EpochCache {
 
     /// The log now starts at `start`: epochs that ended before it go, and the one it falls in
     /// starts there. Returns whether the cache changed.
-    pub(crate) fn truncate_from_start(&mut self, start: Offset) -> bool {
+    pub fn truncate_from_start(&mut self, start: Offset) -> bool {
         let covering = self.entries.iter().rposition(|(_, s)| *s <= start);
         let Some(keep_from) = covering else {
             return false;
@@ -103,7 +103,7 @@ impl EpochCache {
     /// this log has, and the first offset of the next epoch (or `log_end` for the latest).
     /// `None` when `epoch` is newer than any here or the cache is empty: Kafka answers
     /// UNDEFINED_EPOCH and UNDEFINED_EPOCH_OFFSET then.
-    pub(crate) fn end_offset_for(
+    pub fn end_offset_for(
         &self,
         epoch: LeaderEpoch,
         log_end: Offset,

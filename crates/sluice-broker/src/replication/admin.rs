@@ -356,27 +356,18 @@ impl Broker {
         before: i64,
         wait: Duration,
     ) -> Result<sluice_log::Offset, BrokerError> {
-        let placement = self.replication.get().map(|r| {
-            let leader = r
-                .state()
-                .state
-                .partition_by_name(topic, partition)
-                .map(|(_, p)| p.leader);
-            (r.me(), leader)
-        });
-        let leader = match placement {
-            None | Some((_, None)) => return self.delete_records(topic, partition, before),
-            Some((me, Some(Some(leader)))) if leader == me => {
+        use super::cluster_messages::{offline, Leader};
+        if self.replication.get().is_none() {
+            return self.delete_records(topic, partition, before);
+        }
+        let leader = match self.placement(topic, partition)?.0 {
+            Leader::Me => {
                 return self
                     .delete_records_here(topic, partition, before, wait)
                     .await
             }
-            Some((_, Some(None))) => {
-                return Err(BrokerError::NotLeader(format!(
-                    "{topic}-{partition} has no leader now (offline)"
-                )))
-            }
-            Some((_, Some(Some(leader)))) => leader,
+            Leader::Other(leader) => leader,
+            Leader::Nobody => return Err(offline(topic, partition)),
         };
         let call = super::PeerCall::DeleteRecords {
             topic: topic.to_string(),

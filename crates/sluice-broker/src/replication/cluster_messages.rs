@@ -102,7 +102,7 @@ pub(crate) fn refused(node: NodeId, refused: PeerRefused) -> BrokerError {
 }
 
 /// Who leads a partition, as this node's metadata has it.
-enum Leader {
+pub(super) enum Leader {
     /// This node (or no cluster: the node alone).
     Me,
     Other(NodeId),
@@ -112,7 +112,7 @@ enum Leader {
 
 impl Broker {
     /// Who leads the partition, and whether this node holds a replica of it.
-    fn placement(&self, topic: &str, partition: i32) -> Result<(Leader, bool), BrokerError> {
+    pub(super) fn placement(&self, topic: &str, partition: i32) -> Result<(Leader, bool), BrokerError> {
         let Some(replication) = self.replication.get() else {
             return Ok((Leader::Me, true));
         };
@@ -219,6 +219,6 @@ impl Broker {
     }
 }
 
-fn offline(topic: &str, partition: i32) -> BrokerError {
+pub(super) fn offline(topic: &str, partition: i32) -> BrokerError {
     BrokerError::NotLeader(format!("{topic}-{partition} has no leader now (offline)"))
 }

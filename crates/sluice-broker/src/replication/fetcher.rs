@@ -99,6 +99,18 @@ pub(super) async fn run(
                 _ => PARTITION_MAX_BYTES,
             })
             .collect();
+        // Under flush.mode=sync the fetch offset is what the leader counts this follower as
+        // holding for certain: what it wrote as a leader and has not fsynced yet (it just
+        // became a follower) is fsynced before it is claimed (found by the simulation).
+        for (_, p) in &partitions {
+            let (end, _) = p.fetch_position();
+            if p.config().flush == FlushMode::Sync && p.progress().durable < end {
+                tokio::select! {
+                    () = shutdown.cancelled() => return,
+                    _ = p.wait_durable(end) => {}
+                }
+            }
+        }
         // The epoch each partition is fetched in: answers apply only if it still holds.
         let epochs: Vec<i32> = partitions.iter().map(|(_, p)| p.leader_epoch().0).collect();
         let request = fetch_request(me, &partitions, &epochs, &limits);
@@ -204,11 +216,10 @@ async fn apply(
         return false;
     }
     if data.diverging_epoch.epoch >= 0 {
-        let leader_end = Offset(data.diverging_epoch.end_offset);
-        let ours = p
-            .end_offset_for_epoch(LeaderEpoch(data.diverging_epoch.epoch))
-            .map_or(leader_end, |(_, end)| end);
-        let to = leader_end.min(ours);
+        let to = sluice_cluster::divergence::truncation_point(
+            Offset(data.diverging_epoch.end_offset),
+            p.end_offset_for_epoch(LeaderEpoch(data.diverging_epoch.epoch)),
+        );
         if let Err(e) = p.truncate_to(leader, epoch, to) {
             tracing::error!(partition = ?p, error = %e, "cannot truncate to the leader's log");
             return false;

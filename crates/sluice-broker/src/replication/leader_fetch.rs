@@ -157,36 +157,25 @@ fn read_one(
     if !p.progress().leading {
         return base.with_error_code(ResponseError::NotLeaderOrFollower.code());
     }
-    if w.last_fetched_epoch >= 0 {
-        match p.end_offset_for_epoch(LeaderEpoch(w.last_fetched_epoch)) {
-            Some((e, end)) if e.0 != w.last_fetched_epoch || end < w.fetch_offset => {
-                let progress = p.progress();
-                return base
-                    .with_high_watermark(progress.visible.0)
-                    .with_log_start_offset(progress.log_start.0)
-                    .with_diverging_epoch(
-                        EpochEndOffset::default()
-                            .with_epoch(e.0)
-                            .with_end_offset(end.0),
-                    );
-            }
-            Some(_) => {}
-            // Newer than any epoch that wrote here: none of the follower's records of that
-            // epoch are here (this leader's own epoch began at its log end, and it has written
-            // nothing in it yet). The follower goes back to where our newest epoch ends.
-            None => {
-                let progress = p.progress();
-                let (end, latest) = p.fetch_position();
-                return base
-                    .with_high_watermark(progress.visible.0)
-                    .with_log_start_offset(progress.log_start.0)
-                    .with_diverging_epoch(
-                        EpochEndOffset::default()
-                            .with_epoch(latest.map_or(w.last_fetched_epoch, |e| e.0))
-                            .with_end_offset(end.0),
-                    );
-            }
-        }
+    let epoch_end = (w.last_fetched_epoch >= 0)
+        .then(|| p.end_offset_for_epoch(LeaderEpoch(w.last_fetched_epoch)))
+        .flatten();
+    let diverged = sluice_cluster::divergence::diverging(
+        w.last_fetched_epoch,
+        w.fetch_offset,
+        epoch_end,
+        p.fetch_position(),
+    );
+    if let Some((epoch, end)) = diverged {
+        let progress = p.progress();
+        return base
+            .with_high_watermark(progress.visible.0)
+            .with_log_start_offset(progress.log_start.0)
+            .with_diverging_epoch(
+                EpochEndOffset::default()
+                    .with_epoch(epoch.0)
+                    .with_end_offset(end.0),
+            );
     }
     let fetched = p.on_follower_fetch(follower, w.fetch_offset, w.log_start, broker.liveness_ms());
     if let Some(change) = fetched {

@@ -59,6 +59,10 @@ pub struct Replication {
     following: tokio::sync::watch::Sender<bool>,
     /// Whether the controller session held at the last tick.
     had_session: std::sync::atomic::AtomicBool,
+    /// The leader epochs this node's metadata gave it when this process started, before it
+    /// registered again: it may have lost what it wrote in them (what no fsync covered), so it
+    /// does not write in them again; the controller gives it a new epoch when it registers.
+    inherited: Mutex<Option<HashMap<(uuid::Uuid, i32), i32>>>,
     shutdown: CancellationToken,
 }
 
@@ -69,6 +73,35 @@ impl std::fmt::Debug for Replication {
 }
 
 impl Replication {
+    /// Whether `epoch` of the partition is one this node led before its process started
+    /// (see `inherited`). Decided at the first call, on the state it first follows: if that
+    /// state already holds this process's registration, the controller's epochs in it are new.
+    fn led_before_start(
+        &self,
+        state: &ClusterState,
+        topic: uuid::Uuid,
+        index: i32,
+        epoch: sluice_cluster::LeaderEpoch,
+    ) -> bool {
+        let mut inherited = self.inherited.lock();
+        let inherited = inherited.get_or_insert_with(|| {
+            let incarnation = self.node.registration().incarnation;
+            let registered = state
+                .nodes
+                .get(&self.me)
+                .is_some_and(|n| n.registration.incarnation == incarnation);
+            if registered {
+                return HashMap::new();
+            }
+            state
+                .partitions()
+                .filter(|(_, _, p)| p.leader == Some(self.me))
+                .map(|(t, i, p)| ((t.id, i), p.leader_epoch.0))
+                .collect()
+        });
+        inherited.get(&(topic, index)) == Some(&epoch.0)
+    }
+
     pub fn node(&self) -> &Arc<ClusterNode> {
         &self.node
     }
@@ -153,6 +186,7 @@ impl Broker {
             creating: Default::default(),
             following: tokio::sync::watch::Sender::new(false),
             had_session: Default::default(),
+            inherited: Mutex::new(None),
             shutdown: shutdown.clone(),
         });
         self.replication

@@ -49,7 +49,12 @@ impl Broker {
                 else {
                     continue;
                 };
-                if info.leader == Some(me) {
+                let inherited = info.leader == Some(me)
+                    && replication.led_before_start(state, topic.id, index, info.leader_epoch);
+                if inherited {
+                    // Led before this process started: a new epoch comes once it registers.
+                    p.follow(None, info.leader_epoch);
+                } else if info.leader == Some(me) {
                     let min = min_insync(&topic.configs, info.replicas.len());
                     p.lead(me, info, min, LAG_TIME_MAX_MS, now);
                 } else {

@@ -155,12 +155,16 @@ impl ClusterState {
                         expected: current.partition_epoch.next(),
                     });
                 }
-                let expected_epoch = if change.leader == current.leader {
-                    current.leader_epoch
+                // The leader epoch moves with the leader; a leader that restarted leads on
+                // in a new epoch (the controller's `register`).
+                let allowed = if change.leader == current.leader {
+                    change.leader_epoch == current.leader_epoch
+                        || (change.leader.is_some()
+                            && change.leader_epoch == current.leader_epoch.next())
                 } else {
-                    current.leader_epoch.next()
+                    change.leader_epoch == current.leader_epoch.next()
                 };
-                if change.leader_epoch != expected_epoch {
+                if !allowed {
                     return Err(ApplyError::InvalidPartition(format!(
                         "leader epoch {:?} after {:?} (leader {:?} → {:?})",
                         change.leader_epoch, current.leader_epoch, current.leader, change.leader

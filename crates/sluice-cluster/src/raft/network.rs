@@ -39,6 +39,10 @@ pub enum InternalRequest {
     /// A node is alive, for the controller.
     Heartbeat {
         node: NodeId,
+        /// The process's incarnation: a restarted node is live only once it registered
+        /// again (absent from nodes that predate it: not checked).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        incarnation: Option<uuid::Uuid>,
     },
     /// A request for the controller (topic administration, ISR changes, producer ids).
     Controller(crate::requests::ControllerRequest),
@@ -163,7 +167,7 @@ pub async fn serve<H: InternalHandler>(
                     }
                 };
                 match &request {
-                    InternalRequest::Heartbeat { node } => heartbeats = Some(*node),
+                    InternalRequest::Heartbeat { node, .. } => heartbeats = Some(*node),
                     InternalRequest::Register(r) => heartbeats = Some(r.node),
                     _ => {}
                 }
