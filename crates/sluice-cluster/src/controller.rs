@@ -170,9 +170,10 @@ impl Controller {
         incarnation: Option<Uuid>,
         now_ms: i64,
     ) -> bool {
-        let registered = state.nodes.get(&node).is_some_and(|n| {
-            incarnation.is_none_or(|i| i == n.registration.incarnation)
-        });
+        let registered = state
+            .nodes
+            .get(&node)
+            .is_some_and(|n| incarnation.is_none_or(|i| i == n.registration.incarnation));
         if !registered || !state.is_live(node) {
             return false;
         }

@@ -3,7 +3,8 @@
 //! schedules of heartbeats, crashes, restarts and ISR requests. After every step: every record
 //! the controller emitted applies on the state as is (so every node applies it alike), and the
 //! partition invariants hold — the leader is a live in-sync replica, only an in-sync replica
-//! ever becomes leader, the leader epoch moves exactly when the leader does, and a fenced node
+//! ever becomes leader, the leader epoch moves exactly when the leader does (or its process
+//! restarted), and a fenced node
 //! is in an ISR only while the partition has no leader (the last in-sync replicas wait there
 //! for one of them to return).
 
@@ -121,7 +122,7 @@ impl Cluster {
             .collect();
         for n in alive {
             if n != dead {
-                self.controller.heartbeat(&self.state, n, self.now_ms);
+                self.controller.heartbeat(&self.state, n, None, self.now_ms);
             }
         }
         self.tick();
@@ -194,7 +195,21 @@ fn check(before: &ClusterState, after: &ClusterState) {
                 );
             }
         } else {
-            assert_eq!(p.leader_epoch, old.leader_epoch);
+            // A leader that restarted (a new incarnation) leads on in the next epoch.
+            let restarted = p.leader.is_some_and(|l| {
+                let incarnation =
+                    |s: &ClusterState| s.nodes.get(&l).map(|n| n.registration.incarnation);
+                incarnation(before) != incarnation(after)
+            });
+            if restarted {
+                assert_eq!(
+                    p.leader_epoch,
+                    old.leader_epoch.next(),
+                    "a restarted leader"
+                );
+            } else {
+                assert_eq!(p.leader_epoch, old.leader_epoch);
+            }
         }
         assert!(p.partition_epoch >= old.partition_epoch);
     }
@@ -210,7 +225,7 @@ fn a_dead_leader_is_replaced_by_an_in_sync_replica() {
     c.now_ms = SESSION_MS + 1;
     for n in 1..=3 {
         if NodeId(n) != dead {
-            assert!(c.controller.heartbeat(&c.state, NodeId(n), c.now_ms));
+            assert!(c.controller.heartbeat(&c.state, NodeId(n), None, c.now_ms));
         }
     }
     c.tick();
@@ -220,7 +235,7 @@ fn a_dead_leader_is_replaced_by_an_in_sync_replica() {
     assert_eq!(p0.leader_epoch, LeaderEpoch(1));
     assert!(!p0.isr.contains(&dead));
     // A fenced node's heartbeat is refused: it must register again.
-    assert!(!c.controller.heartbeat(&c.state, dead, c.now_ms));
+    assert!(!c.controller.heartbeat(&c.state, dead, None, c.now_ms));
     c.register(dead.0);
     assert!(c.state.is_live(dead));
     assert!(
@@ -402,7 +417,7 @@ fn preferred_away_and_back(c: &mut Cluster, topic: Uuid) -> NodeId {
     c.now_ms = SESSION_MS + 1;
     for n in 1..=3 {
         if NodeId(n) != preferred {
-            c.controller.heartbeat(&c.state, NodeId(n), c.now_ms);
+            c.controller.heartbeat(&c.state, NodeId(n), None, c.now_ms);
         }
     }
     c.tick();
@@ -456,7 +471,7 @@ fn the_controller_balances_leaders_on_its_timer() {
     back_in_sync(&mut c, topic, preferred);
     let heartbeat_all = |c: &mut Cluster| {
         for n in 1..=3 {
-            c.controller.heartbeat(&c.state, NodeId(n), c.now_ms);
+            c.controller.heartbeat(&c.state, NodeId(n), None, c.now_ms);
         }
     };
     // Not before the interval has passed since the controller started ...
@@ -514,7 +529,7 @@ proptest! {
                 Event::Advance(ms) => {
                     c.now_ms += ms;
                     for n in &running {
-                        if !c.controller.heartbeat(&c.state, NodeId(*n), c.now_ms) {
+                        if !c.controller.heartbeat(&c.state, NodeId(*n), None, c.now_ms) {
                             // A fenced process learns it from the refused heartbeat.
                             let registration = registration_with(*n, directory(*n, wipes[n]));
                             let records = c.controller.register(&c.state, registration, c.now_ms);
@@ -588,4 +603,29 @@ fn broker_configs_are_kept_per_node_and_go_with_the_node() {
     c.commit(records);
     c.commit(vec![MetadataRecord::RemoveNode { node: NodeId(3) }]);
     assert!(!c.state.broker_configs.contains_key(&NodeId(3)));
+}
+
+#[test]
+fn a_leader_that_restarts_before_its_fencing_leads_on_in_a_new_epoch() {
+    let mut c = Cluster::new(3);
+    let topic = c.create_topic("orders", 1, 3);
+    let p0 = c.state.partition(topic, 0).unwrap().clone();
+    let leader = p0.leader.unwrap();
+    let old = c.state.nodes[&leader].registration.incarnation;
+    // The restarted process heartbeats with its new incarnation: not live until it registers.
+    assert!(c
+        .controller
+        .heartbeat(&c.state, leader, Some(old), c.now_ms));
+    assert!(!c
+        .controller
+        .heartbeat(&c.state, leader, Some(Uuid::new_v4()), c.now_ms));
+    c.register(leader.0);
+    let p0 = c.state.partition(topic, 0).unwrap();
+    assert_eq!(p0.leader, Some(leader));
+    assert_eq!(p0.leader_epoch, LeaderEpoch(1));
+    assert_eq!(p0.isr.len(), 3);
+    // Registering again with the same incarnation changes nothing.
+    let same = c.state.nodes[&leader].registration.clone();
+    let records = c.controller.register(&c.state, same, c.now_ms);
+    assert!(records.is_empty(), "{records:?}");
 }

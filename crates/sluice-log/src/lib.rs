@@ -34,9 +34,9 @@ pub mod testing;
 
 pub use batch::{validate_produce, BatchHeader, ValidatedBatch};
 pub use clock::{Clock, ManualClock, MonotonicClock, SystemClock};
-pub use epoch_cache::EpochCache;
 pub use config::{FlushMode, LogConfig, TimestampType};
 pub use control::Marker;
+pub use epoch_cache::EpochCache;
 pub use error::{BatchError, BatchErrorKind, LogError};
 pub use flush::FlushJob;
 pub use log::{AppendInfo, Log, RecoveryReport};

@@ -43,7 +43,10 @@ fn main() {
             for v in &outcome.violations {
                 println!("  {v}");
             }
-            println!("replay: sluice-sim --seed {seed} --nodes {} --trace", args.nodes);
+            println!(
+                "replay: sluice-sim --seed {seed} --nodes {} --trace",
+                args.nodes
+            );
             std::process::exit(1);
         }
         if args.seeds == 1 {

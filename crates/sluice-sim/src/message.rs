@@ -11,7 +11,11 @@ pub enum Msg {
     Heartbeat { sent_at: i64, incarnation: u128 },
     /// controller → node: `live` false asks the node to register again; the metadata log
     /// is `upto` records long.
-    HeartbeatAck { sent_at: i64, live: bool, upto: usize },
+    HeartbeatAck {
+        sent_at: i64,
+        live: bool,
+        upto: usize,
+    },
     /// node → controller, at every start and whenever it finds itself fenced.
     Register { incarnation: u128 },
     /// controller → node: the metadata log is `upto` records long.
@@ -25,7 +29,11 @@ pub enum Msg {
     },
     /// controller → leader: granted (`changed`: a new partition epoch follows in the
     /// metadata) or refused.
-    AlterIsrReply { ask: u64, granted: bool, changed: bool },
+    AlterIsrReply {
+        ask: u64,
+        granted: bool,
+        changed: bool,
+    },
     /// follower → leader.
     Fetch {
         id: u64,

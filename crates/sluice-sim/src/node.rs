@@ -70,6 +70,8 @@ pub struct Node {
     syncing: bool,
     next_fetch: u64,
     alter_ask: u64,
+    /// The ISR changes answered (or timed out), by ask.
+    answered: std::collections::BTreeSet<u64>,
     /// Produces waiting for the high watermark: (offset, request, value).
     waiting: Vec<(Offset, u64, u64)>,
     /// The leader epoch its metadata gave it at its start, before it registered again
@@ -97,6 +99,7 @@ impl Node {
             syncing: false,
             next_fetch: 1,
             alter_ask: 0,
+            answered: std::collections::BTreeSet::new(),
             waiting: Vec::new(),
             inherited: None,
         }
@@ -171,12 +174,11 @@ impl Sim {
                 granted,
                 changed,
             } => {
+                // Every answer settles the change, whichever ask it answers, as the
+                // broker's `send_isr_change` does; granted with a new partition epoch, it is
+                // settled when the metadata arrives.
                 let node = self.node(id);
-                if ask != node.alter_ask {
-                    return;
-                }
-                node.alter_ask += 1;
-                // Granted with a new partition epoch: settled when the metadata arrives.
+                node.answered.insert(ask);
                 if !(granted && changed) {
                     if let Role::Leader { replicas, .. } = &mut node.role {
                         replicas.on_alter_failed();
@@ -189,8 +191,13 @@ impl Sim {
                 last_fetched_epoch,
                 current_leader_epoch,
             } => {
-                let answer =
-                    self.serve_fetch(id, from, fetch_offset, last_fetched_epoch, current_leader_epoch);
+                let answer = self.serve_fetch(
+                    id,
+                    from,
+                    fetch_offset,
+                    last_fetched_epoch,
+                    current_leader_epoch,
+                );
                 self.send(id, from, Msg::FetchReply { id: fetch, answer });
             }
             Msg::FetchReply { id: fetch, answer } => self.fetched(id, fetch, answer),
@@ -247,8 +254,7 @@ impl Sim {
             }
             Timer::AlterTimeout { ask } => {
                 let node = self.node(id);
-                if node.alter_ask == ask {
-                    node.alter_ask += 1;
+                if node.answered.insert(ask) {
                     if let Role::Leader { replicas, .. } = &mut node.role {
                         replicas.on_alter_failed();
                     }
@@ -305,9 +311,10 @@ impl Sim {
             self.follow(id, None, p.leader_epoch.0);
         } else if p.leader == Some(NodeId(id)) {
             match &mut node.role {
-                Role::Leader { replicas, min_insync: m }
-                    if replicas.epochs().0 == p.leader_epoch =>
-                {
+                Role::Leader {
+                    replicas,
+                    min_insync: m,
+                } if replicas.epochs().0 == p.leader_epoch => {
                     if replicas.epochs().1 != p.partition_epoch {
                         let update = replicas.on_metadata(&p, now);
                         *m = min_insync(&p);
@@ -460,8 +467,8 @@ impl Sim {
         let Some((out, leader, epoch, _)) = node.fetch else {
             return;
         };
-        let follows = matches!(node.role, Role::Follower { leader: l } if l == leader)
-            && node.epoch == epoch;
+        let follows =
+            matches!(node.role, Role::Follower { leader: l } if l == leader) && node.epoch == epoch;
         if out != fetch {
             return;
         }
@@ -498,7 +505,8 @@ impl Sim {
                 }
                 node.high_watermark = node.high_watermark.max(high_watermark.min(node.log.end()));
                 if let Some(node) = self.nodes.get(&id) {
-                    self.checker.exposed(now, id, &node.log, node.high_watermark);
+                    self.checker
+                        .exposed(now, id, &node.log, node.high_watermark);
                 }
                 if copied {
                     self.node(id).syncing = true;
@@ -557,13 +565,15 @@ impl Sim {
             node.high_watermark = node.high_watermark.max(hw);
         }
         if let Some(node) = self.nodes.get(&id) {
-            self.checker.exposed(now, id, &node.log, node.high_watermark);
+            self.checker
+                .exposed(now, id, &node.log, node.high_watermark);
         }
         if let Some(isr) = update.alter_isr {
             let node = self.node(id);
             if let Role::Leader { replicas, .. } = &node.role {
                 let (leader_epoch, partition_epoch) = replicas.epochs();
                 let ask = node.alter_ask;
+                node.alter_ask += 1;
                 self.send(
                     id,
                     CONTROLLER,
@@ -606,4 +616,3 @@ impl Sim {
         );
     }
 }
-

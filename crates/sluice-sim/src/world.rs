@@ -25,7 +25,7 @@ use crate::node::Node;
 
 pub const TOPIC: &str = "sim";
 pub fn topic_id() -> Uuid {
-    Uuid::from_u128(0x5155_1CE)
+    Uuid::from_u128(0x0515_51CE)
 }
 
 /// What a run does.
@@ -431,15 +431,18 @@ impl Sim {
                 self.in_flight += 1;
                 self.send(CLIENT, target, Msg::Produce { id, value });
                 // A request whose answer is lost times out.
-                self.at(3_000, Event::Deliver {
-                    from: target,
-                    to: CLIENT,
-                    msg: Msg::ProduceReply {
-                        id,
-                        value,
-                        result: Err("request timed out"),
+                self.at(
+                    3_000,
+                    Event::Deliver {
+                        from: target,
+                        to: CLIENT,
+                        msg: Msg::ProduceReply {
+                            id,
+                            value,
+                            result: Err("request timed out"),
+                        },
                     },
-                });
+                );
             }
         }
         let next = self.rng.gen_range(2..=15);
@@ -508,7 +511,8 @@ impl Sim {
         self.checker.final_log(self.now, leader.0, &leader_log);
         for (id, node) in &self.nodes {
             if node.log.end() != leader_log.end()
-                || (0..leader_log.end().0).any(|o| node.log.value(Offset(o)) != leader_log.value(Offset(o)))
+                || (0..leader_log.end().0)
+                    .any(|o| node.log.value(Offset(o)) != leader_log.value(Offset(o)))
             {
                 let what = format!(
                     "node {id} ends at {} with a log unlike its leader {}'s (ends at {})",

@@ -112,7 +112,11 @@ pub(super) enum Leader {
 
 impl Broker {
     /// Who leads the partition, and whether this node holds a replica of it.
-    pub(super) fn placement(&self, topic: &str, partition: i32) -> Result<(Leader, bool), BrokerError> {
+    pub(super) fn placement(
+        &self,
+        topic: &str,
+        partition: i32,
+    ) -> Result<(Leader, bool), BrokerError> {
         let Some(replication) = self.replication.get() else {
             return Ok((Leader::Me, true));
         };
