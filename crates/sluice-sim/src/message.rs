@@ -9,16 +9,13 @@ use crate::network::Endpoint;
 pub enum Msg {
     /// node → controller; the lease runs from `sent_at`.
     Heartbeat { sent_at: i64, incarnation: u128 },
-    /// controller → node: `live` false asks the node to register again; the metadata log
-    /// is `upto` records long.
-    HeartbeatAck {
-        sent_at: i64,
-        live: bool,
-        upto: usize,
-    },
+    /// controller → node: `live` false asks the node to register again. It carries no
+    /// metadata: that comes by the metadata log's own replication, as it does in the broker.
+    HeartbeatAck { sent_at: i64, live: bool },
     /// node → controller, at every start and whenever it finds itself fenced.
     Register { incarnation: u128 },
-    /// controller → node: the metadata log is `upto` records long.
+    /// controller → node: the metadata log is `upto` records long (sent at every append and,
+    /// as Raft's heartbeats, every 100 ms).
     Metadata { upto: usize },
     /// partition leader → controller (AlterPartition).
     AlterIsr {

@@ -154,12 +154,7 @@ impl Sim {
 
     pub(crate) fn node_receives(&mut self, id: i32, from: Endpoint, msg: Msg) {
         match msg {
-            Msg::HeartbeatAck {
-                sent_at,
-                live,
-                upto,
-            } => {
-                self.catch_up(id, upto);
+            Msg::HeartbeatAck { sent_at, live } => {
                 let node = self.node(id);
                 if live {
                     node.confirmed_live = node.confirmed_live.max(sent_at);

@@ -272,6 +272,12 @@ impl Sim {
                 if self.now >= self.ctrl.down_until {
                     let records = self.ctrl.controller.tick(&self.ctrl.state, self.now);
                     self.append(records);
+                    // The metadata log's replication reaches every node that missed an append.
+                    let upto = self.ctrl.log.len();
+                    let ids: Vec<i32> = self.nodes.keys().copied().collect();
+                    for id in ids {
+                        self.send(CONTROLLER, id, Msg::Metadata { upto });
+                    }
                 }
                 self.at(100, Event::ControllerTick);
             }
@@ -336,7 +342,6 @@ impl Sim {
         if self.now < self.ctrl.down_until {
             return;
         }
-        let upto = self.ctrl.log.len();
         match msg {
             Msg::Heartbeat {
                 sent_at,
@@ -348,15 +353,7 @@ impl Sim {
                     Some(Uuid::from_u128(incarnation)),
                     self.now,
                 );
-                self.send(
-                    CONTROLLER,
-                    from,
-                    Msg::HeartbeatAck {
-                        sent_at,
-                        live,
-                        upto,
-                    },
-                );
+                self.send(CONTROLLER, from, Msg::HeartbeatAck { sent_at, live });
             }
             Msg::Register { incarnation } => {
                 let records = self.ctrl.controller.register(
