@@ -35,7 +35,7 @@ fn main() {
         trace: args.trace,
         ..Settings::default()
     };
-    let mut acked = 0;
+    let (mut acked, mut wipes, mut moved, mut truncations, mut offline) = (0, 0, 0, 0, 0);
     for seed in args.seed..args.seed.saturating_add(args.seeds) {
         let outcome = run(seed, &settings);
         if !outcome.violations.is_empty() {
@@ -53,9 +53,15 @@ fn main() {
             println!("seed {seed}: {:?}", outcome.stats);
         }
         acked += outcome.stats.acked;
+        wipes += outcome.stats.wipes;
+        moved += outcome.stats.reassignments_done;
+        truncations += outcome.stats.truncations;
+        offline += usize::from(outcome.stats.offline_after_wipe);
     }
     println!(
-        "{} seeds from {} passed ({acked} acknowledged writes checked)",
+        "{} seeds from {} passed ({acked} acknowledged writes checked; {truncations} \
+         divergent logs truncated, {wipes} disks wiped, {moved} reassignments completed; \
+         {offline} runs ended offline after a wiped disk)",
         args.seeds, args.seed
     );
 }

@@ -13,7 +13,7 @@ pub enum Msg {
     /// metadata: that comes by the metadata log's own replication, as it does in the broker.
     HeartbeatAck { sent_at: i64, live: bool },
     /// node → controller, at every start and whenever it finds itself fenced.
-    Register { incarnation: u128 },
+    Register { incarnation: u128, wipes: u32 },
     /// controller → node: the metadata log is `upto` records long (sent at every append and,
     /// as Raft's heartbeats, every 100 ms).
     Metadata { upto: usize },

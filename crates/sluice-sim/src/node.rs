@@ -77,6 +77,8 @@ pub struct Node {
     /// The leader epoch its metadata gave it at its start, before it registered again
     /// (`Replication::led_before_start`): it does not write in it.
     inherited: Option<Option<i32>>,
+    /// How many times its disk was wiped (its data directory id changes each time).
+    pub wipes: u32,
 }
 
 impl Node {
@@ -102,6 +104,7 @@ impl Node {
             answered: std::collections::BTreeSet::new(),
             waiting: Vec::new(),
             inherited: None,
+            wipes: 0,
         }
     }
 
@@ -138,12 +141,31 @@ impl Sim {
         self.timer(id, 1, Timer::Tick);
     }
 
-    /// SIGKILL: what no fsync covered is lost; the controller hears of it when its heartbeat
-    /// connection is refused.
-    pub(crate) fn crash_node(&mut self, id: i32) {
+    /// The node's disk is wiped while it is down: no log, no metadata, a new directory id.
+    pub(crate) fn wipe_node(&mut self, id: i32) {
+        self.node(id).wipes += 1;
+        if self.node(id).alive {
+            self.crash_node(id, true);
+        }
+        let node = self.node(id);
+        node.log = ReplicaLog::default();
+        node.state = ClusterState::default();
+        node.applied = 0;
+        node.high_watermark = Offset(0);
+        node.epoch = -1;
+        self.checker.cut(id, Offset(0));
+        self.check_isr();
+    }
+
+    /// The process dies; the controller hears of it when its heartbeat connection is refused.
+    /// A power loss (`power_loss`) also loses what no fsync covered; a SIGKILL does not (the
+    /// page cache keeps it).
+    pub(crate) fn crash_node(&mut self, id: i32, power_loss: bool) {
         let node = self.node(id);
         node.alive = false;
-        node.log.crash();
+        if power_loss {
+            node.log.crash();
+        }
         node.high_watermark = node.high_watermark.min(node.log.durable_end());
         let durable = node.log.durable_end();
         node.waiting.clear();
@@ -159,8 +181,8 @@ impl Sim {
                 if live {
                     node.confirmed_live = node.confirmed_live.max(sent_at);
                 } else {
-                    let incarnation = u128::from(node.life);
-                    self.send(id, CONTROLLER, Msg::Register { incarnation });
+                    let (incarnation, wipes) = (u128::from(node.life), node.wipes);
+                    self.send(id, CONTROLLER, Msg::Register { incarnation, wipes });
                 }
             }
             Msg::Metadata { upto } => self.catch_up(id, upto),
@@ -291,6 +313,15 @@ impl Sim {
             return;
         };
         if !p.replicas.contains(&NodeId(id)) {
+            // No longer a replica (a reassignment moved it away): the broker deletes it.
+            if node.log.end() > Offset(0) || !matches!(node.role, Role::Leaderless) {
+                let epoch = node.epoch;
+                self.follow(id, None, epoch);
+                let node = self.node(id);
+                node.log = ReplicaLog::default();
+                node.high_watermark = Offset(0);
+                self.checker.cut(id, Offset(0));
+            }
             return;
         }
         let incarnation = uuid::Uuid::from_u128(u128::from(node.life));

@@ -32,6 +32,9 @@ pub fn topic_id() -> Uuid {
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub nodes: i32,
+    /// Replicas of the partition; `None`: 3, or drawn from the seed (3 or every node) when
+    /// there are more than 3 nodes.
+    pub replication_factor: Option<i32>,
     /// Faults are injected until then; then every fault heals and the run drains.
     pub fault_ms: i64,
     pub drain_ms: i64,
@@ -43,6 +46,7 @@ impl Default for Settings {
     fn default() -> Self {
         Settings {
             nodes: 3,
+            replication_factor: None,
             fault_ms: 20_000,
             drain_ms: 15_000,
             trace: false,
@@ -59,6 +63,12 @@ pub struct Stats {
     pub faults: usize,
     pub elections: usize,
     pub truncations: usize,
+    pub wipes: usize,
+    /// Reassignments started, and completed (the leaving replicas dropped).
+    pub reassignments: usize,
+    pub reassignments_done: usize,
+    /// The run ended with the partition offline after a wiped disk (see `finish`).
+    pub offline_after_wipe: bool,
     pub committed: usize,
 }
 
@@ -94,6 +104,9 @@ pub struct Sim {
     next_request: u64,
     in_flight: usize,
     client_answered: BTreeSet<u64>,
+    /// Nodes whose disk was wiped and that have not registered their new directory yet: they
+    /// hold none of what the ISR still counts on them for (one at a time, see `faults.rs`).
+    pub(crate) wiped: BTreeSet<i32>,
     pub(crate) healed_at: Option<i64>,
 }
 
@@ -102,7 +115,8 @@ pub const LAG_TIME_MAX_MS: i64 = 10_000;
 pub const HEARTBEAT_MS: i64 = 100;
 const MAX_IN_FLIGHT: usize = 5;
 
-pub fn registration(node: i32, incarnation: u128) -> NodeRegistration {
+/// Node `node`'s registration in its `incarnation`th process, after `wipes` wiped disks.
+pub fn registration(node: i32, incarnation: u128, wipes: u32) -> NodeRegistration {
     NodeRegistration {
         node: NodeId(node),
         incarnation: Uuid::from_u128(incarnation),
@@ -110,7 +124,9 @@ pub fn registration(node: i32, incarnation: u128) -> NodeRegistration {
         kafka_port: 9092 + node,
         internal_addr: format!("127.0.0.1:{}", 9192 + node),
         rack: None,
-        directory: Some(Uuid::from_u128(u128::try_from(node).unwrap_or(0) + 1)),
+        directory: Some(Uuid::from_u128(
+            (u128::try_from(node).unwrap_or(0) << 32) | u128::from(wipes),
+        )),
     }
 }
 
@@ -139,21 +155,21 @@ impl Sim {
         let mut log = Vec::new();
         let mut formed = Vec::new();
         for id in 1..=settings.nodes {
-            formed.extend(controller.register(&state, registration(id, 1), 0));
+            formed.extend(controller.register(&state, registration(id, 1, 0), 0));
             for r in formed.drain(..) {
                 if state.apply(&r).is_ok() {
                     log.push(r);
                 }
             }
         }
-        let topic = controller.create_topic(
-            &state,
-            TOPIC,
-            topic_id(),
-            1,
-            settings.nodes,
-            BTreeMap::new(),
-        );
+        let rf = settings.replication_factor.unwrap_or_else(|| {
+            if settings.nodes > 3 && rng.gen_bool(0.5) {
+                3
+            } else {
+                settings.nodes
+            }
+        });
+        let topic = controller.create_topic(&state, TOPIC, topic_id(), 1, rf, BTreeMap::new());
         for r in topic.into_iter().flatten() {
             if state.apply(&r).is_ok() {
                 log.push(r);
@@ -181,6 +197,7 @@ impl Sim {
             next_request: 1,
             in_flight: 0,
             client_answered: BTreeSet::new(),
+            wiped: BTreeSet::new(),
             healed_at: None,
             settings,
         };
@@ -298,7 +315,11 @@ impl Sim {
             return;
         }
         let before = self.leader_of(&self.ctrl.state);
+        let was_moving = Sim::partition(&self.ctrl.state).is_some_and(|p| p.reassigning());
         for r in records {
+            if self.settings.trace {
+                eprintln!("{:>6} metadata {r:?}", self.now);
+            }
             match self.ctrl.state.apply(&r) {
                 Ok(()) => self.ctrl.log.push(r),
                 Err(e) => self.checker.fail(
@@ -309,6 +330,10 @@ impl Sim {
         }
         if self.leader_of(&self.ctrl.state) != before {
             self.stats.elections += 1;
+        }
+        let moving = Sim::partition(&self.ctrl.state).is_some_and(|p| p.reassigning());
+        if was_moving && !moving {
+            self.stats.reassignments_done += 1;
         }
         let upto = self.ctrl.log.len();
         let ids: Vec<i32> = self.nodes.keys().copied().collect();
@@ -328,10 +353,22 @@ impl Sim {
 
     /// Every replica the committed metadata lists in sync holds every committed record.
     pub(crate) fn check_isr(&mut self) {
+        let state = &self.ctrl.state;
+        let nodes = &self.nodes;
+        self.wiped.retain(|id| {
+            let now = nodes
+                .get(id)
+                .map(|n| registration(*id, 0, n.wipes).directory);
+            state
+                .nodes
+                .get(&NodeId(*id))
+                .map(|n| n.registration.directory)
+                != now
+        });
         let isr = Sim::partition(&self.ctrl.state)
             .map(|p| p.isr.clone())
             .unwrap_or_default();
-        for r in isr {
+        for r in isr.into_iter().filter(|r| !self.wiped.contains(&r.0)) {
             if let Some(node) = self.nodes.get(&r.0) {
                 self.checker.in_sync(self.now, r.0, &node.log);
             }
@@ -355,10 +392,10 @@ impl Sim {
                 );
                 self.send(CONTROLLER, from, Msg::HeartbeatAck { sent_at, live });
             }
-            Msg::Register { incarnation } => {
+            Msg::Register { incarnation, wipes } => {
                 let records = self.ctrl.controller.register(
                     &self.ctrl.state,
-                    registration(from, incarnation),
+                    registration(from, incarnation, wipes),
                     self.now,
                 );
                 self.append(records);
@@ -473,6 +510,9 @@ impl Sim {
 
     fn heal(&mut self) {
         self.network.heal();
+        // Lost messages are faults too: a run of them costs a fetch timeout each, and the
+        // drain would measure that instead of convergence.
+        self.network.drop_per_mille = 0;
         self.ctrl.down_until = self.ctrl.down_until.min(self.now);
         let ids: Vec<i32> = self.nodes.keys().copied().collect();
         for id in ids {
@@ -491,13 +531,25 @@ impl Sim {
 
     fn finish(&mut self) {
         self.stats.committed = self.checker.committed_len();
+        let partition = Sim::partition(&self.ctrl.state).cloned();
+        if self.settings.trace {
+            eprintln!("final partition: {partition:?}");
+        }
+        // Beyond what clean elections survive: the in-sync replicas left were wiped, and the
+        // replicas that hold the data were fenced out of the ISR before (Kafka's KIP-966
+        // eligible leader replicas would let one of those lead; not built). The partition
+        // stays offline, as Kafka's without an unclean election: counted, not a violation.
+        if self.stats.wipes > 0 && partition.as_ref().is_some_and(|p| p.isr.is_empty()) {
+            self.stats.offline_after_wipe = true;
+            return;
+        }
         if self.stats.acked_after_heal == 0 {
             self.checker.fail(
                 self.now,
                 "no produce was acknowledged after every fault healed".into(),
             );
         }
-        let Some(leader) = self.leader_of(&self.ctrl.state) else {
+        let Some(leader) = partition.and_then(|p| p.leader) else {
             self.checker
                 .fail(self.now, "no leader after every fault healed".into());
             return;
@@ -506,7 +558,14 @@ impl Sim {
             return;
         };
         self.checker.final_log(self.now, leader.0, &leader_log);
-        for (id, node) in &self.nodes {
+        let replicas = Sim::partition(&self.ctrl.state)
+            .map(|p| p.replicas.clone())
+            .unwrap_or_default();
+        for (id, node) in self
+            .nodes
+            .iter()
+            .filter(|(id, _)| replicas.contains(&NodeId(**id)))
+        {
             if node.log.end() != leader_log.end()
                 || (0..leader_log.end().0)
                     .any(|o| node.log.value(Offset(o)) != leader_log.value(Offset(o)))
