@@ -34,6 +34,8 @@ use crate::replica_role::Role;
 pub struct IsrChange {
     pub isr: Vec<NodeId>,
     pub epochs: (sluice_cluster::LeaderEpoch, PartitionEpoch),
+    /// Its number in this leadership, to settle exactly this change.
+    pub ask: u64,
 }
 
 /// Where a partition's readable and durable ends are.
@@ -760,6 +762,7 @@ impl Partition {
         let change = update.alter_isr.map(|isr| IsrChange {
             isr,
             epochs: replicas.epochs(),
+            ask: replicas.asked(),
         });
         if update.high_watermark.is_some() {
             self.publish(&mut state);
@@ -814,14 +817,15 @@ impl Partition {
         update.alter_isr.map(|isr| IsrChange {
             isr,
             epochs: replicas.epochs(),
+            ask: replicas.asked(),
         })
     }
 
-    /// An ISR change is settled without a new partition epoch (refused, or the ISR already
-    /// was that): a later event may ask again.
-    pub fn isr_change_settled(&self) {
+    /// ISR change `change` is settled without a new partition epoch (refused, failed, or the
+    /// ISR already was that): a later event may ask again. Only the pending change is.
+    pub fn isr_change_settled(&self, change: &IsrChange) {
         if let Role::Leader { replicas, .. } = &mut self.state.lock().role {
-            replicas.on_alter_failed();
+            replicas.on_alter_failed(change.epochs.0, change.ask);
         }
     }
 
@@ -965,14 +969,23 @@ mod tests {
         );
         // A refused change is settled by hand, and the leader may ask again.
         p.lead(NodeId(1), &assignment(&[1], 2), 1, 10_000, 6);
-        assert!(p
+        let asked = p
             .on_follower_fetch(NodeId(2), Offset(0), Offset(0), 7)
-            .is_some());
+            .unwrap();
         assert_eq!(
             p.on_follower_fetch(NodeId(2), Offset(0), Offset(0), 8),
             None
         );
-        p.isr_change_settled();
+        // An older change's answer settles nothing.
+        p.isr_change_settled(&IsrChange {
+            ask: asked.ask - 1,
+            ..asked.clone()
+        });
+        assert_eq!(
+            p.on_follower_fetch(NodeId(2), Offset(0), Offset(0), 8),
+            None
+        );
+        p.isr_change_settled(&asked);
         assert!(p
             .on_follower_fetch(NodeId(2), Offset(0), Offset(0), 9)
             .is_some());

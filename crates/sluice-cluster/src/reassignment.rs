@@ -199,10 +199,20 @@ fn reshape(
             .copied()
             .find(|r| isr.contains(r) && state.is_live(*r)),
     };
+    // A replica dropped from the set (a move completed or cancelled) ends the leader epoch
+    // even if the leader stays, as Kafka's controller does: a fetch it sent before it deleted
+    // its log must not count for it if it is added back (found by the simulation: a replica
+    // removed and re-added within a fetch's round trip joined the ISR with an empty log).
+    let dropped = p.replicas.iter().any(|r| !replicas.contains(r));
+    let leader_epoch = if dropped && leader.is_some() {
+        p.leader_epoch.next()
+    } else {
+        leader_epoch_after(p, leader)
+    };
     Ok(PartitionChange {
         replicas,
         leader,
-        leader_epoch: leader_epoch_after(p, leader),
+        leader_epoch,
         isr,
         partition_epoch: p.partition_epoch.next(),
         adding,

@@ -21,6 +21,9 @@ use sluice_log::Offset;
 use crate::ids::{LeaderEpoch, NodeId, PartitionEpoch};
 use crate::metadata::PartitionInfo;
 
+/// The number the next ISR change asked in this process gets.
+static NEXT_ASK: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 #[derive(Debug, Clone)]
 struct Follower {
     /// The follower has every offset below this (its last fetch offset); `None` before its
@@ -67,6 +70,10 @@ pub struct LeaderReplicas {
     partition_epoch: PartitionEpoch,
     isr: Vec<NodeId>,
     pending: Option<Vec<NodeId>>,
+    /// The number of the last ISR change asked (0: none yet); numbers are unique in the
+    /// process, so that an answer meant for an earlier leadership of the partition (even in
+    /// the same epoch, after a step-down) settles nothing here.
+    asked: u64,
     followers: BTreeMap<NodeId, Follower>,
     /// The first offset written in this leader epoch: a follower joins the ISR only once it
     /// has reached it (it then holds no record of an older leader that this one lacks).
@@ -112,6 +119,7 @@ impl LeaderReplicas {
             partition_epoch: p.partition_epoch,
             isr: p.isr.clone(),
             pending: None,
+            asked: 0,
             followers,
             epoch_start,
             local_end,
@@ -283,13 +291,26 @@ impl LeaderReplicas {
         }
     }
 
-    /// The controller refused our ISR change (e.g. a stale partition epoch): ask again later.
-    pub fn on_alter_failed(&mut self) {
-        self.pending = None;
+    /// The number of the last ISR change asked, to settle it by.
+    pub fn asked(&self) -> u64 {
+        self.asked
+    }
+
+    /// ISR change number `ask` of `leader_epoch` was refused, or failed without an answer
+    /// (e.g. a stale partition epoch, a timeout): a later event may ask again. An answer to
+    /// an older change settles nothing: the pending one may still be granted, and until the
+    /// metadata says, the high watermark must count the members it adds (found by the
+    /// simulation: an old change's timeout let the high watermark pass a follower that the
+    /// pending change then put in the ISR).
+    pub fn on_alter_failed(&mut self, leader_epoch: LeaderEpoch, ask: u64) {
+        if leader_epoch == self.leader_epoch && ask == self.asked {
+            self.pending = None;
+        }
     }
 
     fn ask(&mut self, isr: Vec<NodeId>) -> Vec<NodeId> {
         self.pending = Some(isr.clone());
+        self.asked = NEXT_ASK.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         isr
     }
 

@@ -4,7 +4,7 @@
 //! the controller emitted applies on the state as is (so every node applies it alike), and the
 //! partition invariants hold — the leader is a live in-sync replica, only an in-sync replica
 //! ever becomes leader, the leader epoch moves exactly when the leader does (or its process
-//! restarted), and a fenced node
+//! restarted, or a replica left the set), and a fenced node
 //! is in an ISR only while the partition has no leader (the last in-sync replicas wait there
 //! for one of them to return).
 
@@ -201,11 +201,13 @@ fn check(before: &ClusterState, after: &ClusterState) {
                     |s: &ClusterState| s.nodes.get(&l).map(|n| n.registration.incarnation);
                 incarnation(before) != incarnation(after)
             });
-            if restarted {
+            // So does one whose replica set lost a member (a move completed or cancelled).
+            let dropped = old.replicas.iter().any(|r| !p.replicas.contains(r));
+            if restarted || dropped {
                 assert_eq!(
                     p.leader_epoch,
                     old.leader_epoch.next(),
-                    "a restarted leader"
+                    "a new epoch, same leader"
                 );
             } else {
                 assert_eq!(p.leader_epoch, old.leader_epoch);

@@ -27,6 +27,7 @@ pub enum Msg {
     /// controller → leader: granted (`changed`: a new partition epoch follows in the
     /// metadata) or refused.
     AlterIsrReply {
+        leader_epoch: PartitionLeaderEpoch,
         ask: u64,
         granted: bool,
         changed: bool,
@@ -75,7 +76,10 @@ pub enum Timer {
     /// An fsync begun at `generation` up to `upto` is done.
     Synced { generation: u64, upto: Offset },
     /// An AlterPartition asked as `ask` got no answer in time.
-    AlterTimeout { ask: u64 },
+    AlterTimeout {
+        leader_epoch: PartitionLeaderEpoch,
+        ask: u64,
+    },
     /// A SIGSTOPped node gets SIGCONT.
     Resume,
 }

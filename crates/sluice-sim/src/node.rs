@@ -69,8 +69,7 @@ pub struct Node {
     /// A follower waits for an fsync before it fetches again.
     syncing: bool,
     next_fetch: u64,
-    alter_ask: u64,
-    /// The ISR changes answered (or timed out), by ask.
+    /// The ISR changes answered (or timed out), by number.
     answered: std::collections::BTreeSet<u64>,
     /// Produces waiting for the high watermark: (offset, request, value).
     waiting: Vec<(Offset, u64, u64)>,
@@ -100,7 +99,6 @@ impl Node {
             fetch: None,
             syncing: false,
             next_fetch: 1,
-            alter_ask: 0,
             answered: std::collections::BTreeSet::new(),
             waiting: Vec::new(),
             inherited: None,
@@ -187,18 +185,18 @@ impl Sim {
             }
             Msg::Metadata { upto } => self.catch_up(id, upto),
             Msg::AlterIsrReply {
+                leader_epoch,
                 ask,
                 granted,
                 changed,
             } => {
-                // Every answer settles the change, whichever ask it answers, as the
-                // broker's `send_isr_change` does; granted with a new partition epoch, it is
-                // settled when the metadata arrives.
+                // The first of its answer or its timeout settles a change, as the broker's
+                // `send_isr_change` task ends once; granted with a new partition epoch, it
+                // is settled when the metadata arrives.
                 let node = self.node(id);
-                node.answered.insert(ask);
-                if !(granted && changed) {
+                if node.answered.insert(ask) && !(granted && changed) {
                     if let Role::Leader { replicas, .. } = &mut node.role {
-                        replicas.on_alter_failed();
+                        replicas.on_alter_failed(leader_epoch, ask);
                     }
                 }
             }
@@ -269,11 +267,11 @@ impl Sim {
                 self.fetch_next(id);
                 self.check_isr();
             }
-            Timer::AlterTimeout { ask } => {
+            Timer::AlterTimeout { leader_epoch, ask } => {
                 let node = self.node(id);
                 if node.answered.insert(ask) {
                     if let Role::Leader { replicas, .. } = &mut node.role {
-                        replicas.on_alter_failed();
+                        replicas.on_alter_failed(leader_epoch, ask);
                     }
                 }
             }
@@ -598,8 +596,7 @@ impl Sim {
             let node = self.node(id);
             if let Role::Leader { replicas, .. } = &node.role {
                 let (leader_epoch, partition_epoch) = replicas.epochs();
-                let ask = node.alter_ask;
-                node.alter_ask += 1;
+                let ask = replicas.asked();
                 self.send(
                     id,
                     CONTROLLER,
@@ -610,7 +607,11 @@ impl Sim {
                         ask,
                     },
                 );
-                self.timer(id, ALTER_TIMEOUT_MS, Timer::AlterTimeout { ask });
+                self.timer(
+                    id,
+                    ALTER_TIMEOUT_MS,
+                    Timer::AlterTimeout { leader_epoch, ask },
+                );
             }
         }
         let node = self.node(id);

@@ -420,12 +420,14 @@ impl Sim {
                         let changed = !records.is_empty();
                         self.append(records);
                         Msg::AlterIsrReply {
+                            leader_epoch,
                             ask,
                             granted: true,
                             changed,
                         }
                     }
                     Err(_) => Msg::AlterIsrReply {
+                        leader_epoch,
                         ask,
                         granted: false,
                         changed: false,

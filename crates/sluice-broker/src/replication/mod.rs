@@ -403,13 +403,13 @@ impl Broker {
                         .and_then(|t| t.partitions.get(index))
                         .is_some_and(|i| i.partition_epoch == asked);
                     if settled.is_err() || unchanged {
-                        p.isr_change_settled();
+                        p.isr_change_settled(&change);
                     }
                     tracing::info!(partition = ?p, isr = ?change.isr, "ISR change granted");
                 }
                 Err(e) => {
                     tracing::info!(partition = ?p, isr = ?change.isr, error = %e, "ISR change refused");
-                    p.isr_change_settled();
+                    p.isr_change_settled(&change);
                 }
             }
         });
