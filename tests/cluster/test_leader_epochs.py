@@ -11,7 +11,7 @@ import time
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from conftest import wait_until
+from conftest import sluice_cli, wait_until
 
 from broker.raw import Conn, frame, header_v1, string
 from .checker import History
@@ -127,3 +127,33 @@ def test_offset_for_leader_epoch_across_a_failover(cluster):
         assert sent.saw("Sent OffsetForLeaderEpochRequest"), "the consumer never validated its position"
     finally:
         consumer.close()
+
+
+def test_a_move_that_drops_a_replica_starts_a_new_epoch_under_the_same_leader(cluster):
+    """A reassignment that completes drops the leaving replica: the leader stays, in a new
+    epoch, so a fetch the dropped replica sent before it deleted its log is fenced (the
+    simulation found that such a fetch let the node, added back, join the ISR with an empty
+    log). Records before and after are all there, and the epoch that ended says where."""
+    c = cluster(4)
+    topic = "epoch-move"
+    c.create_topic(topic, 1, replication_factor=3)
+    history = History()
+    produce_records(c.bootstrap, topic, history, 10)
+    p = c.partition(topic, 0)
+    leader = p.leader
+    at = c.node(leader).bootstrap
+    first = current_epoch(at, topic, 0)
+    follower = next(r for r in p.replicas if r != leader)
+    spare = next(n for n in c.ids if n not in p.replicas)
+    target = [leader] + [r for r in p.replicas if r not in (leader, follower)] + [spare]
+    r = sluice_cli("topic", "-b", c.bootstrap, "reassign", topic, "--replicas",
+                   ",".join(map(str, target)), "--wait", "30", timeout=60)
+    assert "done" in r.stdout, r.stdout
+    wait_until(lambda: sorted(c.partition(topic, 0).replicas) == sorted(target), 20,
+               f"{topic}-0 on {target}")
+    assert c.partition(topic, 0).leader == leader
+    second = current_epoch(at, topic, 0)
+    assert second == first + 1, (first, second)
+    produce_records(c.bootstrap, topic, history, 5)
+    assert end_for_epoch(at, topic, 0, second, first) == (NONE, first, 10)
+    assert end_for_epoch(at, topic, 0, second, second) == (NONE, second, 15)
