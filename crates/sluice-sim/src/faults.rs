@@ -81,6 +81,14 @@ impl Sim {
                 let election = self.rng.gen_range(150..=1_500);
                 self.ctrl.down_until = self.now + election;
                 self.at(election, Event::ControllerBack);
+                // Calls to the old metadata leader fail at once (their connections reset),
+                // whether or not it decided them first.
+                let ids: Vec<i32> = self.nodes.keys().copied().collect();
+                for id in ids {
+                    if let Some((leader_epoch, ask)) = self.nodes.get(&id).and_then(|n| n.asking) {
+                        self.timer(id, 1, Timer::AlterTimeout { leader_epoch, ask });
+                    }
+                }
             }
         }
         let next = self.rng.gen_range(200..=2_000);

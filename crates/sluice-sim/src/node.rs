@@ -69,6 +69,8 @@ pub struct Node {
     /// A follower waits for an fsync before it fetches again.
     syncing: bool,
     next_fetch: u64,
+    /// The ISR change out (its leader epoch and number), until answered or timed out.
+    pub asking: Option<(sluice_cluster::LeaderEpoch, u64)>,
     /// The ISR changes answered (or timed out), by number.
     answered: std::collections::BTreeSet<u64>,
     /// Produces waiting for the high watermark: (offset, request, value).
@@ -100,6 +102,7 @@ impl Node {
             syncing: false,
             next_fetch: 1,
             answered: std::collections::BTreeSet::new(),
+            asking: None,
             waiting: Vec::new(),
             inherited: None,
             wipes: 0,
@@ -597,6 +600,7 @@ impl Sim {
             if let Role::Leader { replicas, .. } = &node.role {
                 let (leader_epoch, partition_epoch) = replicas.epochs();
                 let ask = replicas.asked();
+                node.asking = Some((leader_epoch, ask));
                 self.send(
                     id,
                     CONTROLLER,
