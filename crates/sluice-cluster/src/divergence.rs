@@ -14,14 +14,15 @@ use sluice_log::{LeaderEpoch, Offset};
 /// The leader's check of a follower's position. `last_fetched_epoch` and `fetch_offset` come
 /// from the fetch (a negative epoch: the follower has no epoch to say, nothing to check);
 /// `epoch_end` is the leader's answer to "where did `last_fetched_epoch` end here" (`None` if
-/// no epoch at or below it wrote here); `latest` the leader's log end and newest epoch.
+/// no epoch at or below it wrote here); `latest` gives the leader's log end and newest epoch
+/// (asked only when the epoch is newer than any here, off the fetch path's common case).
 /// Returns the epoch and end offset the follower must truncate to, or `None` when its log
 /// matches the leader's up to its fetch offset.
 pub fn diverging(
     last_fetched_epoch: i32,
     fetch_offset: Offset,
     epoch_end: Option<(LeaderEpoch, Offset)>,
-    latest: (Offset, Option<LeaderEpoch>),
+    latest: impl FnOnce() -> (Offset, Option<LeaderEpoch>),
 ) -> Option<(LeaderEpoch, Offset)> {
     if last_fetched_epoch < 0 {
         return None;
@@ -35,7 +36,7 @@ pub fn diverging(
         // are here (this leader's own epoch began at its log end, and it has written nothing
         // in it yet). The follower goes back to where our newest epoch ends.
         None => {
-            let (end, newest) = latest;
+            let (end, newest) = latest();
             Some((newest.unwrap_or(LeaderEpoch(last_fetched_epoch)), end))
         }
     }
@@ -55,25 +56,25 @@ mod tests {
     #[test]
     fn a_follower_that_matches_fetches_on() {
         let end = Some((LeaderEpoch(3), Offset(10)));
-        assert_eq!(diverging(3, Offset(10), end, (Offset(12), None)), None);
-        assert_eq!(diverging(-1, Offset(99), None, (Offset(12), None)), None);
+        assert_eq!(diverging(3, Offset(10), end, || (Offset(12), None)), None);
+        assert_eq!(diverging(-1, Offset(99), None, || (Offset(12), None)), None);
     }
 
     #[test]
     fn a_follower_past_the_end_of_its_epoch_here_truncates() {
         let end = Some((LeaderEpoch(3), Offset(10)));
         assert_eq!(
-            diverging(3, Offset(11), end, (Offset(12), Some(LeaderEpoch(4)))),
+            diverging(3, Offset(11), end, || (Offset(12), Some(LeaderEpoch(4)))),
             Some((LeaderEpoch(3), Offset(10)))
         );
         // Its epoch never wrote here: the largest older one, to where it ended.
         let older = Some((LeaderEpoch(2), Offset(7)));
         assert_eq!(
-            diverging(3, Offset(9), older, (Offset(12), Some(LeaderEpoch(4)))),
+            diverging(3, Offset(9), older, || (Offset(12), Some(LeaderEpoch(4)))),
             Some((LeaderEpoch(2), Offset(7)))
         );
         assert_eq!(
-            diverging(5, Offset(9), None, (Offset(12), Some(LeaderEpoch(4)))),
+            diverging(5, Offset(9), None, || (Offset(12), Some(LeaderEpoch(4)))),
             Some((LeaderEpoch(4), Offset(12)))
         );
     }

@@ -42,7 +42,6 @@ impl Sim {
                 if let Some(node) = self.nodes.get_mut(&pick).filter(|n| n.alive) {
                     node.paused_until = self.now + pause;
                 }
-                self.timer(pick, pause, Timer::Resume);
             }
             51..=65 => {
                 // Cut off from everything but its clients.

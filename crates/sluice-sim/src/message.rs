@@ -80,8 +80,6 @@ pub enum Timer {
         leader_epoch: PartitionLeaderEpoch,
         ask: u64,
     },
-    /// A SIGSTOPped node gets SIGCONT.
-    Resume,
 }
 
 #[derive(Debug, Clone)]

@@ -278,7 +278,6 @@ impl Sim {
                     }
                 }
             }
-            Timer::Resume => {}
         }
     }
 
@@ -468,7 +467,7 @@ impl Sim {
         let epoch_end = (last_fetched_epoch >= 0)
             .then(|| node.log.end_offset_for(LeaderEpoch(last_fetched_epoch)))
             .flatten();
-        let latest = (node.log.end(), node.log.latest_epoch());
+        let latest = || (node.log.end(), node.log.latest_epoch());
         if let Some((epoch, end)) =
             divergence::diverging(last_fetched_epoch, fetch_offset, epoch_end, latest)
         {

@@ -238,7 +238,7 @@ impl Sim {
             // A SIGSTOPped node does nothing until SIGCONT: what reaches it waits.
             let target = match &event {
                 Event::Deliver { to, .. } => Some(*to),
-                Event::Timer { node, timer, .. } if !matches!(timer, Timer::Resume) => Some(*node),
+                Event::Timer { node, .. } => Some(*node),
                 _ => None,
             };
             if let Some(paused_until) = target

@@ -102,9 +102,12 @@ pub(super) async fn run(
         // Under flush.mode=sync the fetch offset is what the leader counts this follower as
         // holding for certain: what it wrote as a leader and has not fsynced yet (it just
         // became a follower) is fsynced before it is claimed (found by the simulation).
-        for (_, p) in &partitions {
+        for (_, p) in partitions
+            .iter()
+            .filter(|(_, p)| p.config().flush == FlushMode::Sync)
+        {
             let (end, _) = p.fetch_position();
-            if p.config().flush == FlushMode::Sync && p.progress().durable < end {
+            if p.progress().durable < end {
                 tokio::select! {
                     () = shutdown.cancelled() => return,
                     _ = p.wait_durable(end) => {}

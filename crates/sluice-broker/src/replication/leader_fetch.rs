@@ -164,7 +164,7 @@ fn read_one(
         w.last_fetched_epoch,
         w.fetch_offset,
         epoch_end,
-        p.fetch_position(),
+        || p.fetch_position(),
     );
     if let Some((epoch, end)) = diverged {
         let progress = p.progress();
