@@ -38,6 +38,12 @@ pub struct Broker {
     pub(crate) started_at_ms: i64,
     /// Where the HTTP admin port listens (reported to the other nodes' consoles).
     pub(crate) admin_address: std::sync::OnceLock<String>,
+    /// The single node's SASL users (a cluster keeps them in its metadata).
+    pub(crate) local_users: crate::security::credentials::LocalUsers,
+    /// Failed logins per address, to slow down password guessing.
+    pub(crate) failed_logins: crate::security::failures::FailedLogins,
+    /// Drawn at start: makes an unknown SCRAM user's challenge stable, like a real one's.
+    pub(crate) unknown_user_secret: [u8; 32],
     /// This broker, for work that outlives a request (finishing a transaction).
     me: std::sync::Weak<Broker>,
 }
@@ -67,6 +73,7 @@ impl Broker {
         let store = Arc::new(MetadataStore::open(&config.data_dir.join("meta"))?);
         let identity = store.identity(config.node_id)?;
         let producer_ids = ProducerIds::open(Arc::clone(&store))?;
+        let local_users = crate::security::credentials::LocalUsers::open(Arc::clone(&store))?;
         let metrics = Arc::new(crate::metrics::Metrics::default());
         let topics = Topics::open(
             &config.data_dir,
@@ -118,6 +125,9 @@ impl Broker {
             api_table: handlers::api_table(),
             admin_address: std::sync::OnceLock::new(),
             append_turns: Default::default(),
+            local_users,
+            failed_logins: Default::default(),
+            unknown_user_secret: random_secret(),
             me: me.clone(),
         });
         if !broker.config.clustered {
@@ -498,6 +508,14 @@ impl Broker {
     }
 }
 
+/// 256 bits from the operating system's random source (through UUID v4).
+fn random_secret() -> [u8; 32] {
+    let mut secret = [0u8; 32];
+    secret[..16].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
+    secret[16..].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
+    secret
+}
+
 #[derive(Debug, Serialize)]
 pub struct GroupSummary {
     pub group: String,
@@ -573,8 +591,29 @@ pub struct PartitionStatus {
 }
 
 impl Service for Broker {
+    type Session = crate::security::Session;
+
     fn api_table(&self) -> &ApiTable {
         &self.api_table
+    }
+
+    fn open_session(&self, peer: &Peer) -> crate::security::Session {
+        crate::security::Session::open(peer, &self.config.security)
+    }
+
+    fn sasl_token(
+        &self,
+        frame: &bytes::Bytes,
+        peer: &Peer,
+        session: &crate::security::Session,
+    ) -> Option<sluice_wire::PendingToken> {
+        session
+            .expects_bare_token()
+            .then(|| handlers::sasl_authenticate::bare_token(self, frame, peer, session))
+    }
+
+    fn tls_handshake_failed(&self) {
+        self.metrics.tls_handshake_failed();
     }
 
     fn request_done(&self, api: ApiKey, elapsed: std::time::Duration) {
@@ -593,11 +632,15 @@ impl Service for Broker {
         self.metrics.connection_closed();
     }
 
-    fn call(&self, request: Request, peer: &Peer) -> Reply {
+    fn call(&self, request: Request, peer: &Peer, session: &crate::security::Session) -> Reply {
+        if let Err(reason) = session.admit(request.api_key, self.clock.now_ms()) {
+            return Reply::Close(reason);
+        }
         let call = handlers::Call {
             version: request.version(),
             client_id: request.header.client_id.as_deref().unwrap_or_default(),
             peer,
+            session,
         };
         handlers::dispatch(self, request.api_key, request.body, &call)
     }

@@ -45,6 +45,8 @@ pub struct BrokerConfig {
     /// This node will join a cluster (`sluice serve --cluster`): the offsets topic comes from
     /// the cluster's metadata instead of being created here.
     pub clustered: bool,
+    /// Listeners, SASL mechanisms, certificate principals, session lifetimes.
+    pub security: crate::security::SecurityConfig,
 }
 
 impl Default for BrokerConfig {
@@ -70,6 +72,7 @@ impl Default for BrokerConfig {
             transaction_max_timeout_ms: 900_000,
             transactional_id_expiration_ms: 7 * 24 * 3600 * 1000,
             clustered: false,
+            security: Default::default(),
         }
     }
 }

@@ -24,6 +24,7 @@ pub mod producer_ids;
 pub mod publish;
 pub mod replica_role;
 pub mod replication;
+pub mod security;
 pub mod shards;
 #[cfg(test)]
 mod test_support;

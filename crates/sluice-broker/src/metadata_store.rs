@@ -42,6 +42,15 @@ pub struct ClusterIdentity {
     pub directory_id: Option<Uuid>,
 }
 
+/// SASL users by name, each with its SCRAM credentials (one per mechanism at most).
+pub type Users = BTreeMap<String, Vec<sluice_auth::ScramCredential>>;
+
+#[derive(Debug, Serialize, Deserialize)]
+struct UsersFile {
+    version: u32,
+    users: Users,
+}
+
 #[derive(Debug, Serialize, Deserialize)]
 struct ProducerIdBlock {
     next_block_start: i64,
@@ -99,6 +108,42 @@ impl MetadataStore {
                 reason: e.to_string(),
             })?;
         self.replace("topics.json", text.as_bytes())
+    }
+
+    /// The single node's SASL users and their SCRAM credentials (`data/meta/users.json`); in a
+    /// cluster they live in the metadata log instead.
+    pub fn load_users(&self) -> Result<Users, BrokerError> {
+        let path = self.dir.join("users.json");
+        let text = match fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Users::new()),
+            Err(source) => return Err(BrokerError::Metadata { path, source }),
+        };
+        let file: UsersFile =
+            serde_json::from_str(&text).map_err(|e| BrokerError::CorruptMetadata {
+                path: path.clone(),
+                reason: e.to_string(),
+            })?;
+        if file.version != 1 {
+            return Err(BrokerError::CorruptMetadata {
+                path,
+                reason: format!("unknown version {}", file.version),
+            });
+        }
+        Ok(file.users)
+    }
+
+    pub fn save_users(&self, users: &Users) -> Result<(), BrokerError> {
+        let file = UsersFile {
+            version: 1,
+            users: users.clone(),
+        };
+        let text =
+            serde_json::to_string_pretty(&file).map_err(|e| BrokerError::CorruptMetadata {
+                path: self.dir.join("users.json"),
+                reason: e.to_string(),
+            })?;
+        self.replace("users.json", text.as_bytes())
     }
 
     /// The cluster id and node id this data directory belongs to, created on first start.

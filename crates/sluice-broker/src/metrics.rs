@@ -67,6 +67,14 @@ pub struct Metrics {
     unencodable_responses: Family<ApiVersionLabels, Counter>,
     /// The (API, version) pairs already logged, so each is logged once.
     unencodable_logged: parking_lot::Mutex<std::collections::HashSet<(i16, i16)>>,
+    /// SASL logins, by outcome (`success`, `failure`).
+    authentications: Family<OutcomeLabels, Counter>,
+    tls_handshake_failures: Counter,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    outcome: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -92,6 +100,8 @@ impl Default for Metrics {
             connections: Gauge::default(),
             unencodable_responses: Family::default(),
             unencodable_logged: Default::default(),
+            authentications: Family::default(),
+            tls_handshake_failures: Counter::default(),
         }
     }
 }
@@ -145,6 +155,17 @@ impl Metrics {
     pub fn connection_closed(&self) {
         self.connections.dec();
     }
+
+    pub fn authentication(&self, succeeded: bool) {
+        let outcome = if succeeded { "success" } else { "failure" };
+        self.authentications
+            .get_or_create(&OutcomeLabels { outcome })
+            .inc();
+    }
+
+    pub fn tls_handshake_failed(&self) {
+        self.tls_handshake_failures.inc();
+    }
 }
 
 /// The whole exposition, built at scrape time.
@@ -170,6 +191,16 @@ pub fn render(broker: &Broker) -> String {
         "unencodable_responses",
         "Responses that could not be encoded at the request's version (a bug; the client got an error or a closed connection)",
         m.unencodable_responses.clone(),
+    );
+    registry.register(
+        "sasl_authentications",
+        "SASL logins (and re-authentications), by outcome",
+        m.authentications.clone(),
+    );
+    registry.register(
+        "tls_handshake_failures",
+        "TLS handshakes that failed or timed out",
+        m.tls_handshake_failures.clone(),
     );
     let sessions = Gauge::<i64>::default();
     sessions.set(i64::try_from(broker.fetch_sessions.len()).unwrap_or(i64::MAX));

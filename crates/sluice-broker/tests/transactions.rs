@@ -55,10 +55,9 @@ async fn call(broker: &Broker, api_key: ApiKey, version: i16, body: RequestKind)
         api_key,
         body,
     };
-    let peer = Peer {
-        addr: "127.0.0.1:1".parse().unwrap(),
-    };
-    match broker.call(request, &peer) {
+    let peer = Peer::plaintext("127.0.0.1:1".parse().unwrap());
+    let session = broker.open_session(&peer);
+    match broker.call(request, &peer, &session) {
         Reply::Ready(r) => *r,
         Reply::Later(f) => f.await.unwrap(),
         Reply::Silent => panic!("no response"),

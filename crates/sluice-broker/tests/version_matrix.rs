@@ -148,7 +148,11 @@ async fn fixture() -> Fixture {
     let shutdown = CancellationToken::new();
     broker.start_background(shutdown.clone());
     tokio::spawn(sluice_wire::serve(
-        listener,
+        vec![sluice_wire::Endpoint {
+            listener,
+            name: Arc::from("PLAINTEXT"),
+            tls: None,
+        }],
         Arc::clone(&broker),
         Limits::default(),
         shutdown.clone(),
@@ -266,6 +270,12 @@ fn sample_request(api: ApiKey, version: i16, topic_id: uuid::Uuid) -> RequestKin
             UnregisterBroker => UnregisterBrokerRequest,
             AddRaftVoter => AddRaftVoterRequest,
             RemoveRaftVoter => RemoveRaftVoterRequest,
+            // On this PLAINTEXT listener: ILLEGAL_SASL_STATE, answered.
+            SaslHandshake => SaslHandshakeRequest,
+            SaslAuthenticate => SaslAuthenticateRequest,
+            DescribeUserScramCredentials => DescribeUserScramCredentialsRequest,
+            AlterUserScramCredentials => AlterUserScramCredentialsRequest,
+            DescribeClientQuotas => DescribeClientQuotasRequest,
         },
     }
 }

@@ -15,6 +15,7 @@ pub mod partitioner;
 pub mod reassignment;
 pub mod records;
 pub mod transactions;
+pub mod users;
 
 pub use client::{Client, ConfigEntry, Fetched, GroupDescription, GroupMember, PartitionMeta};
 pub use connection::Connection;

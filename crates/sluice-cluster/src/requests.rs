@@ -74,6 +74,14 @@ pub enum ControllerRequest {
         moves: Vec<Reassignment>,
         allow_rf_change: bool,
     },
+    /// AlterUserScramCredentials for one user (validated by the node that was asked): the
+    /// controller applies the changes to the user's credentials as they are when it decides,
+    /// so two nodes changing one user's mechanisms at once lose neither change.
+    UserScramCredentials {
+        user: String,
+        upserts: Vec<sluice_auth::ScramCredential>,
+        deletions: Vec<sluice_auth::ScramMechanism>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -176,6 +184,21 @@ pub fn decide(
             let topic = topic_id(&name)?;
             Ok((
                 vec![MetadataRecord::TopicConfig { topic, configs }],
+                ControllerReply::Done,
+            ))
+        }
+        ControllerRequest::UserScramCredentials {
+            user,
+            upserts,
+            deletions,
+        } => {
+            let credentials = sluice_auth::apply_changes(
+                state.users.get(&user).cloned().unwrap_or_default(),
+                &upserts,
+                &deletions,
+            );
+            Ok((
+                vec![MetadataRecord::UserScramCredentials { user, credentials }],
                 ControllerReply::Done,
             ))
         }

@@ -15,6 +15,7 @@ pub fn registration(id: i32, rack: Option<&str>) -> NodeRegistration {
         incarnation: Uuid::from_u128(id as u128),
         kafka_host: "127.0.0.1".into(),
         kafka_port: 9092 + id,
+        listeners: Vec::new(),
         internal_addr: format!("127.0.0.1:{}", 9192 + id),
         rack: rack.map(str::to_string),
         directory: Some(Uuid::from_u128(1000 + id as u128)),

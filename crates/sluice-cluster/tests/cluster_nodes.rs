@@ -42,6 +42,7 @@ async fn start(
             incarnation: Uuid::new_v4(),
             kafka_host: "127.0.0.1".into(),
             kafka_port: 9000 + id as i32,
+            listeners: Vec::new(),
             internal_addr: voters[&id].clone(),
             rack: None,
             directory: None,

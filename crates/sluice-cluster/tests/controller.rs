@@ -33,6 +33,7 @@ fn registration_with(id: i32, directory: Uuid) -> NodeRegistration {
         incarnation: Uuid::new_v4(),
         kafka_host: "127.0.0.1".into(),
         kafka_port: 9092 + id,
+        listeners: Vec::new(),
         internal_addr: format!("127.0.0.1:{}", 9192 + id),
         rack: None,
         directory: Some(directory),

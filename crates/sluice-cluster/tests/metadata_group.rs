@@ -45,6 +45,7 @@ fn register(id: i32) -> Vec<MetadataRecord> {
         incarnation: Uuid::new_v4(),
         kafka_host: "127.0.0.1".into(),
         kafka_port: 9000 + id,
+        listeners: Vec::new(),
         internal_addr: String::new(),
         rack: None,
         directory: None,

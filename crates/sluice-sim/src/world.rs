@@ -122,6 +122,7 @@ pub fn registration(node: i32, incarnation: u128, wipes: u32) -> NodeRegistratio
         incarnation: Uuid::from_u128(incarnation),
         kafka_host: "127.0.0.1".into(),
         kafka_port: 9092 + node,
+        listeners: Vec::new(),
         internal_addr: format!("127.0.0.1:{}", 9192 + node),
         rack: None,
         directory: Some(Uuid::from_u128(

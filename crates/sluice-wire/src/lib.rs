@@ -14,7 +14,10 @@ pub mod versions;
 
 pub use codec::{decode_request, encode_response, DecodeError, Request};
 pub use kafka_protocol;
-pub use server::{serve, Limits, Peer, PendingResponse, Reply, Service};
+pub use server::{
+    serve, Endpoint, Limits, Peer, PendingResponse, PendingToken, Reply, Service, TlsAcceptorCell,
+};
+pub use tokio_rustls::rustls;
 pub use versions::{ApiRange, ApiTable};
 
 // Unit tests decode hostile frames; run them under the allocator the broker uses.

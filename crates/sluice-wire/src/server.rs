@@ -6,20 +6,25 @@
 //! return a future for what only needs waiting (an fsync, a long poll). Those futures run
 //! concurrently, up to `max_in_flight` per connection, and their responses are written in
 //! request order, as Kafka clients require.
+//!
+//! A listener may speak TLS ([`TlsAcceptorCell`]); the handshake runs on the connection's own
+//! task, bounded in time, before the first frame is read. What a connection has proved about
+//! itself later (SASL) is the service's per-connection [`Service::Session`].
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
 use futures::stream::{FuturesOrdered, StreamExt};
 use futures::FutureExt;
 use kafka_protocol::messages::{ApiKey, ResponseKind};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
+use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
 use crate::codec::{
@@ -33,6 +38,9 @@ use crate::versions::ApiTable;
 /// A response still being worked on; `None` if it cannot be given (the connection is then
 /// closed, so the client does not wait for it).
 pub type PendingResponse = Pin<Box<dyn Future<Output = Option<ResponseKind>> + Send>>;
+
+/// A bare SASL token to send back (without its size prefix), or why the connection closes.
+pub type PendingToken = Pin<Box<dyn Future<Output = Result<Bytes, String>> + Send>>;
 
 /// What a service does with a request.
 pub enum Reply {
@@ -53,18 +61,53 @@ impl From<ResponseKind> for Reply {
     }
 }
 
-/// Who sent a request.
+/// Who sent a request, as the transport knows it.
 #[derive(Debug, Clone)]
 pub struct Peer {
     pub addr: SocketAddr,
+    /// The name of the listener the connection came in on (`PLAINTEXT`, `SASL_SSL`, ...).
+    pub listener: Arc<str>,
+    /// Whether the connection is encrypted.
+    pub tls: bool,
+    /// The client's certificate (DER), when TLS asked for one and the client gave it; the
+    /// verifier has already checked it against the listener's trusted authorities.
+    pub client_certificate: Option<Arc<[u8]>>,
+}
+
+impl Peer {
+    /// A plaintext peer on a listener named `PLAINTEXT` (for tests and in-process callers).
+    pub fn plaintext(addr: SocketAddr) -> Peer {
+        Peer {
+            addr,
+            listener: Arc::from("PLAINTEXT"),
+            tls: false,
+            client_certificate: None,
+        }
+    }
 }
 
 /// The broker side of the protocol, as seen by the connection loop.
 pub trait Service: Send + Sync + 'static {
+    /// What the service remembers about one connection (its authentication); made when the
+    /// connection opens (after its TLS handshake), dropped when it closes.
+    type Session: Send + Sync + 'static;
     /// The API versions this service implements.
     fn api_table(&self) -> &ApiTable;
+    /// A new connection's session.
+    fn open_session(&self, peer: &Peer) -> Self::Session;
     /// Handles one request; called in arrival order for each connection.
-    fn call(&self, request: Request, peer: &Peer) -> Reply;
+    fn call(&self, request: Request, peer: &Peer, session: &Self::Session) -> Reply;
+    /// After a SaslHandshake v0 (KIP-43's first form) the client's next frames are bare SASL
+    /// tokens, not Kafka requests, and it reads bare tokens back, until the exchange ends.
+    /// `Some` when `frame` is such a token: the answer. Called before decoding each frame.
+    fn sasl_token(
+        &self,
+        _frame: &Bytes,
+        _peer: &Peer,
+        _session: &Self::Session,
+    ) -> Option<PendingToken> {
+        None
+    }
     /// A request of `api` was answered `elapsed` after it was decoded (for metrics).
     fn request_done(&self, _api: ApiKey, _elapsed: Duration) {}
     /// The response built for a request of `api` at `version` could not be encoded (a bug:
@@ -73,7 +116,47 @@ pub trait Service: Send + Sync + 'static {
     fn response_unencodable(&self, _api: ApiKey, _version: i16, _reason: &str) {}
     fn connection_opened(&self) {}
     fn connection_closed(&self) {}
+    /// A TLS handshake failed or timed out (for metrics).
+    fn tls_handshake_failed(&self) {}
 }
+
+/// A listener's current TLS configuration; replaced whole when its certificate files change,
+/// so that new connections use the new certificate and open ones keep theirs.
+pub struct TlsAcceptorCell(RwLock<TlsAcceptor>);
+
+impl TlsAcceptorCell {
+    pub fn new(config: Arc<tokio_rustls::rustls::ServerConfig>) -> Self {
+        TlsAcceptorCell(RwLock::new(TlsAcceptor::from(config)))
+    }
+
+    pub fn replace(&self, config: Arc<tokio_rustls::rustls::ServerConfig>) {
+        let mut current = self.0.write().unwrap_or_else(|e| e.into_inner());
+        *current = TlsAcceptor::from(config);
+    }
+
+    fn current(&self) -> TlsAcceptor {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+impl std::fmt::Debug for TlsAcceptorCell {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TlsAcceptorCell")
+    }
+}
+
+/// One bound Kafka listener.
+#[derive(Debug)]
+pub struct Endpoint {
+    pub listener: TcpListener,
+    pub name: Arc<str>,
+    /// `Some` for `SSL` and `SASL_SSL` listeners.
+    pub tls: Option<Arc<TlsAcceptorCell>>,
+}
+
+/// A TLS handshake that takes longer is abandoned (a client that connects and says nothing
+/// must not hold a connection slot for long).
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Bounds on what clients can make the server hold.
 #[derive(Debug, Clone)]
@@ -98,20 +181,41 @@ impl Default for Limits {
     }
 }
 
-/// Accepts connections until `shutdown` fires, then waits for open connections to finish
-/// their in-flight responses (they stop reading at once).
+/// Accepts connections on every endpoint until `shutdown` fires, then waits for open
+/// connections to finish their in-flight responses (they stop reading at once).
+/// `limits.max_connections` bounds the connections of all endpoints together.
 pub async fn serve<S: Service>(
-    listener: TcpListener,
+    endpoints: Vec<Endpoint>,
     service: Arc<S>,
     limits: Limits,
     shutdown: CancellationToken,
 ) {
     let permits = Arc::new(Semaphore::new(limits.max_connections));
+    let mut listeners = tokio::task::JoinSet::new();
+    for endpoint in endpoints {
+        listeners.spawn(accept_loop(
+            endpoint,
+            Arc::clone(&service),
+            limits.clone(),
+            Arc::clone(&permits),
+            shutdown.clone(),
+        ));
+    }
+    while listeners.join_next().await.is_some() {}
+}
+
+async fn accept_loop<S: Service>(
+    endpoint: Endpoint,
+    service: Arc<S>,
+    limits: Limits,
+    permits: Arc<Semaphore>,
+    shutdown: CancellationToken,
+) {
     let mut connections = tokio::task::JoinSet::new();
     loop {
         let accepted = tokio::select! {
             () = shutdown.cancelled() => break,
-            accepted = listener.accept() => accepted,
+            accepted = endpoint.listener.accept() => accepted,
         };
         let (stream, addr) = match accepted {
             Ok(pair) => pair,
@@ -130,12 +234,59 @@ pub async fn serve<S: Service>(
         let service = Arc::clone(&service);
         let limits = limits.clone();
         let shutdown = shutdown.clone();
+        let name = Arc::clone(&endpoint.name);
+        let tls = endpoint.tls.as_ref().map(|cell| cell.current());
         connections.spawn(async move {
             let _permit = permit;
+            if let Err(e) = stream.set_nodelay(true) {
+                tracing::debug!(%addr, error = %e, "cannot set TCP_NODELAY");
+            }
+            let mut peer = Peer {
+                addr,
+                listener: name,
+                tls: tls.is_some(),
+                client_certificate: None,
+            };
             service.connection_opened();
-            let outcome = Connection::new(stream, addr, &limits)
-                .run(&service, &limits, &shutdown)
-                .await;
+            let outcome = match tls {
+                None => {
+                    let mut stream = stream;
+                    let (reader, writer) = stream.split();
+                    let session = service.open_session(&peer);
+                    Connection::new(reader, writer, peer, &limits)
+                        .run(&service, &session, &limits, &shutdown)
+                        .await
+                }
+                Some(acceptor) => {
+                    match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await
+                    {
+                        Ok(Ok(stream)) => {
+                            peer.client_certificate = stream
+                                .get_ref()
+                                .1
+                                .peer_certificates()
+                                .and_then(|chain| chain.first())
+                                .map(|leaf| Arc::from(leaf.as_ref()));
+                            let (reader, writer) = tokio::io::split(stream);
+                            let session = service.open_session(&peer);
+                            Connection::new(reader, writer, peer, &limits)
+                                .run(&service, &session, &limits, &shutdown)
+                                .await
+                        }
+                        Ok(Err(e)) => {
+                            service.tls_handshake_failed();
+                            Err(format!("TLS handshake failed: {e}"))
+                        }
+                        Err(_) => {
+                            service.tls_handshake_failed();
+                            Err(format!(
+                                "TLS handshake not done within {} s",
+                                TLS_HANDSHAKE_TIMEOUT.as_secs()
+                            ))
+                        }
+                    }
+                }
+            };
             service.connection_closed();
             if let Err(reason) = outcome {
                 tracing::info!(%addr, %reason, "closed connection");
@@ -146,8 +297,9 @@ pub async fn serve<S: Service>(
     while connections.join_next().await.is_some() {}
 }
 
-struct Connection {
-    stream: TcpStream,
+struct Connection<R, W> {
+    reader: R,
+    writer: W,
     peer: Peer,
     read_buf: BytesMut,
 }
@@ -155,14 +307,12 @@ struct Connection {
 /// One pending response, encoded: the frame to send, or why the connection must close.
 type Outgoing = Pin<Box<dyn Future<Output = Result<Bytes, String>> + Send>>;
 
-impl Connection {
-    fn new(stream: TcpStream, addr: SocketAddr, limits: &Limits) -> Self {
-        if let Err(e) = stream.set_nodelay(true) {
-            tracing::debug!(%addr, error = %e, "cannot set TCP_NODELAY");
-        }
+impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> Connection<R, W> {
+    fn new(reader: R, writer: W, peer: Peer, limits: &Limits) -> Self {
         Connection {
-            stream,
-            peer: Peer { addr },
+            reader,
+            writer,
+            peer,
             read_buf: BytesMut::with_capacity(64 * 1024.min(limits.max_frame_bytes)),
         }
     }
@@ -171,10 +321,11 @@ impl Connection {
     async fn run<S: Service>(
         mut self,
         service: &Arc<S>,
+        session: &S::Session,
         limits: &Limits,
         shutdown: &CancellationToken,
     ) -> Result<(), String> {
-        let (mut reader, mut writer) = self.stream.split();
+        let (reader, writer) = (&mut self.reader, &mut self.writer);
         let mut pending: FuturesOrdered<Outgoing> = FuturesOrdered::new();
         let mut out = Frames::default();
         let mut closing: Option<String> = None;
@@ -185,7 +336,7 @@ impl Connection {
                 match next_frame(&mut self.read_buf, limits.max_frame_bytes) {
                     Ok(Some(frame)) => {
                         idle_deadline = tokio::time::Instant::now() + limits.idle_timeout;
-                        match handle_frame(frame, service, &self.peer) {
+                        match handle_frame(frame, service, &self.peer, session) {
                             Ok(Some(outgoing)) => pending.push_back(outgoing),
                             Ok(None) => {}
                             Err(reason) => closing = Some(reason),
@@ -250,8 +401,19 @@ fn handle_frame<S: Service>(
     frame: Bytes,
     service: &Arc<S>,
     peer: &Peer,
+    session: &S::Session,
 ) -> Result<Option<Outgoing>, String> {
     let started = std::time::Instant::now();
+    if let Some(answer) = service.sasl_token(&frame, peer, session) {
+        return Ok(Some(Box::pin(answer.map(|token| {
+            token.map(|token| {
+                let mut framed = BytesMut::with_capacity(4 + token.len());
+                framed.extend_from_slice(&(token.len() as u32).to_be_bytes());
+                framed.extend_from_slice(&token);
+                framed.freeze()
+            })
+        }))));
+    }
     let request = match decode_request(frame, service.api_table()) {
         Ok(request) => request,
         Err(DecodeError::UnsupportedVersion {
@@ -282,7 +444,7 @@ fn handle_frame<S: Service>(
         reporter.request_done(api_key, started.elapsed());
         Ok(frame)
     };
-    Ok(match service.call(request, peer) {
+    Ok(match service.call(request, peer, session) {
         Reply::Ready(body) => Some(Box::pin(std::future::ready(encode(Some(*body))))),
         Reply::Later(future) => Some(Box::pin(future.map(encode))),
         Reply::Silent => None,
@@ -310,6 +472,7 @@ mod tests {
 
     use super::*;
     use crate::versions::ApiRange;
+    use tokio::net::TcpStream;
 
     /// Answers FindCoordinator v0 and ListOffsets v1 with fields those versions lack.
     struct Broken {
@@ -318,11 +481,15 @@ mod tests {
     }
 
     impl Service for Broken {
+        type Session = ();
+
         fn api_table(&self) -> &ApiTable {
             &self.table
         }
 
-        fn call(&self, request: Request, _peer: &Peer) -> Reply {
+        fn open_session(&self, _peer: &Peer) {}
+
+        fn call(&self, request: Request, _peer: &Peer, _session: &()) -> Reply {
             match request.body {
                 // The list of coordinators exists from v4 on (KIP-699).
                 RequestKind::FindCoordinator(_) => ResponseKind::FindCoordinator(
@@ -367,8 +534,13 @@ mod tests {
             unencodable: AtomicUsize::new(0),
         });
         let shutdown = CancellationToken::new();
-        tokio::spawn(serve(
+        let endpoint = Endpoint {
             listener,
+            name: Arc::from("PLAINTEXT"),
+            tls: None,
+        };
+        tokio::spawn(serve(
+            vec![endpoint],
             Arc::clone(&service),
             Limits::default(),
             shutdown.clone(),

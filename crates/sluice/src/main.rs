@@ -13,8 +13,10 @@ mod reassign_cmd;
 mod remove_node_cmd;
 mod serve;
 mod settings;
+mod tls;
 mod topic_cmd;
 mod txn_cmd;
+mod user_cmd;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -80,6 +82,13 @@ enum Command {
         #[command(subcommand)]
         command: cluster_cmd::ClusterCommand,
     },
+    /// SASL users: create (or set a password), delete, list
+    User {
+        #[command(flatten)]
+        bootstrap: Bootstrap,
+        #[command(subcommand)]
+        command: user_cmd::UserCommand,
+    },
     /// List and describe transactions; abort a hanging one
     Txn {
         #[command(flatten)]
@@ -116,6 +125,8 @@ fn main() {
             .and_then(|rt| rt.block_on(group_cmd::run(&bootstrap.bootstrap_server, command))),
         Command::Cluster { bootstrap, command } => cli_runtime()
             .and_then(|rt| rt.block_on(cluster_cmd::run(&bootstrap.bootstrap_server, command))),
+        Command::User { bootstrap, command } => cli_runtime()
+            .and_then(|rt| rt.block_on(user_cmd::run(&bootstrap.bootstrap_server, command))),
         Command::Txn { bootstrap, command } => cli_runtime()
             .and_then(|rt| rt.block_on(txn_cmd::run(&bootstrap.bootstrap_server, command))),
         Command::Produce { bootstrap, args } => cli_runtime()

@@ -27,9 +27,39 @@ pub async fn run(settings: Resolved) -> anyhow::Result<()> {
     .await
     .context("opening the broker")?
     .with_context(|| format!("opening data directory {}", data_dir.display()))?;
-    let kafka = TcpListener::bind(settings.listen)
-        .await
-        .with_context(|| format!("binding the Kafka listener {}", settings.listen))?;
+    // TLS files are checked before anything binds: a bad key or an expired certificate stops
+    // the start with a message naming it.
+    let tls = match &settings.tls {
+        Some(tls) => Some(tls.load()?),
+        None => None,
+    };
+    let mut endpoints = Vec::new();
+    let mut cells = Vec::new();
+    for l in &settings.listeners {
+        let listener = TcpListener::bind(l.bind)
+            .await
+            .with_context(|| format!("binding the Kafka listener {} ({})", l.name, l.bind))?;
+        let cell = match (&tls, l.protocol.uses_tls()) {
+            (Some(config), true) => {
+                let cell = Arc::new(sluice_wire::TlsAcceptorCell::new(Arc::clone(config)));
+                cells.push(Arc::clone(&cell));
+                Some(cell)
+            }
+            _ => None,
+        };
+        tracing::info!(
+            listener = %l.name,
+            protocol = l.protocol.name(),
+            address = %listener.local_addr()?,
+            advertised = %format!("{}:{}", l.advertised_host, l.advertised_port),
+            "Kafka listener"
+        );
+        endpoints.push(sluice_wire::Endpoint {
+            listener,
+            name: Arc::from(l.name.as_str()),
+            tls: cell,
+        });
+    }
     let admin = TcpListener::bind(settings.admin_listen)
         .await
         .with_context(|| format!("binding the admin listener {}", settings.admin_listen))?;
@@ -38,8 +68,11 @@ pub async fn run(settings: Resolved) -> anyhow::Result<()> {
         join_cluster(&broker, &settings, voters, shutdown.clone()).await?;
     }
     broker.start_background(shutdown.clone());
+    if let Some(tls) = settings.tls.clone() {
+        tls.watch(cells, shutdown.clone());
+    }
     tracing::info!(
-        kafka = %kafka.local_addr()?,
+        listeners = settings.listeners.len(),
         advertised = %format!("{}:{}", settings.broker.advertised_host, settings.broker.advertised_port),
         admin = %format!("http://{}", admin.local_addr()?),
         data_dir = %data_dir.display(),
@@ -60,7 +93,7 @@ pub async fn run(settings: Resolved) -> anyhow::Result<()> {
             }
             tracing::info!("metadata current: answering Kafka clients");
         }
-        sluice_wire::serve(kafka, serving, limits, stop).await
+        sluice_wire::serve(endpoints, serving, limits, stop).await
     });
     let admin_state = sluice_admin::AppState::new(
         Arc::clone(&broker),
@@ -120,6 +153,15 @@ async fn join_cluster(
             incarnation: uuid::Uuid::new_v4(),
             kafka_host: settings.broker.advertised_host.clone(),
             kafka_port: settings.broker.advertised_port,
+            listeners: settings
+                .listeners
+                .iter()
+                .map(|l| sluice_cluster::metadata::ListenerEndpoint {
+                    name: l.name.clone(),
+                    host: l.advertised_host.clone(),
+                    port: l.advertised_port,
+                })
+                .collect(),
             internal_addr: internal.clone(),
             rack: settings.rack.clone(),
             directory: Some(broker.directory_id()),

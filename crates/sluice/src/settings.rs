@@ -7,6 +7,10 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use serde::Deserialize;
+use std::collections::BTreeMap;
+
+use sluice_auth::{PrincipalMapper, SaslMechanism};
+use sluice_broker::security::{ListenerConfig, SecurityConfig, SecurityProtocol};
 use sluice_broker::topic_config::{self, Defaults};
 use sluice_broker::BrokerConfig;
 use sluice_wire::Limits;
@@ -21,6 +25,52 @@ pub struct Settings {
     /// host:port that clients are told to connect to [default: the listener's address]
     #[arg(long, env = "SLUICE_ADVERTISED_LISTENER")]
     pub advertised_listener: Option<String>,
+    /// Kafka listeners, as NAME://HOST:PORT, comma-separated (instead of --listen), e.g.
+    /// SASL_SSL://0.0.0.0:9093,PLAINTEXT://127.0.0.1:9092. NAME is a security protocol
+    /// (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) or a name listener_security_protocol_map maps
+    #[arg(long, env = "SLUICE_LISTENERS", value_delimiter = ',')]
+    pub listeners: Option<Vec<String>>,
+    /// What clients are told for each listener, NAME://HOST:PORT, comma-separated
+    /// [default: each listener's own address]
+    #[arg(long, env = "SLUICE_ADVERTISED_LISTENERS", value_delimiter = ',')]
+    pub advertised_listeners: Option<Vec<String>>,
+    /// Listener names → security protocols, NAME:PROTOCOL, comma-separated, e.g.
+    /// CLIENTS:SASL_SSL,REPLICAS:SSL [default: each protocol's own name]
+    #[arg(long, env = "SLUICE_LISTENER_SECURITY_PROTOCOL_MAP")]
+    pub listener_security_protocol_map: Option<String>,
+    /// TLS: the certificate chain (PEM, leaf first) of SSL and SASL_SSL listeners
+    #[arg(long, env = "SLUICE_SSL_CERTIFICATE")]
+    pub ssl_certificate: Option<PathBuf>,
+    /// TLS: the certificate's private key (PEM: PKCS#8, PKCS#1 or SEC1)
+    #[arg(long, env = "SLUICE_SSL_KEY")]
+    pub ssl_key: Option<PathBuf>,
+    /// TLS client certificates: none, requested or required (Kafka's ssl.client.auth)
+    /// [default: none]
+    #[arg(long, env = "SLUICE_SSL_CLIENT_AUTH")]
+    pub ssl_client_auth: Option<String>,
+    /// The authorities (PEM) that client certificates must chain to
+    #[arg(long, env = "SLUICE_SSL_CLIENT_CA")]
+    pub ssl_client_ca: Option<PathBuf>,
+    /// Client certificate subject → principal, Kafka's ssl.principal.mapping.rules, e.g.
+    /// RULE:^CN=([^,]*).*$/$1/,DEFAULT [default: DEFAULT, the whole subject]
+    #[arg(long, env = "SLUICE_SSL_PRINCIPAL_MAPPING_RULES")]
+    pub ssl_principal_mapping_rules: Option<String>,
+    /// How often the certificate files are checked for changes, which are then loaded
+    /// without a restart [default: 10000]
+    #[arg(long, env = "SLUICE_SSL_RELOAD_INTERVAL_MS")]
+    pub ssl_reload_interval_ms: Option<u64>,
+    /// SASL mechanisms of SASL listeners, comma-separated: SCRAM-SHA-256, SCRAM-SHA-512,
+    /// PLAIN [default: all three]
+    #[arg(long, env = "SLUICE_SASL_ENABLED_MECHANISMS")]
+    pub sasl_enabled_mechanisms: Option<String>,
+    /// A SASL login holds this long, then the client must re-authenticate (KIP-368);
+    /// 0: for ever [default: 0]
+    #[arg(long, env = "SLUICE_CONNECTIONS_MAX_REAUTH_MS")]
+    pub connections_max_reauth_ms: Option<i64>,
+    /// A failed login is answered this late, longer for an address that keeps failing
+    /// [default: 100]
+    #[arg(long, env = "SLUICE_CONNECTION_FAILED_AUTHENTICATION_DELAY_MS")]
+    pub connection_failed_authentication_delay_ms: Option<u64>,
     /// HTTP admin listener: web console, admin API, /metrics [default: 127.0.0.1:8080]
     #[arg(long, env = "SLUICE_ADMIN_LISTEN")]
     pub admin_listen: Option<SocketAddr>,
@@ -132,7 +182,11 @@ pub struct Settings {
 #[derive(Debug)]
 pub struct Resolved {
     pub broker: BrokerConfig,
-    pub listen: SocketAddr,
+    /// The Kafka listeners to bind, in the order given (the first is the one
+    /// `broker.advertised_host` names).
+    pub listeners: Vec<Listener>,
+    /// Set when a listener speaks TLS.
+    pub tls: Option<crate::tls::TlsSettings>,
     pub admin_listen: SocketAddr,
     pub admin_token: Option<String>,
     pub limits: Limits,
@@ -185,6 +239,188 @@ pub fn parse_cluster(spec: &str) -> anyhow::Result<std::collections::BTreeMap<i3
     Ok(voters)
 }
 
+/// A Kafka listener to bind.
+#[derive(Debug, Clone)]
+pub struct Listener {
+    pub name: String,
+    pub protocol: SecurityProtocol,
+    pub bind: SocketAddr,
+    pub advertised_host: String,
+    pub advertised_port: i32,
+}
+
+/// `NAME://HOST:PORT` → (NAME, HOST, PORT).
+fn parse_listener(setting: &str, spec: &str) -> anyhow::Result<(String, String, u16)> {
+    let (name, addr) = spec.trim().split_once("://").with_context(|| {
+        format!("{setting} entry '{spec}' is not NAME://HOST:PORT (e.g. SASL_SSL://0.0.0.0:9093)")
+    })?;
+    let (host, port) = addr
+        .rsplit_once(':')
+        .with_context(|| format!("{setting} entry '{spec}': '{addr}' is not HOST:PORT"))?;
+    let port: u16 = port
+        .parse()
+        .with_context(|| format!("{setting} entry '{spec}': '{port}' is not a port"))?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        bail!("{setting} entry '{spec}': '{name}' is not a listener name (letters, digits, _)");
+    }
+    Ok((name.to_string(), host.to_string(), port))
+}
+
+/// The listeners and the authentication settings, from `listen`/`advertised_listener` (one
+/// PLAINTEXT listener, as before) or `listeners`/`advertised_listeners`.
+fn resolve_listeners(s: &Settings) -> anyhow::Result<(Vec<Listener>, SecurityConfig)> {
+    let mut map: BTreeMap<String, SecurityProtocol> = BTreeMap::new();
+    if let Some(spec) = &s.listener_security_protocol_map {
+        for entry in spec.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+            let (name, protocol) = entry.split_once(':').with_context(|| {
+                format!("listener_security_protocol_map entry '{entry}' is not NAME:PROTOCOL")
+            })?;
+            let protocol = SecurityProtocol::parse(protocol).with_context(|| {
+                format!(
+                    "listener_security_protocol_map entry '{entry}': '{protocol}' is not \
+                     PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"
+                )
+            })?;
+            map.insert(name.to_string(), protocol);
+        }
+    }
+    let mut listeners = Vec::new();
+    match (&s.listeners, s.listen) {
+        (Some(_), Some(_)) => bail!("set either listen or listeners, not both"),
+        (Some(specs), None) => {
+            for spec in specs.iter().filter(|l| !l.trim().is_empty()) {
+                let (name, host, port) = parse_listener("listeners", spec)?;
+                let protocol = map
+                    .get(&name)
+                    .copied()
+                    .or_else(|| SecurityProtocol::parse(&name))
+                    .with_context(|| {
+                        format!(
+                            "listener {name}: not a security protocol (PLAINTEXT, SSL, \
+                             SASL_PLAINTEXT, SASL_SSL); map it in listener_security_protocol_map"
+                        )
+                    })?;
+                let ip: std::net::IpAddr = if host.is_empty() {
+                    std::net::Ipv4Addr::UNSPECIFIED.into()
+                } else {
+                    host.parse().with_context(|| {
+                        format!("listener {name}: '{host}' is not an IP address to bind")
+                    })?
+                };
+                if listeners.iter().any(|l: &Listener| l.name == name) {
+                    bail!("listeners name {name} twice");
+                }
+                listeners.push(Listener {
+                    name,
+                    protocol,
+                    bind: SocketAddr::new(ip, port),
+                    advertised_host: String::new(),
+                    advertised_port: 0,
+                });
+            }
+            if listeners.is_empty() {
+                bail!("listeners is empty");
+            }
+        }
+        (None, listen) => listeners.push(Listener {
+            name: "PLAINTEXT".into(),
+            protocol: SecurityProtocol::Plaintext,
+            bind: listen.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 9092))),
+            advertised_host: String::new(),
+            advertised_port: 0,
+        }),
+    }
+    let mut advertised: BTreeMap<String, (String, u16)> = BTreeMap::new();
+    for spec in s.advertised_listeners.iter().flatten() {
+        if spec.trim().is_empty() {
+            continue;
+        }
+        let (name, host, port) = parse_listener("advertised_listeners", spec)?;
+        if !listeners.iter().any(|l| l.name == name) {
+            bail!("advertised_listeners names {name}, which is not a listener");
+        }
+        if host.is_empty() {
+            bail!("advertised_listeners entry '{spec}' has no host");
+        }
+        advertised.insert(name, (host, port));
+    }
+    if let Some(a) = &s.advertised_listener {
+        if s.advertised_listeners.is_some() {
+            bail!("set either advertised_listener or advertised_listeners, not both");
+        }
+        let (host, port) = a
+            .rsplit_once(':')
+            .with_context(|| format!("advertised_listener '{a}' is not host:port"))?;
+        let port: u16 = port
+            .parse()
+            .with_context(|| format!("advertised_listener '{a}' has a bad port"))?;
+        advertised.insert(listeners[0].name.clone(), (host.to_string(), port));
+    }
+    for l in &mut listeners {
+        let (host, port) = match advertised.get(&l.name) {
+            Some((host, port)) => (host.clone(), *port),
+            None if l.bind.ip().is_unspecified() => bail!(
+                "listener {} binds {}: set advertised_listeners (or advertised_listener) to the \
+                 HOST:PORT clients should connect to",
+                l.name,
+                l.bind
+            ),
+            None => (l.bind.ip().to_string(), l.bind.port()),
+        };
+        l.advertised_host = host;
+        l.advertised_port = i32::from(port);
+    }
+    let mut security = SecurityConfig {
+        listeners: listeners
+            .iter()
+            .map(|l| ListenerConfig {
+                name: l.name.clone(),
+                protocol: l.protocol,
+                advertised_host: l.advertised_host.clone(),
+                advertised_port: l.advertised_port,
+            })
+            .collect(),
+        ..SecurityConfig::default()
+    };
+    if let Some(spec) = &s.sasl_enabled_mechanisms {
+        let mut mechanisms = Vec::new();
+        for name in spec.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            let m = SaslMechanism::from_name(name).with_context(|| {
+                format!(
+                    "sasl_enabled_mechanisms: '{name}' is not SCRAM-SHA-256, SCRAM-SHA-512 or PLAIN"
+                )
+            })?;
+            if !mechanisms.contains(&m) {
+                mechanisms.push(m);
+            }
+        }
+        if mechanisms.is_empty() {
+            bail!("sasl_enabled_mechanisms is empty");
+        }
+        security.sasl_mechanisms = mechanisms;
+    }
+    if let Some(rules) = &s.ssl_principal_mapping_rules {
+        let mapper = PrincipalMapper::parse(rules)
+            .with_context(|| format!("ssl_principal_mapping_rules '{rules}'"))?;
+        security.principal_mapper = Some(std::sync::Arc::new(mapper));
+    }
+    security.max_reauth_ms = match s.connections_max_reauth_ms {
+        None | Some(0) => None,
+        Some(ms) if ms < 1_000 => {
+            bail!("connections_max_reauth_ms must be 0 (off) or at least 1000, not {ms}")
+        }
+        Some(ms) => Some(ms),
+    };
+    if let Some(ms) = s.connection_failed_authentication_delay_ms {
+        if ms > 60_000 {
+            bail!("connection_failed_authentication_delay_ms must be at most 60000, not {ms}");
+        }
+        security.failed_auth_delay_ms = ms;
+    }
+    Ok((listeners, security))
+}
+
 macro_rules! overlay {
     ($high:expr, $low:expr, $($field:ident),*) => {
         Settings { $($field: $high.$field.or($low.$field)),* }
@@ -206,6 +442,18 @@ impl Settings {
             file,
             listen,
             advertised_listener,
+            listeners,
+            advertised_listeners,
+            listener_security_protocol_map,
+            ssl_certificate,
+            ssl_key,
+            ssl_client_auth,
+            ssl_client_ca,
+            ssl_principal_mapping_rules,
+            ssl_reload_interval_ms,
+            sasl_enabled_mechanisms,
+            connections_max_reauth_ms,
+            connection_failed_authentication_delay_ms,
             admin_listen,
             admin_token,
             data_dir,
@@ -241,24 +489,19 @@ impl Settings {
     }
 
     pub fn resolve(self) -> anyhow::Result<Resolved> {
-        let listen = self
-            .listen
-            .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 9092)));
-        let (advertised_host, advertised_port) = match &self.advertised_listener {
-            Some(a) => {
-                let (host, port) = a
-                    .rsplit_once(':')
-                    .with_context(|| format!("advertised_listener '{a}' is not host:port"))?;
-                let port: u16 = port
-                    .parse()
-                    .with_context(|| format!("advertised_listener '{a}' has a bad port"))?;
-                (host.to_string(), i32::from(port))
-            }
-            None if listen.ip().is_unspecified() => {
-                bail!("listen is {listen}: set advertised_listener to the host:port clients should connect to")
-            }
-            None => (listen.ip().to_string(), i32::from(listen.port())),
-        };
+        let (listeners, security) = resolve_listeners(&self)?;
+        let tls = crate::tls::TlsSettings::resolve(
+            listeners.iter().any(|l| l.protocol.uses_tls()),
+            self.ssl_certificate.clone(),
+            self.ssl_key.clone(),
+            self.ssl_client_auth.as_deref(),
+            self.ssl_client_ca.clone(),
+            self.ssl_reload_interval_ms,
+        )?;
+        let (advertised_host, advertised_port) = listeners
+            .first()
+            .map(|l| (l.advertised_host.clone(), l.advertised_port))
+            .context("no Kafka listener")?;
         let mut defaults = Defaults::default();
         let mut set = |name: &str, value: Option<String>| -> anyhow::Result<()> {
             if let Some(v) = value {
@@ -372,6 +615,7 @@ impl Settings {
             ),
             groups,
             clustered: cluster.is_some(),
+            security,
             ..BrokerConfig::default()
         };
         let limits = Limits {
@@ -400,7 +644,8 @@ impl Settings {
         }
         Ok(Resolved {
             broker,
-            listen,
+            listeners,
+            tls,
             admin_listen,
             admin_token,
             limits,
@@ -447,7 +692,7 @@ mod tests {
             ..Settings::default()
         };
         let r = flags.over(file).resolve().unwrap();
-        assert_eq!(r.listen.port(), 29092);
+        assert_eq!(r.listeners[0].bind.port(), 29092);
         assert_eq!(r.broker.advertised_port, 29092);
         assert_eq!(r.broker.data_dir, PathBuf::from("/tmp/x"));
         assert_eq!(r.broker.num_partitions, 4);
@@ -538,5 +783,102 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("advertised_listener"));
+    }
+
+    #[test]
+    fn several_listeners_with_their_protocols_and_advertised_addresses() {
+        let s = Settings {
+            listeners: Some(vec![
+                "SASL_SSL://0.0.0.0:9093".into(),
+                "PLAINTEXT://127.0.0.1:9092".into(),
+                "REPLICAS://127.0.0.1:9094".into(),
+            ]),
+            advertised_listeners: Some(vec!["SASL_SSL://broker1.example:9093".into()]),
+            listener_security_protocol_map: Some("REPLICAS:SSL".into()),
+            ssl_certificate: Some("/tmp/c.pem".into()),
+            ssl_key: Some("/tmp/k.pem".into()),
+            sasl_enabled_mechanisms: Some("SCRAM-SHA-512".into()),
+            connections_max_reauth_ms: Some(60_000),
+            ..Settings::default()
+        };
+        let r = s.resolve().unwrap();
+        let l: Vec<_> = r
+            .listeners
+            .iter()
+            .map(|l| {
+                (
+                    l.name.as_str(),
+                    l.protocol,
+                    l.advertised_host.as_str(),
+                    l.advertised_port,
+                )
+            })
+            .collect();
+        assert_eq!(
+            l,
+            [
+                (
+                    "SASL_SSL",
+                    SecurityProtocol::SaslSsl,
+                    "broker1.example",
+                    9093
+                ),
+                ("PLAINTEXT", SecurityProtocol::Plaintext, "127.0.0.1", 9092),
+                ("REPLICAS", SecurityProtocol::Ssl, "127.0.0.1", 9094),
+            ]
+        );
+        assert_eq!(r.broker.advertised_host, "broker1.example");
+        assert!(r.tls.is_some());
+        let security = &r.broker.security;
+        assert_eq!(
+            security.sasl_mechanisms,
+            [SaslMechanism::Scram(sluice_auth::ScramMechanism::Sha512)]
+        );
+        assert_eq!(security.max_reauth_ms, Some(60_000));
+    }
+
+    #[test]
+    fn bad_listener_settings_are_refused_with_a_message_naming_them() {
+        let refused = |s: Settings| format!("{:#}", s.resolve().unwrap_err());
+        let with = |listeners: &[&str]| Settings {
+            listeners: Some(listeners.iter().map(|l| l.to_string()).collect()),
+            ..Settings::default()
+        };
+        assert!(refused(with(&["HTTPS://127.0.0.1:1"])).contains("HTTPS"));
+        assert!(refused(with(&["127.0.0.1:9092"])).contains("NAME://HOST:PORT"));
+        assert!(refused(with(&["PLAINTEXT://127.0.0.1:x"])).contains("not a port"));
+        assert!(refused(with(&["PLAINTEXT://0.0.0.0:9092"])).contains("advertised"));
+        assert!(refused(with(&["PLAINTEXT://a:1", "PLAINTEXT://b:2"])).contains("bind"));
+        assert!(refused(with(&[
+            "PLAINTEXT://127.0.0.1:1",
+            "PLAINTEXT://127.0.0.1:2"
+        ]))
+        .contains("twice"));
+        assert!(refused(with(&["SSL://127.0.0.1:1"])).contains("ssl_certificate and ssl_key"));
+        assert!(refused(Settings {
+            listen: Some("127.0.0.1:1".parse().unwrap()),
+            ..with(&["PLAINTEXT://127.0.0.1:2"])
+        })
+        .contains("either listen or listeners"));
+        assert!(refused(Settings {
+            sasl_enabled_mechanisms: Some("GSSAPI".into()),
+            ..with(&["SASL_PLAINTEXT://127.0.0.1:2"])
+        })
+        .contains("GSSAPI"));
+        assert!(refused(Settings {
+            ssl_principal_mapping_rules: Some("RULE:^CN=(.*$/$1/".into()),
+            ..with(&["SASL_PLAINTEXT://127.0.0.1:2"])
+        })
+        .contains("ssl_principal_mapping_rules"));
+        assert!(refused(Settings {
+            connections_max_reauth_ms: Some(10),
+            ..with(&["SASL_PLAINTEXT://127.0.0.1:2"])
+        })
+        .contains("connections_max_reauth_ms"));
+        assert!(refused(Settings {
+            advertised_listeners: Some(vec!["SSL://h:1".into()]),
+            ..with(&["PLAINTEXT://127.0.0.1:2"])
+        })
+        .contains("not a listener"));
     }
 }

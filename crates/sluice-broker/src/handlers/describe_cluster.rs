@@ -36,7 +36,7 @@ pub fn handle(broker: &Broker, request: DescribeClusterRequest, call: &Call) -> 
     }
     let include_fenced = version >= 2 && request.include_fenced_brokers;
     let brokers = broker
-        .cluster_nodes()
+        .cluster_nodes(&call.peer.listener)
         .into_iter()
         .filter(|(.., fenced)| include_fenced || !fenced)
         .map(|(id, host, port, rack, fenced)| {

@@ -52,7 +52,7 @@ pub fn handle(broker: &Broker, request: DescribeQuorumRequest, call: &Call) -> R
         )));
     }
     let Some(replication) = broker.replication().cloned() else {
-        let me = u64::try_from(broker.cluster_nodes()[0].0).unwrap_or_default();
+        let me = u64::try_from(broker.node_id()).unwrap_or_default();
         let single = QuorumInfo {
             leader: me,
             term: 0,

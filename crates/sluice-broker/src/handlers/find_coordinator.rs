@@ -56,6 +56,15 @@ pub fn handle(broker: &Broker, request: FindCoordinatorRequest, call: &Call) -> 
             })
         }
     };
+    // The coordinator's address on the listener this client came in on.
+    let answer = |key: &StrBytes| {
+        answer(key).map(|(node, host, port)| {
+            let (host, port) = broker
+                .address_for(&call.peer.listener, node)
+                .unwrap_or((host, port));
+            (node, host, port)
+        })
+    };
     if version >= 4 {
         let coordinators = request
             .coordinator_keys

@@ -28,7 +28,14 @@ pub fn handle(broker: &Broker, request: MetadataRequest, call: &Call) -> Respons
     let version = call.version;
     let allow_auto_create = version < 4 || request.allow_auto_topic_creation;
     if let Some(replication) = broker.replication() {
-        return in_cluster(broker, replication, request, version, allow_auto_create);
+        return in_cluster(
+            broker,
+            replication,
+            request,
+            version,
+            allow_auto_create,
+            &call.peer.listener,
+        );
     }
     let topics = match request.topics {
         // v0: an empty list means all topics; v1+: null means all, empty means none.
@@ -64,13 +71,15 @@ pub fn handle(broker: &Broker, request: MetadataRequest, call: &Call) -> Respons
             })
             .collect(),
     };
-    let config = broker.config();
+    let (host, port) = broker
+        .address_for(&call.peer.listener, broker.node_id())
+        .unwrap_or_default();
     ResponseKind::Metadata(
         MetadataResponse::default()
             .with_brokers(vec![MetadataResponseBroker::default()
-                .with_node_id(BrokerId(config.node_id))
-                .with_host(str_bytes(&config.advertised_host))
-                .with_port(config.advertised_port)])
+                .with_node_id(BrokerId(broker.node_id()))
+                .with_host(str_bytes(&host))
+                .with_port(port)])
             .with_cluster_id(Some(str_bytes(broker.cluster_id())))
             .with_controller_id(BrokerId(broker.advertised_controller()))
             .with_topics(topics)
@@ -111,6 +120,7 @@ fn in_cluster(
     request: MetadataRequest,
     version: i16,
     allow_auto_create: bool,
+    listener: &str,
 ) -> ResponseKind {
     let applied = replication.state();
     let state = &applied.state;
@@ -172,10 +182,11 @@ fn in_cluster(
         .values()
         .map(|n| {
             let r = &n.registration;
+            let (host, port) = r.endpoint(listener);
             MetadataResponseBroker::default()
                 .with_node_id(BrokerId(r.node.0))
-                .with_host(str_bytes(&r.kafka_host))
-                .with_port(r.kafka_port)
+                .with_host(str_bytes(host))
+                .with_port(port)
                 .with_rack(r.rack.as_deref().map(str_bytes))
         })
         .collect();

@@ -10,6 +10,7 @@ pub mod add_partitions_to_txn;
 pub mod add_raft_voter;
 pub mod alter_configs;
 pub mod alter_partition_reassignments;
+pub mod alter_user_scram_credentials;
 pub mod api_versions;
 mod config_change;
 pub mod consumer_group_describe;
@@ -19,6 +20,7 @@ pub mod create_topics;
 pub mod delete_groups;
 pub mod delete_records;
 pub mod delete_topics;
+pub mod describe_client_quotas;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
@@ -26,6 +28,7 @@ pub mod describe_log_dirs;
 pub mod describe_producers;
 pub mod describe_quorum;
 pub mod describe_transactions;
+pub mod describe_user_scram_credentials;
 pub mod elect_leaders;
 pub mod end_txn;
 pub mod fetch;
@@ -46,6 +49,8 @@ pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod remove_raft_voter;
+pub mod sasl_authenticate;
+pub mod sasl_handshake;
 pub mod sync_group;
 pub mod txn_offset_commit;
 pub mod unregister_broker;
@@ -90,6 +95,8 @@ pub struct Call<'a> {
     pub version: i16,
     pub client_id: &'a str,
     pub peer: &'a Peer,
+    /// The connection's authentication.
+    pub session: &'a crate::security::Session,
 }
 
 impl Call<'_> {
@@ -192,6 +199,11 @@ apis! {
     UnregisterBroker => unregister_broker,
     AddRaftVoter => add_raft_voter,
     RemoveRaftVoter => remove_raft_voter,
+    SaslHandshake => sasl_handshake,
+    SaslAuthenticate => sasl_authenticate,
+    DescribeUserScramCredentials => describe_user_scram_credentials,
+    AlterUserScramCredentials => alter_user_scram_credentials,
+    DescribeClientQuotas => describe_client_quotas,
 }
 
 pub(crate) fn str_bytes(s: &str) -> StrBytes {

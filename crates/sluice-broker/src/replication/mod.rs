@@ -235,8 +235,40 @@ impl Broker {
         self.replication.get()
     }
 
-    /// The registered nodes: (id, host, port, rack, fenced). Just this one on a single node.
-    pub fn cluster_nodes(&self) -> Vec<(i32, String, i32, Option<String>, bool)> {
+    /// Node `node`'s address for a client connected to `listener` (each listener tells its
+    /// clients its own addresses); `None` for a node the metadata does not know.
+    pub fn address_for(&self, listener: &str, node: i32) -> Option<(String, i32)> {
+        match self.replication.get() {
+            Some(r) => r
+                .state()
+                .state
+                .nodes
+                .get(&sluice_cluster::NodeId(node))
+                .map(|n| {
+                    let (host, port) = n.registration.endpoint(listener);
+                    (host.to_string(), port)
+                }),
+            // The first listener's address is `advertised_host:advertised_port` (the settings
+            // make them one; embedders may set only those).
+            None => (node == self.config.node_id).then(|| {
+                let listeners = &self.config.security.listeners;
+                match listeners.iter().position(|l| l.name == listener) {
+                    Some(i) if i > 0 => (
+                        listeners[i].advertised_host.clone(),
+                        listeners[i].advertised_port,
+                    ),
+                    _ => (
+                        self.config.advertised_host.clone(),
+                        self.config.advertised_port,
+                    ),
+                }
+            }),
+        }
+    }
+
+    /// The registered nodes: (id, host, port, rack, fenced), with the addresses of
+    /// `listener`. Just this one on a single node.
+    pub fn cluster_nodes(&self, listener: &str) -> Vec<(i32, String, i32, Option<String>, bool)> {
         match self.replication.get() {
             Some(r) => r
                 .state()
@@ -245,22 +277,16 @@ impl Broker {
                 .values()
                 .map(|n| {
                     let r = &n.registration;
-                    (
-                        r.node.0,
-                        r.kafka_host.clone(),
-                        r.kafka_port,
-                        r.rack.clone(),
-                        n.fenced,
-                    )
+                    let (host, port) = r.endpoint(listener);
+                    (r.node.0, host.to_string(), port, r.rack.clone(), n.fenced)
                 })
                 .collect(),
-            None => vec![(
-                self.config.node_id,
-                self.config.advertised_host.clone(),
-                self.config.advertised_port,
-                None,
-                false,
-            )],
+            None => {
+                let (host, port) = self
+                    .address_for(listener, self.config.node_id)
+                    .unwrap_or_default();
+                vec![(self.config.node_id, host, port, None, false)]
+            }
         }
     }
 

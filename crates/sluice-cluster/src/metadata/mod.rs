@@ -4,5 +4,5 @@
 pub mod records;
 pub mod state;
 
-pub use records::{MetadataRecord, NodeRegistration, PartitionChange};
+pub use records::{ListenerEndpoint, MetadataRecord, NodeRegistration, PartitionChange};
 pub use state::{ApplyError, ClusterState, NodeInfo, PartitionInfo, TopicInfo};

@@ -65,6 +65,12 @@ pub enum MetadataRecord {
         first: i64,
         count: i64,
     },
+    /// A SASL user's SCRAM credentials (salted and hashed, never the password), replaced as a
+    /// whole; empty: the user is gone. Kafka keeps them in its metadata log too.
+    UserScramCredentials {
+        user: String,
+        credentials: Vec<sluice_auth::ScramCredential>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -74,6 +80,10 @@ pub struct NodeRegistration {
     /// The Kafka listener clients are told about (Metadata).
     pub kafka_host: String,
     pub kafka_port: i32,
+    /// Every Kafka listener's advertised address, by listener name (the first is
+    /// `kafka_host:kafka_port`); empty from nodes that predate named listeners.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub listeners: Vec<ListenerEndpoint>,
     /// The internal listener (Raft and replication traffic).
     pub internal_addr: String,
     pub rack: Option<String>,
@@ -82,6 +92,28 @@ pub struct NodeRegistration {
     /// from nodes that predate it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub directory: Option<Uuid>,
+}
+
+/// A Kafka listener as clients are told about it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListenerEndpoint {
+    pub name: String,
+    pub host: String,
+    pub port: i32,
+}
+
+impl NodeRegistration {
+    /// The address clients connected to listener `name` are told for this node: that
+    /// listener's (Kafka answers each client with the addresses of the listener it came in
+    /// on), else the first one.
+    pub fn endpoint(&self, name: &str) -> (&str, i32) {
+        self.listeners
+            .iter()
+            .find(|l| l.name == name)
+            .map_or((self.kafka_host.as_str(), self.kafka_port), |l| {
+                (l.host.as_str(), l.port)
+            })
+    }
 }
 
 /// A partition's state as the controller sets it.

@@ -25,6 +25,9 @@ pub struct ClusterState {
     /// Each node's dynamic broker configs (only nodes that have some).
     #[serde(default)]
     pub broker_configs: BTreeMap<NodeId, BTreeMap<String, String>>,
+    /// SASL users and their SCRAM credentials, one per mechanism at most.
+    #[serde(default)]
+    pub users: BTreeMap<String, Vec<sluice_auth::ScramCredential>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -182,6 +185,13 @@ impl ClusterState {
                     });
                 }
                 self.next_producer_id = first + count;
+            }
+            MetadataRecord::UserScramCredentials { user, credentials } => {
+                if credentials.is_empty() {
+                    self.users.remove(user);
+                } else {
+                    self.users.insert(user.clone(), credentials.clone());
+                }
             }
         }
         Ok(())

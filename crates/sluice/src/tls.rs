@@ -1,0 +1,211 @@
+//! TLS for the Kafka listeners: the certificate chain and key from PEM files, TLS 1.2 and 1.3
+//! only, client certificates off, requested or required. Everything is checked at start (a
+//! missing or unreadable file, a key that does not match the certificate, an expired
+//! certificate stop `serve` with a message naming it), and the files are watched: a changed
+//! certificate is loaded for new connections without a restart (open ones keep theirs); one
+//! that fails the same checks is logged and the previous one stays.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use anyhow::{bail, Context};
+use sluice_wire::rustls::pki_types::pem::PemObject;
+use sluice_wire::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use sluice_wire::rustls::server::WebPkiClientVerifier;
+use sluice_wire::rustls::{self, RootCertStore, ServerConfig};
+use sluice_wire::TlsAcceptorCell;
+use tokio_util::sync::CancellationToken;
+
+/// Kafka's `ssl.client.auth`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientAuth {
+    None,
+    Requested,
+    Required,
+}
+
+#[derive(Debug, Clone)]
+pub struct TlsSettings {
+    pub certificate: PathBuf,
+    pub key: PathBuf,
+    pub client_auth: ClientAuth,
+    pub client_ca: Option<PathBuf>,
+    pub reload_interval: Duration,
+}
+
+impl TlsSettings {
+    /// The TLS settings, checked for consistency; `None` when no listener needs TLS (then
+    /// none of them may be set, so that a typo in `listeners` does not go unnoticed).
+    pub fn resolve(
+        needed: bool,
+        certificate: Option<PathBuf>,
+        key: Option<PathBuf>,
+        client_auth: Option<&str>,
+        client_ca: Option<PathBuf>,
+        reload_interval_ms: Option<u64>,
+    ) -> anyhow::Result<Option<TlsSettings>> {
+        let client_auth = match client_auth.unwrap_or("none") {
+            "none" => ClientAuth::None,
+            "requested" => ClientAuth::Requested,
+            "required" => ClientAuth::Required,
+            other => bail!("ssl_client_auth must be none, requested or required, not '{other}'"),
+        };
+        if !needed {
+            if certificate.is_some() || key.is_some() || client_ca.is_some() {
+                bail!(
+                    "ssl_certificate, ssl_key or ssl_client_ca is set but no listener is SSL or \
+                     SASL_SSL"
+                );
+            }
+            return Ok(None);
+        }
+        let (Some(certificate), Some(key)) = (certificate, key) else {
+            bail!("an SSL or SASL_SSL listener needs ssl_certificate and ssl_key (PEM files)");
+        };
+        if client_auth != ClientAuth::None && client_ca.is_none() {
+            bail!("ssl_client_auth={client_auth:?} needs ssl_client_ca: the authorities client certificates must chain to");
+        }
+        let reload_interval = Duration::from_millis(reload_interval_ms.unwrap_or(10_000));
+        if reload_interval < Duration::from_millis(100) {
+            bail!("ssl_reload_interval_ms must be at least 100");
+        }
+        Ok(Some(TlsSettings {
+            certificate,
+            key,
+            client_auth,
+            client_ca,
+            reload_interval,
+        }))
+    }
+
+    /// Reads the files and builds the server configuration.
+    pub fn load(&self) -> anyhow::Result<Arc<ServerConfig>> {
+        let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&self.certificate)
+            .with_context(|| format!("ssl_certificate {}", self.certificate.display()))?
+            .collect::<Result<_, _>>()
+            .with_context(|| format!("ssl_certificate {}", self.certificate.display()))?;
+        let Some(leaf) = chain.first() else {
+            bail!(
+                "ssl_certificate {} holds no certificate (PEM 'BEGIN CERTIFICATE')",
+                self.certificate.display()
+            );
+        };
+        check_validity(leaf, &self.certificate)?;
+        let key = PrivateKeyDer::from_pem_file(&self.key)
+            .with_context(|| format!("ssl_key {} (PEM private key)", self.key.display()))?;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let builder = ServerConfig::builder_with_provider(Arc::clone(&provider))
+            .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+            .context("TLS 1.2 and 1.3")?;
+        let builder = match (&self.client_ca, self.client_auth) {
+            (Some(ca), auth) if auth != ClientAuth::None => {
+                let mut roots = RootCertStore::empty();
+                for cert in CertificateDer::pem_file_iter(ca)
+                    .with_context(|| format!("ssl_client_ca {}", ca.display()))?
+                {
+                    let cert = cert.with_context(|| format!("ssl_client_ca {}", ca.display()))?;
+                    roots
+                        .add(cert)
+                        .with_context(|| format!("ssl_client_ca {}", ca.display()))?;
+                }
+                if roots.is_empty() {
+                    bail!("ssl_client_ca {} holds no certificate", ca.display());
+                }
+                let verifier =
+                    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+                let verifier = if auth == ClientAuth::Requested {
+                    verifier.allow_unauthenticated()
+                } else {
+                    verifier
+                };
+                builder.with_client_cert_verifier(
+                    verifier
+                        .build()
+                        .with_context(|| format!("ssl_client_ca {}", ca.display()))?,
+                )
+            }
+            _ => builder.with_no_client_auth(),
+        };
+        let config = builder.with_single_cert(chain, key).with_context(|| {
+            format!(
+                "ssl_certificate {} with ssl_key {}",
+                self.certificate.display(),
+                self.key.display()
+            )
+        })?;
+        Ok(Arc::new(config))
+    }
+
+    /// Reloads the configuration into `cells` whenever a file's modification time changes.
+    pub fn watch(self, cells: Vec<Arc<TlsAcceptorCell>>, shutdown: CancellationToken) {
+        tokio::spawn(async move {
+            let mut seen = self.stamps();
+            let mut tick = tokio::time::interval(self.reload_interval);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    () = shutdown.cancelled() => return,
+                    _ = tick.tick() => {}
+                }
+                let now = self.stamps();
+                if now == seen {
+                    continue;
+                }
+                seen = now;
+                let settings = self.clone();
+                match tokio::task::spawn_blocking(move || settings.load()).await {
+                    Ok(Ok(config)) => {
+                        for cell in &cells {
+                            cell.replace(Arc::clone(&config));
+                        }
+                        tracing::info!(certificate = %self.certificate.display(), "TLS certificate reloaded");
+                    }
+                    Ok(Err(e)) => tracing::error!(
+                        error = format!("{e:#}"),
+                        "the changed TLS files cannot be used; the previous certificate stays"
+                    ),
+                    Err(e) => tracing::error!(error = %e, "reloading TLS files failed"),
+                }
+            }
+        });
+    }
+
+    fn stamps(&self) -> Vec<Option<SystemTime>> {
+        [
+            Some(&self.certificate),
+            Some(&self.key),
+            self.client_ca.as_ref(),
+        ]
+        .into_iter()
+        .flatten()
+        .map(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok())
+        .collect()
+    }
+}
+
+/// Refuses a certificate that is expired or not yet valid.
+#[allow(clippy::disallowed_methods)] // the binary checks the certificate against the wall clock
+fn check_validity(leaf: &CertificateDer<'_>, path: &Path) -> anyhow::Result<()> {
+    let (not_before, not_after) = sluice_auth::validity(leaf.as_ref())
+        .with_context(|| format!("ssl_certificate {}", path.display()))?;
+    let now = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    if now > not_after {
+        bail!(
+            "ssl_certificate {}: the certificate expired {} s ago (not after {} in Unix time)",
+            path.display(),
+            now - not_after,
+            not_after
+        );
+    }
+    if now < not_before {
+        bail!(
+            "ssl_certificate {}: the certificate is not valid yet (not before {} in Unix time)",
+            path.display(),
+            not_before
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,156 @@
+"""TLS on the Kafka listeners (SSL, SASL_SSL), client certificates (mTLS) and their
+principals, certificate reload without a restart, and the start refused for bad TLS files —
+through confluent-kafka (librdkafka, OpenSSL) and kafka-python (Python's ssl module)."""
+
+import datetime
+import socket
+import ssl
+import subprocess
+
+import pytest
+import trustme
+from confluent_kafka import KafkaError, Producer
+
+from conftest import SLUICE, free_port, wait_until
+from security.conftest import create_user, tls_flags
+from security.test_sasl import PASSWORD, confluent_roundtrip, kafka_python_roundtrip
+
+
+def ssl_conf(b, listener, files, **extra):
+    return {"bootstrap.servers": b.address(listener), "security.protocol": listener,
+            "ssl.ca.location": str(files["ca"]), **extra}
+
+
+def test_ssl_listener_with_both_clients(start_secure, tls_files):
+    b = start_secure(("PLAINTEXT", "SSL"), extra=tls_flags(tls_files))
+    confluent_roundtrip(ssl_conf(b, "SSL", tls_files), "tls-confluent")
+    conf = dict(bootstrap_servers=b.address("SSL"), security_protocol="SSL",
+                ssl_cafile=str(tls_files["ca"]))
+    import kafka
+    p = kafka.KafkaProducer(**conf)
+    p.send("tls-kp", b"hello").get(timeout=30)
+    p.close()
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "PLAIN"])
+def test_sasl_ssl_with_both_clients(start_secure, tls_files, mechanism):
+    b = start_secure(("PLAINTEXT", "SASL_SSL"), extra=tls_flags(tls_files))
+    create_user(b, "alice", PASSWORD)
+    confluent_roundtrip(ssl_conf(b, "SASL_SSL", tls_files, **{
+        "sasl.mechanism": mechanism, "sasl.username": "alice", "sasl.password": PASSWORD}),
+        "sasl-ssl-" + mechanism.lower())
+    kafka_python_roundtrip(b, "SASL_SSL", mechanism, "alice", PASSWORD,
+                           "sasl-ssl-kp-" + mechanism.lower(), ssl_cafile=str(tls_files["ca"]))
+
+
+def test_only_tls_12_and_13_are_offered(start_secure, tls_files):
+    b = start_secure(("PLAINTEXT", "SSL"), extra=tls_flags(tls_files))
+    for version in (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3):
+        ctx = ssl.create_default_context(cafile=str(tls_files["ca"]))
+        ctx.minimum_version = ctx.maximum_version = version
+        with socket.create_connection(("127.0.0.1", b.ports["SSL"]), timeout=10) as raw:
+            with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
+                assert s.version() in ("TLSv1.2", "TLSv1.3")
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.load_verify_locations(str(tls_files["ca"]))
+    ctx.minimum_version = ctx.maximum_version = ssl.TLSVersion.TLSv1_1
+    with socket.create_connection(("127.0.0.1", b.ports["SSL"]), timeout=10) as raw:
+        with pytest.raises(ssl.SSLError):
+            ctx.wrap_socket(raw, server_hostname="127.0.0.1")
+
+
+def test_required_client_certificates(start_secure, tls_files):
+    b = start_secure(("PLAINTEXT", "SSL"), extra=tls_flags(tls_files, client_auth="required") + [
+        "--ssl-principal-mapping-rules", "RULE:^CN=([^,]*),.*$/$1/L,DEFAULT"])
+    # With a certificate from the trusted authority: served.
+    confluent_roundtrip(ssl_conf(b, "SSL", tls_files, **{
+        "ssl.certificate.location": str(tls_files["client_cert"]),
+        "ssl.key.location": str(tls_files["client_key"])}), "mtls")
+    # Without one: the handshake fails.
+    errors = []
+    p = Producer(ssl_conf(b, "SSL", tls_files, error_cb=lambda e: errors.append(e)))
+    p.produce("mtls", value=b"x")
+
+    def failed():
+        p.poll(0.1)  # librdkafka calls error_cb from poll
+        return errors
+    wait_until(failed, 20, "a client without a certificate to fail")
+    assert p.flush(1) == 1
+    # With one from another authority: the handshake fails too.
+    other = trustme.CA().issue_cert("mallory@example.com", common_name="mallory")
+    cert, key = tls_files["ca"].parent / "mallory.pem", tls_files["ca"].parent / "mallory.key"
+    other.private_key_pem.write_to_path(str(key))
+    other.cert_chain_pems[0].write_to_path(str(cert))
+    ctx = ssl.create_default_context(cafile=str(tls_files["ca"]))
+    ctx.load_cert_chain(str(cert), str(key))
+    with socket.create_connection(("127.0.0.1", b.ports["SSL"]), timeout=10) as raw:
+        with pytest.raises((ssl.SSLError, ConnectionResetError, BrokenPipeError)):
+            with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
+                s.sendall(b"\0\0\0\0")
+                if not s.recv(1):
+                    raise ConnectionResetError("closed")
+    wait_until(lambda: "TLS handshake failed" in b.log(), 10, "the refused handshake to be logged")
+
+
+def peer_subject(b, files):
+    ctx = ssl.create_default_context(cafile=str(files["ca"]))
+    with socket.create_connection(("127.0.0.1", b.ports["SSL"]), timeout=10) as raw:
+        with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
+            return s.getpeercert()["serialNumber"]
+
+
+def test_a_changed_certificate_is_loaded_without_a_restart(start_secure, tls_files, ca):
+    b = start_secure(("PLAINTEXT", "SSL"), extra=tls_flags(tls_files, reload_ms=200))
+    first = peer_subject(b, tls_files)
+    # A bad file does not replace a good certificate: the broker logs it and keeps serving.
+    original_key = tls_files["key"].read_bytes()
+    tls_files["key"].write_bytes(b"-----BEGIN PRIVATE KEY-----\nbm9wZQ==\n-----END PRIVATE KEY-----\n")
+    wait_until(lambda: "cannot be used; the previous certificate stays" in b.log(), 10,
+               "the broken key to be noticed")
+    assert peer_subject(b, tls_files) == first
+    renewed = ca.issue_cert("127.0.0.1", "localhost")
+    renewed.private_key_pem.write_to_path(str(tls_files["key"]))
+    with open(tls_files["cert"], "wb") as f:
+        for blob in renewed.cert_chain_pems:
+            f.write(blob.bytes())
+    assert tls_files["key"].read_bytes() != original_key
+    wait_until(lambda: peer_subject(b, tls_files) != first, 10, "the renewed certificate to be served")
+    assert "TLS certificate reloaded" in b.log()
+    confluent_roundtrip(ssl_conf(b, "SSL", tls_files), "after-reload", n=3)
+
+
+def refused_start(tmp_path, *flags, listeners="SSL://127.0.0.1:%d"):
+    r = subprocess.run([str(SLUICE), "serve", "--listeners", listeners % free_port(),
+                        "--admin-listen", f"127.0.0.1:{free_port()}",
+                        "--data-dir", str(tmp_path / "refused"), *flags],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode != 0, "serve must refuse to start"
+    return r.stderr
+
+
+def test_bad_tls_files_stop_the_start_with_a_message(tmp_path, tls_files, ca):
+    missing = tmp_path / "missing.key"
+    err = refused_start(tmp_path, "--ssl-certificate", str(tls_files["cert"]), "--ssl-key", str(missing))
+    assert "missing.key" in err, err
+    other = ca.issue_cert("127.0.0.1")
+    wrong_key = tmp_path / "wrong.key"
+    other.private_key_pem.write_to_path(str(wrong_key))
+    err = refused_start(tmp_path, "--ssl-certificate", str(tls_files["cert"]), "--ssl-key", str(wrong_key))
+    assert "wrong.key" in err, err
+    now = datetime.datetime.now(datetime.timezone.utc)
+    old = ca.issue_cert("127.0.0.1", not_before=now - datetime.timedelta(days=30),
+                        not_after=now - datetime.timedelta(days=1))
+    old_cert, old_key = tmp_path / "old.pem", tmp_path / "old.key"
+    old.cert_chain_pems[0].write_to_path(str(old_cert))
+    old.private_key_pem.write_to_path(str(old_key))
+    err = refused_start(tmp_path, "--ssl-certificate", str(old_cert), "--ssl-key", str(old_key))
+    assert "expired" in err and "old.pem" in err, err
+    err = refused_start(tmp_path)
+    assert "ssl_certificate and ssl_key" in err, err
+    err = refused_start(tmp_path, "--ssl-certificate", str(tls_files["cert"]), listeners="PLAINTEXT://127.0.0.1:%d")
+    assert "no listener is SSL" in err, err
+    err = refused_start(tmp_path, listeners="HTTPS://127.0.0.1:%d")
+    assert "HTTPS" in err and "listener_security_protocol_map" in err, err
+    err = refused_start(tmp_path, "--ssl-certificate", str(tls_files["cert"]), "--ssl-key",
+                        str(tls_files["key"]), "--ssl-client-auth", "always")
+    assert "ssl_client_auth" in err, err
