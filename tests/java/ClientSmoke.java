@@ -1,7 +1,8 @@
 // The Java Kafka client against Sluice with its default settings (idempotent producer,
 // acks=all): admin, produce with keys/headers/compression, consume by assign(), offsets, log
 // dirs and deleting records.
-// Usage: java -cp lib/*:. ClientSmoke BOOTSTRAP TOPIC COUNT; prints "OK <n>" or fails.
+// Usage: java -cp lib/*:. ClientSmoke BOOTSTRAP TOPIC COUNT [CLIENT.PROPERTIES]; prints "OK <n>"
+// or fails. The optional properties file adds client settings (security.protocol, sasl.*, ssl.*).
 
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -23,6 +24,11 @@ public class ClientSmoke {
         int count = Integer.parseInt(args[2]);
         Properties common = new Properties();
         common.put("bootstrap.servers", bootstrap);
+        if (args.length > 3) {
+            try (var in = new java.io.FileInputStream(args[3])) {
+                common.load(in);
+            }
+        }
 
         try (Admin admin = Admin.create(common)) {
             admin.createTopics(List.of(new NewTopic(topic, 3, (short) 1))).all().get();

@@ -62,11 +62,11 @@ def tls_files(ca, tmp_path):
 
 
 def tls_flags(files, client_auth=None, reload_ms=None):
-    flags = ["--ssl-certificate", str(files["cert"]), "--ssl-key", str(files["key"])]
+    flags = ["--tls-cert-file", str(files["cert"]), "--tls-key-file", str(files["key"])]
     if client_auth:
-        flags += ["--ssl-client-auth", client_auth, "--ssl-client-ca", str(files["ca"])]
+        flags += ["--tls-client-auth", client_auth, "--tls-client-ca-file", str(files["ca"])]
     if reload_ms:
-        flags += ["--ssl-reload-interval-ms", str(reload_ms)]
+        flags += ["--tls-reload-interval-ms", str(reload_ms)]
     return flags
 
 

@@ -61,11 +61,14 @@ def test_only_tls_12_and_13_are_offered(start_secure, tls_files):
 
 def test_required_client_certificates(start_secure, tls_files):
     b = start_secure(("PLAINTEXT", "SSL"), extra=tls_flags(tls_files, client_auth="required") + [
-        "--ssl-principal-mapping-rules", "RULE:^CN=([^,]*),.*$/$1/L,DEFAULT"])
+        "--tls-principal-mapping-rules", "RULE:^CN=([^,]*),OU=payments,.*$/$1/U"],
+        env={"RUST_LOG": "info,sluice_broker::security=debug"})
     # With a certificate from the trusted authority: served.
     confluent_roundtrip(ssl_conf(b, "SSL", tls_files, **{
         "ssl.certificate.location": str(tls_files["client_cert"]),
         "ssl.key.location": str(tls_files["client_key"])}), "mtls")
+    # The subject CN=alice,OU=payments,O=Bank mapped by the rule, upper-cased.
+    wait_until(lambda: "principal=User:ALICE" in b.log(), 10, "the mapped principal to be logged")
     # Without one: the handshake fails.
     errors = []
     p = Producer(ssl_conf(b, "SSL", tls_files, error_cb=lambda e: errors.append(e)))
@@ -130,12 +133,12 @@ def refused_start(tmp_path, *flags, listeners="SSL://127.0.0.1:%d"):
 
 def test_bad_tls_files_stop_the_start_with_a_message(tmp_path, tls_files, ca):
     missing = tmp_path / "missing.key"
-    err = refused_start(tmp_path, "--ssl-certificate", str(tls_files["cert"]), "--ssl-key", str(missing))
+    err = refused_start(tmp_path, "--tls-cert-file", str(tls_files["cert"]), "--tls-key-file", str(missing))
     assert "missing.key" in err, err
     other = ca.issue_cert("127.0.0.1")
     wrong_key = tmp_path / "wrong.key"
     other.private_key_pem.write_to_path(str(wrong_key))
-    err = refused_start(tmp_path, "--ssl-certificate", str(tls_files["cert"]), "--ssl-key", str(wrong_key))
+    err = refused_start(tmp_path, "--tls-cert-file", str(tls_files["cert"]), "--tls-key-file", str(wrong_key))
     assert "wrong.key" in err, err
     now = datetime.datetime.now(datetime.timezone.utc)
     old = ca.issue_cert("127.0.0.1", not_before=now - datetime.timedelta(days=30),
@@ -143,14 +146,35 @@ def test_bad_tls_files_stop_the_start_with_a_message(tmp_path, tls_files, ca):
     old_cert, old_key = tmp_path / "old.pem", tmp_path / "old.key"
     old.cert_chain_pems[0].write_to_path(str(old_cert))
     old.private_key_pem.write_to_path(str(old_key))
-    err = refused_start(tmp_path, "--ssl-certificate", str(old_cert), "--ssl-key", str(old_key))
+    err = refused_start(tmp_path, "--tls-cert-file", str(old_cert), "--tls-key-file", str(old_key))
     assert "expired" in err and "old.pem" in err, err
     err = refused_start(tmp_path)
-    assert "ssl_certificate and ssl_key" in err, err
-    err = refused_start(tmp_path, "--ssl-certificate", str(tls_files["cert"]), listeners="PLAINTEXT://127.0.0.1:%d")
+    assert "tls_cert_file and tls_key_file" in err, err
+    err = refused_start(tmp_path, "--tls-cert-file", str(tls_files["cert"]), listeners="PLAINTEXT://127.0.0.1:%d")
     assert "no listener is SSL" in err, err
     err = refused_start(tmp_path, listeners="HTTPS://127.0.0.1:%d")
     assert "HTTPS" in err and "listener_security_protocol_map" in err, err
-    err = refused_start(tmp_path, "--ssl-certificate", str(tls_files["cert"]), "--ssl-key",
-                        str(tls_files["key"]), "--ssl-client-auth", "always")
-    assert "ssl_client_auth" in err, err
+    err = refused_start(tmp_path, "--tls-cert-file", str(tls_files["cert"]), "--tls-key-file",
+                        str(tls_files["key"]), "--tls-client-auth", "always")
+    assert "tls_client_auth" in err, err
+
+
+def test_the_wrong_protocol_on_a_port_is_refused_and_the_broker_carries_on(start_secure, tls_files):
+    """A plaintext Kafka request to a TLS port fails its handshake; a TLS client on a
+    PLAINTEXT port sends what is not a Kafka frame and is disconnected. Both are logged; the
+    broker serves the next client."""
+    b = start_secure(("PLAINTEXT", "SSL"), extra=tls_flags(tls_files))
+    with socket.create_connection(("127.0.0.1", b.ports["SSL"]), timeout=10) as s:
+        s.sendall(b"\0\0\0\x0e\0\x12\0\0\0\0\0\x01\0\x04test")  # ApiVersions v0, in the clear
+        # No Kafka answer: at most a TLS alert, then the connection closes (a timeout fails).
+        received = b""
+        while chunk := s.recv(1024):
+            received += chunk
+        assert not received.startswith(b"\0\0\0"), received
+    wait_until(lambda: "TLS handshake failed" in b.log(), 10, "the failed handshake to be logged")
+    ctx = ssl.create_default_context(cafile=str(tls_files["ca"]))
+    with socket.create_connection(("127.0.0.1", b.ports["PLAINTEXT"]), timeout=10) as raw:
+        with pytest.raises((ssl.SSLError, ConnectionResetError, OSError)):
+            ctx.wrap_socket(raw, server_hostname="127.0.0.1")
+    wait_until(lambda: "closed connection" in b.log(), 10, "the PLAINTEXT side to close it")
+    confluent_roundtrip(ssl_conf(b, "SSL", tls_files), "still-serving", n=3)

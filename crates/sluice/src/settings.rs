@@ -39,30 +39,31 @@ pub struct Settings {
     #[arg(long, env = "SLUICE_LISTENER_SECURITY_PROTOCOL_MAP")]
     pub listener_security_protocol_map: Option<String>,
     /// TLS: the certificate chain (PEM, leaf first) of SSL and SASL_SSL listeners
-    #[arg(long, env = "SLUICE_SSL_CERTIFICATE")]
-    pub ssl_certificate: Option<PathBuf>,
+    #[arg(long, env = "SLUICE_TLS_CERT_FILE")]
+    pub tls_cert_file: Option<PathBuf>,
     /// TLS: the certificate's private key (PEM: PKCS#8, PKCS#1 or SEC1)
-    #[arg(long, env = "SLUICE_SSL_KEY")]
-    pub ssl_key: Option<PathBuf>,
+    #[arg(long, env = "SLUICE_TLS_KEY_FILE")]
+    pub tls_key_file: Option<PathBuf>,
     /// TLS client certificates: none, requested or required (Kafka's ssl.client.auth)
     /// [default: none]
-    #[arg(long, env = "SLUICE_SSL_CLIENT_AUTH")]
-    pub ssl_client_auth: Option<String>,
-    /// The authorities (PEM) that client certificates must chain to
-    #[arg(long, env = "SLUICE_SSL_CLIENT_CA")]
-    pub ssl_client_ca: Option<PathBuf>,
+    #[arg(long, env = "SLUICE_TLS_CLIENT_AUTH")]
+    pub tls_client_auth: Option<String>,
+    /// The authorities (PEM) that client certificates must chain to; turns client
+    /// certificates on
+    #[arg(long, env = "SLUICE_TLS_CLIENT_CA_FILE")]
+    pub tls_client_ca_file: Option<PathBuf>,
     /// Client certificate subject → principal, Kafka's ssl.principal.mapping.rules, e.g.
     /// RULE:^CN=([^,]*).*$/$1/,DEFAULT [default: DEFAULT, the whole subject]
-    #[arg(long, env = "SLUICE_SSL_PRINCIPAL_MAPPING_RULES")]
-    pub ssl_principal_mapping_rules: Option<String>,
+    #[arg(long, env = "SLUICE_TLS_PRINCIPAL_MAPPING_RULES")]
+    pub tls_principal_mapping_rules: Option<String>,
     /// How often the certificate files are checked for changes, which are then loaded
     /// without a restart [default: 10000]
-    #[arg(long, env = "SLUICE_SSL_RELOAD_INTERVAL_MS")]
-    pub ssl_reload_interval_ms: Option<u64>,
+    #[arg(long, env = "SLUICE_TLS_RELOAD_INTERVAL_MS")]
+    pub tls_reload_interval_ms: Option<u64>,
     /// SASL mechanisms of SASL listeners, comma-separated: SCRAM-SHA-256, SCRAM-SHA-512,
     /// PLAIN [default: all three]
-    #[arg(long, env = "SLUICE_SASL_ENABLED_MECHANISMS")]
-    pub sasl_enabled_mechanisms: Option<String>,
+    #[arg(long, env = "SLUICE_SASL_MECHANISMS")]
+    pub sasl_mechanisms: Option<String>,
     /// A SASL login holds this long, then the client must re-authenticate (KIP-368);
     /// 0: for ever [default: 0]
     #[arg(long, env = "SLUICE_CONNECTIONS_MAX_REAUTH_MS")]
@@ -383,26 +384,24 @@ fn resolve_listeners(s: &Settings) -> anyhow::Result<(Vec<Listener>, SecurityCon
             .collect(),
         ..SecurityConfig::default()
     };
-    if let Some(spec) = &s.sasl_enabled_mechanisms {
+    if let Some(spec) = &s.sasl_mechanisms {
         let mut mechanisms = Vec::new();
         for name in spec.split(',').map(str::trim).filter(|n| !n.is_empty()) {
             let m = SaslMechanism::from_name(name).with_context(|| {
-                format!(
-                    "sasl_enabled_mechanisms: '{name}' is not SCRAM-SHA-256, SCRAM-SHA-512 or PLAIN"
-                )
+                format!("sasl_mechanisms: '{name}' is not SCRAM-SHA-256, SCRAM-SHA-512 or PLAIN")
             })?;
             if !mechanisms.contains(&m) {
                 mechanisms.push(m);
             }
         }
         if mechanisms.is_empty() {
-            bail!("sasl_enabled_mechanisms is empty");
+            bail!("sasl_mechanisms is empty");
         }
         security.sasl_mechanisms = mechanisms;
     }
-    if let Some(rules) = &s.ssl_principal_mapping_rules {
+    if let Some(rules) = &s.tls_principal_mapping_rules {
         let mapper = PrincipalMapper::parse(rules)
-            .with_context(|| format!("ssl_principal_mapping_rules '{rules}'"))?;
+            .with_context(|| format!("tls_principal_mapping_rules '{rules}'"))?;
         security.principal_mapper = Some(std::sync::Arc::new(mapper));
     }
     security.max_reauth_ms = match s.connections_max_reauth_ms {
@@ -445,13 +444,13 @@ impl Settings {
             listeners,
             advertised_listeners,
             listener_security_protocol_map,
-            ssl_certificate,
-            ssl_key,
-            ssl_client_auth,
-            ssl_client_ca,
-            ssl_principal_mapping_rules,
-            ssl_reload_interval_ms,
-            sasl_enabled_mechanisms,
+            tls_cert_file,
+            tls_key_file,
+            tls_client_auth,
+            tls_client_ca_file,
+            tls_principal_mapping_rules,
+            tls_reload_interval_ms,
+            sasl_mechanisms,
             connections_max_reauth_ms,
             connection_failed_authentication_delay_ms,
             admin_listen,
@@ -492,11 +491,11 @@ impl Settings {
         let (listeners, security) = resolve_listeners(&self)?;
         let tls = crate::tls::TlsSettings::resolve(
             listeners.iter().any(|l| l.protocol.uses_tls()),
-            self.ssl_certificate.clone(),
-            self.ssl_key.clone(),
-            self.ssl_client_auth.as_deref(),
-            self.ssl_client_ca.clone(),
-            self.ssl_reload_interval_ms,
+            self.tls_cert_file.clone(),
+            self.tls_key_file.clone(),
+            self.tls_client_auth.as_deref(),
+            self.tls_client_ca_file.clone(),
+            self.tls_reload_interval_ms,
         )?;
         let (advertised_host, advertised_port) = listeners
             .first()
@@ -795,9 +794,9 @@ mod tests {
             ]),
             advertised_listeners: Some(vec!["SASL_SSL://broker1.example:9093".into()]),
             listener_security_protocol_map: Some("REPLICAS:SSL".into()),
-            ssl_certificate: Some("/tmp/c.pem".into()),
-            ssl_key: Some("/tmp/k.pem".into()),
-            sasl_enabled_mechanisms: Some("SCRAM-SHA-512".into()),
+            tls_cert_file: Some("/tmp/c.pem".into()),
+            tls_key_file: Some("/tmp/k.pem".into()),
+            sasl_mechanisms: Some("SCRAM-SHA-512".into()),
             connections_max_reauth_ms: Some(60_000),
             ..Settings::default()
         };
@@ -854,22 +853,22 @@ mod tests {
             "PLAINTEXT://127.0.0.1:2"
         ]))
         .contains("twice"));
-        assert!(refused(with(&["SSL://127.0.0.1:1"])).contains("ssl_certificate and ssl_key"));
+        assert!(refused(with(&["SSL://127.0.0.1:1"])).contains("tls_cert_file and tls_key_file"));
         assert!(refused(Settings {
             listen: Some("127.0.0.1:1".parse().unwrap()),
             ..with(&["PLAINTEXT://127.0.0.1:2"])
         })
         .contains("either listen or listeners"));
         assert!(refused(Settings {
-            sasl_enabled_mechanisms: Some("GSSAPI".into()),
+            sasl_mechanisms: Some("GSSAPI".into()),
             ..with(&["SASL_PLAINTEXT://127.0.0.1:2"])
         })
         .contains("GSSAPI"));
         assert!(refused(Settings {
-            ssl_principal_mapping_rules: Some("RULE:^CN=(.*$/$1/".into()),
+            tls_principal_mapping_rules: Some("RULE:^CN=(.*$/$1/".into()),
             ..with(&["SASL_PLAINTEXT://127.0.0.1:2"])
         })
-        .contains("ssl_principal_mapping_rules"));
+        .contains("tls_principal_mapping_rules"));
         assert!(refused(Settings {
             connections_max_reauth_ms: Some(10),
             ..with(&["SASL_PLAINTEXT://127.0.0.1:2"])

@@ -45,30 +45,39 @@ impl TlsSettings {
         client_ca: Option<PathBuf>,
         reload_interval_ms: Option<u64>,
     ) -> anyhow::Result<Option<TlsSettings>> {
-        let client_auth = match client_auth.unwrap_or("none") {
+        // A CA file turns client certificates on (required unless said otherwise).
+        let default_auth = if client_ca.is_some() {
+            "required"
+        } else {
+            "none"
+        };
+        let client_auth = match client_auth.unwrap_or(default_auth) {
             "none" => ClientAuth::None,
             "requested" => ClientAuth::Requested,
             "required" => ClientAuth::Required,
-            other => bail!("ssl_client_auth must be none, requested or required, not '{other}'"),
+            other => bail!("tls_client_auth must be none, requested or required, not '{other}'"),
         };
         if !needed {
             if certificate.is_some() || key.is_some() || client_ca.is_some() {
                 bail!(
-                    "ssl_certificate, ssl_key or ssl_client_ca is set but no listener is SSL or \
+                    "tls_cert_file, tls_key_file or tls_client_ca_file is set but no listener is SSL or \
                      SASL_SSL"
                 );
             }
             return Ok(None);
         }
         let (Some(certificate), Some(key)) = (certificate, key) else {
-            bail!("an SSL or SASL_SSL listener needs ssl_certificate and ssl_key (PEM files)");
+            bail!("an SSL or SASL_SSL listener needs tls_cert_file and tls_key_file (PEM files)");
         };
+        if client_auth == ClientAuth::None && client_ca.is_some() {
+            bail!("tls_client_ca_file is set but tls_client_auth is none: drop one of them");
+        }
         if client_auth != ClientAuth::None && client_ca.is_none() {
-            bail!("ssl_client_auth={client_auth:?} needs ssl_client_ca: the authorities client certificates must chain to");
+            bail!("tls_client_auth={client_auth:?} needs tls_client_ca_file: the authorities client certificates must chain to");
         }
         let reload_interval = Duration::from_millis(reload_interval_ms.unwrap_or(10_000));
         if reload_interval < Duration::from_millis(100) {
-            bail!("ssl_reload_interval_ms must be at least 100");
+            bail!("tls_reload_interval_ms must be at least 100");
         }
         Ok(Some(TlsSettings {
             certificate,
@@ -82,18 +91,18 @@ impl TlsSettings {
     /// Reads the files and builds the server configuration.
     pub fn load(&self) -> anyhow::Result<Arc<ServerConfig>> {
         let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&self.certificate)
-            .with_context(|| format!("ssl_certificate {}", self.certificate.display()))?
+            .with_context(|| format!("tls_cert_file {}", self.certificate.display()))?
             .collect::<Result<_, _>>()
-            .with_context(|| format!("ssl_certificate {}", self.certificate.display()))?;
+            .with_context(|| format!("tls_cert_file {}", self.certificate.display()))?;
         let Some(leaf) = chain.first() else {
             bail!(
-                "ssl_certificate {} holds no certificate (PEM 'BEGIN CERTIFICATE')",
+                "tls_cert_file {} holds no certificate (PEM 'BEGIN CERTIFICATE')",
                 self.certificate.display()
             );
         };
         check_validity(leaf, &self.certificate)?;
         let key = PrivateKeyDer::from_pem_file(&self.key)
-            .with_context(|| format!("ssl_key {} (PEM private key)", self.key.display()))?;
+            .with_context(|| format!("tls_key_file {} (PEM private key)", self.key.display()))?;
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let builder = ServerConfig::builder_with_provider(Arc::clone(&provider))
             .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
@@ -102,15 +111,16 @@ impl TlsSettings {
             (Some(ca), auth) if auth != ClientAuth::None => {
                 let mut roots = RootCertStore::empty();
                 for cert in CertificateDer::pem_file_iter(ca)
-                    .with_context(|| format!("ssl_client_ca {}", ca.display()))?
+                    .with_context(|| format!("tls_client_ca_file {}", ca.display()))?
                 {
-                    let cert = cert.with_context(|| format!("ssl_client_ca {}", ca.display()))?;
+                    let cert =
+                        cert.with_context(|| format!("tls_client_ca_file {}", ca.display()))?;
                     roots
                         .add(cert)
-                        .with_context(|| format!("ssl_client_ca {}", ca.display()))?;
+                        .with_context(|| format!("tls_client_ca_file {}", ca.display()))?;
                 }
                 if roots.is_empty() {
-                    bail!("ssl_client_ca {} holds no certificate", ca.display());
+                    bail!("tls_client_ca_file {} holds no certificate", ca.display());
                 }
                 let verifier =
                     WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
@@ -122,14 +132,14 @@ impl TlsSettings {
                 builder.with_client_cert_verifier(
                     verifier
                         .build()
-                        .with_context(|| format!("ssl_client_ca {}", ca.display()))?,
+                        .with_context(|| format!("tls_client_ca_file {}", ca.display()))?,
                 )
             }
             _ => builder.with_no_client_auth(),
         };
         let config = builder.with_single_cert(chain, key).with_context(|| {
             format!(
-                "ssl_certificate {} with ssl_key {}",
+                "tls_cert_file {} with tls_key_file {}",
                 self.certificate.display(),
                 self.key.display()
             )
@@ -188,13 +198,13 @@ impl TlsSettings {
 #[allow(clippy::disallowed_methods)] // the binary checks the certificate against the wall clock
 fn check_validity(leaf: &CertificateDer<'_>, path: &Path) -> anyhow::Result<()> {
     let (not_before, not_after) = sluice_auth::validity(leaf.as_ref())
-        .with_context(|| format!("ssl_certificate {}", path.display()))?;
+        .with_context(|| format!("tls_cert_file {}", path.display()))?;
     let now = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64);
     if now > not_after {
         bail!(
-            "ssl_certificate {}: the certificate expired {} s ago (not after {} in Unix time)",
+            "tls_cert_file {}: the certificate expired {} s ago (not after {} in Unix time)",
             path.display(),
             now - not_after,
             not_after
@@ -202,7 +212,7 @@ fn check_validity(leaf: &CertificateDer<'_>, path: &Path) -> anyhow::Result<()> 
     }
     if now < not_before {
         bail!(
-            "ssl_certificate {}: the certificate is not valid yet (not before {} in Unix time)",
+            "tls_cert_file {}: the certificate is not valid yet (not before {} in Unix time)",
             path.display(),
             not_before
         );

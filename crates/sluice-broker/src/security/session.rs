@@ -117,7 +117,11 @@ impl Session {
             None
         } else if peer.client_certificate.is_some() {
             // A certificate whose subject cannot be read or mapped authenticates no one.
-            certificate_principal(peer, config)
+            let principal = certificate_principal(peer, config);
+            if let Some(p) = &principal {
+                tracing::debug!(peer = %peer.addr, principal = %p, "TLS client certificate");
+            }
+            principal
         } else {
             Some(Principal::user(Principal::ANONYMOUS))
         };
@@ -335,7 +339,7 @@ fn certificate_principal(peer: &Peer, config: &SecurityConfig) -> Option<Princip
             Some(mapper) => match mapper.try_map(&dn) {
                 Some(name) => Some(Principal::user(name)),
                 None => {
-                    tracing::warn!(peer = %peer.addr, subject = %dn, "no ssl_principal_mapping_rules rule matches the client certificate");
+                    tracing::warn!(peer = %peer.addr, subject = %dn, "no tls_principal_mapping_rules rule matches the client certificate");
                     None
                 }
             },
