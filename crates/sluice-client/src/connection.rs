@@ -15,7 +15,7 @@ use crate::error::ClientError;
 
 pub struct Connection {
     addr: String,
-    stream: TcpStream,
+    stream: Box<dyn crate::security::Stream>,
     client_id: StrBytes,
     next_correlation_id: i32,
     versions: HashMap<i16, (i16, i16)>,
@@ -50,6 +50,7 @@ impl Connection {
             addr: addr.to_string(),
             source,
         })?;
+        let stream = crate::security::open(stream, addr).await?;
         let mut conn = Connection {
             addr: addr.to_string(),
             stream,
@@ -74,6 +75,7 @@ impl Connection {
             .iter()
             .map(|k| (k.api_key, (k.min_version, k.max_version)))
             .collect();
+        crate::security::login(&mut conn).await?;
         Ok(conn)
     }
 
@@ -84,17 +86,6 @@ impl Connection {
 
     pub fn addr(&self) -> &str {
         &self.addr
-    }
-
-    /// Gives up the connection for pipelining by hand: the stream, the next correlation id
-    /// and the client id. Requests still awaiting responses are an error.
-    pub fn into_parts(self) -> Result<(TcpStream, i32, StrBytes), ClientError> {
-        if !self.in_flight.is_empty() {
-            return Err(ClientError::Protocol(
-                "responses are still outstanding".into(),
-            ));
-        }
-        Ok((self.stream, self.next_correlation_id, self.client_id))
     }
 
     /// The version to use for `api`: the highest both this client (`max`) and the broker

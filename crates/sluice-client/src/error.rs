@@ -18,6 +18,8 @@ pub enum ClientError {
     Timeout { addr: String, timeout_ms: u64 },
     #[error("protocol error: {0}")]
     Protocol(String),
+    #[error("{0}")]
+    Security(String),
     #[error(
         "the broker does not support {api:?} at any version this client speaks ({min}..={max})"
     )]

@@ -14,6 +14,7 @@ pub mod lean;
 pub mod partitioner;
 pub mod reassignment;
 pub mod records;
+pub mod security;
 pub mod transactions;
 pub mod users;
 

@@ -55,6 +55,80 @@ struct Bootstrap {
         global = true
     )]
     bootstrap_server: String,
+    /// PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (Kafka's security.protocol)
+    #[arg(
+        long,
+        env = "SLUICE_SECURITY_PROTOCOL",
+        default_value = "PLAINTEXT",
+        global = true
+    )]
+    security_protocol: String,
+    /// The PEM authorities the broker's certificate must chain to (SSL, SASL_SSL)
+    #[arg(long, env = "SLUICE_TLS_CA_FILE", global = true)]
+    tls_ca_file: Option<std::path::PathBuf>,
+    /// SCRAM-SHA-256, SCRAM-SHA-512 or PLAIN (SASL_*)
+    #[arg(
+        long,
+        env = "SLUICE_SASL_MECHANISM",
+        default_value = "SCRAM-SHA-512",
+        global = true
+    )]
+    sasl_mechanism: String,
+    /// The SASL user (SASL_*); the password comes from SLUICE_SASL_PASSWORD
+    #[arg(long, env = "SLUICE_SASL_USERNAME", global = true)]
+    sasl_username: Option<String>,
+}
+
+impl Bootstrap {
+    /// Sets how the CLI's connections reach the brokers; returns the bootstrap address.
+    fn secure(&self) -> anyhow::Result<&str> {
+        use anyhow::Context;
+        let (tls, sasl) = match self.security_protocol.as_str() {
+            "PLAINTEXT" => (false, false),
+            "SSL" => (true, false),
+            "SASL_PLAINTEXT" => (false, true),
+            "SASL_SSL" => (true, true),
+            other => anyhow::bail!(
+                "--security-protocol must be PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL, not '{other}'"
+            ),
+        };
+        let sasl = if sasl {
+            let mechanism = sluice_auth::SaslMechanism::from_name(&self.sasl_mechanism)
+                .with_context(|| {
+                    format!(
+                        "--sasl-mechanism must be SCRAM-SHA-256, SCRAM-SHA-512 or PLAIN, not '{}'",
+                        self.sasl_mechanism
+                    )
+                })?;
+            let user = self
+                .sasl_username
+                .clone()
+                .context("a SASL protocol needs --sasl-username (or SLUICE_SASL_USERNAME)")?;
+            let password = std::env::var("SLUICE_SASL_PASSWORD")
+                .ok()
+                .filter(|p| !p.is_empty())
+                .context("a SASL protocol needs the password in SLUICE_SASL_PASSWORD")?;
+            Some(sluice_client::security::SaslLogin {
+                mechanism,
+                user,
+                password,
+            })
+        } else {
+            None
+        };
+        if tls && self.tls_ca_file.is_none() {
+            anyhow::bail!(
+                "--security-protocol {} needs --tls-ca-file",
+                self.security_protocol
+            );
+        }
+        sluice_client::security::configure(sluice_client::security::ClientSecurity {
+            tls,
+            tls_ca_file: self.tls_ca_file.clone(),
+            sasl,
+        })?;
+        Ok(&self.bootstrap_server)
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -119,21 +193,42 @@ fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(args) => serve_main(*args),
-        Command::Topic { bootstrap, command } => cli_runtime()
-            .and_then(|rt| rt.block_on(topic_cmd::run(&bootstrap.bootstrap_server, command))),
-        Command::Group { bootstrap, command } => cli_runtime()
-            .and_then(|rt| rt.block_on(group_cmd::run(&bootstrap.bootstrap_server, command))),
-        Command::Cluster { bootstrap, command } => cli_runtime()
-            .and_then(|rt| rt.block_on(cluster_cmd::run(&bootstrap.bootstrap_server, command))),
-        Command::User { bootstrap, command } => cli_runtime()
-            .and_then(|rt| rt.block_on(user_cmd::run(&bootstrap.bootstrap_server, command))),
-        Command::Txn { bootstrap, command } => cli_runtime()
-            .and_then(|rt| rt.block_on(txn_cmd::run(&bootstrap.bootstrap_server, command))),
-        Command::Produce { bootstrap, args } => cli_runtime()
-            .and_then(|rt| rt.block_on(produce_cmd::run(&bootstrap.bootstrap_server, args))),
+        Command::Topic { bootstrap, command } => cli_runtime().and_then(|rt| {
+            bootstrap
+                .secure()
+                .and_then(|b| rt.block_on(topic_cmd::run(b, command)))
+        }),
+        Command::Group { bootstrap, command } => cli_runtime().and_then(|rt| {
+            bootstrap
+                .secure()
+                .and_then(|b| rt.block_on(group_cmd::run(b, command)))
+        }),
+        Command::Cluster { bootstrap, command } => cli_runtime().and_then(|rt| {
+            bootstrap
+                .secure()
+                .and_then(|b| rt.block_on(cluster_cmd::run(b, command)))
+        }),
+        Command::User { bootstrap, command } => cli_runtime().and_then(|rt| {
+            bootstrap
+                .secure()
+                .and_then(|b| rt.block_on(user_cmd::run(b, command)))
+        }),
+        Command::Txn { bootstrap, command } => cli_runtime().and_then(|rt| {
+            bootstrap
+                .secure()
+                .and_then(|b| rt.block_on(txn_cmd::run(b, command)))
+        }),
+        Command::Produce { bootstrap, args } => cli_runtime().and_then(|rt| {
+            bootstrap
+                .secure()
+                .and_then(|b| rt.block_on(produce_cmd::run(b, args)))
+        }),
         Command::Bench(command) => bench_cmd::run(*command),
-        Command::Consume { bootstrap, args } => cli_runtime()
-            .and_then(|rt| rt.block_on(consume_cmd::run(&bootstrap.bootstrap_server, args))),
+        Command::Consume { bootstrap, args } => cli_runtime().and_then(|rt| {
+            bootstrap
+                .secure()
+                .and_then(|b| rt.block_on(consume_cmd::run(b, args)))
+        }),
     };
     if let Err(e) = result {
         // A reader that went away (`| head`) is not an error of ours.
