@@ -42,6 +42,23 @@ pub struct ClusterIdentity {
     pub directory_id: Option<Uuid>,
 }
 
+/// A metadata file with a format version.
+trait Versioned {
+    fn version(&self) -> u32;
+}
+
+impl Versioned for TopicsFile {
+    fn version(&self) -> u32 {
+        self.version
+    }
+}
+
+impl Versioned for UsersFile {
+    fn version(&self) -> u32 {
+        self.version
+    }
+}
+
 /// SASL users by name, each with its SCRAM credentials (one per mechanism at most).
 pub type Users = BTreeMap<String, Vec<sluice_auth::ScramCredential>>;
 
@@ -72,78 +89,71 @@ impl MetadataStore {
         })
     }
 
-    fn topics_path(&self) -> PathBuf {
-        self.dir.join("topics.json")
-    }
-
     pub fn load_topics(&self) -> Result<Vec<StoredTopic>, BrokerError> {
-        let path = self.topics_path();
-        let text = match fs::read_to_string(&path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(source) => return Err(BrokerError::Metadata { path, source }),
-        };
-        let file: TopicsFile =
-            serde_json::from_str(&text).map_err(|e| BrokerError::CorruptMetadata {
-                path: path.clone(),
-                reason: e.to_string(),
-            })?;
-        if file.version != 1 {
-            return Err(BrokerError::CorruptMetadata {
-                path,
-                reason: format!("unknown version {}", file.version),
-            });
-        }
-        Ok(file.topics)
+        Ok(self
+            .read_json::<TopicsFile>("topics.json")?
+            .map_or_else(Vec::new, |f| f.topics))
     }
 
     pub fn save_topics(&self, topics: &[StoredTopic]) -> Result<(), BrokerError> {
-        let file = TopicsFile {
-            version: 1,
-            topics: topics.to_vec(),
-        };
-        let text =
-            serde_json::to_string_pretty(&file).map_err(|e| BrokerError::CorruptMetadata {
-                path: self.topics_path(),
-                reason: e.to_string(),
-            })?;
-        self.replace("topics.json", text.as_bytes())
+        self.write_json(
+            "topics.json",
+            &TopicsFile {
+                version: 1,
+                topics: topics.to_vec(),
+            },
+        )
     }
 
     /// The single node's SASL users and their SCRAM credentials (`data/meta/users.json`); in a
     /// cluster they live in the metadata log instead.
     pub fn load_users(&self) -> Result<Users, BrokerError> {
-        let path = self.dir.join("users.json");
-        let text = match fs::read_to_string(&path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Users::new()),
-            Err(source) => return Err(BrokerError::Metadata { path, source }),
-        };
-        let file: UsersFile =
-            serde_json::from_str(&text).map_err(|e| BrokerError::CorruptMetadata {
-                path: path.clone(),
-                reason: e.to_string(),
-            })?;
-        if file.version != 1 {
-            return Err(BrokerError::CorruptMetadata {
-                path,
-                reason: format!("unknown version {}", file.version),
-            });
-        }
-        Ok(file.users)
+        Ok(self
+            .read_json::<UsersFile>("users.json")?
+            .map_or_else(Users::new, |f| f.users))
     }
 
     pub fn save_users(&self, users: &Users) -> Result<(), BrokerError> {
-        let file = UsersFile {
-            version: 1,
-            users: users.clone(),
+        self.write_json(
+            "users.json",
+            &UsersFile {
+                version: 1,
+                users: users.clone(),
+            },
+        )
+    }
+
+    /// Reads the JSON file `name` (version 1); `None` when it does not exist.
+    fn read_json<F: serde::de::DeserializeOwned + Versioned>(
+        &self,
+        name: &str,
+    ) -> Result<Option<F>, BrokerError> {
+        let path = self.dir.join(name);
+        let text = match fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => return Err(BrokerError::Metadata { path, source }),
         };
+        let file: F = serde_json::from_str(&text).map_err(|e| BrokerError::CorruptMetadata {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
+        if file.version() != 1 {
+            return Err(BrokerError::CorruptMetadata {
+                path,
+                reason: format!("unknown version {}", file.version()),
+            });
+        }
+        Ok(Some(file))
+    }
+
+    fn write_json<F: Serialize>(&self, name: &str, file: &F) -> Result<(), BrokerError> {
         let text =
-            serde_json::to_string_pretty(&file).map_err(|e| BrokerError::CorruptMetadata {
-                path: self.dir.join("users.json"),
+            serde_json::to_string_pretty(file).map_err(|e| BrokerError::CorruptMetadata {
+                path: self.dir.join(name),
                 reason: e.to_string(),
             })?;
-        self.replace("users.json", text.as_bytes())
+        self.replace(name, text.as_bytes())
     }
 
     /// The cluster id and node id this data directory belongs to, created on first start.
