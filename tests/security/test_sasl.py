@@ -382,3 +382,34 @@ def test_bad_credential_changes_get_kafkas_errors(sasl_broker):
     r = sluice_cli("user", "create", "dave", "-b", sasl_broker.bootstrap, "--mechanism", "MD5",
                    stdin="pw\n", check=False)
     assert r.returncode != 0 and "MD5" in r.stderr
+
+
+def test_the_audit_log_records_logins_and_user_changes(start_secure, tmp_path):
+    import json
+    audit = tmp_path / "audit.log"
+    b = start_secure(extra=["--audit-log-file", str(audit)])
+    create_user(b, "alice", PASSWORD, "SCRAM-SHA-512")
+    confluent_roundtrip(confluent_conf(b, "SASL_PLAINTEXT", "SCRAM-SHA-512", "alice", PASSWORD),
+                        "audited", n=2)
+    s = connect(b, "SASL_PLAINTEXT")
+    assert handshake(s, "PLAIN")[0] == 0
+    assert authenticate_v1(s, b"\0alice\0not-the-password")[0] == 58
+
+    def events():
+        return [json.loads(line) for line in audit.read_text().splitlines()] if audit.exists() else []
+
+    def seen():
+        e = events()
+        return (any(x["event"] == "user_change" for x in e)
+                and any(x["event"] == "authentication" and x["outcome"] == "success" for x in e)
+                and any(x["event"] == "authentication" and x["outcome"] == "failure" for x in e)) and e
+    e = wait_until(seen, 10, "the audit events to be written")
+    change = next(x for x in e if x["event"] == "user_change")
+    assert (change["user"], change["set"], change["outcome"], change["by"]) == \
+        ("alice", ["SCRAM-SHA-512"], "success", "User:ANONYMOUS")
+    ok = next(x for x in e if x["event"] == "authentication" and x["outcome"] == "success")
+    assert (ok["principal"], ok["mechanism"], ok["listener"]) == \
+        ("User:alice", "SCRAM-SHA-512", "SASL_PLAINTEXT")
+    bad = next(x for x in e if x["event"] == "authentication" and x["outcome"] == "failure")
+    assert (bad["principal"], bad["mechanism"]) == ("User:alice", "PLAIN")
+    assert "not-the-password" not in audit.read_text()

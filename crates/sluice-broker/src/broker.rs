@@ -42,6 +42,8 @@ pub struct Broker {
     pub(crate) local_users: crate::security::credentials::LocalUsers,
     /// Failed logins per address, to slow down password guessing.
     pub(crate) failed_logins: crate::security::failures::FailedLogins,
+    /// Security events (logins, user changes), when `audit_log_file` is set.
+    pub(crate) audit: crate::security::audit::AuditLog,
     /// Drawn at start: makes an unknown SCRAM user's challenge stable, like a real one's.
     pub(crate) unknown_user_secret: [u8; 32],
     /// This broker, for work that outlives a request (finishing a transaction).
@@ -74,6 +76,15 @@ impl Broker {
         let identity = store.identity(config.node_id)?;
         let producer_ids = ProducerIds::open(Arc::clone(&store))?;
         let local_users = crate::security::credentials::LocalUsers::open(Arc::clone(&store))?;
+        let audit = match &config.security.audit_log_file {
+            Some(path) => crate::security::audit::AuditLog::open(path).map_err(|source| {
+                BrokerError::Metadata {
+                    path: path.clone(),
+                    source,
+                }
+            })?,
+            None => crate::security::audit::AuditLog::off(),
+        };
         let metrics = Arc::new(crate::metrics::Metrics::default());
         let topics = Topics::open(
             &config.data_dir,
@@ -128,6 +139,7 @@ impl Broker {
             local_users,
             failed_logins: Default::default(),
             unknown_user_secret: random_secret(),
+            audit,
             me: me.clone(),
         });
         if !broker.config.clustered {

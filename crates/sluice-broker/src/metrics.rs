@@ -202,6 +202,13 @@ pub fn render(broker: &Broker) -> String {
         "TLS handshakes that failed or timed out",
         m.tls_handshake_failures.clone(),
     );
+    let audit_dropped = Counter::<u64>::default();
+    audit_dropped.inc_by(broker.audit.dropped());
+    registry.register(
+        "audit_events_dropped",
+        "Audit events lost because the audit log's writer fell behind or failed",
+        audit_dropped,
+    );
     let sessions = Gauge::<i64>::default();
     sessions.set(i64::try_from(broker.fetch_sessions.len()).unwrap_or(i64::MAX));
     registry.register(

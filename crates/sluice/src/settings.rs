@@ -72,6 +72,10 @@ pub struct Settings {
     /// [default: 100]
     #[arg(long, env = "SLUICE_CONNECTION_FAILED_AUTHENTICATION_DELAY_MS")]
     pub connection_failed_authentication_delay_ms: Option<u64>,
+    /// Append security events (logins, failed logins, user changes and who made them) to
+    /// this file as JSON lines [default: none]
+    #[arg(long, env = "SLUICE_AUDIT_LOG_FILE")]
+    pub audit_log_file: Option<PathBuf>,
     /// HTTP admin listener: web console, admin API, /metrics [default: 127.0.0.1:8080]
     #[arg(long, env = "SLUICE_ADMIN_LISTEN")]
     pub admin_listen: Option<SocketAddr>,
@@ -417,6 +421,10 @@ fn resolve_listeners(s: &Settings) -> anyhow::Result<(Vec<Listener>, SecurityCon
         }
         security.failed_auth_delay_ms = ms;
     }
+    security.audit_log_file = s
+        .audit_log_file
+        .clone()
+        .filter(|p| !p.as_os_str().is_empty());
     Ok((listeners, security))
 }
 
@@ -453,6 +461,7 @@ impl Settings {
             sasl_mechanisms,
             connections_max_reauth_ms,
             connection_failed_authentication_delay_ms,
+            audit_log_file,
             admin_listen,
             admin_token,
             data_dir,

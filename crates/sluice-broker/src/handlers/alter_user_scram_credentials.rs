@@ -20,13 +20,14 @@ use sluice_wire::Reply;
 use super::str_bytes;
 use crate::broker::Broker;
 use crate::handlers::{Call, Versions};
+use crate::security::audit::AuditEvent;
 use crate::security::credentials::UserChange;
 
 pub const VERSIONS: Versions = Versions::new(0, 0);
 
 type Refusal = (ResponseError, String);
 
-pub fn handle(broker: &Broker, request: AlterUserScramCredentialsRequest, _call: &Call) -> Reply {
+pub fn handle(broker: &Broker, request: AlterUserScramCredentialsRequest, call: &Call) -> Reply {
     // Users in the order the request first names them.
     let mut order: Vec<String> = Vec::new();
     let mut changes: BTreeMap<String, Result<UserChange, Refusal>> = BTreeMap::new();
@@ -101,17 +102,42 @@ pub fn handle(broker: &Broker, request: AlterUserScramCredentialsRequest, _call:
     let Some(broker) = broker.arc() else {
         return Reply::Close("the broker is shutting down".into());
     };
+    let by = call
+        .session
+        .principal()
+        .map_or_else(|| "?".to_string(), |p| p.to_string());
+    let peer = call.peer.addr.to_string();
     Reply::Later(Box::pin(async move {
         let mut results = Vec::new();
         for user in order {
-            let outcome = match changes.remove(&user) {
-                Some(Ok(change)) => broker
-                    .alter_user(&user, change)
-                    .await
-                    .map_err(|e| (e.response_error(), e.to_string())),
-                Some(Err(refusal)) => Err(refusal),
+            let (names, outcome) = match changes.remove(&user) {
+                Some(Ok(change)) => {
+                    let names = (
+                        change.upserts.iter().map(|c| c.mechanism.name()).collect(),
+                        change.deletions.iter().map(|m| m.name()).collect(),
+                    );
+                    let outcome = broker
+                        .alter_user(&user, change)
+                        .await
+                        .map_err(|e| (e.response_error(), e.to_string()));
+                    (names, outcome)
+                }
+                Some(Err(refusal)) => ((Vec::new(), Vec::new()), Err(refusal)),
                 None => continue,
             };
+            broker.audit.record(AuditEvent::UserChange {
+                time_ms: broker.now_ms(),
+                user: user.clone(),
+                set: names.0,
+                deleted: names.1,
+                outcome: if outcome.is_ok() {
+                    "success"
+                } else {
+                    "refused"
+                },
+                by: by.clone(),
+                peer: peer.clone(),
+            });
             let result = AlterUserScramCredentialsResult::default().with_user(str_bytes(&user));
             results.push(match outcome {
                 Ok(()) => {

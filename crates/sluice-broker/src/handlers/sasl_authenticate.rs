@@ -19,6 +19,7 @@ use sluice_wire::{Peer, PendingToken, Reply};
 use super::str_bytes;
 use crate::broker::Broker;
 use crate::handlers::{Call, Versions};
+use crate::security::audit::AuditEvent;
 use crate::security::session::AuthOutcome;
 use crate::security::Session;
 
@@ -56,11 +57,21 @@ fn step(broker: &Broker, token: &[u8], peer: &Peer, session: &Session) -> Step {
         AuthOutcome::Done {
             bytes,
             principal,
+            mechanism,
             session_lifetime_ms,
             reauthentication,
         } => {
             broker.metrics().authentication(true);
             tracing::debug!(peer = %peer.addr, %principal, reauthentication, "SASL login");
+            broker.audit.record(AuditEvent::Authentication {
+                time_ms: now_ms,
+                outcome: "success",
+                principal: principal.to_string(),
+                mechanism,
+                peer: peer.addr.to_string(),
+                listener: peer.listener.to_string(),
+                reason: None,
+            });
             Step::Answer {
                 bytes,
                 session_lifetime_ms,
@@ -85,6 +96,15 @@ fn step(broker: &Broker, token: &[u8], peer: &Peer, session: &Session) -> Step {
                 delay_ms,
                 "SASL authentication failed"
             );
+            broker.audit.record(AuditEvent::Authentication {
+                time_ms: now_ms,
+                outcome: "failure",
+                principal: format!("User:{}", user.as_deref().unwrap_or("?")),
+                mechanism,
+                peer: peer.addr.to_string(),
+                listener: peer.listener.to_string(),
+                reason: Some(reason),
+            });
             Step::Failed {
                 mechanism,
                 delay: Duration::from_millis(delay_ms),

@@ -11,6 +11,7 @@
 //! The exchanges themselves are `sluice_auth`'s state machines; this module keeps their state
 //! per connection, looks the credentials up, and paces failed logins.
 
+pub mod audit;
 pub mod credentials;
 pub mod failures;
 pub mod session;
@@ -87,6 +88,8 @@ pub struct SecurityConfig {
     /// `connection.failed.authentication.delay.ms`: a failed login is answered this late
     /// (more for an address that keeps failing, see [`failures`]).
     pub failed_auth_delay_ms: u64,
+    /// Where the audit log goes (logins, user changes); `None`: no audit log.
+    pub audit_log_file: Option<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for SecurityConfig {
@@ -103,6 +106,7 @@ impl std::fmt::Debug for SecurityConfig {
             )
             .field("principal_mapping", &self.principal_mapper.is_some())
             .field("max_reauth_ms", &self.max_reauth_ms)
+            .field("audit_log_file", &self.audit_log_file)
             .finish()
     }
 }
@@ -120,6 +124,7 @@ impl Default for SecurityConfig {
             principal_mapper: None,
             max_reauth_ms: None,
             failed_auth_delay_ms: 100,
+            audit_log_file: None,
         }
     }
 }

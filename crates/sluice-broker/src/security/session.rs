@@ -85,6 +85,7 @@ pub enum AuthOutcome {
     Done {
         bytes: Vec<u8>,
         principal: Principal,
+        mechanism: &'static str,
         session_lifetime_ms: i64,
         reauthentication: bool,
     },
@@ -309,6 +310,7 @@ impl Session {
                 AuthOutcome::Done {
                     bytes: server_final,
                     principal,
+                    mechanism,
                     session_lifetime_ms: max_reauth_ms.unwrap_or(0),
                     reauthentication,
                 }
