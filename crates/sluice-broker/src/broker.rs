@@ -613,6 +613,10 @@ impl Service for Broker {
         crate::security::Session::open(peer, &self.config.security)
     }
 
+    fn max_frame_bytes(&self, session: &crate::security::Session) -> Option<usize> {
+        session.frame_limit()
+    }
+
     fn sasl_token(
         &self,
         frame: &bytes::Bytes,

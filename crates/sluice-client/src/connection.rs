@@ -154,7 +154,13 @@ impl Connection {
 
     async fn write(&mut self, bytes: &[u8]) -> Result<(), ClientError> {
         let addr = self.addr.clone();
-        match tokio::time::timeout(self.timeout, self.stream.write_all(bytes)).await {
+        let stream = &mut self.stream;
+        let written = async move {
+            stream.write_all(bytes).await?;
+            // TLS holds what the socket did not take until a flush.
+            stream.flush().await
+        };
+        match tokio::time::timeout(self.timeout, written).await {
             Ok(r) => r.map_err(|source| ClientError::Io { addr, source }),
             Err(_) => Err(ClientError::Timeout {
                 addr,

@@ -97,6 +97,11 @@ pub trait Service: Send + Sync + 'static {
     fn open_session(&self, peer: &Peer) -> Self::Session;
     /// Handles one request; called in arrival order for each connection.
     fn call(&self, request: Request, peer: &Peer, session: &Self::Session) -> Reply;
+    /// A smaller frame limit than `Limits::max_frame_bytes` for this connection now (Kafka
+    /// caps frames at 512 KiB until a SASL login, `sasl.server.max.receive.size`).
+    fn max_frame_bytes(&self, _session: &Self::Session) -> Option<usize> {
+        None
+    }
     /// After a SaslHandshake v0 (KIP-43's first form) the client's next frames are bare SASL
     /// tokens, not Kafka requests, and it reads bare tokens back, until the exchange ends.
     /// `Some` when `frame` is such a token: the answer. Called before decoding each frame.
@@ -333,7 +338,10 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> Connection<R, W> {
         loop {
             // Requests already buffered are handled before reading more.
             while closing.is_none() && pending.len() < limits.max_in_flight {
-                match next_frame(&mut self.read_buf, limits.max_frame_bytes) {
+                let max_frame = service
+                    .max_frame_bytes(session)
+                    .map_or(limits.max_frame_bytes, |m| m.min(limits.max_frame_bytes));
+                match next_frame(&mut self.read_buf, max_frame) {
                     Ok(Some(frame)) => {
                         idle_deadline = tokio::time::Instant::now() + limits.idle_timeout;
                         match handle_frame(frame, service, &self.peer, session) {
@@ -369,6 +377,10 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> Connection<R, W> {
                     }
                     if out.has_remaining() {
                         writer.write_all_buf(&mut out).await.map_err(|e| format!("write failed: {e}"))?;
+                        // TLS keeps what the socket did not take inside the session until a
+                        // flush (a no-op on plain TCP): without it the end of a large
+                        // response waits for the next one.
+                        writer.flush().await.map_err(|e| format!("write failed: {e}"))?;
                     }
                 }
                 read = reader.read_buf(&mut self.read_buf), if can_read => {

@@ -1,6 +1,6 @@
 //! DescribeUserScramCredentials (KIP-554; `kafka-configs.sh --describe --entity-type users`):
 //! each user's SCRAM mechanisms and iteration counts, never the salts or keys. No list: every
-//! user. A user asked for twice: DUPLICATE_RESOURCE; an unknown user: RESOURCE_NOT_FOUND.
+//! user. A user asked for twice: DUPLICATE_RESOURCE, once; an unknown user: RESOURCE_NOT_FOUND.
 
 use kafka_protocol::messages::describe_user_scram_credentials_response::{
     CredentialInfo, DescribeUserScramCredentialsResult,
@@ -24,34 +24,39 @@ pub fn handle(
     _call: &Call,
 ) -> Reply {
     let users = broker.users();
-    let results = match request.users {
+    // No list, or an empty one (librdkafka's "all"), describes every user, as in Kafka.
+    let results = match request.users.filter(|asked| !asked.is_empty()) {
         None => users
             .iter()
             .map(|(name, creds)| described(name, creds))
             .collect(),
         Some(asked) => {
             let names: Vec<String> = asked.iter().map(|u| u.name.to_string()).collect();
-            names
-                .iter()
-                .map(|name| {
-                    if names.iter().filter(|n| *n == name).count() > 1 {
-                        failed(
+            let mut answered: Vec<&String> = Vec::new();
+            let mut results = Vec::new();
+            for name in &names {
+                if answered.contains(&name) {
+                    continue;
+                }
+                answered.push(name);
+                results.push(if names.iter().filter(|n| *n == name).count() > 1 {
+                    failed(
+                        name,
+                        ResponseError::DuplicateResource,
+                        "the user is named more than once",
+                    )
+                } else {
+                    match users.get(name) {
+                        Some(creds) => described(name, creds),
+                        None => failed(
                             name,
-                            ResponseError::DuplicateResource,
-                            "the user is named more than once",
-                        )
-                    } else {
-                        match users.get(name) {
-                            Some(creds) => described(name, creds),
-                            None => failed(
-                                name,
-                                ResponseError::ResourceNotFound,
-                                "Attempt to describe a user credential that does not exist",
-                            ),
-                        }
+                            ResponseError::ResourceNotFound,
+                            "Attempt to describe a user credential that does not exist",
+                        ),
                     }
-                })
-                .collect()
+                });
+            }
+            results
         }
     };
     ResponseKind::DescribeUserScramCredentials(

@@ -56,13 +56,18 @@ pub fn handle(broker: &Broker, request: FindCoordinatorRequest, call: &Call) -> 
             })
         }
     };
-    // The coordinator's address on the listener this client came in on.
+    // The coordinator's address on the listener this client came in on; a coordinator
+    // without that listener is not available to this client.
     let answer = |key: &StrBytes| {
-        answer(key).map(|(node, host, port)| {
-            let (host, port) = broker
-                .address_for(&call.peer.listener, node)
-                .unwrap_or((host, port));
-            (node, host, port)
+        answer(key).and_then(|(node, _, _)| {
+            let (host, port) = broker.address_for(&call.peer.listener, node).ok_or((
+                ResponseError::CoordinatorNotAvailable.code(),
+                Some(str_bytes(&format!(
+                    "the coordinator, node {node}, has no listener {}",
+                    call.peer.listener
+                ))),
+            ))?;
+            Ok((node, host, port))
         })
     };
     if version >= 4 {

@@ -177,17 +177,20 @@ fn in_cluster(
     // Every registered node, fenced ones too: they lead nothing and no client needs them,
     // but librdkafka retires a broker that leaves this list while a coordinator request may
     // still wait on it, and that request then hangs (librdkafka #5511): kept, it fails over.
+    // A node without this client's listener is left out, as Kafka does.
     let brokers = state
         .nodes
         .values()
-        .map(|n| {
+        .filter_map(|n| {
             let r = &n.registration;
-            let (host, port) = r.endpoint(listener);
-            MetadataResponseBroker::default()
-                .with_node_id(BrokerId(r.node.0))
-                .with_host(str_bytes(host))
-                .with_port(port)
-                .with_rack(r.rack.as_deref().map(str_bytes))
+            let (host, port) = r.endpoint(listener)?;
+            Some(
+                MetadataResponseBroker::default()
+                    .with_node_id(BrokerId(r.node.0))
+                    .with_host(str_bytes(host))
+                    .with_port(port)
+                    .with_rack(r.rack.as_deref().map(str_bytes)),
+            )
         })
         .collect();
     ResponseKind::Metadata(

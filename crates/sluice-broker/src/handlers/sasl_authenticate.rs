@@ -7,7 +7,8 @@
 //!
 //! A failed login is answered SASL_AUTHENTICATION_FAILED after a pause that grows while the
 //! same address keeps failing (`security::failures`), is logged (the user claimed, peer,
-//! mechanism: never a password) and counted; the connection then closes, as Kafka's does.
+//! mechanism: never a password) and counted; nothing more is served on the connection (it
+//! closes at the next request; Kafka closes it at once).
 
 use std::time::Duration;
 

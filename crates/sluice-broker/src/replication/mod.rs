@@ -244,10 +244,8 @@ impl Broker {
                 .state
                 .nodes
                 .get(&sluice_cluster::NodeId(node))
-                .map(|n| {
-                    let (host, port) = n.registration.endpoint(listener);
-                    (host.to_string(), port)
-                }),
+                .and_then(|n| n.registration.endpoint(listener))
+                .map(|(host, port)| (host.to_string(), port)),
             // The first listener's address is `advertised_host:advertised_port` (the settings
             // make them one; embedders may set only those).
             None => (node == self.config.node_id).then(|| {
@@ -275,10 +273,10 @@ impl Broker {
                 .state
                 .nodes
                 .values()
-                .map(|n| {
+                .filter_map(|n| {
                     let r = &n.registration;
-                    let (host, port) = r.endpoint(listener);
-                    (r.node.0, host.to_string(), port, r.rack.clone(), n.fenced)
+                    let (host, port) = r.endpoint(listener)?;
+                    Some((r.node.0, host.to_string(), port, r.rack.clone(), n.fenced))
                 })
                 .collect(),
             None => {

@@ -91,6 +91,7 @@ impl Broker {
     pub async fn alter_user(&self, user: &str, change: UserChange) -> Result<(), BrokerError> {
         match self.replication.get().cloned() {
             Some(replication) => {
+                let before = replication.state().state.users.get(user).cloned();
                 replication
                     .ask(
                         sluice_cluster::requests::ControllerRequest::UserScramCredentials {
@@ -100,8 +101,13 @@ impl Broker {
                         },
                     )
                     .await?;
+                // Committed once asked; wait until this node shows it, or shows a later
+                // change of the same user (which another node may have made meanwhile).
                 replication
-                    .applied_until(|s| change.shown_in(s.users.get(user)))
+                    .applied_until(|s| {
+                        let now = s.users.get(user);
+                        change.shown_in(now) || now != before.as_ref()
+                    })
                     .await
             }
             None => {

@@ -111,10 +111,13 @@ impl Session {
     /// A new connection's session. Without SASL the connection is authenticated at once: as
     /// its certificate's (mapped) subject when the client presented one, else as ANONYMOUS.
     pub fn open(peer: &Peer, config: &SecurityConfig) -> Session {
-        let protocol = config
-            .listener(&peer.listener)
-            .map_or(SecurityProtocol::Plaintext, |l| l.protocol);
-        let principal = if protocol.uses_sasl() {
+        let listener = config.listener(&peer.listener);
+        let protocol = listener.map_or(SecurityProtocol::SaslPlaintext, |l| l.protocol);
+        let principal = if listener.is_none() {
+            // A listener the settings do not name serves no one (a bug if it happens).
+            tracing::error!(listener = %peer.listener, "a connection on an unknown listener");
+            None
+        } else if protocol.uses_sasl() {
             None
         } else if peer.client_certificate.is_some() {
             // A certificate whose subject cannot be read or mapped authenticates no one.
@@ -130,12 +133,22 @@ impl Session {
             protocol,
             state: Mutex::new(State {
                 principal,
-                stage: Stage::Start,
+                stage: if listener.is_none() {
+                    Stage::Failed
+                } else {
+                    Stage::Start
+                },
                 bare_tokens: false,
                 expires_at_ms: None,
             }),
             bare_tokens: Default::default(),
         }
+    }
+
+    /// Until a SASL login, frames are capped at Kafka's `sasl.server.max.receive.size`.
+    pub fn frame_limit(&self) -> Option<usize> {
+        const BEFORE_LOGIN: usize = 512 * 1024;
+        (self.protocol.uses_sasl() && self.state.lock().principal.is_none()).then_some(BEFORE_LOGIN)
     }
 
     pub fn principal(&self) -> Option<Principal> {
@@ -242,9 +255,15 @@ impl Session {
                         }
                     }
                 };
-                let ok = users
-                    .any(&login.user)
-                    .is_some_and(|c| c.verifies_password(&login.password));
+                // An unknown user costs the same key derivation as a known one, so the
+                // answer's timing does not tell which users exist.
+                let ok = match users.any(&login.user) {
+                    Some(c) => c.verifies_password(&login.password),
+                    None => {
+                        let _ = unknown_user_plain().verifies_password(&login.password);
+                        false
+                    }
+                };
                 if !ok {
                     return AuthOutcome::Failed {
                         mechanism: "PLAIN",
@@ -328,6 +347,19 @@ impl Session {
             },
         }
     }
+}
+
+/// What a PLAIN login of an unknown user is checked against: a credential of the CLI's
+/// default strength that no password matches in practice.
+fn unknown_user_plain() -> &'static ScramCredential {
+    static DUMMY: std::sync::OnceLock<ScramCredential> = std::sync::OnceLock::new();
+    DUMMY.get_or_init(|| ScramCredential {
+        mechanism: ScramMechanism::Sha512,
+        salt: vec![0; 24],
+        stored_key: vec![0; 64],
+        server_key: vec![0; 64],
+        iterations: 8192,
+    })
 }
 
 /// The principal a TLS client certificate names: its subject, through the mapping rules.

@@ -105,14 +105,17 @@ pub struct ListenerEndpoint {
 impl NodeRegistration {
     /// The address clients connected to listener `name` are told for this node: that
     /// listener's (Kafka answers each client with the addresses of the listener it came in
-    /// on), else the first one.
-    pub fn endpoint(&self, name: &str) -> (&str, i32) {
+    /// on). `None` when the node has no such listener (Kafka leaves such a node out rather
+    /// than send a client to another listener's port); a node that predates named listeners
+    /// has only `kafka_host:kafka_port`.
+    pub fn endpoint(&self, name: &str) -> Option<(&str, i32)> {
+        if self.listeners.is_empty() {
+            return Some((self.kafka_host.as_str(), self.kafka_port));
+        }
         self.listeners
             .iter()
             .find(|l| l.name == name)
-            .map_or((self.kafka_host.as_str(), self.kafka_port), |l| {
-                (l.host.as_str(), l.port)
-            })
+            .map(|l| (l.host.as_str(), l.port))
     }
 }
 
