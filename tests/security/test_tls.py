@@ -6,6 +6,7 @@ import datetime
 import socket
 import ssl
 import subprocess
+import time
 
 import pytest
 import trustme
@@ -195,3 +196,33 @@ def test_the_wrong_protocol_on_a_port_is_refused_and_the_broker_carries_on(start
     wait_until(lambda: b.log().count("closed connection") > closes, 10,
                "the PLAINTEXT listener to close the TLS client's connection")
     confluent_roundtrip(ssl_conf(b, "SSL", tls_files), "still-serving", n=3)
+
+
+def test_large_fetches_over_tls_arrive_whole(start_secure, tls_files):
+    """16 MiB read back over SSL in large fetch responses: the tail of a response that did
+    not fit the socket must not wait inside the TLS session for the next write."""
+    from confluent_kafka import Consumer
+    b = start_secure(("PLAINTEXT", "SSL"), extra=tls_flags(tls_files))
+    conf = ssl_conf(b, "SSL", tls_files)
+    p = Producer({**conf, "linger.ms": 20})
+    value = b"v" * 8192
+    for _ in range(2048):
+        while True:
+            try:
+                p.produce("big-tls", value=value)
+                break
+            except BufferError:
+                p.poll(0.01)
+    assert p.flush(60) == 0
+    c = Consumer({**conf, "group.id": "big-tls", "auto.offset.reset": "earliest",
+                  "fetch.max.bytes": 8 * 1024 * 1024, "max.partition.fetch.bytes": 8 * 1024 * 1024,
+                  "socket.timeout.ms": 10000})
+    c.subscribe(["big-tls"])
+    got, deadline = 0, time.monotonic() + 60
+    while got < 2048 and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and m.error() is None:
+            assert len(m.value()) == 8192
+            got += 1
+    c.close()
+    assert got == 2048
