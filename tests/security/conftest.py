@@ -93,13 +93,13 @@ def create_user(broker, name, password, *mechanism):
 
 
 def metric(broker, name, labels=""):
-    """A sample's value from /metrics (0 when absent)."""
+    """The value of the sample `name` + `labels` (e.g. '{outcome="failure"}') in /metrics;
+    0 when absent."""
     import urllib.request
     with urllib.request.urlopen(broker.admin_url + "/metrics", timeout=5) as r:
         text = r.read().decode()
     for line in text.splitlines():
-        if line.startswith(name + labels + " ") or line.startswith(name + labels + "{") and not labels:
-            return float(line.rsplit(" ", 1)[1])
-        if labels and line.startswith(name + "{") and labels.strip("{}") in line:
-            return float(line.rsplit(" ", 1)[1])
+        key, _, value = line.rpartition(" ")
+        if key == name + labels:
+            return float(value)
     return 0.0

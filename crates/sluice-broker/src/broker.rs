@@ -649,7 +649,7 @@ impl Service for Broker {
     }
 
     fn call(&self, request: Request, peer: &Peer, session: &crate::security::Session) -> Reply {
-        if let Err(reason) = session.admit(request.api_key, self.clock.now_ms()) {
+        if let Err(reason) = session.admit(request.api_key, || self.clock.now_ms()) {
             return Reply::Close(reason);
         }
         let call = handlers::Call {

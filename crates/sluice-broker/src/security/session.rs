@@ -56,6 +56,9 @@ struct State {
 
 pub struct Session {
     protocol: SecurityProtocol,
+    /// Authenticated when it opened and for good (a PLAINTEXT or SSL listener with a
+    /// principal): every request passes without the lock or the clock.
+    open: bool,
     state: Mutex<State>,
     /// Set with `State::bare_tokens` (read on every frame without the lock).
     bare_tokens: std::sync::atomic::AtomicBool,
@@ -131,6 +134,7 @@ impl Session {
         };
         Session {
             protocol,
+            open: !protocol.uses_sasl() && principal.is_some(),
             state: Mutex::new(State {
                 principal,
                 stage: if listener.is_none() {
@@ -158,7 +162,10 @@ impl Session {
     /// Whether a request of `api` may be served now; `Err` says why the connection closes.
     /// Before a SASL login only ApiVersions and the SASL requests pass (as in Kafka, another
     /// request closes the connection); after it, everything until the login expires.
-    pub fn admit(&self, api: ApiKey, now_ms: i64) -> Result<(), String> {
+    pub fn admit(&self, api: ApiKey, now_ms: impl FnOnce() -> i64) -> Result<(), String> {
+        if self.open {
+            return Ok(());
+        }
         let state = self.state.lock();
         if matches!(state.stage, Stage::Failed) {
             return Err("authentication failed".into());
@@ -180,7 +187,7 @@ impl Session {
             });
         }
         match state.expires_at_ms {
-            Some(at) if now_ms >= at => Err(format!(
+            Some(at) if now_ms() >= at => Err(format!(
                 "{api:?} after the SASL session expired (connections.max.reauth.ms); the client \
                  did not re-authenticate"
             )),
@@ -471,7 +478,7 @@ mod tests {
     fn a_plaintext_connection_is_anonymous_and_served_at_once() {
         let s = session("PLAINTEXT");
         assert_eq!(s.principal(), Some(Principal::user("ANONYMOUS")));
-        assert!(s.admit(ApiKey::Produce, 0).is_ok());
+        assert!(s.admit(ApiKey::Produce, || 0).is_ok());
         assert!(matches!(
             s.handshake("PLAIN", &default_mechanisms(), false),
             Err(HandshakeRefusal::IllegalState(_))
@@ -481,10 +488,10 @@ mod tests {
     #[test]
     fn a_sasl_connection_serves_only_the_handshake_until_it_logs_in() {
         let s = session("SASL_PLAINTEXT");
-        assert!(s.admit(ApiKey::ApiVersions, 0).is_ok());
-        assert!(s.admit(ApiKey::SaslHandshake, 0).is_ok());
+        assert!(s.admit(ApiKey::ApiVersions, || 0).is_ok());
+        assert!(s.admit(ApiKey::SaslHandshake, || 0).is_ok());
         assert!(s
-            .admit(ApiKey::Metadata, 0)
+            .admit(ApiKey::Metadata, || 0)
             .unwrap_err()
             .contains("before SASL"));
         assert_eq!(
@@ -502,10 +509,10 @@ mod tests {
         };
         assert_eq!(principal.to_string(), "User:alice");
         assert_eq!((session_lifetime_ms, reauthentication), (1_000, false));
-        assert!(s.admit(ApiKey::Metadata, 500).is_ok());
+        assert!(s.admit(ApiKey::Metadata, || 500).is_ok());
         // The login holds 1 s: then only a re-authentication is served.
         assert!(s
-            .admit(ApiKey::Metadata, 1_010)
+            .admit(ApiKey::Metadata, || 1_010)
             .unwrap_err()
             .contains("expired"));
         assert!(matches!(
@@ -515,7 +522,7 @@ mod tests {
                 ..
             }
         ));
-        assert!(s.admit(ApiKey::Metadata, 1_500).is_ok());
+        assert!(s.admit(ApiKey::Metadata, || 1_500).is_ok());
     }
 
     #[test]
@@ -528,8 +535,8 @@ mod tests {
             panic!("a wrong password must fail");
         };
         assert_eq!((mechanism, user.as_deref()), ("PLAIN", Some("alice")));
-        assert!(s.admit(ApiKey::ApiVersions, 0).is_err());
-        assert!(s.admit(ApiKey::SaslHandshake, 0).is_err());
+        assert!(s.admit(ApiKey::ApiVersions, || 0).is_err());
+        assert!(s.admit(ApiKey::SaslHandshake, || 0).is_err());
     }
 
     #[test]
@@ -546,7 +553,7 @@ mod tests {
             reason.contains("User:bob") && reason.contains("User:alice"),
             "{reason}"
         );
-        assert!(s.admit(ApiKey::Metadata, 20).is_err());
+        assert!(s.admit(ApiKey::Metadata, || 20).is_err());
     }
 
     #[test]
@@ -562,7 +569,7 @@ mod tests {
                 panic!("SCRAM's first step is a challenge");
             };
             // Nothing but the exchange is served in between.
-            assert!(s.admit(ApiKey::Metadata, 0).is_err());
+            assert!(s.admit(ApiKey::Metadata, || 0).is_err());
             let last = client.server_first(&server_first).unwrap();
             let AuthOutcome::Done {
                 bytes,
@@ -575,7 +582,7 @@ mod tests {
             };
             client.server_final(&bytes).unwrap();
             assert_eq!((principal.name.as_str(), session_lifetime_ms), ("bob", 0));
-            assert!(s.admit(ApiKey::Metadata, i64::MAX).is_ok());
+            assert!(s.admit(ApiKey::Metadata, || i64::MAX).is_ok());
         }
     }
 
@@ -617,7 +624,7 @@ mod tests {
         );
         assert!(matches!(outcome, AuthOutcome::Done { ref bytes, .. } if bytes.is_empty()));
         assert!(!s.expects_bare_token(), "requests follow the login");
-        assert!(s.admit(ApiKey::Metadata, 0).is_ok());
+        assert!(s.admit(ApiKey::Metadata, || 0).is_ok());
     }
 
     #[test]
