@@ -57,6 +57,7 @@ impl From<BrokerError> for ApiError {
             | BrokerError::InvalidConfig(_)
             | BrokerError::InvalidRequest(_) => StatusCode::BAD_REQUEST,
             BrokerError::InvalidTxnState(_) => StatusCode::CONFLICT,
+            BrokerError::NotAuthorized(..) => StatusCode::FORBIDDEN,
             BrokerError::Log(l) if !l.is_storage() => StatusCode::BAD_REQUEST,
             BrokerError::NotLeader(_)
             | BrokerError::NotEnoughReplicas(_)

@@ -7,6 +7,7 @@
 //! | `CredentialError` | UNACCEPTABLE_CREDENTIAL (93), per AlterUserScramCredentials result |
 //! | `CertError`       | none: the TLS handshake or the broker's start is refused  |
 //! | `RuleError`       | none: a configuration error at start                      |
+//! | `AclError`        | INVALID_REQUEST (42), per CreateAcls/DeleteAcls result    |
 //!
 //! No message carries a password, a salted password or a SCRAM proof: they end up in logs
 //! and in the `error_message` Kafka sends back to the client.
@@ -117,4 +118,11 @@ mod tests {
         };
         assert!(e.to_string().contains("`DEFAUL`"));
     }
+}
+
+/// An ACL or ACL filter Kafka would refuse.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AclError {
+    #[error("invalid ACL: {0}")]
+    Invalid(String),
 }

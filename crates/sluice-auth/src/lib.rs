@@ -1,6 +1,7 @@
-//! Authentication as pure functions and state machines, with no sockets: the broker feeds
-//! them the bytes of SaslAuthenticate requests and TLS peer certificates and gets back the
-//! answer to send and, in the end, the principal.
+//! Authentication and authorization as pure functions and state machines, with no sockets:
+//! the broker feeds them the bytes of SaslAuthenticate requests and TLS peer certificates and
+//! gets back the answer to send and, in the end, the principal; then asks the ACLs what that
+//! principal may do.
 //!
 //! ```text
 //!  SaslHandshake ─▶ SaslMechanism::from_name
@@ -13,6 +14,7 @@
 //! Nothing here draws randomness or reads the clock (STYLE.md §7): nonces and salts come
 //! from the caller.
 
+pub mod acl;
 pub mod credential;
 pub mod error;
 pub mod mechanism;
@@ -25,7 +27,7 @@ mod primitives;
 mod scram_message;
 
 pub use credential::{apply_changes, salted_password, validate, ScramCredential};
-pub use error::{AuthError, CertError, CredentialError, RuleError};
+pub use error::{AclError, AuthError, CertError, CredentialError, RuleError};
 pub use mechanism::{SaslMechanism, ScramMechanism};
 pub use plain::{parse_plain, PlainLogin};
 pub use principal::{subject_dn, validity, PrincipalMapper};

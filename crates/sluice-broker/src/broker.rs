@@ -40,6 +40,7 @@ pub struct Broker {
     pub(crate) admin_address: std::sync::OnceLock<String>,
     /// The single node's SASL users (a cluster keeps them in its metadata).
     pub(crate) local_users: crate::security::credentials::LocalUsers,
+    pub(crate) local_acls: crate::security::acls::LocalAcls,
     /// Failed logins per address, to slow down password guessing.
     pub(crate) failed_logins: crate::security::failures::FailedLogins,
     /// Security events (logins, user changes), when `audit_log_file` is set.
@@ -76,6 +77,7 @@ impl Broker {
         let identity = store.identity(config.node_id)?;
         let producer_ids = ProducerIds::open(Arc::clone(&store))?;
         let local_users = crate::security::credentials::LocalUsers::open(Arc::clone(&store))?;
+        let local_acls = crate::security::acls::LocalAcls::open(Arc::clone(&store))?;
         let audit = match &config.security.audit_log_file {
             Some(path) => crate::security::audit::AuditLog::open(path).map_err(|source| {
                 BrokerError::Metadata {
@@ -137,6 +139,7 @@ impl Broker {
             admin_address: std::sync::OnceLock::new(),
             append_turns: Default::default(),
             local_users,
+            local_acls,
             failed_logins: Default::default(),
             unknown_user_secret: random_secret(),
             audit,
@@ -653,6 +656,7 @@ impl Service for Broker {
             return Reply::Close(reason);
         }
         let call = handlers::Call {
+            api: request.api_key,
             version: request.version(),
             client_id: request.header.client_id.as_deref().unwrap_or_default(),
             peer,

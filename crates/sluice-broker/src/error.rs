@@ -26,6 +26,10 @@ pub enum BrokerError {
     InvalidConfig(#[from] ConfigError),
     #[error("{0}")]
     InvalidRequest(String),
+    /// The ACLs do not allow the operation on the resource (TOPIC_, GROUP_, CLUSTER_ or
+    /// TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
+    #[error("not authorized: {1}")]
+    NotAuthorized(ResponseError, String),
     #[error("{0}")]
     NodeNotRegistered(String),
     /// The topic's configuration forbids the operation (e.g. DeleteRecords on a compacted-only
@@ -74,6 +78,7 @@ impl BrokerError {
             BrokerError::InvalidReplicaAssignment(_) => ResponseError::InvalidReplicaAssignment,
             BrokerError::InvalidConfig(_) => ResponseError::InvalidConfig,
             BrokerError::InvalidRequest(_) => ResponseError::InvalidRequest,
+            BrokerError::NotAuthorized(error, _) => *error,
             BrokerError::NodeNotRegistered(_) => ResponseError::BrokerIdNotRegistered,
             BrokerError::PolicyViolation(_) => ResponseError::PolicyViolation,
             BrokerError::Log(e) => log_error(e),

@@ -68,6 +68,18 @@ struct UsersFile {
     users: Users,
 }
 
+impl Versioned for AclsFile {
+    fn version(&self) -> u32 {
+        self.version
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct AclsFile {
+    version: u32,
+    acls: sluice_auth::acl::AclSet,
+}
+
 #[derive(Debug, Serialize, Deserialize)]
 struct ProducerIdBlock {
     next_block_start: i64,
@@ -119,6 +131,24 @@ impl MetadataStore {
             &UsersFile {
                 version: 1,
                 users: users.clone(),
+            },
+        )
+    }
+
+    /// The single node's ACLs (`data/meta/acls.json`); in a cluster they live in the
+    /// metadata log instead.
+    pub fn load_acls(&self) -> Result<sluice_auth::acl::AclSet, BrokerError> {
+        Ok(self
+            .read_json::<AclsFile>("acls.json")?
+            .map_or_else(Default::default, |f| f.acls))
+    }
+
+    pub fn save_acls(&self, acls: &sluice_auth::acl::AclSet) -> Result<(), BrokerError> {
+        self.write_json(
+            "acls.json",
+            &AclsFile {
+                version: 1,
+                acls: acls.clone(),
             },
         )
     }

@@ -70,6 +70,7 @@ pub struct Metrics {
     /// SASL logins, by outcome (`success`, `failure`).
     authentications: Family<OutcomeLabels, Counter>,
     tls_handshake_failures: Counter,
+    authorization_denials: Family<ApiLabels, Counter>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -102,6 +103,7 @@ impl Default for Metrics {
             unencodable_logged: Default::default(),
             authentications: Family::default(),
             tls_handshake_failures: Counter::default(),
+            authorization_denials: Family::default(),
         }
     }
 }
@@ -166,6 +168,12 @@ impl Metrics {
     pub fn tls_handshake_failed(&self) {
         self.tls_handshake_failures.inc();
     }
+
+    pub fn authorization_denied(&self, api: ApiKey) {
+        self.authorization_denials
+            .get_or_create(&ApiLabels { api: ApiName(api) })
+            .inc();
+    }
 }
 
 /// The whole exposition, built at scrape time.
@@ -201,6 +209,11 @@ pub fn render(broker: &Broker) -> String {
         "tls_handshake_failures",
         "TLS handshakes that failed or timed out",
         m.tls_handshake_failures.clone(),
+    );
+    registry.register(
+        "authorization_denials",
+        "Requests (or parts of them) the ACLs denied, by API",
+        m.authorization_denials.clone(),
     );
     let audit_dropped = Counter::<u64>::default();
     audit_dropped.inc_by(broker.audit.dropped());

@@ -82,15 +82,31 @@ pub enum ControllerRequest {
         upserts: Vec<sluice_auth::ScramCredential>,
         deletions: Vec<sluice_auth::ScramMechanism>,
     },
+    /// CreateAcls (validated by the node that was asked).
+    CreateAcls {
+        acls: Vec<sluice_auth::acl::AclBinding>,
+    },
+    /// DeleteAcls: the controller removes what the filters match when it decides, and
+    /// answers, per filter, the ACLs removed.
+    DeleteAcls {
+        filters: Vec<sluice_auth::acl::AclFilter>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ControllerReply {
     Done,
-    TopicCreated { id: Uuid },
-    ProducerIds { first: i64, count: i64 },
+    TopicCreated {
+        id: Uuid,
+    },
+    ProducerIds {
+        first: i64,
+        count: i64,
+    },
     Elections(Vec<(String, i32, Election)>),
     Reassignments(Vec<ReassignOutcome>),
+    /// Per DeleteAcls filter, the ACLs it removed.
+    AclsDeleted(Vec<Vec<sluice_auth::acl::AclBinding>>),
 }
 
 /// Why the controller refused (or could not be asked); the broker maps each to a Kafka error.
@@ -201,6 +217,30 @@ pub fn decide(
                 vec![MetadataRecord::UserScramCredentials { user, credentials }],
                 ControllerReply::Done,
             ))
+        }
+        ControllerRequest::CreateAcls { acls } => Ok((
+            vec![MetadataRecord::Acls {
+                added: acls,
+                removed: Vec::new(),
+            }],
+            ControllerReply::Done,
+        )),
+        ControllerRequest::DeleteAcls { filters } => {
+            let per_filter: Vec<Vec<sluice_auth::acl::AclBinding>> =
+                filters.iter().map(|f| state.acls.matching(f)).collect();
+            let mut removed: Vec<sluice_auth::acl::AclBinding> =
+                per_filter.iter().flatten().cloned().collect();
+            removed.sort();
+            removed.dedup();
+            let records = if removed.is_empty() {
+                Vec::new()
+            } else {
+                vec![MetadataRecord::Acls {
+                    added: Vec::new(),
+                    removed,
+                }]
+            };
+            Ok((records, ControllerReply::AclsDeleted(per_filter)))
         }
         ControllerRequest::BrokerConfig { node, configs } => {
             if !state.nodes.contains_key(&node) {

@@ -76,6 +76,14 @@ pub struct Settings {
     /// this file as JSON lines [default: none]
     #[arg(long, env = "SLUICE_AUDIT_LOG_FILE")]
     pub audit_log_file: Option<PathBuf>,
+    /// `acl`: enforce Kafka ACLs (what no ACL allows is denied); `none`: every client may do
+    /// everything [default: none]
+    #[arg(long, env = "SLUICE_AUTHORIZER")]
+    pub authorizer: Option<String>,
+    /// Principals allowed everything when the authorizer is on, `;`-separated as Kafka's
+    /// super.users, e.g. 'User:admin;User:ops'
+    #[arg(long, env = "SLUICE_SUPER_USERS")]
+    pub super_users: Option<String>,
     /// HTTP admin listener: web console, admin API, /metrics [default: 127.0.0.1:8080]
     #[arg(long, env = "SLUICE_ADMIN_LISTEN")]
     pub admin_listen: Option<SocketAddr>,
@@ -421,6 +429,24 @@ fn resolve_listeners(s: &Settings) -> anyhow::Result<(Vec<Listener>, SecurityCon
         }
         security.failed_auth_delay_ms = ms;
     }
+    security.authorizer.enabled = match s.authorizer.as_deref().map(str::trim) {
+        None | Some("") | Some("none") => false,
+        Some("acl") => true,
+        Some(other) => bail!("authorizer must be 'acl' or 'none', not '{other}'"),
+    };
+    if let Some(spec) = &s.super_users {
+        for principal in spec.split(';').map(str::trim).filter(|p| !p.is_empty()) {
+            sluice_auth::acl::validate_principal(principal)
+                .with_context(|| format!("super_users: '{principal}'"))?;
+            security
+                .authorizer
+                .super_users
+                .insert(principal.to_string());
+        }
+        if !security.authorizer.enabled && !security.authorizer.super_users.is_empty() {
+            bail!("super_users is set but the authorizer is off: add authorizer = acl");
+        }
+    }
     security.audit_log_file = s
         .audit_log_file
         .clone()
@@ -462,6 +488,8 @@ impl Settings {
             connections_max_reauth_ms,
             connection_failed_authentication_delay_ms,
             audit_log_file,
+            authorizer,
+            super_users,
             admin_listen,
             admin_token,
             data_dir,

@@ -18,6 +18,7 @@ use sluice_wire::Reply;
 use crate::broker::Broker;
 use crate::commit::committed;
 use crate::handlers::{Call, Versions};
+use sluice_auth::acl::Operation;
 
 fn results(
     topics: &[AddPartitionsToTxnTopic],
@@ -115,6 +116,18 @@ pub const VERSIONS: Versions = Versions::new(0, 5);
 pub fn handle(broker: &Broker, request: AddPartitionsToTxnRequest, call: &Call) -> Reply {
     let version = call.version;
     let mut waits = Vec::new();
+    let authz = call.authz(broker);
+    let add = |broker: &Broker,
+               id: &str,
+               producer_id: i64,
+               epoch: i16,
+               topics: &[AddPartitionsToTxnTopic],
+               verify_only: bool| {
+        match refused(&authz, id, topics) {
+            Some(results) => (results, Vec::new()),
+            None => add(broker, id, producer_id, epoch, topics, verify_only),
+        }
+    };
     let response = if version <= 3 {
         let (r, w) = add(
             broker,
@@ -157,6 +170,54 @@ pub fn handle(broker: &Broker, request: AddPartitionsToTxnRequest, call: &Call) 
         };
         Some(ResponseKind::AddPartitionsToTxn(response))
     }))
+}
+
+/// Kafka's checks: Write on the transactional id (else every partition
+/// TRANSACTIONAL_ID_AUTHORIZATION_FAILED), Write on each topic (else that topic's partitions
+/// TOPIC_AUTHORIZATION_FAILED and the others OPERATION_NOT_ATTEMPTED: nothing is added).
+fn refused(
+    authz: &crate::security::Authz,
+    id: &str,
+    topics: &[AddPartitionsToTxnTopic],
+) -> Option<Vec<AddPartitionsToTxnTopicResult>> {
+    if authz.is_unrestricted() {
+        return None;
+    }
+    let txn_denied = !authz.transactional_id(Operation::Write, id);
+    let denied: Vec<bool> = topics
+        .iter()
+        .map(|t| txn_denied || !authz.topic(Operation::Write, &t.name))
+        .collect();
+    if !denied.contains(&true) {
+        return None;
+    }
+    Some(
+        topics
+            .iter()
+            .zip(denied)
+            .map(|(t, denied)| {
+                let error = if txn_denied {
+                    ResponseError::TransactionalIdAuthorizationFailed
+                } else if denied {
+                    ResponseError::TopicAuthorizationFailed
+                } else {
+                    ResponseError::OperationNotAttempted
+                };
+                AddPartitionsToTxnTopicResult::default()
+                    .with_name(t.name.clone())
+                    .with_results_by_partition(
+                        t.partitions
+                            .iter()
+                            .map(|p| {
+                                AddPartitionsToTxnPartitionResult::default()
+                                    .with_partition_index(*p)
+                                    .with_partition_error_code(error.code())
+                            })
+                            .collect(),
+                    )
+            })
+            .collect(),
+    )
 }
 
 /// The same answer with every partition failed (the addition could not be made durable).

@@ -16,15 +16,25 @@ use crate::error::BrokerError;
 use crate::handlers::{Call, Versions};
 use crate::replication::throttle::{FOLLOWER_RATE, LEADER_RATE};
 use crate::topic_config::ConfigError;
+use sluice_auth::acl::Operation;
 
 pub const VERSIONS: Versions = Versions::new(0, 2);
 
-pub fn handle(broker: &Broker, request: AlterConfigsRequest, _call: &Call) -> Reply {
+pub fn handle(broker: &Broker, request: AlterConfigsRequest, call: &Call) -> Reply {
+    let authz = call.authz(broker);
     let resources = request
         .resources
         .into_iter()
         .map(|resource| {
             let name = resource.resource_name.to_string();
+            if let Err(e) = super::config_access(
+                &authz,
+                Operation::AlterConfigs,
+                resource.resource_type,
+                &name,
+            ) {
+                return (resource.resource_type, resource.resource_name, Err(e));
+            }
             let configs = resource
                 .configs
                 .into_iter()

@@ -15,17 +15,15 @@ use super::str_bytes;
 use crate::broker::Broker;
 use crate::group::consumer;
 use crate::handlers::{Call, Versions};
+use sluice_auth::acl::Operation;
 
 /// Kafka's member type of a member of the new protocol (v1).
 const CONSUMER_MEMBER: i8 = 1;
 
 pub const VERSIONS: Versions = Versions::new(0, 1);
 
-pub fn handle(
-    broker: &Broker,
-    request: ConsumerGroupDescribeRequest,
-    _call: &Call,
-) -> ResponseKind {
+pub fn handle(broker: &Broker, request: ConsumerGroupDescribeRequest, call: &Call) -> ResponseKind {
+    let authz = call.authz(broker);
     let topics = broker.topics();
     let assignment = |a: &consumer::Assignment| {
         Assignment::default().with_topic_partitions(
@@ -50,6 +48,9 @@ pub fn handle(
             let described = DescribedGroup::default()
                 .with_group_id(id.clone())
                 .with_authorized_operations(i32::MIN);
+            if !authz.group(Operation::Describe, id) {
+                return described.with_error_code(ResponseError::GroupAuthorizationFailed.code());
+            }
             if let Err(e) = broker.groups.check(id) {
                 return described.with_error_code(e.code());
             }

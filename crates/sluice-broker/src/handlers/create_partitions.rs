@@ -7,11 +7,36 @@ use super::str_bytes;
 use crate::broker::Broker;
 use crate::error::BrokerError;
 use crate::handlers::{Call, Versions};
+use sluice_auth::acl::Operation;
 use sluice_wire::Reply;
 
 pub const VERSIONS: Versions = Versions::new(0, 3);
 
-pub fn handle(broker: &Broker, request: CreatePartitionsRequest, _call: &Call) -> Reply {
+pub fn handle(broker: &Broker, mut request: CreatePartitionsRequest, call: &Call) -> Reply {
+    let authz = call.authz(broker);
+    let denied: Vec<CreatePartitionsTopicResult> = super::take_denied(&mut request.topics, |t| {
+        authz.topic(Operation::Alter, &t.name)
+    })
+    .into_iter()
+    .map(|t| {
+        CreatePartitionsTopicResult::default()
+            .with_name(t.name)
+            .with_error_code(kafka_protocol::ResponseError::TopicAuthorizationFailed.code())
+            .with_error_message(Some(str_bytes("not authorized to alter the topic")))
+    })
+    .collect();
+    let reply = handle_authorized(broker, request);
+    if denied.is_empty() {
+        return reply;
+    }
+    super::map_response(reply, move |r| {
+        if let ResponseKind::CreatePartitions(r) = r {
+            r.results.extend(denied);
+        }
+    })
+}
+
+fn handle_authorized(broker: &Broker, request: CreatePartitionsRequest) -> Reply {
     if let Some(replication) = broker.replication() {
         let replication = std::sync::Arc::clone(replication);
         return Reply::Later(Box::pin(async move {

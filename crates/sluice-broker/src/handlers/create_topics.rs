@@ -19,7 +19,33 @@ use sluice_wire::Reply;
 
 pub const VERSIONS: Versions = Versions::new(2, 7);
 
-pub fn handle(broker: &Broker, request: CreateTopicsRequest, call: &Call) -> Reply {
+pub fn handle(broker: &Broker, mut request: CreateTopicsRequest, call: &Call) -> Reply {
+    // Create on the cluster, or on each topic.
+    let authz = call.authz(broker);
+    let denied: Vec<CreatableTopicResult> =
+        super::take_denied(&mut request.topics, |t| authz.may_create_topic(&t.name))
+            .into_iter()
+            .map(|t| {
+                CreatableTopicResult::default()
+                    .with_name(t.name)
+                    .with_error_code(kafka_protocol::ResponseError::TopicAuthorizationFailed.code())
+                    .with_error_message(Some(str_bytes("not authorized to create the topic")))
+                    .with_num_partitions(-1)
+                    .with_replication_factor(-1)
+            })
+            .collect();
+    let reply = handle_authorized(broker, request, call);
+    if denied.is_empty() {
+        return reply;
+    }
+    super::map_response(reply, move |r| {
+        if let ResponseKind::CreateTopics(r) = r {
+            r.topics.extend(denied);
+        }
+    })
+}
+
+fn handle_authorized(broker: &Broker, request: CreateTopicsRequest, call: &Call) -> Reply {
     if let (Some(_), Some(broker)) = (broker.replication(), broker.arc()) {
         return in_cluster(broker, request, call.version);
     }

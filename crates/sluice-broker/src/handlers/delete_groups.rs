@@ -8,13 +8,20 @@ use sluice_wire::Reply;
 use crate::broker::Broker;
 use crate::commit::committed;
 use crate::handlers::{Call, Versions};
+use kafka_protocol::ResponseError;
+use sluice_auth::acl::Operation;
 
 pub const VERSIONS: Versions = Versions::new(0, 2);
 
-pub fn handle(broker: &Broker, request: DeleteGroupsRequest, _call: &Call) -> Reply {
+pub fn handle(broker: &Broker, request: DeleteGroupsRequest, call: &Call) -> Reply {
     let groups = &broker.groups;
+    let authz = call.authz(broker);
     let mut pending = Vec::new();
     for id in &request.groups_names {
+        if !authz.group(Operation::Delete, id) {
+            pending.push((id.clone(), Err(ResponseError::GroupAuthorizationFailed)));
+            continue;
+        }
         let written = groups.lock_for(id).and_then(|mut coordinator| {
             let records = coordinator.delete_group(id)?;
             groups.record(&mut coordinator, &records)

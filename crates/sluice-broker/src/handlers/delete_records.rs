@@ -24,10 +24,46 @@ use sluice_wire::Reply;
 use crate::broker::Broker;
 use crate::handlers::{Call, Versions};
 use crate::partition::Partition;
+use sluice_auth::acl::Operation;
 
 pub const VERSIONS: Versions = Versions::new(0, 2);
 
-pub fn handle(broker: &Broker, request: DeleteRecordsRequest, _call: &Call) -> Reply {
+pub fn handle(broker: &Broker, mut request: DeleteRecordsRequest, call: &Call) -> Reply {
+    let authz = call.authz(broker);
+    let denied: Vec<DeleteRecordsTopicResult> = super::take_denied(&mut request.topics, |t| {
+        authz.topic(Operation::Delete, &t.name)
+    })
+    .into_iter()
+    .map(|t| {
+        DeleteRecordsTopicResult::default()
+            .with_name(t.name)
+            .with_partitions(
+                t.partitions
+                    .iter()
+                    .map(|p| {
+                        DeleteRecordsPartitionResult::default()
+                            .with_partition_index(p.partition_index)
+                            .with_low_watermark(-1)
+                            .with_error_code(
+                                kafka_protocol::ResponseError::TopicAuthorizationFailed.code(),
+                            )
+                    })
+                    .collect(),
+            )
+    })
+    .collect();
+    let reply = handle_authorized(broker, request);
+    if denied.is_empty() {
+        return reply;
+    }
+    super::map_response(reply, move |r| {
+        if let ResponseKind::DeleteRecords(r) = r {
+            r.topics.extend(denied);
+        }
+    })
+}
+
+fn handle_authorized(broker: &Broker, request: DeleteRecordsRequest) -> Reply {
     let mut waits: Vec<(usize, usize, Arc<Partition>, Offset)> = Vec::new();
     let topics: Vec<DeleteRecordsTopicResult> = request
         .topics

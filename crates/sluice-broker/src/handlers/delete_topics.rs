@@ -9,11 +9,53 @@ use super::{str_bytes, topic_name};
 use crate::broker::Broker;
 use crate::error::BrokerError;
 use crate::handlers::{Call, Versions};
+use sluice_auth::acl::Operation;
 use sluice_wire::Reply;
 
 pub const VERSIONS: Versions = Versions::new(1, 6);
 
-pub fn handle(broker: &Broker, request: DeleteTopicsRequest, call: &Call) -> Reply {
+pub fn handle(broker: &Broker, mut request: DeleteTopicsRequest, call: &Call) -> Reply {
+    // Delete on each topic; a topic one may not delete is TOPIC_AUTHORIZATION_FAILED whether
+    // it exists or not.
+    let authz = call.authz(broker);
+    let failed = |name: Option<TopicName>, id: uuid::Uuid| {
+        DeletableTopicResult::default()
+            .with_name(name)
+            .with_topic_id(id)
+            .with_error_code(kafka_protocol::ResponseError::TopicAuthorizationFailed.code())
+    };
+    let denied: Vec<DeletableTopicResult> = if call.version >= 6 {
+        super::take_denied(&mut request.topics, |t| {
+            let name = t
+                .name
+                .as_ref()
+                .map(|n| n.to_string())
+                .or_else(|| broker.topic_name_of(t.topic_id));
+            name.is_none_or(|n| authz.topic(Operation::Delete, &n))
+        })
+        .into_iter()
+        .map(|t| failed(t.name, t.topic_id))
+        .collect()
+    } else {
+        super::take_denied(&mut request.topic_names, |n| {
+            authz.topic(Operation::Delete, n)
+        })
+        .into_iter()
+        .map(|n| failed(Some(n), uuid::Uuid::nil()))
+        .collect()
+    };
+    let reply = handle_authorized(broker, request, call);
+    if denied.is_empty() {
+        return reply;
+    }
+    super::map_response(reply, move |r| {
+        if let ResponseKind::DeleteTopics(r) = r {
+            r.responses.extend(denied);
+        }
+    })
+}
+
+fn handle_authorized(broker: &Broker, request: DeleteTopicsRequest, call: &Call) -> Reply {
     if let (Some(replication), Some(broker)) = (broker.replication(), broker.arc()) {
         let replication = std::sync::Arc::clone(replication);
         let version = call.version;

@@ -14,6 +14,7 @@ use super::{str_bytes, RESOURCE_BROKER, RESOURCE_TOPIC};
 use crate::broker::Broker;
 use crate::handlers::{Call, Versions};
 use crate::topic_config::{self, DEFS};
+use sluice_auth::acl::Operation;
 
 /// ConfigSource values (KIP-226).
 const DYNAMIC_TOPIC_CONFIG: i8 = 1;
@@ -182,6 +183,7 @@ pub const VERSIONS: Versions = Versions::new(1, 4);
 
 pub fn handle(broker: &Broker, request: DescribeConfigsRequest, call: &Call) -> ResponseKind {
     let version = call.version;
+    let authz = call.authz(broker);
     let results = request
         .resources
         .into_iter()
@@ -189,6 +191,16 @@ pub fn handle(broker: &Broker, request: DescribeConfigsRequest, call: &Call) -> 
             let result = DescribeConfigsResult::default()
                 .with_resource_type(resource.resource_type)
                 .with_resource_name(resource.resource_name.clone());
+            if let Err(e) = super::config_access(
+                &authz,
+                Operation::DescribeConfigs,
+                resource.resource_type,
+                &resource.resource_name,
+            ) {
+                return result
+                    .with_error_code(e.code())
+                    .with_error_message(Some(str_bytes(&e.to_string())));
+            }
             // Null asks for every config; so does an empty list (as the Java admin client's
             // describe-all sends null, an empty list can only mean the same).
             let keys = resource

@@ -8,16 +8,24 @@ use super::str_bytes;
 use crate::broker::Broker;
 use crate::group::state::GroupState;
 use crate::handlers::{Call, Versions};
+use sluice_auth::acl::Operation;
 
 pub const VERSIONS: Versions = Versions::new(0, 5);
 
 pub fn handle(broker: &Broker, request: DescribeGroupsRequest, call: &Call) -> ResponseKind {
     let version = call.version;
+    let authz = call.authz(broker);
     let coordinator = broker.groups.coordinator.lock();
     let groups = request
         .groups
         .iter()
         .map(|id| {
+            if !authz.group(Operation::Describe, id) {
+                return DescribedGroup::default()
+                    .with_group_id(id.clone())
+                    .with_error_code(ResponseError::GroupAuthorizationFailed.code())
+                    .with_authorized_operations(i32::MIN);
+            }
             if let Err(e) = broker.groups.check(id) {
                 return DescribedGroup::default()
                     .with_group_id(id.clone())

@@ -11,10 +11,37 @@ use kafka_protocol::messages::{
 
 use crate::broker::Broker;
 use crate::handlers::{Call, Versions};
+use sluice_auth::acl::Operation;
 
 pub const VERSIONS: Versions = Versions::new(0, 0);
 
-pub fn handle(broker: &Broker, request: DescribeProducersRequest, _call: &Call) -> ResponseKind {
+pub fn handle(broker: &Broker, mut request: DescribeProducersRequest, call: &Call) -> ResponseKind {
+    let authz = call.authz(broker);
+    let denied: Vec<TopicResponse> = super::take_denied(&mut request.topics, |t| {
+        authz.topic(Operation::Read, &t.name)
+    })
+    .into_iter()
+    .map(|t| {
+        TopicResponse::default().with_name(t.name).with_partitions(
+            t.partition_indexes
+                .iter()
+                .map(|p| {
+                    PartitionResponse::default()
+                        .with_partition_index(*p)
+                        .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                })
+                .collect(),
+        )
+    })
+    .collect();
+    let mut response = handle_authorized(broker, request);
+    if let ResponseKind::DescribeProducers(r) = &mut response {
+        r.topics.extend(denied);
+    }
+    response
+}
+
+fn handle_authorized(broker: &Broker, request: DescribeProducersRequest) -> ResponseKind {
     let topics = request
         .topics
         .iter()

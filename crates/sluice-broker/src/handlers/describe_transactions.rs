@@ -10,16 +10,25 @@ use kafka_protocol::messages::{
 use super::{str_bytes, topic_name};
 use crate::broker::Broker;
 use crate::handlers::{Call, Versions};
+use sluice_auth::acl::Operation;
 
 pub const VERSIONS: Versions = Versions::new(0, 0);
 
-pub fn handle(broker: &Broker, request: DescribeTransactionsRequest, _call: &Call) -> ResponseKind {
+pub fn handle(broker: &Broker, request: DescribeTransactionsRequest, call: &Call) -> ResponseKind {
+    let authz = call.authz(broker);
     let coordinator = broker.txns.coordinator.lock();
     let states = request
         .transactional_ids
         .iter()
         .map(|id| {
             let base = TransactionState::default().with_transactional_id(id.clone());
+            if !authz.transactional_id(Operation::Describe, id) {
+                return base
+                    .with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code())
+                    .with_producer_id(ProducerId(-1))
+                    .with_producer_epoch(-1)
+                    .with_transaction_start_time_ms(-1);
+            }
             if let Err(e) = broker.txns.check(id) {
                 return base
                     .with_error_code(e.code())

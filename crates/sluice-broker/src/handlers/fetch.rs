@@ -18,6 +18,7 @@ use kafka_protocol::messages::fetch_response::{
 };
 use kafka_protocol::messages::{FetchRequest, FetchResponse, ResponseKind, TopicName};
 use kafka_protocol::protocol::StrBytes;
+use sluice_auth::acl::Operation;
 use sluice_log::Offset;
 use sluice_wire::Reply;
 use tokio::sync::watch;
@@ -28,6 +29,7 @@ use crate::error::log_error;
 use crate::fetch_session::{FetchPosition, PartitionKey, Plan};
 use crate::handlers::{Call, Versions};
 use crate::partition::{Partition, Progress};
+use crate::security::Authz;
 
 /// What a fetch asked of one partition, resolved against this broker.
 struct Wanted {
@@ -58,6 +60,14 @@ pub fn handle(broker: &Broker, request: FetchRequest, call: &Call) -> Reply {
         request.replica_id.0
     };
     if replica >= 0 {
+        // A follower's fetch reads everything and moves the high watermark: Kafka's
+        // ClusterAction on the cluster (grant it to the nodes' principal and hosts).
+        if !call.authz(broker).cluster(Operation::ClusterAction) {
+            return Reply::Ready(Box::new(ResponseKind::Fetch(
+                FetchResponse::default()
+                    .with_error_code(ResponseError::ClusterAuthorizationFailed.code()),
+            )));
+        }
         if broker.replication().is_none() {
             return Reply::Ready(Box::new(ResponseKind::Fetch(
                 FetchResponse::default().with_error_code(ResponseError::NotLeaderOrFollower.code()),
@@ -106,7 +116,7 @@ pub fn handle(broker: &Broker, request: FetchRequest, call: &Call) -> Reply {
         }
     };
     let rack = (version >= 11).then_some(request.rack_id.as_str());
-    let topics = resolve(broker, to_read, version, rack);
+    let topics = resolve(broker, &call.authz(broker), to_read, version, rack);
     let sessions = Arc::clone(&broker.fetch_sessions);
     let max_bytes = if version >= 3 {
         usize::try_from(request.max_bytes).unwrap_or(0)
@@ -179,6 +189,7 @@ fn named_partitions(topics: Vec<FetchTopic>) -> Vec<(PartitionKey, FetchPosition
 /// `rack`: the consumer's `client.rack` (Fetch v11+), for reading from a follower.
 fn resolve(
     broker: &Broker,
+    authz: &Authz,
     partitions: Vec<(PartitionKey, FetchPosition)>,
     version: i16,
     rack: Option<&str>,
@@ -201,6 +212,13 @@ fn resolve(
                     .get(&key.topic)
                     .ok_or(ResponseError::UnknownTopicOrPartition)
             };
+            // Read on the topic, checked on every fetch (also of a session's partitions, so a
+            // revoked ACL takes effect at the next fetch); an unknown topic id stays unknown.
+            let name = found.as_ref().map_or(key.topic.as_str(), |t| &*t.name);
+            let unknown_id = matches!(found, Err(ResponseError::UnknownTopicId));
+            if !unknown_id && !authz.topic(Operation::Read, name) {
+                found = Err(ResponseError::TopicAuthorizationFailed);
+            }
             topics.push(WantedTopic {
                 name: TopicName(StrBytes::from_string(key.topic.clone())),
                 id: key.topic_id,

@@ -12,6 +12,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::str_bytes;
 use crate::broker::Broker;
 use crate::handlers::{Call, Versions};
+use sluice_auth::acl::Operation;
 
 const KEY_GROUP: i8 = 0;
 const KEY_TRANSACTION: i8 = 1;
@@ -20,8 +21,18 @@ pub const VERSIONS: Versions = Versions::new(0, 6);
 
 pub fn handle(broker: &Broker, request: FindCoordinatorRequest, call: &Call) -> ResponseKind {
     let version = call.version;
+    let authz = call.authz(broker);
     let answer = |key: &StrBytes| -> Result<(i32, String, i32), (i16, Option<StrBytes>)> {
-        if request.key_type != KEY_GROUP && request.key_type != KEY_TRANSACTION {
+        if request.key_type == KEY_GROUP && !authz.group(Operation::Describe, key) {
+            Err((ResponseError::GroupAuthorizationFailed.code(), None))
+        } else if request.key_type == KEY_TRANSACTION
+            && !authz.transactional_id(Operation::Describe, key)
+        {
+            Err((
+                ResponseError::TransactionalIdAuthorizationFailed.code(),
+                None,
+            ))
+        } else if request.key_type != KEY_GROUP && request.key_type != KEY_TRANSACTION {
             Err((
                 ResponseError::InvalidRequest.code(),
                 Some(str_bytes("key type must be 0 (group) or 1 (transaction)")),

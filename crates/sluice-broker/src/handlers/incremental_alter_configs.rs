@@ -15,6 +15,7 @@ use crate::broker::Broker;
 use crate::error::BrokerError;
 use crate::handlers::{Call, Versions};
 use crate::topic_config::{self, ConfigError, Kind};
+use sluice_auth::acl::Operation;
 
 const SET: i8 = 0;
 const DELETE: i8 = 1;
@@ -23,12 +24,16 @@ const SUBTRACT: i8 = 3;
 
 pub const VERSIONS: Versions = Versions::new(0, 1);
 
-pub fn handle(broker: &Broker, request: IncrementalAlterConfigsRequest, _call: &Call) -> Reply {
+pub fn handle(broker: &Broker, request: IncrementalAlterConfigsRequest, call: &Call) -> Reply {
+    let authz = call.authz(broker);
     let resources = request
         .resources
         .into_iter()
         .map(|resource| {
             let (kind, name) = (resource.resource_type, resource.resource_name.clone());
+            if let Err(e) = super::config_access(&authz, Operation::AlterConfigs, kind, &name) {
+                return (kind, name, Err(e));
+            }
             let change = match kind {
                 RESOURCE_TOPIC => alter_topic(broker, resource),
                 RESOURCE_BROKER => alter_broker(resource),

@@ -7,10 +7,15 @@ use kafka_protocol::messages::{ListGroupsRequest, ListGroupsResponse, ResponseKi
 use super::str_bytes;
 use crate::broker::Broker;
 use crate::handlers::{Call, Versions};
+use sluice_auth::acl::{Operation, ResourceType};
 
 pub const VERSIONS: Versions = Versions::new(0, 5);
 
-pub fn handle(broker: &Broker, request: ListGroupsRequest, _call: &Call) -> ResponseKind {
+pub fn handle(broker: &Broker, request: ListGroupsRequest, call: &Call) -> ResponseKind {
+    // Describe on the cluster lists every group; without it, the groups one may describe.
+    let authz = call.authz(broker);
+    let all = authz.cluster_quietly(Operation::Describe);
+    let shown = |id: &str| all || authz.shows(Operation::Describe, ResourceType::Group, id);
     let coordinator = broker.groups.coordinator.lock();
     let states: Vec<String> = request
         .states_filter
@@ -25,6 +30,7 @@ pub fn handle(broker: &Broker, request: ListGroupsRequest, _call: &Call) -> Resp
     let groups = coordinator
         .group_ids()
         .into_iter()
+        .filter(|id| shown(id))
         .filter_map(|id| {
             let (state, group_type, protocol_type) = match coordinator.consumer_group(&id) {
                 Some(g) => (g.state(), "consumer", "consumer".to_string()),

@@ -10,6 +10,7 @@ use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse, Response
 use crate::broker::Broker;
 use crate::error::log_error;
 use crate::handlers::{Call, Versions};
+use sluice_auth::acl::Operation;
 
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
@@ -17,7 +18,38 @@ const MAX_TIMESTAMP: i64 = -3;
 
 pub const VERSIONS: Versions = Versions::new(1, 7);
 
-pub fn handle(broker: &Broker, request: ListOffsetsRequest, call: &Call) -> ResponseKind {
+pub fn handle(broker: &Broker, mut request: ListOffsetsRequest, call: &Call) -> ResponseKind {
+    let authz = call.authz(broker);
+    let denied: Vec<ListOffsetsTopicResponse> = super::take_denied(&mut request.topics, |t| {
+        authz.topic(Operation::Describe, &t.name)
+    })
+    .into_iter()
+    .map(|t| {
+        ListOffsetsTopicResponse::default()
+            .with_name(t.name)
+            .with_partitions(
+                t.partitions
+                    .iter()
+                    .map(|p| {
+                        ListOffsetsPartitionResponse::default()
+                            .with_partition_index(p.partition_index)
+                            .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                            .with_timestamp(-1)
+                            .with_offset(-1)
+                            .with_leader_epoch(-1)
+                    })
+                    .collect(),
+            )
+    })
+    .collect();
+    let mut response = handle_authorized(broker, request, call);
+    if let ResponseKind::ListOffsets(r) = &mut response {
+        r.topics.extend(denied);
+    }
+    response
+}
+
+fn handle_authorized(broker: &Broker, request: ListOffsetsRequest, call: &Call) -> ResponseKind {
     let version = call.version;
     // read_committed consumers start from the last stable offset, not the high watermark.
     let committed = request.isolation_level == 1;

@@ -10,6 +10,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::str_bytes;
 use crate::broker::Broker;
 use crate::handlers::{Call, Versions};
+use sluice_auth::acl::{Operation, ResourceType};
 
 const STATES: [&str; 6] = [
     "Empty",
@@ -38,7 +39,9 @@ fn matches(pattern: &str, text: &str) -> bool {
 
 pub const VERSIONS: Versions = Versions::new(0, 2);
 
-pub fn handle(broker: &Broker, request: ListTransactionsRequest, _call: &Call) -> ResponseKind {
+pub fn handle(broker: &Broker, request: ListTransactionsRequest, call: &Call) -> ResponseKind {
+    // Only the transactional ids one may describe are listed (Kafka's check).
+    let authz = call.authz(broker);
     let unknown: Vec<StrBytes> = request
         .state_filters
         .iter()
@@ -66,6 +69,13 @@ pub fn handle(broker: &Broker, request: ListTransactionsRequest, _call: &Call) -
         .filter(|m| {
             request.duration_filter < 0
                 || (m.start_ms >= 0 && now.saturating_sub(m.start_ms) >= request.duration_filter)
+        })
+        .filter(|m| {
+            authz.shows(
+                Operation::Describe,
+                ResourceType::TransactionalId,
+                &m.transactional_id,
+            )
         })
         .filter(|m| {
             request

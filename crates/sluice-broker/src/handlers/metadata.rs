@@ -11,6 +11,8 @@ use kafka_protocol::messages::metadata_response::{
 };
 use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, ResponseKind};
 
+use sluice_auth::acl::{Operation, ResourceType};
+
 use super::{str_bytes, topic_name};
 use crate::broker::Broker;
 use crate::handlers::{Call, Versions};
@@ -24,7 +26,76 @@ const OPERATIONS_UNSET: i32 = i32::MIN;
 
 pub const VERSIONS: Versions = Versions::new(0, 12);
 
-pub fn handle(broker: &Broker, request: MetadataRequest, call: &Call) -> ResponseKind {
+pub fn handle(broker: &Broker, mut request: MetadataRequest, call: &Call) -> ResponseKind {
+    let authz = call.authz(broker);
+    if authz.is_unrestricted() {
+        return handle_authorized(broker, request, call);
+    }
+    let version = call.version;
+    let all = match &request.topics {
+        None => true,
+        Some(list) => list.is_empty() && version == 0,
+    };
+    let auto_create =
+        (version < 4 || request.allow_auto_topic_creation) && broker.config().auto_create_topics;
+    // Named topics the principal may not describe (or, missing, may not have created) are
+    // answered TOPIC_AUTHORIZATION_FAILED whether they exist or not, as in Kafka: the answer
+    // tells nothing about topics one may not see.
+    let mut denied = Vec::new();
+    if let Some(list) = request.topics.as_mut() {
+        list.retain(|wanted| {
+            let (name, exists) = match &wanted.name {
+                Some(name) => (
+                    Some(name.to_string()),
+                    broker.topics().get(name).is_some() || in_cluster_state(broker, name),
+                ),
+                None => (
+                    broker
+                        .topics()
+                        .get_by_id(wanted.topic_id)
+                        .map(|t| t.name.to_string())
+                        .or_else(|| broker.topic_name_of(wanted.topic_id)),
+                    true,
+                ),
+            };
+            let Some(name) = name else {
+                return true; // an unknown topic id: UNKNOWN_TOPIC_ID, as before
+            };
+            let allowed = authz.topic(Operation::Describe, &name)
+                && (exists || !auto_create || authz.may_create_topic(&name));
+            if !allowed {
+                denied.push(
+                    MetadataResponseTopic::default()
+                        .with_name(wanted.name.clone())
+                        .with_topic_id(wanted.topic_id)
+                        .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                        .with_topic_authorized_operations(OPERATIONS_UNSET),
+                );
+            }
+            allowed
+        });
+    }
+    let mut response = handle_authorized(broker, request, call);
+    if let ResponseKind::Metadata(r) = &mut response {
+        if all {
+            r.topics.retain(|t| {
+                t.name
+                    .as_ref()
+                    .is_some_and(|n| authz.shows(Operation::Describe, ResourceType::Topic, n))
+            });
+        }
+        r.topics.extend(denied);
+    }
+    response
+}
+
+fn in_cluster_state(broker: &Broker, name: &str) -> bool {
+    broker
+        .replication()
+        .is_some_and(|r| r.state().state.names.contains_key(name))
+}
+
+fn handle_authorized(broker: &Broker, request: MetadataRequest, call: &Call) -> ResponseKind {
     let version = call.version;
     let allow_auto_create = version < 4 || request.allow_auto_topic_creation;
     if let Some(replication) = broker.replication() {

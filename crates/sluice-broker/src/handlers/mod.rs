@@ -5,6 +5,7 @@
 //! one list in [`apis!`] below builds both the ApiVersions table and the dispatch from them, so
 //! an API cannot be advertised without a handler, nor handled without being advertised.
 
+mod acl_codes;
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
 pub mod add_raft_voter;
@@ -15,11 +16,14 @@ pub mod api_versions;
 mod config_change;
 pub mod consumer_group_describe;
 pub mod consumer_group_heartbeat;
+pub mod create_acls;
 pub mod create_partitions;
 pub mod create_topics;
+pub mod delete_acls;
 pub mod delete_groups;
 pub mod delete_records;
 pub mod delete_topics;
+pub mod describe_acls;
 pub mod describe_client_quotas;
 pub mod describe_cluster;
 pub mod describe_configs;
@@ -33,6 +37,7 @@ pub mod elect_leaders;
 pub mod end_txn;
 pub mod fetch;
 pub mod find_coordinator;
+mod gate;
 pub mod heartbeat;
 pub mod incremental_alter_configs;
 pub mod init_producer_id;
@@ -92,6 +97,7 @@ impl Versions {
 /// What a handler knows of a request besides its body.
 #[derive(Debug, Clone, Copy)]
 pub struct Call<'a> {
+    pub api: ApiKey,
     pub version: i16,
     pub client_id: &'a str,
     pub peer: &'a Peer,
@@ -99,7 +105,12 @@ pub struct Call<'a> {
     pub session: &'a crate::security::Session,
 }
 
-impl Call<'_> {
+impl<'a> Call<'a> {
+    /// What this request's principal may do.
+    pub fn authz(&self, broker: &'a Broker) -> crate::security::Authz<'a> {
+        broker.authz(self)
+    }
+
     /// The client's host as Kafka shows it in group descriptions (`/127.0.0.1`).
     pub fn client_host(&self) -> String {
         format!("/{}", self.peer.addr.ip())
@@ -123,8 +134,14 @@ macro_rules! apis {
         /// Hands a decoded request to its handler; error codes leave as the request's
         /// version knows them (`error::for_request_version`).
         pub(crate) fn dispatch(broker: &Broker, api: ApiKey, body: RequestKind, call: &Call) -> Reply {
-            let reply: Reply = match body {
-                $(RequestKind::$api(request) => $module::handle(broker, request, call).into(),)*
+            let refused = if gate::gated(api) {
+                gate::check(api, &body, &call.authz(broker))
+            } else {
+                None
+            };
+            let reply: Reply = match (refused, body) {
+                (Some(refusal), _) => Reply::Ready(Box::new(refusal)),
+                $((None, RequestKind::$api(request)) => $module::handle(broker, request, call).into(),)*
                 // Decoding admits only the APIs of `api_table`, which lists exactly the arms
                 // above; an answer we cannot give closes the connection rather than leave the
                 // client waiting.
@@ -204,6 +221,9 @@ apis! {
     DescribeUserScramCredentials => describe_user_scram_credentials,
     AlterUserScramCredentials => alter_user_scram_credentials,
     DescribeClientQuotas => describe_client_quotas,
+    CreateAcls => create_acls,
+    DescribeAcls => describe_acls,
+    DeleteAcls => delete_acls,
 }
 
 pub(crate) fn str_bytes(s: &str) -> StrBytes {
@@ -214,6 +234,74 @@ pub(crate) fn topic_name(s: &str) -> TopicName {
     TopicName(str_bytes(s))
 }
 
+/// Whether the principal may `operation` (DescribeConfigs or AlterConfigs) the config
+/// resource: a topic's own, a broker's on the cluster (Kafka's checks).
+pub(crate) fn config_access(
+    authz: &crate::security::Authz,
+    operation: sluice_auth::acl::Operation,
+    resource_type: i8,
+    name: &str,
+) -> Result<(), crate::error::BrokerError> {
+    use kafka_protocol::ResponseError;
+    let (allowed, error) = match resource_type {
+        RESOURCE_TOPIC => (
+            authz.topic(operation, name),
+            ResponseError::TopicAuthorizationFailed,
+        ),
+        _ => (
+            authz.cluster(operation),
+            ResponseError::ClusterAuthorizationFailed,
+        ),
+    };
+    if allowed {
+        Ok(())
+    } else {
+        Err(crate::error::BrokerError::NotAuthorized(
+            error,
+            format!("{} is needed on the resource", operation.name()),
+        ))
+    }
+}
+
 /// ConfigResource types (KIP-133).
 pub(crate) const RESOURCE_TOPIC: i8 = 2;
 pub(crate) const RESOURCE_BROKER: i8 = 4;
+
+/// Changes the response a reply ends in (answered now or later); a reply with no response
+/// (acks=0, a closed connection) stays as it is.
+pub(crate) fn map_response(
+    reply: Reply,
+    change: impl FnOnce(&mut kafka_protocol::messages::ResponseKind) + Send + 'static,
+) -> Reply {
+    match reply {
+        Reply::Ready(mut response) => {
+            change(&mut response);
+            Reply::Ready(response)
+        }
+        Reply::Later(pending) => Reply::Later(Box::pin(futures::FutureExt::map(
+            pending,
+            move |response| {
+                response.map(|mut r| {
+                    change(&mut r);
+                    r
+                })
+            },
+        ))),
+        other => other,
+    }
+}
+
+/// Takes out of `items` those `allowed` refuses, in order, and returns them.
+pub(crate) fn take_denied<T>(items: &mut Vec<T>, mut allowed: impl FnMut(&T) -> bool) -> Vec<T> {
+    let mut denied = Vec::new();
+    let mut kept = Vec::with_capacity(items.len());
+    for item in items.drain(..) {
+        if allowed(&item) {
+            kept.push(item);
+        } else {
+            denied.push(item);
+        }
+    }
+    *items = kept;
+    denied
+}

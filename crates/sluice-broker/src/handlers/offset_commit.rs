@@ -14,10 +14,57 @@ use crate::commit;
 use crate::group::coordinator::{offset_record, Committed};
 use crate::group::offset_commit_error;
 use crate::handlers::{Call, Versions};
+use sluice_auth::acl::Operation;
 
 pub const VERSIONS: Versions = Versions::new(2, 9);
 
-pub fn handle(broker: &Broker, request: OffsetCommitRequest, _call: &Call) -> Reply {
+pub fn handle(broker: &Broker, mut request: OffsetCommitRequest, call: &Call) -> Reply {
+    // Read on the group for the whole request, then Read on each topic (Kafka's order).
+    let authz = call.authz(broker);
+    let group_denied = !authz.group(Operation::Read, &request.group_id);
+    let denied = super::take_denied(&mut request.topics, |t| {
+        !group_denied && authz.topic(Operation::Read, &t.name)
+    });
+    let error = if group_denied {
+        ResponseError::GroupAuthorizationFailed
+    } else {
+        ResponseError::TopicAuthorizationFailed
+    };
+    let denied: Vec<OffsetCommitResponseTopic> = denied
+        .iter()
+        .map(|t| {
+            OffsetCommitResponseTopic::default()
+                .with_name(t.name.clone())
+                .with_topic_id(t.topic_id)
+                .with_partitions(
+                    t.partitions
+                        .iter()
+                        .map(|p| {
+                            OffsetCommitResponsePartition::default()
+                                .with_partition_index(p.partition_index)
+                                .with_error_code(error.code())
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    if group_denied {
+        return Reply::Ready(Box::new(ResponseKind::OffsetCommit(
+            OffsetCommitResponse::default().with_topics(denied),
+        )));
+    }
+    let reply = handle_authorized(broker, request);
+    if denied.is_empty() {
+        return reply;
+    }
+    super::map_response(reply, move |r| {
+        if let ResponseKind::OffsetCommit(r) = r {
+            r.topics.extend(denied);
+        }
+    })
+}
+
+fn handle_authorized(broker: &Broker, request: OffsetCommitRequest) -> Reply {
     let groups = &broker.groups;
     let now = groups.now_ms();
     let mut coordinator = match groups.lock_for(&request.group_id) {

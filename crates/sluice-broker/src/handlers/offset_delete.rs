@@ -14,10 +14,51 @@ use crate::commit::committed;
 use crate::group::records::{OffsetKey, Record};
 use crate::group::state::GroupState;
 use crate::handlers::{Call, Versions};
+use sluice_auth::acl::Operation;
 
 pub const VERSIONS: Versions = Versions::new(0, 0);
 
-pub fn handle(broker: &Broker, request: OffsetDeleteRequest, _call: &Call) -> Reply {
+pub fn handle(broker: &Broker, mut request: OffsetDeleteRequest, call: &Call) -> Reply {
+    // Delete on the group, then Read on each topic (Kafka's checks).
+    let authz = call.authz(broker);
+    if !authz.group(Operation::Delete, &request.group_id) {
+        return Reply::Ready(Box::new(ResponseKind::OffsetDelete(
+            OffsetDeleteResponse::default()
+                .with_error_code(ResponseError::GroupAuthorizationFailed.code()),
+        )));
+    }
+    let denied = super::take_denied(&mut request.topics, |t| {
+        authz.topic(Operation::Read, &t.name)
+    });
+    let denied: Vec<OffsetDeleteResponseTopic> = denied
+        .iter()
+        .map(|t| {
+            OffsetDeleteResponseTopic::default()
+                .with_name(t.name.clone())
+                .with_partitions(
+                    t.partitions
+                        .iter()
+                        .map(|p| {
+                            OffsetDeleteResponsePartition::default()
+                                .with_partition_index(p.partition_index)
+                                .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    let reply = handle_authorized(broker, request);
+    if denied.is_empty() {
+        return reply;
+    }
+    super::map_response(reply, move |r| {
+        if let ResponseKind::OffsetDelete(r) = r {
+            r.topics.extend(denied);
+        }
+    })
+}
+
+fn handle_authorized(broker: &Broker, request: OffsetDeleteRequest) -> Reply {
     let top_only = |error: ResponseError| {
         Reply::Ready(Box::new(ResponseKind::OffsetDelete(
             OffsetDeleteResponse::default().with_error_code(error.code()),

@@ -9,6 +9,9 @@ use kafka_protocol::messages::offset_fetch_response::{
 };
 use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse, ResponseKind, TopicName};
 
+use kafka_protocol::ResponseError;
+use sluice_auth::acl::{Operation, ResourceType};
+
 use super::{str_bytes, topic_name};
 use crate::broker::Broker;
 use crate::group::coordinator::Coordinator;
@@ -59,6 +62,80 @@ const UNSTABLE_OFFSET_COMMIT: i16 = 88;
 pub const VERSIONS: Versions = Versions::new(1, 9);
 
 pub fn handle(broker: &Broker, request: OffsetFetchRequest, call: &Call) -> ResponseKind {
+    let authz = call.authz(broker);
+    if authz.is_unrestricted() {
+        return handle_authorized(broker, request, call);
+    }
+    // Describe on each group (else GROUP_AUTHORIZATION_FAILED and nothing of it), Describe on
+    // each topic: a named one one may not describe is TOPIC_AUTHORIZATION_FAILED, and a
+    // listing of all the group's offsets leaves such topics out (Kafka's checks).
+    let all_topics: Vec<bool> = if call.version >= 8 {
+        request.groups.iter().map(|g| g.topics.is_none()).collect()
+    } else {
+        vec![request.topics.is_none()]
+    };
+    let group_ok: Vec<bool> = if call.version >= 8 {
+        request
+            .groups
+            .iter()
+            .map(|g| authz.group(Operation::Describe, &g.group_id))
+            .collect()
+    } else {
+        vec![authz.group(Operation::Describe, &request.group_id)]
+    };
+    let denied_topic = ResponseError::TopicAuthorizationFailed.code();
+    let denied_group = ResponseError::GroupAuthorizationFailed.code();
+    let mut response = handle_authorized(broker, request, call);
+    let ResponseKind::OffsetFetch(r) = &mut response else {
+        return response;
+    };
+    if call.version >= 8 {
+        for ((g, all), ok) in r.groups.iter_mut().zip(all_topics).zip(group_ok) {
+            if !ok {
+                g.topics.clear();
+                g.error_code = denied_group;
+                continue;
+            }
+            if all {
+                g.topics
+                    .retain(|t| authz.shows(Operation::Describe, ResourceType::Topic, &t.name));
+            }
+            for t in &mut g.topics {
+                if !authz.topic(Operation::Describe, &t.name) {
+                    for p in &mut t.partitions {
+                        p.committed_offset = -1;
+                        p.committed_leader_epoch = -1;
+                        p.metadata = None;
+                        p.error_code = denied_topic;
+                    }
+                }
+            }
+        }
+    } else {
+        if !group_ok[0] {
+            r.topics.clear();
+            r.error_code = denied_group;
+            return response;
+        }
+        if all_topics[0] {
+            r.topics
+                .retain(|t| authz.shows(Operation::Describe, ResourceType::Topic, &t.name));
+        }
+        for t in &mut r.topics {
+            if !authz.topic(Operation::Describe, &t.name) {
+                for p in &mut t.partitions {
+                    p.committed_offset = -1;
+                    p.committed_leader_epoch = -1;
+                    p.metadata = None;
+                    p.error_code = denied_topic;
+                }
+            }
+        }
+    }
+    response
+}
+
+fn handle_authorized(broker: &Broker, request: OffsetFetchRequest, call: &Call) -> ResponseKind {
     let version = call.version;
     // (group, topic, partition) with offsets pending in an open transaction.
     let pending: std::collections::HashSet<(String, String, i32)> = if request.require_stable {

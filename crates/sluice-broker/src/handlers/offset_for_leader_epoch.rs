@@ -17,10 +17,53 @@ use sluice_log::{LeaderEpoch, Offset};
 use crate::broker::Broker;
 use crate::handlers::{Call, Versions};
 use crate::partition::Partition;
+use sluice_auth::acl::Operation;
 
 pub const VERSIONS: Versions = Versions::new(2, 4);
 
-pub fn handle(broker: &Broker, request: OffsetForLeaderEpochRequest, _call: &Call) -> ResponseKind {
+pub fn handle(
+    broker: &Broker,
+    mut request: OffsetForLeaderEpochRequest,
+    call: &Call,
+) -> ResponseKind {
+    // A follower's request (replica id >= 0): ClusterAction; a consumer's: Describe per topic.
+    let authz = call.authz(broker);
+    let follower = request.replica_id.0 >= 0;
+    let follower_denied = follower && !authz.cluster(Operation::ClusterAction);
+    let denied: Vec<OffsetForLeaderTopicResult> = super::take_denied(&mut request.topics, |t| {
+        !follower_denied && (follower || authz.topic(Operation::Describe, &t.topic))
+    })
+    .into_iter()
+    .map(|t| {
+        let error = if follower_denied {
+            ResponseError::ClusterAuthorizationFailed
+        } else {
+            ResponseError::TopicAuthorizationFailed
+        };
+        OffsetForLeaderTopicResult::default()
+            .with_topic(t.topic)
+            .with_partitions(
+                t.partitions
+                    .iter()
+                    .map(|p| {
+                        EpochEndOffset::default()
+                            .with_partition(p.partition)
+                            .with_error_code(error.code())
+                            .with_leader_epoch(-1)
+                            .with_end_offset(-1)
+                    })
+                    .collect(),
+            )
+    })
+    .collect();
+    let mut response = handle_authorized(broker, request);
+    if let ResponseKind::OffsetForLeaderEpoch(r) = &mut response {
+        r.topics.extend(denied);
+    }
+    response
+}
+
+fn handle_authorized(broker: &Broker, request: OffsetForLeaderEpochRequest) -> ResponseKind {
     let topics = request
         .topics
         .iter()

@@ -11,6 +11,7 @@ use std::time::Duration;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse, ResponseKind, TopicName};
+use sluice_auth::acl::Operation;
 use sluice_log::{validate_produce, BatchHeader, FlushMode, LogError, Offset};
 use sluice_wire::Reply;
 
@@ -97,7 +98,79 @@ fn failed(index: i32, error: ResponseError, message: String) -> Pending {
 /// not list v0; a v0–2 request (message sets v0/v1) closes the connection.
 pub const VERSIONS: Versions = Versions::new(3, 13).advertised_from(0);
 
-pub fn handle(broker: &Broker, request: ProduceRequest, call: &Call) -> Reply {
+pub fn handle(broker: &Broker, mut request: ProduceRequest, call: &Call) -> Reply {
+    let denied = authorize(broker, call, &mut request);
+    let reply = handle_authorized(broker, request, call);
+    if denied.is_empty() {
+        return reply;
+    }
+    super::map_response(reply, move |response| {
+        if let ResponseKind::Produce(r) = response {
+            r.responses.extend(denied);
+        }
+    })
+}
+
+/// Takes out of the request the topics the principal may not write (or auto-create), and
+/// answers them: TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every topic when the transactional
+/// id is not writable, else TOPIC_AUTHORIZATION_FAILED per topic without Write; a topic that
+/// does not exist and may not be created is UNKNOWN_TOPIC_OR_PARTITION.
+fn authorize(
+    broker: &Broker,
+    call: &Call,
+    request: &mut ProduceRequest,
+) -> Vec<TopicProduceResponse> {
+    let authz = call.authz(broker);
+    if authz.is_unrestricted() {
+        return Vec::new();
+    }
+    let txn_denied = request
+        .transactional_id
+        .as_ref()
+        .is_some_and(|id| !authz.transactional_id(Operation::Write, id));
+    let mut denied = Vec::new();
+    request.topic_data.retain(|t| {
+        let topic = if call.version >= 13 {
+            broker.topics().get_by_id(t.topic_id)
+        } else {
+            broker.topics().get(&t.name)
+        };
+        let name = topic
+            .as_ref()
+            .map_or_else(|| t.name.to_string(), |t| t.name.to_string());
+        let error = if txn_denied {
+            ResponseError::TransactionalIdAuthorizationFailed
+        } else if !authz.topic(Operation::Write, &name) {
+            ResponseError::TopicAuthorizationFailed
+        } else if topic.is_none() && !authz.may_create_topic(&name) {
+            ResponseError::UnknownTopicOrPartition
+        } else {
+            return true;
+        };
+        denied.push(
+            TopicProduceResponse::default()
+                .with_name(t.name.clone())
+                .with_topic_id(t.topic_id)
+                .with_partition_responses(
+                    t.partition_data
+                        .iter()
+                        .map(|p| {
+                            PartitionProduceResponse::default()
+                                .with_index(p.index)
+                                .with_error_code(error.code())
+                                .with_base_offset(-1)
+                                .with_log_append_time_ms(-1)
+                                .with_log_start_offset(-1)
+                        })
+                        .collect(),
+                ),
+        );
+        false
+    });
+    denied
+}
+
+fn handle_authorized(broker: &Broker, request: ProduceRequest, call: &Call) -> Reply {
     let version = call.version;
     let (asks, open) = remote_checks(broker, &request, version);
     if asks.is_empty() && open.is_empty() {

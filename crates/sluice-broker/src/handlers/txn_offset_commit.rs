@@ -16,10 +16,58 @@ use crate::broker::Broker;
 use crate::group::offset_commit_error;
 use crate::handlers::{Call, Versions};
 use crate::txn::state::PendingOffset;
+use sluice_auth::acl::Operation;
 
 pub const VERSIONS: Versions = Versions::new(0, 5);
 
-pub fn handle(broker: &Broker, request: TxnOffsetCommitRequest, call: &Call) -> Reply {
+pub fn handle(broker: &Broker, mut request: TxnOffsetCommitRequest, call: &Call) -> Reply {
+    // Write on the transactional id, Read on the group, Read on each topic (Kafka's order).
+    let authz = call.authz(broker);
+    let whole = if !authz.transactional_id(Operation::Write, &request.transactional_id) {
+        Some(ResponseError::TransactionalIdAuthorizationFailed)
+    } else if !authz.group(Operation::Read, &request.group_id) {
+        Some(ResponseError::GroupAuthorizationFailed)
+    } else {
+        None
+    };
+    let denied = super::take_denied(&mut request.topics, |t| {
+        whole.is_none() && authz.topic(Operation::Read, &t.name)
+    });
+    let error = whole.unwrap_or(ResponseError::TopicAuthorizationFailed);
+    let denied: Vec<TxnOffsetCommitResponseTopic> = denied
+        .iter()
+        .map(|t| {
+            TxnOffsetCommitResponseTopic::default()
+                .with_name(t.name.clone())
+                .with_partitions(
+                    t.partitions
+                        .iter()
+                        .map(|p| {
+                            TxnOffsetCommitResponsePartition::default()
+                                .with_partition_index(p.partition_index)
+                                .with_error_code(error.code())
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    if whole.is_some() || (request.topics.is_empty() && !denied.is_empty()) {
+        return Reply::Ready(Box::new(ResponseKind::TxnOffsetCommit(
+            TxnOffsetCommitResponse::default().with_topics(denied),
+        )));
+    }
+    let reply = handle_authorized(broker, request, call);
+    if denied.is_empty() {
+        return reply;
+    }
+    super::map_response(reply, move |r| {
+        if let ResponseKind::TxnOffsetCommit(r) = r {
+            r.topics.extend(denied);
+        }
+    })
+}
+
+fn handle_authorized(broker: &Broker, request: TxnOffsetCommitRequest, call: &Call) -> Reply {
     let version = call.version;
     let max_metadata = broker.groups.coordinator.lock().config.max_metadata_bytes;
     // Per partition: an error of its own, or the offset to commit.

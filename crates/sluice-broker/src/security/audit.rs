@@ -41,6 +41,26 @@ pub enum AuditEvent {
         by: String,
         peer: String,
     },
+    /// An ACL created or deleted.
+    AclChange {
+        time_ms: i64,
+        /// `create` or `delete`.
+        action: &'static str,
+        acl: String,
+        outcome: &'static str,
+        by: String,
+        peer: String,
+    },
+    /// A request (or part of one) the ACLs refused.
+    AuthorizationDenied {
+        time_ms: i64,
+        principal: String,
+        peer: String,
+        api: String,
+        operation: &'static str,
+        resource_type: &'static str,
+        resource_name: String,
+    },
 }
 
 #[derive(Debug)]

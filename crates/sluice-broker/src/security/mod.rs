@@ -11,7 +11,9 @@
 //! The exchanges themselves are `sluice_auth`'s state machines; this module keeps their state
 //! per connection, looks the credentials up, and paces failed logins.
 
+pub mod acls;
 pub mod audit;
+pub mod authorizer;
 pub mod credentials;
 pub mod failures;
 pub mod session;
@@ -20,6 +22,7 @@ use std::sync::Arc;
 
 use sluice_auth::{PrincipalMapper, SaslMechanism, ScramMechanism};
 
+pub use authorizer::{AuthorizerConfig, Authz};
 pub use session::{Principal, Session};
 
 /// A listener's security protocol (Kafka's `listener.security.protocol.map` values).
@@ -90,6 +93,8 @@ pub struct SecurityConfig {
     pub failed_auth_delay_ms: u64,
     /// Where the audit log goes (logins, user changes); `None`: no audit log.
     pub audit_log_file: Option<std::path::PathBuf>,
+    /// ACL enforcement and super users.
+    pub authorizer: AuthorizerConfig,
 }
 
 impl std::fmt::Debug for SecurityConfig {
@@ -107,6 +112,7 @@ impl std::fmt::Debug for SecurityConfig {
             .field("principal_mapping", &self.principal_mapper.is_some())
             .field("max_reauth_ms", &self.max_reauth_ms)
             .field("audit_log_file", &self.audit_log_file)
+            .field("authorizer", &self.authorizer)
             .finish()
     }
 }
@@ -125,6 +131,7 @@ impl Default for SecurityConfig {
             max_reauth_ms: None,
             failed_auth_delay_ms: 100,
             audit_log_file: None,
+            authorizer: AuthorizerConfig::default(),
         }
     }
 }

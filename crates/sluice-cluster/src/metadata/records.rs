@@ -71,6 +71,11 @@ pub enum MetadataRecord {
         user: String,
         credentials: Vec<sluice_auth::ScramCredential>,
     },
+    /// ACLs added and removed (CreateAcls, DeleteAcls), as Kafka's metadata log keeps them.
+    Acls {
+        added: Vec<sluice_auth::acl::AclBinding>,
+        removed: Vec<sluice_auth::acl::AclBinding>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

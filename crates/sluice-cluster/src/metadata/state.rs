@@ -28,6 +28,9 @@ pub struct ClusterState {
     /// SASL users and their SCRAM credentials, one per mechanism at most.
     #[serde(default)]
     pub users: BTreeMap<String, Vec<sluice_auth::ScramCredential>>,
+    /// The ACLs in force.
+    #[serde(default)]
+    pub acls: sluice_auth::acl::AclSet,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -192,6 +195,10 @@ impl ClusterState {
                 } else {
                     self.users.insert(user.clone(), credentials.clone());
                 }
+            }
+            MetadataRecord::Acls { added, removed } => {
+                self.acls.remove(removed);
+                self.acls.add(added.iter().cloned());
             }
         }
         Ok(())
