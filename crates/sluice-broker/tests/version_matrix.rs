@@ -276,6 +276,10 @@ fn sample_request(api: ApiKey, version: i16, topic_id: uuid::Uuid) -> RequestKin
             DescribeUserScramCredentials => DescribeUserScramCredentialsRequest,
             AlterUserScramCredentials => AlterUserScramCredentialsRequest,
             DescribeClientQuotas => DescribeClientQuotasRequest,
+            // The authorizer is off: SECURITY_DISABLED, answered.
+            CreateAcls => CreateAclsRequest,
+            DescribeAcls => DescribeAclsRequest,
+            DeleteAcls => DeleteAclsRequest,
         },
     }
 }
