@@ -635,6 +635,10 @@ impl Service for Broker {
         self.metrics.tls_handshake_failed();
     }
 
+    fn connection_refused(&self, reason: &'static str) {
+        self.metrics.connection_refused(reason);
+    }
+
     fn request_done(&self, api: ApiKey, elapsed: std::time::Duration) {
         self.metrics.observe_request(api, elapsed.as_secs_f64());
     }

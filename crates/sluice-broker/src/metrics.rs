@@ -71,6 +71,12 @@ pub struct Metrics {
     authentications: Family<OutcomeLabels, Counter>,
     tls_handshake_failures: Counter,
     authorization_denials: Family<ApiLabels, Counter>,
+    connections_refused: Family<ReasonLabels, Counter>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -104,6 +110,7 @@ impl Default for Metrics {
             authentications: Family::default(),
             tls_handshake_failures: Counter::default(),
             authorization_denials: Family::default(),
+            connections_refused: Family::default(),
         }
     }
 }
@@ -169,6 +176,12 @@ impl Metrics {
         self.tls_handshake_failures.inc();
     }
 
+    pub fn connection_refused(&self, reason: &'static str) {
+        self.connections_refused
+            .get_or_create(&ReasonLabels { reason })
+            .inc();
+    }
+
     pub fn authorization_denied(&self, api: ApiKey) {
         self.authorization_denials
             .get_or_create(&ApiLabels { api: ApiName(api) })
@@ -209,6 +222,11 @@ pub fn render(broker: &Broker) -> String {
         "tls_handshake_failures",
         "TLS handshakes that failed or timed out",
         m.tls_handshake_failures.clone(),
+    );
+    registry.register(
+        "connections_refused",
+        "New connections closed at once, by the limit they met",
+        m.connections_refused.clone(),
     );
     registry.register(
         "authorization_denials",

@@ -31,6 +31,41 @@ pub enum ClientError {
         name: String,
         message: Option<String>,
     },
+    /// Several parts of one request were refused, each for its own reason.
+    #[error("{context}: {}", joined(.errors))]
+    Several {
+        context: String,
+        errors: Vec<ClientError>,
+    },
+}
+
+fn joined(errors: &[ClientError]) -> String {
+    errors
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Kafka's own name for an error code, as `Errors.java` and the protocol guide spell it
+/// (`SECURITY_DISABLED`, `CLUSTER_AUTHORIZATION_FAILED`): what an operator searches for.
+pub fn kafka_error_name(code: i16) -> String {
+    use kafka_protocol::error::{ParseResponseErrorCode, ResponseError};
+    match code.err() {
+        None => "NONE".into(),
+        Some(ResponseError::Unknown(c)) => format!("UNKNOWN_ERROR_CODE_{c}"),
+        // kafka-protocol's variants are Kafka's names in CamelCase, none with an acronym.
+        Some(e) => {
+            let mut name = String::new();
+            for (i, c) in format!("{e:?}").chars().enumerate() {
+                if c.is_ascii_uppercase() && i > 0 {
+                    name.push('_');
+                }
+                name.push(c.to_ascii_uppercase());
+            }
+            name
+        }
+    }
 }
 
 impl ClientError {
@@ -47,5 +82,22 @@ impl ClientError {
             name,
             message,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kafka_names_are_kafkas() {
+        assert_eq!(kafka_error_name(0), "NONE");
+        assert_eq!(kafka_error_name(54), "SECURITY_DISABLED");
+        assert_eq!(kafka_error_name(31), "CLUSTER_AUTHORIZATION_FAILED");
+        assert_eq!(kafka_error_name(29), "TOPIC_AUTHORIZATION_FAILED");
+        assert_eq!(kafka_error_name(42), "INVALID_REQUEST");
+        assert_eq!(kafka_error_name(-1), "UNKNOWN_SERVER_ERROR");
+        assert_eq!(kafka_error_name(3), "UNKNOWN_TOPIC_OR_PARTITION");
+        assert_eq!(kafka_error_name(9999), "UNKNOWN_ERROR_CODE_9999");
     }
 }

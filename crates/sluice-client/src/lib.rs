@@ -2,6 +2,7 @@
 //! of Sluice's internals, so whatever it drives — the CLI, the benchmark — works against any
 //! Kafka-compatible broker.
 
+pub mod acls;
 pub mod blocking;
 pub mod client;
 pub mod cluster;

@@ -5,6 +5,7 @@
 //! accept loop and per-connection pipelining for any [`server::Service`]. Nothing here knows
 //! about storage.
 
+pub mod admission;
 pub mod codec;
 pub mod consumer_protocol;
 pub mod frame;
@@ -12,6 +13,7 @@ mod frames;
 pub mod server;
 pub mod versions;
 
+pub use admission::ConnectionQuotas;
 pub use codec::{decode_request, encode_response, DecodeError, Request};
 pub use kafka_protocol;
 pub use server::{

@@ -123,6 +123,8 @@ pub trait Service: Send + Sync + 'static {
     fn connection_closed(&self) {}
     /// A TLS handshake failed or timed out (for metrics).
     fn tls_handshake_failed(&self) {}
+    /// A new connection was closed at once: too many from its address (for metrics).
+    fn connection_refused(&self, _reason: &'static str) {}
 }
 
 /// A listener's current TLS configuration; replaced whole when its certificate files change,
@@ -173,6 +175,8 @@ pub struct Limits {
     pub max_in_flight: usize,
     /// A connection with no request for this long is closed (`connections.max.idle.ms`).
     pub idle_timeout: Duration,
+    /// Per-address connection limits and the connection creation rate.
+    pub quotas: crate::admission::ConnectionQuotas,
 }
 
 impl Default for Limits {
@@ -182,6 +186,7 @@ impl Default for Limits {
             max_connections: 10_000,
             max_in_flight: 64,
             idle_timeout: Duration::from_secs(600),
+            quotas: crate::admission::ConnectionQuotas::default(),
         }
     }
 }
@@ -196,13 +201,14 @@ pub async fn serve<S: Service>(
     shutdown: CancellationToken,
 ) {
     let permits = Arc::new(Semaphore::new(limits.max_connections));
+    let admission = crate::admission::Admission::new(limits.quotas.clone());
     let mut listeners = tokio::task::JoinSet::new();
     for endpoint in endpoints {
         listeners.spawn(accept_loop(
             endpoint,
             Arc::clone(&service),
             limits.clone(),
-            Arc::clone(&permits),
+            (Arc::clone(&permits), Arc::clone(&admission)),
             shutdown.clone(),
         ));
     }
@@ -213,7 +219,7 @@ async fn accept_loop<S: Service>(
     endpoint: Endpoint,
     service: Arc<S>,
     limits: Limits,
-    permits: Arc<Semaphore>,
+    (permits, admission): (Arc<Semaphore>, Arc<crate::admission::Admission>),
     shutdown: CancellationToken,
 ) {
     let mut connections = tokio::task::JoinSet::new();
@@ -231,10 +237,31 @@ async fn accept_loop<S: Service>(
                 continue;
             }
         };
+        // Over the creation rate, the connection waits here (and the listener with it).
+        loop {
+            let wait = admission.wait_for_creation(tokio::time::Instant::now());
+            if wait.is_zero() {
+                break;
+            }
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = tokio::time::sleep(wait) => {}
+            }
+        }
         let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
             tracing::warn!(%addr, max = limits.max_connections, "connection limit reached; closing new connection");
+            service.connection_refused("max_connections");
             drop(stream);
             continue;
+        };
+        let admitted = match admission.admit(addr.ip()) {
+            Ok(admitted) => admitted,
+            Err(max) => {
+                tracing::warn!(%addr, max, "too many connections from this address; closing new connection");
+                service.connection_refused("max_connections_per_ip");
+                drop(stream);
+                continue;
+            }
         };
         let service = Arc::clone(&service);
         let limits = limits.clone();
@@ -243,6 +270,7 @@ async fn accept_loop<S: Service>(
         let tls = endpoint.tls.as_ref().map(|cell| cell.current());
         connections.spawn(async move {
             let _permit = permit;
+            let _admitted = admitted;
             if let Err(e) = stream.set_nodelay(true) {
                 tracing::debug!(%addr, error = %e, "cannot set TCP_NODELAY");
             }

@@ -1,5 +1,6 @@
 //! The `sluice` command: the broker (`serve`) and the tools people use at a terminal.
 
+mod acl_cmd;
 mod add_node_cmd;
 mod bench_cmd;
 mod cluster_cmd;
@@ -163,6 +164,13 @@ enum Command {
         #[command(subcommand)]
         command: user_cmd::UserCommand,
     },
+    /// Kafka ACLs: add, list, remove (the broker needs an authorizer, `--authorizer acl`)
+    Acl {
+        #[command(flatten)]
+        bootstrap: Bootstrap,
+        #[command(subcommand)]
+        command: acl_cmd::AclCommand,
+    },
     /// List and describe transactions; abort a hanging one
     Txn {
         #[command(flatten)]
@@ -212,6 +220,11 @@ fn main() {
             bootstrap
                 .secure()
                 .and_then(|b| rt.block_on(user_cmd::run(b, command)))
+        }),
+        Command::Acl { bootstrap, command } => cli_runtime().and_then(|rt| {
+            bootstrap
+                .secure()
+                .and_then(|b| rt.block_on(acl_cmd::run(b, command)))
         }),
         Command::Txn { bootstrap, command } => cli_runtime().and_then(|rt| {
             bootstrap

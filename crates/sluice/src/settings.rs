@@ -165,6 +165,18 @@ pub struct Settings {
     /// Close connections idle this long [default: 600000]
     #[arg(long, env = "SLUICE_CONNECTIONS_MAX_IDLE_MS")]
     pub connections_max_idle_ms: Option<u64>,
+    /// Most connections at once from one client address; more are closed at once
+    /// [default: no limit]
+    #[arg(long, env = "SLUICE_MAX_CONNECTIONS_PER_IP")]
+    pub max_connections_per_ip: Option<usize>,
+    /// Per-address exceptions to max_connections_per_ip, as Kafka's
+    /// max.connections.per.ip.overrides: 'IP:COUNT,IP:COUNT' (0 refuses the address)
+    #[arg(long, env = "SLUICE_MAX_CONNECTIONS_PER_IP_OVERRIDES")]
+    pub max_connections_per_ip_overrides: Option<String>,
+    /// New connections per second, all listeners together; more wait to be accepted
+    /// [default: no limit]
+    #[arg(long, env = "SLUICE_MAX_CONNECTION_CREATION_RATE")]
+    pub max_connection_creation_rate: Option<f64>,
     /// How often the log cleaner looks for compacted topics to clean [default: 15000]
     #[arg(long, env = "SLUICE_LOG_CLEANER_INTERVAL_MS")]
     pub log_cleaner_interval_ms: Option<u64>,
@@ -454,6 +466,47 @@ fn resolve_listeners(s: &Settings) -> anyhow::Result<(Vec<Listener>, SecurityCon
     Ok((listeners, security))
 }
 
+/// The per-address connection limits and the creation rate, checked.
+fn connection_quotas(
+    per_ip: Option<usize>,
+    overrides: Option<&str>,
+    rate: Option<f64>,
+) -> anyhow::Result<sluice_wire::ConnectionQuotas> {
+    let mut quotas = sluice_wire::ConnectionQuotas {
+        max_per_ip: per_ip,
+        ..Default::default()
+    };
+    if per_ip == Some(0) {
+        bail!("max_connections_per_ip must be at least 1 (use the overrides to refuse an address)");
+    }
+    for entry in overrides
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+    {
+        let parsed = entry.rsplit_once(':').and_then(|(ip, n)| {
+            Some((
+                ip.trim_matches(|c| c == '[' || c == ']')
+                    .parse::<std::net::IpAddr>()
+                    .ok()?,
+                n.parse::<usize>().ok()?,
+            ))
+        });
+        let Some((ip, n)) = parsed else {
+            bail!("max_connections_per_ip_overrides: '{entry}' is not IP:COUNT");
+        };
+        quotas.per_ip_overrides.insert(ip, n);
+    }
+    if let Some(r) = rate {
+        if !r.is_finite() || r <= 0.0 {
+            bail!("max_connection_creation_rate must be a positive number of connections per second, not {r}");
+        }
+        quotas.max_creation_rate = Some(r);
+    }
+    Ok(quotas)
+}
+
 macro_rules! overlay {
     ($high:expr, $low:expr, $($field:ident),*) => {
         Settings { $($field: $high.$field.or($low.$field)),* }
@@ -513,6 +566,9 @@ impl Settings {
             socket_request_max_bytes,
             max_connections,
             connections_max_idle_ms,
+            max_connections_per_ip,
+            max_connections_per_ip_overrides,
+            max_connection_creation_rate,
             log_cleaner_interval_ms,
             group_initial_rebalance_delay_ms,
             group_min_session_timeout_ms,
@@ -658,6 +714,11 @@ impl Settings {
             max_frame_bytes: self.socket_request_max_bytes.unwrap_or(100 * 1024 * 1024),
             max_connections: self.max_connections.unwrap_or(10_000),
             idle_timeout: Duration::from_millis(self.connections_max_idle_ms.unwrap_or(600_000)),
+            quotas: connection_quotas(
+                self.max_connections_per_ip,
+                self.max_connections_per_ip_overrides.as_deref(),
+                self.max_connection_creation_rate,
+            )?,
             ..Limits::default()
         };
         if limits.max_connections == 0 || limits.max_frame_bytes < 64 {

@@ -15,7 +15,7 @@ use super::str_bytes;
 use crate::broker::Broker;
 use crate::group::consumer;
 use crate::handlers::{Call, Versions};
-use sluice_auth::acl::Operation;
+use sluice_auth::acl::{Operation, ResourceType};
 
 /// Kafka's member type of a member of the new protocol (v1).
 const CONSUMER_MEMBER: i8 = 1;
@@ -100,7 +100,14 @@ pub fn handle(broker: &Broker, request: ConsumerGroupDescribeRequest, call: &Cal
                 .with_assignor_name(str_bytes(group.assignor()))
                 .with_members(members)
         })
-        .collect();
+        .collect::<Vec<_>>();
+    // KIP-430: what the principal may do with each group found, when asked.
+    let mut groups = groups;
+    if request.include_authorized_operations {
+        for g in groups.iter_mut().filter(|g| g.error_code == 0) {
+            g.authorized_operations = authz.authorized_operations(ResourceType::Group, &g.group_id);
+        }
+    }
     ResponseKind::ConsumerGroupDescribe(
         ConsumerGroupDescribeResponse::default().with_groups(groups),
     )

@@ -21,7 +21,14 @@ pub fn handle(broker: &Broker, request: DescribeClusterRequest, call: &Call) -> 
     let mut response = DescribeClusterResponse::default()
         .with_cluster_id(str_bytes(broker.cluster_id()))
         .with_controller_id(BrokerId(broker.advertised_controller()))
-        .with_cluster_authorized_operations(i32::MIN);
+        .with_cluster_authorized_operations(if request.include_cluster_authorized_operations {
+            call.authz(broker).authorized_operations(
+                sluice_auth::acl::ResourceType::Cluster,
+                sluice_auth::acl::CLUSTER_NAME,
+            )
+        } else {
+            i32::MIN
+        });
     if version >= 1 {
         response = response.with_endpoint_type(ENDPOINT_BROKERS);
         if request.endpoint_type != ENDPOINT_BROKERS {

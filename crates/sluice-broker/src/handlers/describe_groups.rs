@@ -8,7 +8,7 @@ use super::str_bytes;
 use crate::broker::Broker;
 use crate::group::state::GroupState;
 use crate::handlers::{Call, Versions};
-use sluice_auth::acl::Operation;
+use sluice_auth::acl::{Operation, ResourceType};
 
 pub const VERSIONS: Versions = Versions::new(0, 5);
 
@@ -96,7 +96,14 @@ pub fn handle(broker: &Broker, request: DescribeGroupsRequest, call: &Call) -> R
                         .collect(),
                 )
         })
-        .collect();
+        .collect::<Vec<_>>();
+    // KIP-430: what the principal may do with each group found, when asked.
+    let mut groups = groups;
+    if request.include_authorized_operations {
+        for g in groups.iter_mut().filter(|g| g.error_code == 0) {
+            g.authorized_operations = authz.authorized_operations(ResourceType::Group, &g.group_id);
+        }
+    }
     ResponseKind::DescribeGroups(DescribeGroupsResponse::default().with_groups(groups))
 }
 

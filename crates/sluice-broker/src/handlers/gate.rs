@@ -19,9 +19,8 @@ use kafka_protocol::messages::write_txn_markers_response::{
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
-use sluice_auth::acl::Operation;
 
-use sluice_auth::acl::ResourceType;
+use sluice_auth::acl::{Operation, ResourceType};
 
 use super::str_bytes;
 use crate::security::Authz;
@@ -46,6 +45,13 @@ pub fn gated(api: ApiKey) -> bool {
 
 /// The refusal of a request the principal may not make, if the gate checks it.
 pub fn check(api: ApiKey, request: &RequestKind, authz: &Authz) -> Option<ResponseKind> {
+    if api == ApiKey::WriteTxnMarkers {
+        // Brokers' markers need ClusterAction; an operator's abort (`kafka-transactions.sh
+        // abort`, KIP-664) needs Alter: either will do, as in Kafka.
+        let allowed =
+            authz.cluster_quietly(Operation::Alter) || authz.cluster(Operation::ClusterAction);
+        return (!allowed).then(|| refusal(request)).flatten();
+    }
     if let Some(op) = operation(api) {
         return (!authz.cluster(op)).then(|| refusal(request)).flatten();
     }

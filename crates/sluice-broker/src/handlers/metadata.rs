@@ -11,7 +11,7 @@ use kafka_protocol::messages::metadata_response::{
 };
 use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, ResponseKind};
 
-use sluice_auth::acl::{Operation, ResourceType};
+use sluice_auth::acl::{Operation, ResourceType, CLUSTER_NAME};
 
 use super::{str_bytes, topic_name};
 use crate::broker::Broker;
@@ -26,11 +26,40 @@ const OPERATIONS_UNSET: i32 = i32::MIN;
 
 pub const VERSIONS: Versions = Versions::new(0, 12);
 
-pub fn handle(broker: &Broker, mut request: MetadataRequest, call: &Call) -> ResponseKind {
+pub fn handle(broker: &Broker, request: MetadataRequest, call: &Call) -> ResponseKind {
     let authz = call.authz(broker);
-    if authz.is_unrestricted() {
-        return handle_authorized(broker, request, call);
+    let topic_operations = request.include_topic_authorized_operations;
+    let cluster_operations = request.include_cluster_authorized_operations;
+    let mut response = if authz.is_unrestricted() {
+        handle_authorized(broker, request, call)
+    } else {
+        handle_checked(broker, &authz, request, call)
+    };
+    // KIP-430: what the principal may do, when asked.
+    if let ResponseKind::Metadata(r) = &mut response {
+        if topic_operations {
+            for t in r.topics.iter_mut().filter(|t| t.error_code == 0) {
+                if let Some(name) = &t.name {
+                    t.topic_authorized_operations =
+                        authz.authorized_operations(ResourceType::Topic, name);
+                }
+            }
+        }
+        if cluster_operations {
+            r.cluster_authorized_operations =
+                authz.authorized_operations(ResourceType::Cluster, CLUSTER_NAME);
+        }
     }
+    response
+}
+
+/// Metadata with the authorizer's checks.
+fn handle_checked(
+    broker: &Broker,
+    authz: &crate::security::Authz,
+    mut request: MetadataRequest,
+    call: &Call,
+) -> ResponseKind {
     let version = call.version;
     let all = match &request.topics {
         None => true,

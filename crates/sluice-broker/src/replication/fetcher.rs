@@ -31,6 +31,9 @@ const MAX_WAIT_MS: i32 = 500;
 const PARTITION_MAX_BYTES: i32 = 1 << 20;
 const MAX_BYTES: i32 = 16 << 20;
 const RETRY: Duration = Duration::from_millis(100);
+/// After the leader refused the whole fetch (e.g. CLUSTER_AUTHORIZATION_FAILED: the ACLs do
+/// not give this node ClusterAction), as Kafka's `replica.fetch.backoff.ms`.
+const REFUSED_BACKOFF: Duration = Duration::from_secs(1);
 
 /// Copies from `leader` until this node follows nothing there any more.
 pub(super) async fn run(
@@ -41,6 +44,8 @@ pub(super) async fn run(
 ) {
     let me = broker.node_id();
     let mut connection: Option<Connection> = None;
+    // The error of the last fetch the leader refused whole, while it keeps refusing.
+    let mut refused: Option<i16> = None;
     tracing::info!(%leader, %addr, "replica fetcher started");
     loop {
         if shutdown.is_cancelled() {
@@ -130,6 +135,25 @@ pub(super) async fn run(
                 continue;
             }
         };
+        if response.error_code != 0 {
+            let error = ResponseError::try_from_code(response.error_code);
+            // Logged once per change of answer, not once a second.
+            if refused != Some(response.error_code) {
+                tracing::warn!(
+                    %leader,
+                    error = ?error,
+                    code = response.error_code,
+                    "the leader refused this node's replica fetch; retrying every second \
+                     (with the authorizer on, the nodes need ClusterAction on the cluster)"
+                );
+                refused = Some(response.error_code);
+            }
+            pause(&shutdown, REFUSED_BACKOFF).await;
+            continue;
+        }
+        if refused.take().is_some() {
+            tracing::info!(%leader, "the leader serves this node's replica fetch again");
+        }
         let mut backoff = false;
         for topic in response.responses {
             for data in topic.partitions {

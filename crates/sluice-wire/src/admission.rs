@@ -1,0 +1,181 @@
+//! Which new connections are let in, besides the broker-wide limit: at most so many open
+//! connections per client address (Kafka's `max.connections.per.ip` and its per-address
+//! overrides; over it the new connection is closed at once), and at most so many new
+//! connections per second across the broker (`max.connection.creation.rate`; over it
+//! accepting waits, as Kafka's acceptor does, so a reconnect storm is spread out instead of
+//! refused).
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use parking_lot::Mutex;
+
+/// The per-address and rate limits.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ConnectionQuotas {
+    /// Open connections per client address; `None`: no limit.
+    pub max_per_ip: Option<usize>,
+    /// Per-address limits that replace `max_per_ip` (0 refuses the address).
+    pub per_ip_overrides: HashMap<IpAddr, usize>,
+    /// New connections per second, all listeners together; `None`: no limit.
+    pub max_creation_rate: Option<f64>,
+}
+
+/// Counts connections per address and paces their creation.
+#[derive(Debug)]
+pub struct Admission {
+    quotas: ConnectionQuotas,
+    open: Mutex<HashMap<IpAddr, usize>>,
+    pace: Mutex<Pace>,
+}
+
+/// A token bucket of one second's worth of connections.
+#[derive(Debug)]
+struct Pace {
+    tokens: f64,
+    last: Option<Instant>,
+}
+
+/// An admitted connection's place in its address's count, given back on drop.
+#[derive(Debug)]
+pub struct Admitted {
+    admission: Arc<Admission>,
+    ip: IpAddr,
+}
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        let mut open = self.admission.open.lock();
+        if let Some(n) = open.get_mut(&self.ip) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                open.remove(&self.ip);
+            }
+        }
+    }
+}
+
+impl Admission {
+    pub fn new(quotas: ConnectionQuotas) -> Arc<Admission> {
+        Arc::new(Admission {
+            open: Mutex::new(HashMap::new()),
+            pace: Mutex::new(Pace {
+                tokens: quotas.max_creation_rate.unwrap_or(0.0),
+                last: None,
+            }),
+            quotas,
+        })
+    }
+
+    /// How long to wait before accepting the next connection (zero when a token is there,
+    /// which this takes).
+    pub fn wait_for_creation(&self, now: Instant) -> Duration {
+        let Some(rate) = self.quotas.max_creation_rate.filter(|r| *r > 0.0) else {
+            return Duration::ZERO;
+        };
+        let mut pace = self.pace.lock();
+        let elapsed = pace.last.map_or(0.0, |last| {
+            now.saturating_duration_since(last).as_secs_f64()
+        });
+        // At most one second's worth may be saved up (the burst Kafka's rate allows).
+        pace.tokens = (pace.tokens + elapsed * rate).min(rate.max(1.0));
+        pace.last = Some(now);
+        if pace.tokens >= 1.0 {
+            pace.tokens -= 1.0;
+            Duration::ZERO
+        } else {
+            Duration::from_secs_f64((1.0 - pace.tokens) / rate)
+        }
+    }
+
+    /// Counts a connection from `ip`, or refuses it (with the limit it would exceed).
+    pub fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<Admitted, usize> {
+        let limit = self
+            .quotas
+            .per_ip_overrides
+            .get(&ip)
+            .copied()
+            .or(self.quotas.max_per_ip);
+        let mut open = self.open.lock();
+        let n = open.entry(ip).or_insert(0);
+        if let Some(limit) = limit {
+            if *n >= limit {
+                if *n == 0 {
+                    open.remove(&ip);
+                }
+                return Err(limit);
+            }
+        }
+        *n += 1;
+        Ok(Admitted {
+            admission: Arc::clone(self),
+            ip,
+        })
+    }
+
+    /// Open connections from `ip` (for tests and metrics).
+    pub fn open_from(&self, ip: IpAddr) -> usize {
+        self.open.lock().get(&ip).copied().unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap_or(IpAddr::from([0, 0, 0, 0]))
+    }
+
+    #[test]
+    fn per_address_limit_and_overrides() {
+        let admission = Admission::new(ConnectionQuotas {
+            max_per_ip: Some(2),
+            per_ip_overrides: [(ip("10.0.0.9"), 0), (ip("10.0.0.8"), 3)].into(),
+            max_creation_rate: None,
+        });
+        let a = admission.admit(ip("10.0.0.1"));
+        let b = admission.admit(ip("10.0.0.1"));
+        assert!(a.is_ok() && b.is_ok());
+        assert_eq!(admission.admit(ip("10.0.0.1")).err(), Some(2));
+        assert!(
+            admission.admit(ip("10.0.0.2")).is_ok(),
+            "other addresses unaffected"
+        );
+        drop(a);
+        assert_eq!(admission.open_from(ip("10.0.0.1")), 1);
+        assert!(
+            admission.admit(ip("10.0.0.1")).is_ok(),
+            "a closed one frees its place"
+        );
+        assert_eq!(admission.admit(ip("10.0.0.9")).err(), Some(0));
+        let held: Vec<_> = (0..3).map(|_| admission.admit(ip("10.0.0.8"))).collect();
+        assert!(held.iter().all(Result::is_ok));
+        assert_eq!(admission.admit(ip("10.0.0.8")).err(), Some(3));
+    }
+
+    #[test]
+    fn creation_rate_paces() {
+        let admission = Admission::new(ConnectionQuotas {
+            max_creation_rate: Some(10.0),
+            ..ConnectionQuotas::default()
+        });
+        let t0 = Instant::now();
+        // A second's worth at once, then one per 100 ms.
+        for _ in 0..10 {
+            assert_eq!(admission.wait_for_creation(t0), Duration::ZERO);
+        }
+        let wait = admission.wait_for_creation(t0);
+        assert!(wait > Duration::from_millis(90) && wait <= Duration::from_millis(100));
+        assert_eq!(
+            admission.wait_for_creation(t0 + Duration::from_millis(100)),
+            Duration::ZERO
+        );
+        let unlimited = Admission::new(ConnectionQuotas::default());
+        assert_eq!(unlimited.wait_for_creation(t0), Duration::ZERO);
+    }
+}
