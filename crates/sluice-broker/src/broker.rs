@@ -41,6 +41,8 @@ pub struct Broker {
     /// The single node's SASL users (a cluster keeps them in its metadata).
     pub(crate) local_users: crate::security::credentials::LocalUsers,
     pub(crate) local_acls: crate::security::acls::LocalAcls,
+    pub(crate) local_quotas: crate::quotas::store::LocalQuotas,
+    pub(crate) quota_buckets: crate::quotas::throttle::Buckets,
     /// Failed logins per address, to slow down password guessing.
     pub(crate) failed_logins: crate::security::failures::FailedLogins,
     /// Security events (logins, user changes), when `audit_log_file` is set.
@@ -78,6 +80,7 @@ impl Broker {
         let producer_ids = ProducerIds::open(Arc::clone(&store))?;
         let local_users = crate::security::credentials::LocalUsers::open(Arc::clone(&store))?;
         let local_acls = crate::security::acls::LocalAcls::open(Arc::clone(&store))?;
+        let local_quotas = crate::quotas::store::LocalQuotas::open(Arc::clone(&store))?;
         let audit = match &config.security.audit_log_file {
             Some(path) => crate::security::audit::AuditLog::open(path).map_err(|source| {
                 BrokerError::Metadata {
@@ -140,6 +143,8 @@ impl Broker {
             append_turns: Default::default(),
             local_users,
             local_acls,
+            local_quotas,
+            quota_buckets: Default::default(),
             failed_logins: Default::default(),
             unknown_user_secret: random_secret(),
             audit,
@@ -633,6 +638,10 @@ impl Service for Broker {
 
     fn tls_handshake_failed(&self) {
         self.metrics.tls_handshake_failed();
+    }
+
+    fn muted_for(&self, session: &crate::security::Session) -> Option<std::time::Duration> {
+        session.muted_for(|| self.clock.now_ms())
     }
 
     fn connection_refused(&self, reason: &'static str) {

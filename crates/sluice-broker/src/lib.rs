@@ -22,6 +22,7 @@ pub mod offset_reset;
 pub mod partition;
 pub mod producer_ids;
 pub mod publish;
+pub mod quotas;
 pub mod replica_role;
 pub mod replication;
 pub mod security;

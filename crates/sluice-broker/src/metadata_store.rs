@@ -74,6 +74,18 @@ impl Versioned for AclsFile {
     }
 }
 
+impl Versioned for QuotasFile {
+    fn version(&self) -> u32 {
+        self.version
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct QuotasFile {
+    version: u32,
+    quotas: sluice_cluster::metadata::ClientQuotas,
+}
+
 #[derive(Debug, Serialize, Deserialize)]
 struct AclsFile {
     version: u32,
@@ -149,6 +161,27 @@ impl MetadataStore {
             &AclsFile {
                 version: 1,
                 acls: acls.clone(),
+            },
+        )
+    }
+
+    /// The single node's client quotas (`data/meta/quotas.json`); in a cluster they live in
+    /// the metadata log instead.
+    pub fn load_quotas(&self) -> Result<sluice_cluster::metadata::ClientQuotas, BrokerError> {
+        Ok(self
+            .read_json::<QuotasFile>("quotas.json")?
+            .map_or_else(Default::default, |f| f.quotas))
+    }
+
+    pub fn save_quotas(
+        &self,
+        quotas: &sluice_cluster::metadata::ClientQuotas,
+    ) -> Result<(), BrokerError> {
+        self.write_json(
+            "quotas.json",
+            &QuotasFile {
+                version: 1,
+                quotas: quotas.clone(),
             },
         )
     }

@@ -72,6 +72,12 @@ pub struct Metrics {
     tls_handshake_failures: Counter,
     authorization_denials: Family<ApiLabels, Counter>,
     connections_refused: Family<ReasonLabels, Counter>,
+    throttled: Family<QuotaLabels, Counter>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QuotaLabels {
+    quota: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -111,6 +117,7 @@ impl Default for Metrics {
             tls_handshake_failures: Counter::default(),
             authorization_denials: Family::default(),
             connections_refused: Family::default(),
+            throttled: Family::default(),
         }
     }
 }
@@ -176,6 +183,10 @@ impl Metrics {
         self.tls_handshake_failures.inc();
     }
 
+    pub fn throttled(&self, quota: &'static str, _ms: i64) {
+        self.throttled.get_or_create(&QuotaLabels { quota }).inc();
+    }
+
     pub fn connection_refused(&self, reason: &'static str) {
         self.connections_refused
             .get_or_create(&ReasonLabels { reason })
@@ -222,6 +233,11 @@ pub fn render(broker: &Broker) -> String {
         "tls_handshake_failures",
         "TLS handshakes that failed or timed out",
         m.tls_handshake_failures.clone(),
+    );
+    registry.register(
+        "quota_throttled_responses",
+        "Answers that told a client over its quota to wait (throttle_time_ms > 0), by quota",
+        m.throttled.clone(),
     );
     registry.register(
         "connections_refused",

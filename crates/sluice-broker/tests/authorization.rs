@@ -177,7 +177,8 @@ fn api_key(body: &RequestKind) -> ApiKey {
         RemoveRaftVoter,
         DescribeUserScramCredentials,
         AlterUserScramCredentials,
-        DescribeClientQuotas
+        DescribeClientQuotas,
+        AlterClientQuotas
     )
 }
 
@@ -549,6 +550,18 @@ fn table(topic_id: uuid::Uuid) -> Vec<(RequestKind, i16)> {
         ),
         (
             RequestKind::DescribeClientQuotas(DescribeClientQuotasRequest::default()),
+            CLUSTER_DENIED,
+        ),
+        (
+            RequestKind::AlterClientQuotas(AlterClientQuotasRequest::default().with_entries(vec![
+                alter_client_quotas_request::EntryData::default()
+                    .with_entity(vec![alter_client_quotas_request::EntityData::default()
+                        .with_entity_type(s("user"))
+                        .with_entity_name(Some(s("alice")))])
+                    .with_ops(vec![alter_client_quotas_request::OpData::default()
+                        .with_key(s("producer_byte_rate"))
+                        .with_value(1e6)]),
+            ])),
             CLUSTER_DENIED,
         ),
     ]

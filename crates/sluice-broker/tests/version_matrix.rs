@@ -276,6 +276,7 @@ fn sample_request(api: ApiKey, version: i16, topic_id: uuid::Uuid) -> RequestKin
             DescribeUserScramCredentials => DescribeUserScramCredentialsRequest,
             AlterUserScramCredentials => AlterUserScramCredentialsRequest,
             DescribeClientQuotas => DescribeClientQuotasRequest,
+            AlterClientQuotas => AlterClientQuotasRequest,
             // The authorizer is off: SECURITY_DISABLED, answered.
             CreateAcls => CreateAclsRequest,
             DescribeAcls => DescribeAclsRequest,

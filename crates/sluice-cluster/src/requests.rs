@@ -82,6 +82,13 @@ pub enum ControllerRequest {
         upserts: Vec<sluice_auth::ScramCredential>,
         deletions: Vec<sluice_auth::ScramMechanism>,
     },
+    /// AlterClientQuotas for one entity (validated by the node that was asked): the controller
+    /// applies the changes to the entity's limits as they are when it decides.
+    ClientQuota {
+        entity: crate::metadata::quotas::QuotaEntity,
+        set: crate::metadata::quotas::QuotaValues,
+        remove: Vec<String>,
+    },
     /// CreateAcls (validated by the node that was asked).
     CreateAcls {
         acls: Vec<sluice_auth::acl::AclBinding>,
@@ -215,6 +222,25 @@ pub fn decide(
             );
             Ok((
                 vec![MetadataRecord::UserScramCredentials { user, credentials }],
+                ControllerReply::Done,
+            ))
+        }
+        ControllerRequest::ClientQuota {
+            entity,
+            set,
+            remove,
+        } => {
+            let mut values = state
+                .client_quotas
+                .get(&entity)
+                .cloned()
+                .unwrap_or_default();
+            for key in &remove {
+                values.remove(key);
+            }
+            values.extend(set);
+            Ok((
+                vec![MetadataRecord::ClientQuota { entity, values }],
                 ControllerReply::Done,
             ))
         }

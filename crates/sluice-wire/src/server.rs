@@ -102,6 +102,11 @@ pub trait Service: Send + Sync + 'static {
     fn max_frame_bytes(&self, _session: &Self::Session) -> Option<usize> {
         None
     }
+    /// How long the connection stays muted (KIP-219: a client over its quota was answered
+    /// with `throttle_time_ms`; its next requests are not read until that has passed).
+    fn muted_for(&self, _session: &Self::Session) -> Option<Duration> {
+        None
+    }
     /// After a SaslHandshake v0 (KIP-43's first form) the client's next frames are bare SASL
     /// tokens, not Kafka requests, and it reads bare tokens back, until the exchange ends.
     /// `Some` when `frame` is such a token: the answer. Called before decoding each frame.
@@ -364,8 +369,9 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> Connection<R, W> {
         let mut closing: Option<String> = None;
         let mut idle_deadline = tokio::time::Instant::now() + limits.idle_timeout;
         loop {
-            // Requests already buffered are handled before reading more.
-            while closing.is_none() && pending.len() < limits.max_in_flight {
+            let muted = service.muted_for(session).filter(|d| !d.is_zero());
+            // Requests already buffered are handled before reading more (unless muted).
+            while muted.is_none() && closing.is_none() && pending.len() < limits.max_in_flight {
                 let max_frame = service
                     .max_frame_bytes(session)
                     .map_or(limits.max_frame_bytes, |m| m.min(limits.max_frame_bytes));
@@ -385,7 +391,8 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> Connection<R, W> {
             if closing.is_some() && pending.is_empty() {
                 break;
             }
-            let can_read = closing.is_none() && pending.len() < limits.max_in_flight;
+            let can_read =
+                muted.is_none() && closing.is_none() && pending.len() < limits.max_in_flight;
             tokio::select! {
                 biased;
                 Some(done) = pending.next(), if !pending.is_empty() => {
@@ -419,7 +426,11 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> Connection<R, W> {
                         Err(e) => return Err(format!("read failed: {e}")),
                     }
                 }
-                () = tokio::time::sleep_until(idle_deadline), if pending.is_empty() => {
+                () = tokio::time::sleep(muted.unwrap_or_default()), if muted.is_some() => {
+                    // Muted time is not idle time.
+                    idle_deadline = tokio::time::Instant::now() + limits.idle_timeout;
+                }
+                () = tokio::time::sleep_until(idle_deadline), if pending.is_empty() && muted.is_none() => {
                     closing = Some("idle timeout".into());
                 }
                 () = shutdown.cancelled(), if closing.is_none() => {

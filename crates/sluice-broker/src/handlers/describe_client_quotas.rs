@@ -1,14 +1,17 @@
-//! DescribeClientQuotas (KIP-546): the quotas set for users, client ids and addresses. Quotas
-//! cannot be set on Sluice yet (AlterClientQuotas is not served, so `kafka-configs.sh --alter
-//! --add-config producer_byte_rate=...` gets UNSUPPORTED_VERSION): every well-formed filter
-//! matches no entity. Served because `kafka-configs.sh --describe --entity-type users` asks it
-//! beside the users' SCRAM credentials. A malformed filter (an unknown entity type or match
-//! type, one entity type twice, an exact match without a name) is INVALID_REQUEST, as in Kafka.
+//! DescribeClientQuotas (KIP-546; `kafka-configs.sh --describe --entity-type users|clients`):
+//! the entities a filter matches and their limits. Components: an exact name, the type's
+//! default, or any entity of the type; `strict` leaves out entities with other types too. A
+//! malformed filter (an unknown entity type or match type, one entity type twice, an exact
+//! match without a name) is INVALID_REQUEST, as in Kafka. Needs DescribeConfigs on the
+//! cluster.
 
+use kafka_protocol::messages::describe_client_quotas_request::ComponentData;
+use kafka_protocol::messages::describe_client_quotas_response::{EntityData, EntryData, ValueData};
 use kafka_protocol::messages::{
     DescribeClientQuotasRequest, DescribeClientQuotasResponse, ResponseKind,
 };
 use kafka_protocol::ResponseError;
+use sluice_cluster::metadata::{EntityName, QuotaEntity};
 use sluice_wire::Reply;
 
 use super::str_bytes;
@@ -19,17 +22,87 @@ pub const VERSIONS: Versions = Versions::new(0, 1);
 
 const ENTITY_TYPES: [&str; 3] = ["user", "client-id", "ip"];
 const MATCH_EXACT: i8 = 0;
+const MATCH_DEFAULT: i8 = 1;
 const MATCH_ANY: i8 = 2;
 
-pub fn handle(_broker: &Broker, request: DescribeClientQuotasRequest, _call: &Call) -> Reply {
+pub fn handle(broker: &Broker, request: DescribeClientQuotasRequest, _call: &Call) -> Reply {
     let response = DescribeClientQuotasResponse::default();
     let body = match check(&request) {
-        Ok(()) => response.with_entries(Some(Vec::new())),
+        Ok(()) => {
+            let quotas = broker.client_quotas();
+            let mut matched: Vec<(&QuotaEntity, _)> = quotas
+                .iter()
+                .filter(|(entity, _)| matches(entity, &request.components, request.strict))
+                .collect();
+            matched.sort_by(|a, b| a.0.cmp(b.0));
+            let entries = matched
+                .into_iter()
+                .map(|(entity, values)| {
+                    EntryData::default()
+                        .with_entity(describe(entity))
+                        .with_values(
+                            values
+                                .iter()
+                                .map(|(k, v)| {
+                                    ValueData::default().with_key(str_bytes(k)).with_value(v.0)
+                                })
+                                .collect(),
+                        )
+                })
+                .collect();
+            response.with_entries(Some(entries))
+        }
         Err(message) => response
             .with_error_code(ResponseError::InvalidRequest.code())
             .with_error_message(Some(str_bytes(&message))),
     };
     ResponseKind::DescribeClientQuotas(body).into()
+}
+
+fn describe(entity: &QuotaEntity) -> Vec<EntityData> {
+    let name = |n: &EntityName| match n {
+        EntityName::Default => None,
+        EntityName::Named(n) => Some(str_bytes(n)),
+    };
+    let mut out = Vec::new();
+    if let Some(user) = &entity.user {
+        out.push(
+            EntityData::default()
+                .with_entity_type(str_bytes("user"))
+                .with_entity_name(name(user)),
+        );
+    }
+    if let Some(client) = &entity.client_id {
+        out.push(
+            EntityData::default()
+                .with_entity_type(str_bytes("client-id"))
+                .with_entity_name(name(client)),
+        );
+    }
+    out
+}
+
+/// Whether the entity matches every component (and, `strict`, has no other type).
+fn matches(entity: &QuotaEntity, components: &[ComponentData], strict: bool) -> bool {
+    let part = |t: &str| match t {
+        "user" => Some(entity.user.as_ref()),
+        "client-id" => Some(entity.client_id.as_ref()),
+        _ => None,
+    };
+    let each = components.iter().all(|c| {
+        let Some(Some(name)) = part(c.entity_type.as_str()) else {
+            return false;
+        };
+        match c.match_type {
+            MATCH_EXACT => {
+                matches!(name, EntityName::Named(n) if Some(n.as_str()) == c._match.as_deref())
+            }
+            MATCH_DEFAULT => *name == EntityName::Default,
+            _ => true,
+        }
+    });
+    let types = usize::from(entity.user.is_some()) + usize::from(entity.client_id.is_some());
+    each && (!strict || types == components.len())
 }
 
 fn check(request: &DescribeClientQuotasRequest) -> Result<(), String> {

@@ -29,6 +29,7 @@ use crate::error::log_error;
 use crate::fetch_session::{FetchPosition, PartitionKey, Plan};
 use crate::handlers::{Call, Versions};
 use crate::partition::{Partition, Progress};
+use crate::quotas::throttle::QuotaKind;
 use crate::security::Authz;
 
 /// What a fetch asked of one partition, resolved against this broker.
@@ -117,6 +118,15 @@ pub fn handle(broker: &Broker, request: FetchRequest, call: &Call) -> Reply {
     };
     let rack = (version >= 11).then_some(request.rack_id.as_str());
     let topics = resolve(broker, &call.authz(broker), to_read, version, rack);
+    // The consumer's byte-rate quota counts what it is sent, once the answer is ready.
+    let quota = broker.has_client_quotas().then(|| {
+        (
+            call.session.principal().map(|p| p.name).unwrap_or_default(),
+            call.client_id.to_string(),
+            call.session.mute_handle(),
+        )
+    });
+    let owner = quota.as_ref().and_then(|_| broker.arc());
     let sessions = Arc::clone(&broker.fetch_sessions);
     let max_bytes = if version >= 3 {
         usize::try_from(request.max_bytes).unwrap_or(0)
@@ -156,6 +166,16 @@ pub fn handle(broker: &Broker, request: FetchRequest, call: &Call) -> Reply {
                     partition,
                 }
             });
+        }
+        if let (Some((user, client_id, mute)), Some(owner)) = (&quota, &owner) {
+            let bytes: usize = response
+                .responses
+                .iter()
+                .flat_map(|t| &t.partitions)
+                .map(|p| p.records.as_ref().map_or(0, |r| r.len()))
+                .sum();
+            let ms = owner.throttle(user, client_id, mute, QuotaKind::Fetch, bytes as u64);
+            response.throttle_time_ms = response.throttle_time_ms.max(ms);
         }
         Some(ResponseKind::Fetch(response))
     }))

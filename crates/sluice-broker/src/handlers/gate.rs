@@ -135,6 +135,7 @@ pub fn operation(api: ApiKey) -> Option<Operation> {
         | ApiKey::RemoveRaftVoter
         | ApiKey::AlterUserScramCredentials => Operation::Alter,
         ApiKey::DescribeClientQuotas => Operation::DescribeConfigs,
+        ApiKey::AlterClientQuotas => Operation::AlterConfigs,
         ApiKey::WriteTxnMarkers => Operation::ClusterAction,
         _ => return None,
     })
@@ -188,6 +189,28 @@ pub fn refusal(request: &RequestKind) -> Option<ResponseKind> {
             DescribeClientQuotasResponse::default()
                 .with_error_code(code)
                 .with_error_message(message()),
+        ),
+        RequestKind::AlterClientQuotas(r) => ResponseKind::AlterClientQuotas(
+            AlterClientQuotasResponse::default().with_entries(
+                r.entries
+                    .iter()
+                    .map(|e| {
+                        alter_client_quotas_response::EntryData::default()
+                            .with_error_code(code)
+                            .with_error_message(message())
+                            .with_entity(
+                                e.entity
+                                    .iter()
+                                    .map(|c| {
+                                        alter_client_quotas_response::EntityData::default()
+                                            .with_entity_type(c.entity_type.clone())
+                                            .with_entity_name(c.entity_name.clone())
+                                    })
+                                    .collect(),
+                            )
+                    })
+                    .collect(),
+            ),
         ),
         RequestKind::ElectLeaders(r) => ResponseKind::ElectLeaders(
             ElectLeadersResponse::default()

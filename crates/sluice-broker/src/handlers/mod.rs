@@ -9,6 +9,7 @@ mod acl_codes;
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
 pub mod add_raft_voter;
+pub mod alter_client_quotas;
 pub mod alter_configs;
 pub mod alter_partition_reassignments;
 pub mod alter_user_scram_credentials;
@@ -221,6 +222,7 @@ apis! {
     DescribeUserScramCredentials => describe_user_scram_credentials,
     AlterUserScramCredentials => alter_user_scram_credentials,
     DescribeClientQuotas => describe_client_quotas,
+    AlterClientQuotas => alter_client_quotas,
     CreateAcls => create_acls,
     DescribeAcls => describe_acls,
     DeleteAcls => delete_acls,

@@ -20,6 +20,7 @@ use crate::broker::Broker;
 use crate::error::{log_error, BrokerError};
 use crate::handlers::{Call, Versions};
 use crate::partition::Partition;
+use crate::quotas::throttle::QuotaKind;
 use crate::replication::peer::PeerCall;
 
 /// What an answer waits for.
@@ -100,13 +101,27 @@ pub const VERSIONS: Versions = Versions::new(3, 13).advertised_from(0);
 
 pub fn handle(broker: &Broker, mut request: ProduceRequest, call: &Call) -> Reply {
     let denied = authorize(broker, call, &mut request);
+    // The producer's byte-rate quota counts what it sent (KIP-219: answered at once with
+    // the throttle time, the connection muted for it).
+    let throttle = if broker.has_client_quotas() {
+        let bytes: usize = request
+            .topic_data
+            .iter()
+            .flat_map(|t| &t.partition_data)
+            .map(|p| p.records.as_ref().map_or(0, |r| r.len()))
+            .sum();
+        broker.throttle_call(call, QuotaKind::Produce, bytes as u64)
+    } else {
+        0
+    };
     let reply = handle_authorized(broker, request, call);
-    if denied.is_empty() {
+    if denied.is_empty() && throttle == 0 {
         return reply;
     }
     super::map_response(reply, move |response| {
         if let ResponseKind::Produce(r) = response {
             r.responses.extend(denied);
+            r.throttle_time_ms = r.throttle_time_ms.max(throttle);
         }
     })
 }

@@ -62,6 +62,9 @@ pub struct Session {
     state: Mutex<State>,
     /// Set with `State::bare_tokens` (read on every frame without the lock).
     bare_tokens: std::sync::atomic::AtomicBool,
+    /// Until when (ms on the broker's clock) the connection is muted after a throttled
+    /// answer (KIP-219); 0: not muted.
+    muted_until_ms: std::sync::Arc<std::sync::atomic::AtomicI64>,
 }
 
 impl fmt::Debug for Session {
@@ -146,7 +149,43 @@ impl Session {
                 expires_at_ms: None,
             }),
             bare_tokens: Default::default(),
+            muted_until_ms: Default::default(),
         }
+    }
+
+    /// Mutes the connection until `until_ms` (a later mute wins).
+    pub fn mute_until(&self, until_ms: i64) {
+        self.muted_until_ms
+            .fetch_max(until_ms, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// What mutes this connection, for an answer completed after the request's handler
+    /// returned (a long-polling fetch).
+    pub fn mute_handle(&self) -> std::sync::Arc<std::sync::atomic::AtomicI64> {
+        std::sync::Arc::clone(&self.muted_until_ms)
+    }
+
+    /// How long the connection stays muted from `now_ms` (one atomic load when it is not).
+    pub fn muted_for(&self, now_ms: impl FnOnce() -> i64) -> Option<std::time::Duration> {
+        let until = self
+            .muted_until_ms
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if until == 0 {
+            return None;
+        }
+        let left = until - now_ms();
+        if left <= 0 {
+            self.muted_until_ms
+                .compare_exchange(
+                    until,
+                    0,
+                    std::sync::atomic::Ordering::Relaxed,
+                    std::sync::atomic::Ordering::Relaxed,
+                )
+                .ok();
+            return None;
+        }
+        Some(std::time::Duration::from_millis(left.unsigned_abs()))
     }
 
     /// Until a SASL login, frames are capped at Kafka's `sasl.server.max.receive.size`.

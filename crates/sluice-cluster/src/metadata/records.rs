@@ -71,6 +71,11 @@ pub enum MetadataRecord {
         user: String,
         credentials: Vec<sluice_auth::ScramCredential>,
     },
+    /// One quota entity's limits, replaced whole (AlterClientQuotas); empty: none left.
+    ClientQuota {
+        entity: super::quotas::QuotaEntity,
+        values: crate::metadata::quotas::QuotaValues,
+    },
     /// ACLs added and removed (CreateAcls, DeleteAcls), as Kafka's metadata log keeps them.
     Acls {
         added: Vec<sluice_auth::acl::AclBinding>,

@@ -31,6 +31,9 @@ pub struct ClusterState {
     /// The ACLs in force.
     #[serde(default)]
     pub acls: sluice_auth::acl::AclSet,
+    /// Client quotas by entity.
+    #[serde(default)]
+    pub client_quotas: super::quotas::ClientQuotas,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -195,6 +198,9 @@ impl ClusterState {
                 } else {
                     self.users.insert(user.clone(), credentials.clone());
                 }
+            }
+            MetadataRecord::ClientQuota { entity, values } => {
+                self.client_quotas.set(entity.clone(), values.clone());
             }
             MetadataRecord::Acls { added, removed } => {
                 self.acls.remove(removed);

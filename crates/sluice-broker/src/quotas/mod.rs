@@ -1,0 +1,14 @@
+//! Client quotas (KIP-13, KIP-55, KIP-546): limits per user and/or client id, set with
+//! AlterClientQuotas (`kafka-configs.sh --entity-type users|clients`), enforced on produce
+//! and fetch bytes per second. A client over its rate is answered at once with
+//! `throttle_time_ms` and its connection is muted for that long (KIP-219), so one noisy
+//! client cannot take the broker from the others.
+//!
+//! ```text
+//!  AlterClientQuotas ─▶ store::alter (quotas.json | metadata log) ─▶ ClientQuotas
+//!  Produce/Fetch ─▶ ClientQuotas::lookup(user, client id) ─▶ throttle::Buckets::take(bytes)
+//!                ─▶ throttle_time_ms in the response + Session::mute_until
+//! ```
+
+pub mod store;
+pub mod throttle;

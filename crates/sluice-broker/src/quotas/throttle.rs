@@ -1,0 +1,183 @@
+//! Enforcement of the byte-rate quotas: one token bucket per quota entity as the request's
+//! client sees it (a default entity's limit applies to each user or client id on its own, as
+//! in Kafka), refilled at the quota and holding at most one second's worth. A request takes
+//! its bytes; when that leaves the bucket in debt, the client is throttled for as long as the
+//! refill needs to pay the debt back (at most `MAX_THROTTLE_MS`, the debt stays), so over any
+//! stretch longer than a second a client gets its quota and no more.
+
+use std::collections::HashMap;
+
+use parking_lot::Mutex;
+use sluice_cluster::metadata::{EntityName, QuotaEntity};
+
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use crate::broker::Broker;
+
+/// The longest a client is told to wait at once (Kafka bounds it by its quota window).
+pub const MAX_THROTTLE_MS: i64 = 10_000;
+
+/// Buckets not touched for this long are forgotten.
+const IDLE_MS: i64 = 60_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum QuotaKind {
+    Produce,
+    Fetch,
+}
+
+impl QuotaKind {
+    pub fn key(self) -> &'static str {
+        match self {
+            QuotaKind::Produce => "producer_byte_rate",
+            QuotaKind::Fetch => "consumer_byte_rate",
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Bucket {
+    tokens: f64,
+    rate: f64,
+    last_ms: i64,
+}
+
+#[derive(Debug, Default)]
+pub struct Buckets {
+    buckets: Mutex<HashMap<(QuotaKind, QuotaEntity), Bucket>>,
+}
+
+impl Buckets {
+    /// Takes `bytes` from the bucket of `entity` (limit `rate` bytes/s) at `now_ms`; the
+    /// throttle time in ms (0: within the quota).
+    pub fn take(
+        &self,
+        kind: QuotaKind,
+        entity: QuotaEntity,
+        rate: f64,
+        bytes: u64,
+        now_ms: i64,
+    ) -> i64 {
+        let mut buckets = self.buckets.lock();
+        if buckets.len() > 10_000 {
+            buckets.retain(|_, b| now_ms - b.last_ms < IDLE_MS);
+        }
+        let bucket = buckets.entry((kind, entity)).or_insert(Bucket {
+            tokens: rate,
+            rate,
+            last_ms: now_ms,
+        });
+        if bucket.rate != rate {
+            // The quota changed: start from a full bucket at the new rate.
+            bucket.rate = rate;
+            bucket.tokens = rate;
+        }
+        let elapsed = (now_ms - bucket.last_ms).max(0) as f64 / 1000.0;
+        bucket.tokens = (bucket.tokens + elapsed * rate).min(rate);
+        bucket.last_ms = now_ms;
+        bucket.tokens -= bytes as f64;
+        if bucket.tokens >= 0.0 {
+            0
+        } else {
+            ((-bucket.tokens / rate * 1000.0).ceil() as i64).clamp(1, MAX_THROTTLE_MS)
+        }
+    }
+}
+
+impl Broker {
+    /// Whether any quota is set (else nothing is counted).
+    pub fn has_client_quotas(&self) -> bool {
+        !self.client_quotas().is_empty()
+    }
+
+    /// [`Broker::throttle`] for the request `call` carries.
+    pub fn throttle_call(&self, call: &crate::handlers::Call, kind: QuotaKind, bytes: u64) -> i32 {
+        if !self.has_client_quotas() {
+            return 0;
+        }
+        let user = call.session.principal().map(|p| p.name).unwrap_or_default();
+        self.throttle(
+            &user,
+            call.client_id,
+            &call.session.mute_handle(),
+            kind,
+            bytes,
+        )
+    }
+
+    /// Counts `bytes` of a produce or fetch against the quota of `user` and `client_id`;
+    /// returns the throttle time to answer (0 without a quota or within it) and mutes the
+    /// connection (`mute`, the session's) for that long.
+    pub fn throttle(
+        &self,
+        user: &str,
+        client_id: &str,
+        mute: &AtomicI64,
+        kind: QuotaKind,
+        bytes: u64,
+    ) -> i32 {
+        let quotas = self.client_quotas();
+        if quotas.is_empty() {
+            return 0;
+        }
+        let Some((entity, rate)) = quotas.lookup(user, client_id, kind.key()) else {
+            return 0;
+        };
+        // The bucket is the matched entity with its defaults named: each user (or client id)
+        // under a default quota has a bucket of its own.
+        let named = |n: Option<EntityName>, actual: &str| {
+            n.map(|n| match n {
+                EntityName::Default => EntityName::Named(actual.to_string()),
+                named => named,
+            })
+        };
+        let bucket = QuotaEntity {
+            user: named(entity.user, user),
+            client_id: named(entity.client_id, client_id),
+        };
+        let now = self.clock.now_ms();
+        let ms = self.quota_buckets.take(kind, bucket, rate, bytes, now);
+        if ms > 0 {
+            mute.fetch_max(now + ms, Ordering::Relaxed);
+            self.metrics.throttled(kind.key(), ms);
+        }
+        i32::try_from(ms).unwrap_or(i32::MAX)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn alice() -> QuotaEntity {
+        QuotaEntity {
+            user: Some(EntityName::Named("alice".into())),
+            client_id: None,
+        }
+    }
+
+    #[test]
+    fn a_second_of_burst_then_the_rate() {
+        let b = Buckets::default();
+        let rate = 1_000_000.0;
+        assert_eq!(b.take(QuotaKind::Produce, alice(), rate, 600_000, 0), 0);
+        assert_eq!(b.take(QuotaKind::Produce, alice(), rate, 400_000, 0), 0);
+        // 500 KB over: half a second to pay back.
+        assert_eq!(b.take(QuotaKind::Produce, alice(), rate, 500_000, 0), 500);
+        // After the half second the debt is paid; 100 ms later 100 KB are available.
+        assert_eq!(b.take(QuotaKind::Produce, alice(), rate, 100_000, 600), 0);
+        // Fetch has its own bucket.
+        assert_eq!(b.take(QuotaKind::Fetch, alice(), rate, 900_000, 600), 0);
+    }
+
+    #[test]
+    fn a_huge_request_is_throttled_at_most_the_cap_and_the_debt_stays() {
+        let b = Buckets::default();
+        let rate = 1_000.0;
+        assert_eq!(
+            b.take(QuotaKind::Produce, alice(), rate, 1_000_000, 0),
+            MAX_THROTTLE_MS
+        );
+        assert!(b.take(QuotaKind::Produce, alice(), rate, 1, MAX_THROTTLE_MS) > 0);
+    }
+}

@@ -1,0 +1,136 @@
+"""Client quotas (KIP-546/KIP-219): set and described with Apache Kafka's own kafka-configs.sh
+(4.3.1), enforced on produce and fetch bytes per second: a client over its quota is answered
+with throttle_time_ms (librdkafka reports it through throttle_cb) and slowed to its rate,
+while a client without a quota on the same broker is not."""
+
+import subprocess
+import threading
+import time
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from cluster.kafka_cluster import kafka_libs
+from security.conftest import metric
+from security.test_kafka_tools import configs
+
+MB = 1_000_000
+
+
+@pytest.fixture
+def quota_broker(start_broker):
+    return start_broker()
+
+
+def create_topic(b, name):
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    admin.create_topics([NewTopic(name, 1, 1)])[name].result(15)
+
+
+def produce(b, topic, client_id, total_bytes, throttles, record=10_000):
+    p = Producer({"bootstrap.servers": b.bootstrap, "client.id": client_id, "linger.ms": 5,
+                  "batch.size": 200_000, "message.timeout.ms": 60_000,
+                  "throttle_cb": lambda e: throttles.append(e.throttle_time)})
+    payload = b"x" * record
+    start = time.monotonic()
+    for _ in range(total_bytes // record):
+        while True:
+            try:
+                p.produce(topic, payload)
+                break
+            except BufferError:
+                p.poll(0.05)
+        p.poll(0)
+    assert p.flush(60) == 0, "every record delivered"
+    p.poll(0.5)  # let throttle callbacks run
+    return time.monotonic() - start
+
+
+def test_kafka_configs_sets_and_describes_quotas(quota_broker):
+    libs = kafka_libs()
+    b = quota_broker
+    r = configs(libs, b.bootstrap, "--alter", "--add-config",
+                "producer_byte_rate=1048576,consumer_byte_rate=2097152",
+                "--entity-type", "users", "--entity-name", "alice")
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = configs(libs, b.bootstrap, "--alter", "--add-config", "producer_byte_rate=500000",
+                "--entity-type", "clients", "--entity-default")
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = configs(libs, b.bootstrap, "--describe", "--entity-type", "users", "--entity-name", "alice")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "producer_byte_rate=1048576.0" in r.stdout and "consumer_byte_rate=2097152.0" in r.stdout, r.stdout
+    r = configs(libs, b.bootstrap, "--describe", "--entity-type", "clients", "--entity-default")
+    assert "producer_byte_rate=500000.0" in r.stdout, r.stdout
+    r = configs(libs, b.bootstrap, "--alter", "--delete-config", "consumer_byte_rate",
+                "--entity-type", "users", "--entity-name", "alice")
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = configs(libs, b.bootstrap, "--describe", "--entity-type", "users", "--entity-name", "alice")
+    assert "consumer_byte_rate" not in r.stdout and "producer_byte_rate=1048576.0" in r.stdout, r.stdout
+    # Bad input: Kafka's error from the broker, shown by the tool.
+    r = configs(libs, b.bootstrap, "--alter", "--add-config", "no_such_quota=5",
+                "--entity-type", "users", "--entity-name", "alice")
+    assert r.returncode != 0 or "invalid" in (r.stdout + r.stderr).lower(), r.stdout + r.stderr
+    # Quotas survive a restart (data/meta/quotas.json, fsynced).
+    b.kill()
+    b.start()
+    r = configs(libs, b.bootstrap, "--describe", "--entity-type", "users", "--entity-name", "alice")
+    assert "producer_byte_rate=1048576.0" in r.stdout, r.stdout
+
+
+def test_a_noisy_producer_is_held_to_its_rate_and_a_quiet_one_is_not(quota_broker):
+    b = quota_broker
+    libs = kafka_libs()
+    r = configs(libs, b.bootstrap, "--alter", "--add-config", f"producer_byte_rate={MB}",
+                "--entity-type", "clients", "--entity-name", "noisy")
+    assert r.returncode == 0, r.stdout + r.stderr
+    create_topic(b, "q-noisy")
+    create_topic(b, "q-quiet")
+    noisy_throttles, quiet_throttles = [], []
+    results = {}
+
+    def run(name, topic, throttles):
+        results[name] = produce(b, topic, name, 5 * MB, throttles)
+
+    noisy = threading.Thread(target=run, args=("noisy", "q-noisy", noisy_throttles))
+    noisy.start()
+    time.sleep(0.5)
+    run("quiet", "q-quiet", quiet_throttles)
+    noisy.join(timeout=90)
+    assert not noisy.is_alive()
+    # 5 MB at 1 MB/s with one second of burst: about 4 s; well above the unthrottled time.
+    print(f"noisy {results['noisy']:.2f} s, quiet {results['quiet']:.2f} s, "
+          f"throttles {len(noisy_throttles)}")
+    assert results["noisy"] >= 3.0, f"noisy producer not held to 1 MB/s: {results['noisy']:.2f} s"
+    assert any(t > 0 for t in noisy_throttles), "librdkafka saw throttle_time_ms"
+    assert not any(t > 0 for t in quiet_throttles), "the quiet client was throttled"
+    assert results["quiet"] < results["noisy"] / 2, results
+    assert metric(b, "sluice_quota_throttled_responses_total", '{quota="producer_byte_rate"}') > 0
+
+
+def test_a_consumer_is_held_to_its_fetch_rate(quota_broker):
+    b = quota_broker
+    libs = kafka_libs()
+    create_topic(b, "q-fetch")
+    produce(b, "q-fetch", "loader", 4 * MB, [])
+    r = configs(libs, b.bootstrap, "--alter", "--add-config", f"consumer_byte_rate={MB}",
+                "--entity-type", "clients", "--entity-name", "slow-reader")
+    assert r.returncode == 0, r.stdout + r.stderr
+    throttles = []
+    c = Consumer({"bootstrap.servers": b.bootstrap, "client.id": "slow-reader",
+                  "group.id": "q-fetch-group", "auto.offset.reset": "earliest",
+                  "throttle_cb": lambda e: throttles.append(e.throttle_time)})
+    c.subscribe(["q-fetch"])
+    got = 0
+    start = time.monotonic()
+    deadline = start + 60
+    while got < 4 * MB and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and m.error() is None:
+            got += len(m.value())
+    elapsed = time.monotonic() - start
+    c.close()
+    print(f"read {got} bytes in {elapsed:.2f} s")
+    assert got >= 4 * MB, f"read {got} bytes"
+    assert elapsed >= 2.0, f"4 MB read at a 1 MB/s quota in {elapsed:.2f} s"
+    assert any(t > 0 for t in throttles), "librdkafka saw throttle_time_ms on fetches"
