@@ -1,16 +1,26 @@
-//! The admin token: when set, every API call and `/metrics` needs
-//! `Authorization: Bearer <token>`. The console's static files and `/health` stay open (they
-//! hold no data). Tokens are compared as SHA-256 digests in constant time, so neither the
-//! content nor the length of the configured token leaks through timing.
+//! Who may use the admin port. The admin token (`Authorization: Bearer <token>`) is a super
+//! user's key; a SASL/SCRAM user logs in with HTTP basic (`Authorization: Basic`, only over
+//! HTTPS or from loopback, so a password never crosses a network in clear) and is then
+//! subject to the ACLs: reading (GET) needs Describe on the cluster, changing anything needs
+//! Alter on the cluster. When a token is set, every API call and `/metrics` needs one of the
+//! two; without a token the port is open (it then listens on loopback only). The console's
+//! static files and `/health` stay open (they hold no data). Tokens are compared as SHA-256
+//! digests in constant time, so neither the content nor the length of the configured token
+//! leaks through timing.
+
+use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{header, StatusCode};
+use axum::http::{header, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use sluice_auth::acl::Operation;
+
 use crate::error::ApiError;
+use crate::tls_listener::PeerAddr;
 use crate::AppState;
 
 /// A configured admin token, kept only as its digest.
@@ -44,29 +54,99 @@ pub async fn require_token(
     request: Request,
     next: Next,
 ) -> Response {
-    let Some(token) = &state.token else {
-        return next.run(request).await;
-    };
     if is_open(request.uri().path()) {
         return next.run(request).await;
     }
-    let presented = request
+    let peer = request
+        .extensions()
+        .get::<axum::extract::ConnectInfo<PeerAddr>>()
+        .map(|c| c.0 .0);
+    let header = request
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    match presented {
-        Some(p) if token.matches(p.trim()) => next.run(request).await,
-        Some(_) => unauthorized("the admin token is wrong"),
-        None => unauthorized("this admin port needs a token: send 'Authorization: Bearer <token>'"),
+        .map(str::to_string);
+    let basic_allowed = state.tls || peer.is_some_and(|p| p.ip().is_loopback());
+    match header.as_deref() {
+        Some(h) if h.starts_with("Bearer ") => match &state.token {
+            Some(token) if token.matches(h["Bearer ".len()..].trim()) => next.run(request).await,
+            Some(_) => unauthorized("the admin token is wrong", basic_allowed),
+            None => next.run(request).await,
+        },
+        Some(h) if h.starts_with("Basic ") => {
+            if !basic_allowed {
+                return unauthorized(
+                    "a password is taken only over HTTPS (admin_tls) or from loopback",
+                    false,
+                );
+            }
+            let Some((user, password)) = basic_credentials(&h["Basic ".len()..]) else {
+                return unauthorized("malformed HTTP basic credentials", true);
+            };
+            let broker = Arc::clone(&state.broker);
+            let checked_user = user.clone();
+            let valid = tokio::task::spawn_blocking(move || {
+                broker.verify_password(&checked_user, &password)
+            })
+            .await
+            .unwrap_or(false);
+            let Some(peer) = peer.filter(|_| valid) else {
+                tracing::warn!(%user, peer = ?peer, "admin login failed");
+                // Paced as a failed SASL login is.
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                return unauthorized("wrong user name or password", true);
+            };
+            let principal = format!("User:{user}");
+            let operation = if matches!(*request.method(), Method::GET | Method::HEAD) {
+                Operation::Describe
+            } else {
+                Operation::Alter
+            };
+            if !state
+                .broker
+                .authz_admin(&principal, peer)
+                .cluster(operation)
+            {
+                return ApiError::new(
+                    StatusCode::FORBIDDEN,
+                    format!(
+                        "{principal} may not do this: it needs {} on the cluster",
+                        operation.name()
+                    ),
+                )
+                .into_response();
+            }
+            next.run(request).await
+        }
+        _ if state.token.is_none() => next.run(request).await,
+        _ => unauthorized(
+            "this admin port needs a login: 'Authorization: Bearer <token>' or HTTP basic with \
+             a SCRAM user",
+            basic_allowed,
+        ),
     }
 }
 
-fn unauthorized(message: &str) -> Response {
+/// `user:password` from HTTP basic's base64.
+fn basic_credentials(encoded: &str) -> Option<(String, String)> {
+    use base64::Engine;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(encoded.trim())
+        .ok()?;
+    let text = String::from_utf8(bytes).ok()?;
+    let (user, password) = text.split_once(':')?;
+    (!user.is_empty()).then(|| (user.to_string(), password.to_string()))
+}
+
+fn unauthorized(message: &str, offer_basic: bool) -> Response {
     let mut response = ApiError::new(StatusCode::UNAUTHORIZED, message).into_response();
     response.headers_mut().insert(
         header::WWW_AUTHENTICATE,
-        header::HeaderValue::from_static("Bearer"),
+        header::HeaderValue::from_static(if offer_basic {
+            "Basic realm=\"sluice\", charset=\"UTF-8\""
+        } else {
+            "Bearer"
+        }),
     );
     response
 }

@@ -17,6 +17,7 @@ pub mod history;
 pub mod messages;
 pub mod openapi;
 pub mod overview;
+pub mod tls_listener;
 pub mod topics;
 
 use std::sync::Arc;
@@ -45,6 +46,8 @@ pub struct AppState {
     pub token: Option<AdminToken>,
     /// Where this admin port listens, as shown on the overview.
     pub admin_address: String,
+    /// The port speaks HTTPS (a SCRAM user's password may then be sent with HTTP basic).
+    pub tls: bool,
 }
 
 impl AppState {
@@ -56,7 +59,13 @@ impl AppState {
             history: Arc::new(History::default()),
             token: token.map(AdminToken::new),
             admin_address,
+            tls: false,
         }
+    }
+
+    pub fn with_tls(mut self, tls: bool) -> AppState {
+        self.tls = tls;
+        self
     }
 }
 
@@ -137,16 +146,30 @@ async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) ->
     )
 }
 
-/// Serves the admin port until `shutdown` fires; samples the console's history meanwhile.
+/// Serves the admin port (HTTPS with `tls`) until `shutdown` fires; samples the console's
+/// history meanwhile.
 pub async fn serve(
     listener: TcpListener,
     state: AppState,
+    tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
     state
         .history
         .spawn(Arc::clone(&state.broker), shutdown.clone());
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
-        .await
+    let app = router(state).into_make_service_with_connect_info::<tls_listener::PeerAddr>();
+    let stop = shutdown.clone();
+    match tls {
+        None => {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async move { stop.cancelled().await })
+                .await
+        }
+        Some(config) => {
+            let listener = tls_listener::TlsListener::new(listener, config, shutdown.clone())?;
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async move { stop.cancelled().await })
+                .await
+        }
+    }
 }

@@ -95,12 +95,23 @@ pub async fn run(settings: Resolved) -> anyhow::Result<()> {
         }
         sluice_wire::serve(endpoints, serving, limits, stop).await
     });
+    let admin_tls = match &settings.admin_tls {
+        Some(t) => Some(t.load().context("the admin port's TLS")?),
+        None => None,
+    };
+    let scheme = if admin_tls.is_some() { "https" } else { "http" };
     let admin_state = sluice_admin::AppState::new(
         Arc::clone(&broker),
         settings.admin_token.as_deref(),
-        format!("http://{}", admin.local_addr()?),
-    );
-    let http = tokio::spawn(sluice_admin::serve(admin, admin_state, shutdown.clone()));
+        format!("{scheme}://{}", admin.local_addr()?),
+    )
+    .with_tls(admin_tls.is_some());
+    let http = tokio::spawn(sluice_admin::serve(
+        admin,
+        admin_state,
+        admin_tls,
+        shutdown.clone(),
+    ));
 
     wait_for_signal().await;
     tracing::info!("shutting down");

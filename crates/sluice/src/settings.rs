@@ -92,6 +92,10 @@ pub struct Settings {
     /// users can read a process's arguments).
     #[arg(long, env = "SLUICE_ADMIN_TOKEN", hide_env_values = true)]
     pub admin_token: Option<String>,
+    /// The admin port (console, admin API, /metrics) speaks HTTPS with tls_cert_file and
+    /// tls_key_file [default: false]
+    #[arg(long, env = "SLUICE_ADMIN_TLS")]
+    pub admin_tls: Option<bool>,
     /// Data directory [default: ./data]
     #[arg(long, env = "SLUICE_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
@@ -214,6 +218,8 @@ pub struct Resolved {
     pub tls: Option<crate::tls::TlsSettings>,
     pub admin_listen: SocketAddr,
     pub admin_token: Option<String>,
+    /// The admin port's TLS (the Kafka listeners' certificate, no client certificates).
+    pub admin_tls: Option<crate::tls::TlsSettings>,
     pub limits: Limits,
     pub worker_threads: Option<usize>,
     pub log_level: String,
@@ -545,6 +551,7 @@ impl Settings {
             super_users,
             admin_listen,
             admin_token,
+            admin_tls,
             data_dir,
             node_id,
             cluster,
@@ -582,8 +589,9 @@ impl Settings {
 
     pub fn resolve(self) -> anyhow::Result<Resolved> {
         let (listeners, security) = resolve_listeners(&self)?;
+        let admin_tls_on = self.admin_tls.unwrap_or(false);
         let tls = crate::tls::TlsSettings::resolve(
-            listeners.iter().any(|l| l.protocol.uses_tls()),
+            listeners.iter().any(|l| l.protocol.uses_tls()) || admin_tls_on,
             self.tls_cert_file.clone(),
             self.tls_key_file.clone(),
             self.tls_client_auth.as_deref(),
@@ -739,12 +747,23 @@ impl Settings {
                  (SLUICE_ADMIN_TOKEN) so that the console and admin API need it"
             );
         }
+        // The admin port takes the listeners' certificate, never client certificates (a
+        // browser has none); its login is a SCRAM user's password or the admin token.
+        let admin_tls = match (&tls, admin_tls_on) {
+            (Some(t), true) => Some(crate::tls::TlsSettings {
+                client_auth: crate::tls::ClientAuth::None,
+                client_ca: None,
+                ..t.clone()
+            }),
+            _ => None,
+        };
         Ok(Resolved {
             broker,
             listeners,
             tls,
             admin_listen,
             admin_token,
+            admin_tls,
             limits,
             worker_threads: match self.worker_threads {
                 Some(0) => bail!("worker_threads must be at least 1"),

@@ -34,7 +34,8 @@ pub struct Authz<'a> {
 
 struct Check<'a> {
     broker: &'a Broker,
-    api: ApiKey,
+    /// The Kafka API asked; `None`: the admin HTTP port.
+    api: Option<ApiKey>,
     acls: AclSnapshot,
     principal: String,
     host: String,
@@ -60,7 +61,7 @@ impl Broker {
         Authz {
             check: Some(Check {
                 broker: self,
-                api,
+                api: Some(api),
                 acls: self.acls(),
                 principal,
                 host: call.peer.addr.ip().to_string(),
@@ -71,6 +72,33 @@ impl Broker {
 }
 
 impl Broker {
+    /// The authorization of an admin HTTP request made as `principal` from `addr`.
+    pub fn authz_admin(&self, principal: &str, addr: std::net::SocketAddr) -> Authz<'_> {
+        let config = &self.config.security.authorizer;
+        if !config.enabled || config.super_users.contains(principal) {
+            return Authz { check: None };
+        }
+        Authz {
+            check: Some(Check {
+                broker: self,
+                api: None,
+                acls: self.acls(),
+                principal: principal.to_string(),
+                host: addr.ip().to_string(),
+                peer: addr.to_string(),
+            }),
+        }
+    }
+
+    /// Whether `password` is `user`'s (checked against the user's strongest SCRAM
+    /// credential; costs one key derivation — call it off the async workers).
+    pub fn verify_password(&self, user: &str, password: &str) -> bool {
+        use super::session::UserCredentials;
+        self.user_lookup()
+            .any(user)
+            .is_some_and(|c| c.verifies_password(password))
+    }
+
     /// The name of the topic with this id, here or in the cluster's metadata (for checking
     /// requests that name topics by id).
     pub fn topic_name_of(&self, id: uuid::Uuid) -> Option<String> {
@@ -207,11 +235,16 @@ impl Check<'_> {
     }
 
     fn denied(&self, operation: Operation, resource: ResourceType, name: &str) {
-        self.broker.metrics.authorization_denied(self.api);
+        if let Some(api) = self.api {
+            self.broker.metrics.authorization_denied(api);
+        }
+        let api = self
+            .api
+            .map_or_else(|| "admin-http".to_string(), |a| format!("{a:?}"));
         tracing::info!(
             principal = %self.principal,
             peer = %self.peer,
-            api = ?self.api,
+            api = %api,
             operation = operation.name(),
             resource = resource.name(),
             name,
@@ -221,7 +254,7 @@ impl Check<'_> {
             time_ms: self.broker.clock.now_ms(),
             principal: self.principal.clone(),
             peer: self.peer.clone(),
-            api: format!("{:?}", self.api),
+            api,
             operation: operation.name(),
             resource_type: resource.name(),
             resource_name: name.to_string(),
