@@ -33,6 +33,7 @@ T = path_param("topic", d="topic name")
 P = path_param("partition", "integer", "partition index")
 G = path_param("group", d="consumer group id")
 N = path_param("name", d="registered cluster name")
+U = path_param("name", d="the user name")
 I = {"type":"integer"}; S={"type":"string"}; NUM={"type":"number"}; B={"type":"boolean"}
 def obj(props, required=None, extra=False):
     o={"type":"object","properties":props}
@@ -74,6 +75,13 @@ schemas = {
  "ResetResponse": obj({"dry_run":B,"changes":arr(obj({"topic":S,"partition":I,"current_offset":nullable(I),"new_offset":I}))}),
  "Cluster": obj({"name":S,"admin_url":nullable(S),"local":B,"has_token":B}),
  "AddCluster": obj({"name":S,"admin_url":S,"token":S},["name","admin_url"]),
+ "UserRow": obj({"name":S,"mechanisms":arr(S)}),
+ "NewUser": obj({"name":S,"password":{"type":"string","minLength":8}},["name","password"]),
+ "Acl": obj({"resource_type":{"type":"string","enum":["topic","group","cluster","transactional-id"]},"resource_name":S,
+     "pattern_type":{"type":"string","enum":["literal","prefixed"]},"principal":{"type":"string","description":"User:NAME or User:*"},
+     "host":{"type":"string","description":"an IP address or * (default)"},
+     "operation":{"type":"string","enum":["All","Read","Write","Create","Delete","Alter","Describe","ClusterAction","DescribeConfigs","AlterConfigs","IdempotentWrite"]},
+     "permission":{"type":"string","enum":["Allow","Deny"]}},["resource_type","resource_name","pattern_type","principal","operation","permission"]),
 }
 schemas["TopicDetail"] = obj({**schemas["TopicSummary"]["properties"], "id":S,"configs":arr(ref("ConfigValue")),"partition_table":arr(ref("PartitionRow"))})
 paths = {
@@ -102,16 +110,24 @@ paths = {
  "/api/groups/{group}": {"get": op("A group's members, assignments and per-partition lag", ok_schema=ref("GroupStatus"), params=[G], errors=("404",), tag="groups")},
  "/api/groups/{group}/lag-history": {"get": op("A group's total lag over the last 15 minutes", ok_schema=arr(ref("LagPoint")), params=[G], errors=("404",), tag="groups")},
  "/api/groups/{group}/reset-offsets": {"post": op("Reset a group's offsets (dry_run previews); the group must have no members", ok_schema=ref("ResetResponse"), params=[G], body=ref("ResetRequest"), errors=("400","404","409","415"), tag="groups")},
+ "/api/users": {
+    "get": op("SASL/SCRAM users and their mechanisms (never keys)", ok_schema=arr(ref("UserRow")), errors=(), tag="security"),
+    "post": op("Create a user or set its password (SCRAM-SHA-256 and -512, 8192 iterations)", "201", body=ref("NewUser"), errors=("400","415"), ok_desc="Created", tag="security")},
+ "/api/users/{name}": {"delete": op("Delete a user", "204", params=[U], errors=("404",), ok_desc="Deleted", tag="security")},
+ "/api/acls": {
+    "get": op("Every ACL", ok_schema=arr(ref("Acl")), errors=(), tag="security"),
+    "post": op("Create an ACL (409 while the authorizer is off)", "201", ref("Acl"), body=ref("Acl"), errors=("400","409","415"), ok_desc="Created", tag="security"),
+    "delete": op("Delete exactly this ACL", "204", body=ref("Acl"), errors=("400","404","409","415"), ok_desc="Deleted", tag="security")},
  "/api/clusters": {
     "get": op("This cluster and the registered ones", ok_schema=arr(ref("Cluster")), errors=(), tag="clusters"),
     "post": op("Register another cluster by its admin address", "201", arr(ref("Cluster")), body=ref("AddCluster"), errors=("400","409","415"), ok_desc="Registered", tag="clusters")},
  "/api/clusters/{name}": {"delete": op("Forget a registered cluster", "204", params=[N], errors=("404",), ok_desc="Removed", tag="clusters")},
  "/api/clusters/{name}/proxy/{path}": {m: op(f"Forward a {m.upper()} to the registered cluster's admin port (path is e.g. api/topics)", params=[N, path_param("path", d="the path on the other cluster, without the leading /")], ok_schema={}, errors=("404","502"), ok_desc="The other cluster's answer", tag="clusters") for m in ("get","post","put","delete")},
 }
-doc = {"openapi":"3.1.0","info":{"title":"Sluice admin API","version":"0.1.0","description":"The JSON API behind the Sluice web console. Errors are JSON {\"error\": message} with a 4xx/5xx status. When the broker runs with an admin token, every call except /health needs 'Authorization: Bearer <token>'."},
+doc = {"openapi":"3.1.0","info":{"title":"Sluice admin API","version":"0.1.0","description":"The JSON API behind the Sluice web console. Errors are JSON {\"error\": message} with a 4xx/5xx status. When the broker runs with an admin token, every call except /health needs 'Authorization: Bearer <token>' or HTTP basic with a SCRAM user (over HTTPS or from loopback; with the authorizer on, GET needs Describe on the cluster and other methods Alter)."},
   "components":{"schemas":schemas,"responses":{"Error":{"description":"An error","content":{"application/json":{"schema":ref("Error")}}}},
-     "securitySchemes":{"adminToken":{"type":"http","scheme":"bearer"}}},
-  "security":[{"adminToken":[]},{}],
+     "securitySchemes":{"adminToken":{"type":"http","scheme":"bearer"},"scramUser":{"type":"http","scheme":"basic"}}},
+  "security":[{"adminToken":[]},{"scramUser":[]},{}],
   "paths":paths}
 text = json.dumps(doc, indent=1) + "\n"
 target = Path(__file__).with_name("openapi.json")

@@ -606,6 +606,66 @@ async function clustersPage() {
   );
 }
 
+async function securityPage() {
+  const [users, acls] = await Promise.all([api("GET", "/api/users"), api("GET", "/api/acls")]);
+  const userName = h("input", { id: "user-name", required: true, autocomplete: "off" });
+  const password = h("input", { id: "user-password", type: "password", required: true, minlength: 8, autocomplete: "new-password" });
+  const addUser = guarded(async () => {
+    await api("POST", "/api/users", { name: userName.value.trim(), password: password.value });
+    flash("Saved user " + userName.value.trim());
+    await securityPage();
+  });
+  const field = (id, opts) => h("select", { id }, opts.map((o) => h("option", { value: o }, o)));
+  const rType = field("acl-type", ["topic", "group", "transactional-id", "cluster"]);
+  const rName = h("input", { id: "acl-name", required: true, placeholder: "orders, * or kafka-cluster" });
+  const pattern = field("acl-pattern", ["literal", "prefixed"]);
+  const principal = h("input", { id: "acl-principal", required: true, placeholder: "User:alice" });
+  const host = h("input", { id: "acl-host", value: "*" });
+  const operation = field("acl-operation", ["Read", "Write", "Describe", "Create", "Delete", "Alter",
+    "DescribeConfigs", "AlterConfigs", "ClusterAction", "IdempotentWrite", "All"]);
+  const permission = field("acl-permission", ["Allow", "Deny"]);
+  const addAcl = guarded(async () => {
+    await api("POST", "/api/acls", { resource_type: rType.value, resource_name: rName.value.trim(),
+      pattern_type: pattern.value, principal: principal.value.trim(), host: host.value.trim() || "*",
+      operation: operation.value, permission: permission.value });
+    flash("Added the ACL");
+    await securityPage();
+  });
+  render(
+    h("h1", {}, "Security"),
+    h("h2", {}, "Users"),
+    table([
+      { title: "User", cell: (u) => u.name },
+      { title: "Mechanisms", cell: (u) => u.mechanisms.join(", ") },
+      { title: "", cell: (u) => h("button", { type: "button", class: "secondary", onclick: guarded(async () => {
+        await api("DELETE", "/api/users/" + encodeURIComponent(u.name));
+        flash("Deleted user " + u.name);
+        await securityPage();
+      }) }, "Delete " + u.name) },
+    ], users, { label: "Users", empty: "No SASL users" }),
+    h("form", { onsubmit: addUser, "aria-label": "Create a user" },
+      h("label", {}, "User name", userName), h("label", {}, "Password (8 characters or more)", password),
+      h("button", { type: "submit" }, "Save user")),
+    h("h2", {}, "ACLs"),
+    table([
+      { title: "Resource", cell: (a) => a.resource_type + " " + a.resource_name + (a.pattern_type === "prefixed" ? "*" : "") },
+      { title: "Principal", cell: (a) => a.principal },
+      { title: "Host", cell: (a) => a.host },
+      { title: "Operation", cell: (a) => a.operation },
+      { title: "Permission", cell: (a) => h("span", { class: "badge " + (a.permission === "Allow" ? "good" : "warn") }, a.permission) },
+      { title: "", cell: (a) => h("button", { type: "button", class: "secondary", onclick: guarded(async () => {
+        await api("DELETE", "/api/acls", a);
+        flash("Removed the ACL");
+        await securityPage();
+      }) }, "Remove") },
+    ], acls, { label: "ACLs", empty: "No ACLs" }),
+    h("form", { onsubmit: addAcl, "aria-label": "Add an ACL" },
+      h("label", {}, "Resource type", rType), h("label", {}, "Resource name", rName), h("label", {}, "Pattern", pattern),
+      h("label", {}, "Principal", principal), h("label", {}, "Host", host), h("label", {}, "Operation", operation),
+      h("label", {}, "Permission", permission), h("button", { type: "submit" }, "Add ACL")),
+  );
+}
+
 async function loadClusters() {
   try {
     const clusters = await api("GET", "/api/clusters", undefined, true);
@@ -649,6 +709,9 @@ async function route() {
         break;
       case "clusters":
         await clustersPage();
+        break;
+      case "security":
+        await securityPage();
         break;
       default:
         render(h("h1", {}, "Not found"), h("p", {}, link("#/overview", "Overview")));

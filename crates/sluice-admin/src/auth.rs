@@ -44,6 +44,11 @@ impl AdminToken {
     }
 }
 
+/// Who made an admin request (for the audit log): `User:NAME` for a SCRAM login,
+/// `admin-token`, or `admin-http` on a port without a token.
+#[derive(Debug, Clone)]
+pub struct AdminPrincipal(pub String);
+
 /// Paths that answer without a token.
 fn is_open(path: &str) -> bool {
     path == "/" || path == "/health" || path.starts_with("/assets/")
@@ -67,9 +72,15 @@ pub async fn require_token(
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
     let basic_allowed = state.tls || peer.is_some_and(|p| p.ip().is_loopback());
+    let mut request = request;
     match header.as_deref() {
         Some(h) if h.starts_with("Bearer ") => match &state.token {
-            Some(token) if token.matches(h["Bearer ".len()..].trim()) => next.run(request).await,
+            Some(token) if token.matches(h["Bearer ".len()..].trim()) => {
+                request
+                    .extensions_mut()
+                    .insert(AdminPrincipal("admin-token".into()));
+                next.run(request).await
+            }
             Some(_) => unauthorized("the admin token is wrong", basic_allowed),
             None => next.run(request).await,
         },
@@ -116,6 +127,7 @@ pub async fn require_token(
                 )
                 .into_response();
             }
+            request.extensions_mut().insert(AdminPrincipal(principal));
             next.run(request).await
         }
         _ if state.token.is_none() => next.run(request).await,

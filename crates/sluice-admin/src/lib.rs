@@ -17,6 +17,7 @@ pub mod history;
 pub mod messages;
 pub mod openapi;
 pub mod overview;
+pub mod security;
 pub mod tls_listener;
 pub mod topics;
 
@@ -104,6 +105,17 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/api/groups/{group}/reset-offsets",
             post(groups::reset_offsets),
+        )
+        .route(
+            "/api/users",
+            get(security::list_users).post(security::create_user),
+        )
+        .route("/api/users/{name}", delete(security::delete_user))
+        .route(
+            "/api/acls",
+            get(security::list_acls)
+                .post(security::create_acl)
+                .delete(security::delete_acl),
         )
         .route("/api/clusters", get(clusters::list).post(clusters::add))
         .route("/api/clusters/{name}", delete(clusters::remove))

@@ -473,6 +473,11 @@ impl Broker {
     }
 
     /// The broker's clock, in ms since the epoch.
+    /// Records a security event in the audit log (if there is one).
+    pub fn record_audit(&self, event: crate::security::audit::AuditEvent) {
+        self.audit.record(event);
+    }
+
     pub fn now_ms(&self) -> i64 {
         self.clock.now_ms()
     }

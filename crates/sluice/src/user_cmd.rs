@@ -62,12 +62,7 @@ fn read_password() -> anyhow::Result<String> {
     Ok(password)
 }
 
-/// 24 bytes of salt from the operating system's random source (through UUID v4).
-fn fresh_salt() -> Vec<u8> {
-    let mut salt = uuid::Uuid::new_v4().as_bytes().to_vec();
-    salt.extend_from_slice(&uuid::Uuid::new_v4().as_bytes()[..8]);
-    salt
-}
+use sluice_broker::security::credentials::fresh_salt;
 
 pub async fn run(bootstrap: &str, command: UserCommand) -> anyhow::Result<()> {
     let stdout = std::io::stdout();

@@ -46,6 +46,13 @@ impl LocalUsers {
     }
 }
 
+/// 24 bytes of salt from the operating system's random source (through UUID v4).
+pub fn fresh_salt() -> Vec<u8> {
+    let mut salt = uuid::Uuid::new_v4().as_bytes().to_vec();
+    salt.extend_from_slice(&uuid::Uuid::new_v4().as_bytes()[..8]);
+    salt
+}
+
 /// Changes to one user's credentials (AlterUserScramCredentials).
 #[derive(Debug, Clone, Default)]
 pub struct UserChange {
