@@ -1,6 +1,7 @@
 """Shared fixtures: start a real `sluice serve` process on free loopback ports with its own
 data directory, and helpers that wait on conditions with deadlines (never bare sleeps)."""
 
+import base64
 import json
 import re
 import os
@@ -93,6 +94,7 @@ class Broker:
         self.log_path = None
         self.starts = 0
         self.prefix = []            # e.g. ["ip", "netns", "exec", NAME]: where the process runs
+        self.admin_login = None     # (user, password): HTTP basic on the admin port (authorizer on)
 
     @property
     def bootstrap(self):
@@ -127,18 +129,33 @@ class Broker:
         def ready():
             if self.proc.poll() is not None:
                 raise AssertionError(f"broker exited with {self.proc.returncode}: {self.log()}")
-            return self.status() is not None
+            return self.health()
         wait_until(ready, timeout, "the broker to serve")
+
+    def health(self):
+        """Whether the admin port answers /health (open without a login)."""
+        try:
+            with urllib.request.urlopen(self.admin_url + "/health", timeout=2) as r:
+                return r.status == 200
+        except OSError:
+            return False
+
+    def admin_request(self, path):
+        """A request for `path` on the admin port, with this broker's login if it needs one."""
+        request = urllib.request.Request(self.admin_url + path)
+        if self.admin_login:
+            token = base64.b64encode(f"{self.admin_login[0]}:{self.admin_login[1]}".encode()).decode()
+            request.add_header("Authorization", "Basic " + token)
+        elif self.env.get("SLUICE_ADMIN_TOKEN"):
+            request.add_header("Authorization", "Bearer " + self.env["SLUICE_ADMIN_TOKEN"])
+        return request
 
     def status(self):
         return self.admin_get("/api/status")
 
     def admin_get(self, path):
         """GET `path` from the admin API, as JSON."""
-        request = urllib.request.Request(self.admin_url + path)
-        if self.env.get("SLUICE_ADMIN_TOKEN"):
-            request.add_header("Authorization", "Bearer " + self.env["SLUICE_ADMIN_TOKEN"])
-        with urllib.request.urlopen(request, timeout=2) as r:
+        with urllib.request.urlopen(self.admin_request(path), timeout=2) as r:
             return json.load(r)
 
     def log(self):

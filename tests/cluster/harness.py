@@ -96,7 +96,7 @@ class Node(Broker):
             code = self.proc.poll()
             if code is not None:
                 return "exited", code
-            return self.status() is not None and ("ready", None)
+            return self.health() and ("ready", None)
         state, code = wait_until(ready, timeout, f"node {self.node_id} to serve ({self.log_path})")
         assert state == "ready", f"node {self.node_id} exited with {code}: {self.log()[-3000:]}"
 

@@ -96,7 +96,7 @@ def metric(broker, name, labels=""):
     """The value of the sample `name` + `labels` (e.g. '{outcome="failure"}') in /metrics;
     0 when absent."""
     import urllib.request
-    with urllib.request.urlopen(broker.admin_url + "/metrics", timeout=5) as r:
+    with urllib.request.urlopen(broker.admin_request("/metrics"), timeout=5) as r:
         text = r.read().decode()
     for line in text.splitlines():
         key, _, value = line.rpartition(" ")

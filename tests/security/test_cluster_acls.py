@@ -72,6 +72,7 @@ def acl_cluster(cluster):
     stop_all(c)
     for node in c.nodes.values():
         node.extra += AUTHORIZER
+        node.admin_login = ("admin", PASSWORDS["admin"])   # the admin port needs a login now
     c.start()
     for node in c.nodes.values():       # the users are known everywhere
         wait_until(lambda: admin(node).list_topics(timeout=5).brokers, 20,

@@ -2,8 +2,9 @@
 //! user's key; a SASL/SCRAM user logs in with HTTP basic (`Authorization: Basic`, only over
 //! HTTPS or from loopback, so a password never crosses a network in clear) and is then
 //! subject to the ACLs: reading (GET) needs Describe on the cluster, changing anything needs
-//! Alter on the cluster. When a token is set, every API call and `/metrics` needs one of the
-//! two; without a token the port is open (it then listens on loopback only). The console's
+//! Alter on the cluster. When a token is set or the authorizer is on, every API call and
+//! `/metrics` needs one of the two; otherwise the port is open (it then listens on loopback
+//! only). The console's
 //! static files and `/health` stay open (they hold no data). Tokens are compared as SHA-256
 //! digests in constant time, so neither the content nor the length of the configured token
 //! leaks through timing.
@@ -72,6 +73,9 @@ pub async fn require_token(
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
     let basic_allowed = state.tls || peer.is_some_and(|p| p.ip().is_loopback());
+    // With the authorizer on, a port without a token still needs a login (a SCRAM user):
+    // otherwise every local process would be a super user.
+    let open = state.token.is_none() && !state.broker.config().security.authorizer.enabled;
     let mut request = request;
     match header.as_deref() {
         Some(h) if h.starts_with("Bearer ") => match &state.token {
@@ -82,7 +86,11 @@ pub async fn require_token(
                 next.run(request).await
             }
             Some(_) => unauthorized("the admin token is wrong", basic_allowed),
-            None => next.run(request).await,
+            None if open => next.run(request).await,
+            None => unauthorized(
+                "no admin token is set: log in as a SCRAM user (HTTP basic)",
+                basic_allowed,
+            ),
         },
         Some(h) if h.starts_with("Basic ") => {
             if !basic_allowed {
@@ -130,7 +138,7 @@ pub async fn require_token(
             request.extensions_mut().insert(AdminPrincipal(principal));
             next.run(request).await
         }
-        _ if state.token.is_none() => next.run(request).await,
+        _ if open => next.run(request).await,
         _ => unauthorized(
             "this admin port needs a login: 'Authorization: Bearer <token>' or HTTP basic with \
              a SCRAM user",

@@ -72,15 +72,20 @@ pub async fn create_user(
     let upserts = tokio::task::spawn_blocking(move || {
         [ScramMechanism::Sha256, ScramMechanism::Sha512]
             .into_iter()
-            .map(|m| ScramCredential::from_password(m, &password, &fresh_salt(), ITERATIONS))
+            .map(|m| ScramCredential::from_password(m, &password, fresh_salt(), ITERATIONS))
             .collect::<Vec<_>>()
     })
     .await
     .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
-    change_user(&state, principal, &body.name, UserChange {
-        upserts,
-        deletions: Vec::new(),
-    })
+    change_user(
+        &state,
+        principal,
+        &body.name,
+        UserChange {
+            upserts,
+            deletions: Vec::new(),
+        },
+    )
     .await?;
     Ok(StatusCode::CREATED)
 }
@@ -94,10 +99,15 @@ pub async fn delete_user(
         return Err(ApiError::not_found(format!("no user '{name}'")));
     };
     let deletions = creds.iter().map(|c| c.mechanism).collect();
-    change_user(&state, principal, &name, UserChange {
-        upserts: Vec::new(),
-        deletions,
-    })
+    change_user(
+        &state,
+        principal,
+        &name,
+        UserChange {
+            upserts: Vec::new(),
+            deletions,
+        },
+    )
     .await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -116,7 +126,11 @@ async fn change_user(
         user: name.to_string(),
         set,
         deleted,
-        outcome: if outcome.is_ok() { "success" } else { "refused" },
+        outcome: if outcome.is_ok() {
+            "success"
+        } else {
+            "refused"
+        },
         by: by(&principal),
         peer: "admin-http".into(),
     });
@@ -156,9 +170,8 @@ impl From<&AclBinding> for AclRow {
 
 impl AclRow {
     fn binding(&self) -> Result<AclBinding, ApiError> {
-        let bad = |what: &str, value: &str| {
-            ApiError::bad_request(format!("unknown {what} '{value}'"))
-        };
+        let bad =
+            |what: &str, value: &str| ApiError::bad_request(format!("unknown {what} '{value}'"));
         let binding = AclBinding {
             resource_type: ResourceType::parse(&self.resource_type)
                 .ok_or_else(|| bad("resource type", &self.resource_type))?,
@@ -166,7 +179,7 @@ impl AclRow {
             pattern_type: PatternType::parse(&self.pattern_type)
                 .ok_or_else(|| bad("pattern type", &self.pattern_type))?,
             principal: self.principal.clone(),
-            host: self.host.clone(),
+            host: sluice_auth::acl::canonical_host(&self.host),
             operation: Operation::parse(&self.operation)
                 .ok_or_else(|| bad("operation", &self.operation))?,
             permission: match self.permission.to_ascii_lowercase().as_str() {

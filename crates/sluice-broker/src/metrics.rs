@@ -183,7 +183,7 @@ impl Metrics {
         self.tls_handshake_failures.inc();
     }
 
-    pub fn throttled(&self, quota: &'static str, _ms: i64) {
+    pub fn throttled(&self, quota: &'static str) {
         self.throttled.get_or_create(&QuotaLabels { quota }).inc();
     }
 

@@ -94,6 +94,8 @@ impl Admission {
 
     /// Counts a connection from `ip`, or refuses it (with the limit it would exceed).
     pub fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<Admitted, usize> {
+        // `::ffff:10.0.0.7` on a dual-stack listener is 10.0.0.7.
+        let ip = ip.to_canonical();
         let limit = self
             .quotas
             .per_ip_overrides

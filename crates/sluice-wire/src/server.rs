@@ -228,7 +228,7 @@ async fn accept_loop<S: Service>(
     shutdown: CancellationToken,
 ) {
     let mut connections = tokio::task::JoinSet::new();
-    loop {
+    'accepting: loop {
         let accepted = tokio::select! {
             () = shutdown.cancelled() => break,
             accepted = endpoint.listener.accept() => accepted,
@@ -249,7 +249,8 @@ async fn accept_loop<S: Service>(
                 break;
             }
             tokio::select! {
-                () = shutdown.cancelled() => return,
+                // Out to the draining below, as a shutdown while accepting does.
+                () = shutdown.cancelled() => break 'accepting,
                 () = tokio::time::sleep(wait) => {}
             }
         }
@@ -369,8 +370,9 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> Connection<R, W> {
         let mut closing: Option<String> = None;
         let mut idle_deadline = tokio::time::Instant::now() + limits.idle_timeout;
         loop {
-            let muted = service.muted_for(session).filter(|d| !d.is_zero());
-            // Requests already buffered are handled before reading more (unless muted).
+            let mut muted = service.muted_for(session).filter(|d| !d.is_zero());
+            // Requests already buffered are handled before reading more (unless muted: a
+            // request that throttles mutes the connection before the next one is taken).
             while muted.is_none() && closing.is_none() && pending.len() < limits.max_in_flight {
                 let max_frame = service
                     .max_frame_bytes(session)
@@ -383,6 +385,7 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> Connection<R, W> {
                             Ok(None) => {}
                             Err(reason) => closing = Some(reason),
                         }
+                        muted = service.muted_for(session).filter(|d| !d.is_zero());
                     }
                     Ok(None) => break,
                     Err(e) => closing = Some(e.to_string()),

@@ -502,7 +502,7 @@ fn connection_quotas(
         let Some((ip, n)) = parsed else {
             bail!("max_connections_per_ip_overrides: '{entry}' is not IP:COUNT");
         };
-        quotas.per_ip_overrides.insert(ip, n);
+        quotas.per_ip_overrides.insert(ip.to_canonical(), n);
     }
     if let Some(r) = rate {
         if !r.is_finite() || r <= 0.0 {

@@ -315,6 +315,16 @@ impl fmt::Display for AclBinding {
     }
 }
 
+/// An ACL host in one form: an IP address as Rust prints it once IPv4-mapped IPv6 addresses
+/// are unmapped (`0:0:0:0:0:0:0:1` → `::1`, `::ffff:10.0.0.7` → `10.0.0.7`), so that an ACL
+/// written in Java's spelling matches the client's address; anything else (`*`) unchanged.
+pub fn canonical_host(host: &str) -> String {
+    match host.parse::<std::net::IpAddr>() {
+        Ok(ip) => ip.to_canonical().to_string(),
+        Err(_) => host.to_string(),
+    }
+}
+
 /// `Type:name` with a non-empty type and name (Kafka's `SecurityUtils.parseKafkaPrincipal`).
 pub fn validate_principal(principal: &str) -> Result<(), AclError> {
     match principal.split_once(':') {
@@ -399,6 +409,14 @@ mod tests {
         assert!(acl("*", PatternType::Literal).covers(ResourceType::Topic, "anything"));
         assert!(acl("ord", PatternType::Prefixed).covers(ResourceType::Topic, "orders"));
         assert!(!acl("ord", PatternType::Prefixed).covers(ResourceType::Topic, "or"));
+    }
+
+    #[test]
+    fn hosts_have_one_spelling() {
+        assert_eq!(canonical_host("0:0:0:0:0:0:0:1"), "::1");
+        assert_eq!(canonical_host("::ffff:10.0.0.7"), "10.0.0.7");
+        assert_eq!(canonical_host("10.0.0.7"), "10.0.0.7");
+        assert_eq!(canonical_host("*"), "*");
     }
 
     #[test]

@@ -13,8 +13,8 @@ pub mod filter;
 pub mod set;
 
 pub use binding::{
-    validate_principal, AclBinding, Operation, PatternType, Permission, ResourceType, CLUSTER_NAME,
-    WILDCARD, WILDCARD_PRINCIPAL,
+    canonical_host, validate_principal, AclBinding, Operation, PatternType, Permission,
+    ResourceType, CLUSTER_NAME, WILDCARD, WILDCARD_PRINCIPAL,
 };
 pub use filter::{AclFilter, PatternFilter};
 pub use set::{AclSet, Requester};

@@ -38,6 +38,9 @@ pub struct AclSet {
     all: BTreeSet<AclBinding>,
     literal: HashMap<ResourceType, ByName>,
     prefixed: HashMap<ResourceType, ByName>,
+    /// The lengths (bytes) of the prefixed patterns of each type: a check looks up only
+    /// prefixes of those lengths, so its cost does not grow with the name's length.
+    prefix_lengths: HashMap<ResourceType, BTreeSet<usize>>,
 }
 
 impl From<Vec<AclBinding>> for AclSet {
@@ -96,7 +99,14 @@ impl AclSet {
     fn reindex(&mut self) {
         self.literal.clear();
         self.prefixed.clear();
+        self.prefix_lengths.clear();
         for acl in &self.all {
+            if acl.pattern_type == PatternType::Prefixed {
+                self.prefix_lengths
+                    .entry(acl.resource_type)
+                    .or_default()
+                    .insert(acl.resource_name.len());
+            }
             let by_type = match acl.pattern_type {
                 PatternType::Literal => &mut self.literal,
                 PatternType::Prefixed => &mut self.prefixed,
@@ -120,11 +130,17 @@ impl AclSet {
         let exact = literal.and_then(|m| m.get(name));
         let wildcard = literal.and_then(|m| (name != WILDCARD).then(|| m.get(WILDCARD)).flatten());
         let prefixed = self.prefixed.get(&resource_type);
-        let prefixes = prefixed.into_iter().flat_map(move |m| {
-            name.char_indices()
-                .map(|(i, c)| &name[..i + c.len_utf8()])
-                .filter_map(move |p| m.get(p))
-        });
+        let lengths = self.prefix_lengths.get(&resource_type);
+        let prefixes = prefixed
+            .zip(lengths)
+            .into_iter()
+            .flat_map(move |(m, lengths)| {
+                lengths
+                    .iter()
+                    .take_while(move |l| **l <= name.len())
+                    .filter_map(move |l| name.get(..*l))
+                    .filter_map(move |p| m.get(p))
+            });
         exact.into_iter().chain(wildcard).chain(prefixes).flatten()
     }
 
@@ -265,6 +281,21 @@ mod tests {
             acl("User:*", "orders", Literal, All, Deny),
         ]);
         assert!(!all_denied.allows(ALICE, Read, ResourceType::Topic, "orders"));
+    }
+
+    #[test]
+    fn a_long_name_costs_what_a_short_one_does() {
+        let acls = set(vec![acl(
+            "User:alice",
+            "team-",
+            PatternType::Prefixed,
+            Operation::Read,
+            Permission::Allow,
+        )]);
+        let long = format!("team-{}", "x".repeat(1 << 20));
+        // One lookup per prefix length (here one), not one per character.
+        assert!(acls.allows(ALICE, Operation::Read, ResourceType::Topic, &long));
+        assert!(!acls.allows(ALICE, Operation::Read, ResourceType::Topic, &long[5..]));
     }
 
     #[test]

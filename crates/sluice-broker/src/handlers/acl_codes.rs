@@ -44,7 +44,7 @@ pub fn binding(
             ))
         })?,
         principal: principal.to_string(),
-        host: host.to_string(),
+        host: sluice_auth::acl::canonical_host(host),
         operation: Operation::from_code(operation)
             .ok_or_else(|| invalid(format!("invalid operation code {operation}")))?,
         permission: Permission::from_code(permission).ok_or_else(|| {
@@ -73,7 +73,7 @@ pub fn filter(
         resource_name.map(|s| s.to_string()),
         pattern_type,
         principal.map(|s| s.to_string()),
-        host.map(|s| s.to_string()),
+        host.map(|s| sluice_auth::acl::canonical_host(s)),
         operation,
         permission,
     )

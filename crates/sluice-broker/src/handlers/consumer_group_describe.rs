@@ -101,8 +101,35 @@ pub fn handle(broker: &Broker, request: ConsumerGroupDescribeRequest, call: &Cal
                 .with_members(members)
         })
         .collect::<Vec<_>>();
-    // KIP-430: what the principal may do with each group found, when asked.
+    // A group holding a topic one may not describe is not shown (Kafka 4.0).
     let mut groups = groups;
+    for g in groups.iter_mut().filter(|g| g.error_code == 0) {
+        let names = g.members.iter().flat_map(|m| {
+            m.subscribed_topic_names
+                .iter()
+                .map(|n| n.to_string())
+                .chain(
+                    m.assignment
+                        .topic_partitions
+                        .iter()
+                        .map(|t| t.topic_name.to_string()),
+                )
+        });
+        let hidden = names
+            .collect::<Vec<_>>()
+            .iter()
+            .any(|n| !authz.shows(Operation::Describe, ResourceType::Topic, n));
+        if hidden {
+            *g = DescribedGroup::default()
+                .with_group_id(g.group_id.clone())
+                .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                .with_error_message(Some(str_bytes(
+                    "the group holds topics this principal may not describe",
+                )))
+                .with_authorized_operations(i32::MIN);
+        }
+    }
+    // KIP-430: what the principal may do with each group found, when asked.
     if request.include_authorized_operations {
         for g in groups.iter_mut().filter(|g| g.error_code == 0) {
             g.authorized_operations = authz.authorized_operations(ResourceType::Group, &g.group_id);

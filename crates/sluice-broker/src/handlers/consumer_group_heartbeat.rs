@@ -13,6 +13,7 @@ use kafka_protocol::protocol::StrBytes;
 use crate::broker::Broker;
 use crate::group::consumer::{self, Heartbeat, LEAVE_EPOCH, STATIC_LEAVE_EPOCH};
 use crate::handlers::{Call, Versions};
+use sluice_auth::acl::{Operation, ResourceType};
 
 fn refuse(error: ResponseError, message: &str) -> ResponseKind {
     ResponseKind::ConsumerGroupHeartbeat(
@@ -84,6 +85,25 @@ pub fn handle(
             );
         }
     }
+    // Describe on every topic named in the subscription (Kafka 4.0, KAFKA-18813): a member
+    // may not learn, through its assignment, of topics it may not see.
+    let authz = call.authz(broker);
+    if let Some(names) = &request.subscribed_topic_names {
+        let hidden: Vec<&str> = names
+            .iter()
+            .map(|n| n.as_str())
+            .filter(|n| !authz.topic(Operation::Describe, n))
+            .collect();
+        if !hidden.is_empty() {
+            return refuse(
+                ResponseError::TopicAuthorizationFailed,
+                &format!(
+                    "not authorized to describe {} subscribed topic(s)",
+                    hidden.len()
+                ),
+            );
+        }
+    }
     let topics = broker.topics();
     let member_id = if request.member_id.is_empty() {
         uuid::Uuid::new_v4().to_string()
@@ -125,7 +145,15 @@ pub fn handle(
     // against every topic) may take internal topics too: clients exclude them themselves
     // when they want to (`exclude.internal.topics`).
     let partitions_of = |name: &str| topics.get(name).map(|t| t.partition_count());
-    let all_topics = || topics.list().iter().map(|t| t.name.to_string()).collect();
+    // A regex matches only the topics the member may describe.
+    let all_topics = || {
+        topics
+            .list()
+            .iter()
+            .filter(|t| authz.shows(Operation::Describe, ResourceType::Topic, &t.name))
+            .map(|t| t.name.to_string())
+            .collect()
+    };
     let groups = &broker.groups;
     let mut coordinator = match groups.lock_for(&request.group_id) {
         Ok(c) => c,

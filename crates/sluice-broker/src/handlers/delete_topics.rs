@@ -25,17 +25,35 @@ pub fn handle(broker: &Broker, mut request: DeleteTopicsRequest, call: &Call) ->
             .with_error_code(kafka_protocol::ResponseError::TopicAuthorizationFailed.code())
     };
     let denied: Vec<DeletableTopicResult> = if call.version >= 6 {
-        super::take_denied(&mut request.topics, |t| {
+        // Each id resolved once, here: an id unknown now is answered now (not looked up
+        // again later, when it might name a topic that was never checked).
+        let mut unknown = Vec::new();
+        let refused = super::take_denied(&mut request.topics, |t| {
             let name = t
                 .name
                 .as_ref()
                 .map(|n| n.to_string())
                 .or_else(|| broker.topic_name_of(t.topic_id));
-            name.is_none_or(|n| authz.topic(Operation::Delete, &n))
+            match name {
+                Some(n) => authz.topic(Operation::Delete, &n),
+                None => {
+                    unknown.push(t.topic_id);
+                    false
+                }
+            }
         })
         .into_iter()
-        .map(|t| failed(t.name, t.topic_id))
-        .collect()
+        .map(|t| {
+            if unknown.contains(&t.topic_id) {
+                DeletableTopicResult::default()
+                    .with_topic_id(t.topic_id)
+                    .with_error_code(kafka_protocol::ResponseError::UnknownTopicId.code())
+            } else {
+                failed(t.name, t.topic_id)
+            }
+        })
+        .collect::<Vec<_>>();
+        refused
     } else {
         super::take_denied(&mut request.topic_names, |n| {
             authz.topic(Operation::Delete, n)

@@ -10,7 +10,7 @@ use kafka_protocol::messages::{
 use super::{str_bytes, topic_name};
 use crate::broker::Broker;
 use crate::handlers::{Call, Versions};
-use sluice_auth::acl::Operation;
+use sluice_auth::acl::{Operation, ResourceType};
 
 pub const VERSIONS: Versions = Versions::new(0, 0);
 
@@ -44,7 +44,12 @@ pub fn handle(broker: &Broker, request: DescribeTransactionsRequest, call: &Call
                     .with_transaction_start_time_ms(-1);
             };
             let mut topics: Vec<TopicData> = Vec::new();
-            for (topic, p) in &m.partitions {
+            // Topics one may not describe are left out, as in Kafka.
+            for (topic, p) in m
+                .partitions
+                .iter()
+                .filter(|(t, _)| authz.shows(Operation::Describe, ResourceType::Topic, t))
+            {
                 match topics.iter_mut().find(|t| *t.topic == **topic) {
                     Some(t) => t.partitions.push(*p),
                     None => topics.push(

@@ -43,18 +43,30 @@ pub fn gated(api: ApiKey) -> bool {
         )
 }
 
-/// The refusal of a request the principal may not make, if the gate checks it.
-pub fn check(api: ApiKey, request: &RequestKind, authz: &Authz) -> Option<ResponseKind> {
-    if api == ApiKey::WriteTxnMarkers {
+/// The refusal of a request the principal may not make (`Ok(None)`: allowed); `Err` when it
+/// is denied and has no refusal here (the connection is then closed: never served).
+#[allow(clippy::result_unit_err)]
+pub fn check(
+    api: ApiKey,
+    request: &RequestKind,
+    authz: &Authz,
+) -> Result<Option<ResponseKind>, ()> {
+    let cluster_denied = if api == ApiKey::WriteTxnMarkers {
         // Brokers' markers need ClusterAction; an operator's abort (`kafka-transactions.sh
         // abort`, KIP-664) needs Alter: either will do, as in Kafka.
-        let allowed =
-            authz.cluster_quietly(Operation::Alter) || authz.cluster(Operation::ClusterAction);
-        return (!allowed).then(|| refusal(request)).flatten();
+        Some(!(authz.cluster_quietly(Operation::Alter) || authz.cluster(Operation::ClusterAction)))
+    } else {
+        operation(api).map(|op| !authz.cluster(op))
+    };
+    match cluster_denied {
+        Some(false) => Ok(None),
+        Some(true) => refusal(request).map(Some).ok_or(()),
+        None => Ok(resource_refusal(request, authz)),
     }
-    if let Some(op) = operation(api) {
-        return (!authz.cluster(op)).then(|| refusal(request)).flatten();
-    }
+}
+
+/// Read on the group, Write on the transactional id (see the module's notes).
+fn resource_refusal(request: &RequestKind, authz: &Authz) -> Option<ResponseKind> {
     use sluice_auth::acl::Operation::{IdempotentWrite, Read, Write};
     let group = |id: &str| !authz.group(Read, id);
     let txn = |id: &str| !authz.transactional_id(Write, id);

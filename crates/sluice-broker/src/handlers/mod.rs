@@ -136,7 +136,11 @@ macro_rules! apis {
         /// version knows them (`error::for_request_version`).
         pub(crate) fn dispatch(broker: &Broker, api: ApiKey, body: RequestKind, call: &Call) -> Reply {
             let refused = if gate::gated(api) {
-                gate::check(api, &body, &call.authz(broker))
+                match gate::check(api, &body, &call.authz(broker)) {
+                    Ok(refusal) => refusal,
+                    // Denied, with no refusal this API can carry: closed, never served.
+                    Err(()) => return Reply::Close(format!("{api:?} refused: not authorized")),
+                }
             } else {
                 None
             };

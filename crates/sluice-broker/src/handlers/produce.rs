@@ -145,19 +145,22 @@ fn authorize(
         .is_some_and(|id| !authz.transactional_id(Operation::Write, id));
     let mut denied = Vec::new();
     request.topic_data.retain(|t| {
-        let topic = if call.version >= 13 {
-            broker.topics().get_by_id(t.topic_id)
+        // By id (v13): a topic unknown here and in the cluster is left to the handler
+        // (UNKNOWN_TOPIC_ID), as Fetch does; it is never auto-created.
+        let (name, exists) = if call.version >= 13 {
+            match broker.topic_name_of(t.topic_id) {
+                Some(name) => (name, true),
+                None if !txn_denied => return true,
+                None => (String::new(), true),
+            }
         } else {
-            broker.topics().get(&t.name)
+            (t.name.to_string(), broker.topics().get(&t.name).is_some())
         };
-        let name = topic
-            .as_ref()
-            .map_or_else(|| t.name.to_string(), |t| t.name.to_string());
         let error = if txn_denied {
             ResponseError::TransactionalIdAuthorizationFailed
         } else if !authz.topic(Operation::Write, &name) {
             ResponseError::TopicAuthorizationFailed
-        } else if topic.is_none() && !authz.may_create_topic(&name) {
+        } else if !exists && !authz.may_create_topic(&name) {
             ResponseError::UnknownTopicOrPartition
         } else {
             return true;

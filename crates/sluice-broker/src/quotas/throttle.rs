@@ -19,6 +19,9 @@ pub const MAX_THROTTLE_MS: i64 = 10_000;
 
 /// Buckets not touched for this long are forgotten.
 const IDLE_MS: i64 = 60_000;
+/// Buckets kept at most (client ids are the client's choice); past it, idle ones are dropped,
+/// at most once a second, and clients without a bucket share one.
+const MAX_BUCKETS: usize = 10_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum QuotaKind {
@@ -45,11 +48,14 @@ struct Bucket {
 #[derive(Debug, Default)]
 pub struct Buckets {
     buckets: Mutex<HashMap<(QuotaKind, QuotaEntity), Bucket>>,
+    /// When idle buckets were last dropped (ms).
+    swept_ms: std::sync::atomic::AtomicI64,
 }
 
 impl Buckets {
-    /// Takes `bytes` from the bucket of `entity` (limit `rate` bytes/s) at `now_ms`; the
-    /// throttle time in ms (0: within the quota).
+    /// Takes `bytes` from the bucket of `entity` (limit `rate` bytes/s) at `now_ms`; how long
+    /// the debt takes to pay back, in ms (0: within the quota). Not capped: the caller mutes
+    /// the connection for all of it and reports at most [`MAX_THROTTLE_MS`].
     pub fn take(
         &self,
         kind: QuotaKind,
@@ -59,10 +65,29 @@ impl Buckets {
         now_ms: i64,
     ) -> i64 {
         let mut buckets = self.buckets.lock();
-        if buckets.len() > 10_000 {
-            buckets.retain(|_, b| now_ms - b.last_ms < IDLE_MS);
-        }
-        let bucket = buckets.entry((kind, entity)).or_insert(Bucket {
+        let key = if buckets.len() < MAX_BUCKETS || buckets.contains_key(&(kind, entity.clone())) {
+            (kind, entity)
+        } else {
+            let swept = self.swept_ms.load(std::sync::atomic::Ordering::Relaxed);
+            if now_ms - swept >= 1_000 {
+                self.swept_ms
+                    .store(now_ms, std::sync::atomic::Ordering::Relaxed);
+                buckets.retain(|_, b| now_ms - b.last_ms < IDLE_MS);
+            }
+            if buckets.len() < MAX_BUCKETS {
+                (kind, entity)
+            } else {
+                // Full of live buckets: this client shares the overflow bucket.
+                (
+                    kind,
+                    QuotaEntity {
+                        user: None,
+                        client_id: None,
+                    },
+                )
+            }
+        };
+        let bucket = buckets.entry(key).or_insert(Bucket {
             tokens: rate,
             rate,
             last_ms: now_ms,
@@ -79,7 +104,7 @@ impl Buckets {
         if bucket.tokens >= 0.0 {
             0
         } else {
-            ((-bucket.tokens / rate * 1000.0).ceil() as i64).clamp(1, MAX_THROTTLE_MS)
+            (-bucket.tokens / rate * 1000.0).ceil() as i64
         }
     }
 }
@@ -117,7 +142,7 @@ impl Broker {
         bytes: u64,
     ) -> i32 {
         let quotas = self.client_quotas();
-        if quotas.is_empty() {
+        if quotas.is_empty() || bytes == 0 {
             return 0;
         }
         let Some((entity, rate)) = quotas.lookup(user, client_id, kind.key()) else {
@@ -138,10 +163,13 @@ impl Broker {
         let now = self.clock.now_ms();
         let ms = self.quota_buckets.take(kind, bucket, rate, bytes, now);
         if ms > 0 {
+            // Muted for the whole debt, so that large requests cannot outrun the quota; the
+            // client is told at most MAX_THROTTLE_MS (Kafka's bound) and finds the rest when
+            // its next request is read.
             mute.fetch_max(now + ms, Ordering::Relaxed);
-            self.metrics.throttled(kind.key(), ms);
+            self.metrics.throttled(kind.key());
         }
-        i32::try_from(ms).unwrap_or(i32::MAX)
+        i32::try_from(ms.min(MAX_THROTTLE_MS)).unwrap_or(i32::MAX)
     }
 }
 
@@ -171,13 +199,27 @@ mod tests {
     }
 
     #[test]
-    fn a_huge_request_is_throttled_at_most_the_cap_and_the_debt_stays() {
+    fn a_huge_request_owes_all_of_its_debt() {
         let b = Buckets::default();
         let rate = 1_000.0;
+        // 999 s of debt (a second of burst was there).
         assert_eq!(
             b.take(QuotaKind::Produce, alice(), rate, 1_000_000, 0),
-            MAX_THROTTLE_MS
+            999_000
         );
         assert!(b.take(QuotaKind::Produce, alice(), rate, 1, MAX_THROTTLE_MS) > 0);
+    }
+
+    #[test]
+    fn buckets_are_bounded() {
+        let b = Buckets::default();
+        for i in 0..MAX_BUCKETS + 50 {
+            let e = QuotaEntity {
+                user: None,
+                client_id: Some(EntityName::Named(format!("c{i}"))),
+            };
+            b.take(QuotaKind::Produce, e, 1e6, 1, 0);
+        }
+        assert!(b.buckets.lock().len() <= MAX_BUCKETS + 1);
     }
 }

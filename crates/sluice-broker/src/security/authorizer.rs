@@ -64,7 +64,7 @@ impl Broker {
                 api: Some(api),
                 acls: self.acls(),
                 principal,
-                host: call.peer.addr.ip().to_string(),
+                host: call.peer.addr.ip().to_canonical().to_string(),
                 peer: call.peer.addr.to_string(),
             }),
         }
@@ -84,7 +84,7 @@ impl Broker {
                 api: None,
                 acls: self.acls(),
                 principal: principal.to_string(),
-                host: addr.ip().to_string(),
+                host: addr.ip().to_canonical().to_string(),
                 peer: addr.to_string(),
             }),
         }
@@ -235,6 +235,11 @@ impl Check<'_> {
     }
 
     fn denied(&self, operation: Operation, resource: ResourceType, name: &str) {
+        // A client chooses the names: at most 256 characters of one go to the log.
+        let name = match name.char_indices().nth(256) {
+            Some((cut, _)) => &name[..cut],
+            None => name,
+        };
         if let Some(api) = self.api {
             self.broker.metrics.authorization_denied(api);
         }
