@@ -182,35 +182,9 @@ fn host(given: &str) -> anyhow::Result<String> {
     }
 }
 
-/// The operations `kafka-acls.sh` accepts for a resource type (Kafka's `AclEntry`); `All`
-/// goes with every type. An ACL for another operation would never be consulted.
+/// The operations `kafka-acls.sh` accepts for a resource type; `All` goes with every type.
 fn supported(resource_type: ResourceType) -> &'static [Operation] {
-    use Operation::*;
-    match resource_type {
-        ResourceType::Topic => &[
-            Read,
-            Write,
-            Create,
-            Describe,
-            Delete,
-            Alter,
-            DescribeConfigs,
-            AlterConfigs,
-        ],
-        ResourceType::Group => &[Read, Describe, Delete],
-        ResourceType::Cluster => &[
-            Create,
-            ClusterAction,
-            DescribeConfigs,
-            AlterConfigs,
-            IdempotentWrite,
-            Alter,
-            Describe,
-        ],
-        ResourceType::TransactionalId => &[Describe, Write],
-        ResourceType::DelegationToken => &[Describe],
-        ResourceType::User => &[CreateTokens, DescribeTokens],
-    }
+    resource_type.operations()
 }
 
 fn operation(given: &str, resource_type: Option<ResourceType>) -> anyhow::Result<Operation> {

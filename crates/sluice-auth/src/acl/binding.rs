@@ -53,6 +53,37 @@ impl ResourceType {
             .find(|t| normalize(t.name()) == normalize(name))
     }
 
+    /// The operations an ACL on this type may name besides `All` (Kafka's `AclEntry`): an
+    /// ACL for another operation would never be consulted.
+    pub fn operations(self) -> &'static [Operation] {
+        use Operation::*;
+        match self {
+            ResourceType::Topic => &[
+                Read,
+                Write,
+                Create,
+                Describe,
+                Delete,
+                Alter,
+                DescribeConfigs,
+                AlterConfigs,
+            ],
+            ResourceType::Group => &[Read, Describe, Delete],
+            ResourceType::Cluster => &[
+                Create,
+                ClusterAction,
+                DescribeConfigs,
+                AlterConfigs,
+                IdempotentWrite,
+                Alter,
+                Describe,
+            ],
+            ResourceType::TransactionalId => &[Describe, Write],
+            ResourceType::DelegationToken => &[Describe],
+            ResourceType::User => &[CreateTokens, DescribeTokens],
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             ResourceType::Topic => "topic",

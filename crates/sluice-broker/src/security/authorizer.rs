@@ -174,31 +174,7 @@ impl Authz<'_> {
     /// KIP-430's bit set of the operations allowed on the resource (bit = Kafka's operation
     /// code), among those the resource type takes; everything when nothing is checked.
     pub fn authorized_operations(&self, resource: ResourceType, name: &str) -> i32 {
-        use Operation::*;
-        let supported: &[Operation] = match resource {
-            ResourceType::Topic => &[
-                Read,
-                Write,
-                Create,
-                Describe,
-                Delete,
-                Alter,
-                DescribeConfigs,
-                AlterConfigs,
-            ],
-            ResourceType::Group => &[Read, Describe, Delete],
-            ResourceType::Cluster => &[
-                Create,
-                ClusterAction,
-                DescribeConfigs,
-                AlterConfigs,
-                IdempotentWrite,
-                Alter,
-                Describe,
-            ],
-            ResourceType::TransactionalId => &[Describe, Write],
-            ResourceType::DelegationToken | ResourceType::User => &[Describe],
-        };
+        let supported = resource.operations();
         supported
             .iter()
             .filter(|op| self.shows(**op, resource, name))
