@@ -274,8 +274,11 @@ def test_an_acl_made_through_node_1_is_listed_and_enforced_on_every_node(acl_clu
     before = {i: requests(n, "CreateAcls") for i, n in c.nodes.items()}
     create_acls(n1, pay, see_payroll)
     after = {i: requests(n, "CreateAcls") for i, n in c.nodes.items()}
-    assert after[1] == before[1] + 1 and after[2] == before[2] and after[3] == before[3], \
-        f"CreateAcls was to go to node 1: counts {before} -> {after}"
+    # librdkafka sends an admin request to any broker it knows (not always the bootstrap
+    # one): one node took the CreateAcls; the others must enforce and list what it wrote.
+    took = [i for i in c.nodes if after[i] == before[i] + 1]
+    assert len(took) == 1 and sum(after.values()) == sum(before.values()) + 1, \
+        f"one CreateAcls, on one node: counts {before} -> {after}"
 
     # DescribeAcls answered by node 2 lists them (and by node 3), and so does a client's.
     wanted = {key(pay), key(see_payroll)}

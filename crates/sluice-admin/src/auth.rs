@@ -73,6 +73,9 @@ pub async fn require_token(
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
     let basic_allowed = state.tls || peer.is_some_and(|p| p.ip().is_loopback());
+    // The challenge a refusal carries: with a token set, Bearer (the console shows its own
+    // login form); otherwise Basic, so that a browser asks for a SCRAM user's password.
+    let challenge_basic = basic_allowed && state.token.is_none();
     // With the authorizer on, a port without a token still needs a login (a SCRAM user):
     // otherwise every local process would be a super user.
     let open = state.token.is_none() && !state.broker.config().security.authorizer.enabled;
@@ -85,11 +88,11 @@ pub async fn require_token(
                     .insert(AdminPrincipal("admin-token".into()));
                 next.run(request).await
             }
-            Some(_) => unauthorized("the admin token is wrong", basic_allowed),
+            Some(_) => unauthorized("the admin token is wrong", challenge_basic),
             None if open => next.run(request).await,
             None => unauthorized(
                 "no admin token is set: log in as a SCRAM user (HTTP basic)",
-                basic_allowed,
+                challenge_basic,
             ),
         },
         Some(h) if h.starts_with("Basic ") => {
@@ -100,7 +103,7 @@ pub async fn require_token(
                 );
             }
             let Some((user, password)) = basic_credentials(&h["Basic ".len()..]) else {
-                return unauthorized("malformed HTTP basic credentials", true);
+                return unauthorized("malformed HTTP basic credentials", challenge_basic);
             };
             let broker = Arc::clone(&state.broker);
             let checked_user = user.clone();
@@ -113,7 +116,7 @@ pub async fn require_token(
                 tracing::warn!(%user, peer = ?peer, "admin login failed");
                 // Paced as a failed SASL login is.
                 tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                return unauthorized("wrong user name or password", true);
+                return unauthorized("wrong user name or password", challenge_basic);
             };
             let principal = format!("User:{user}");
             let operation = if matches!(*request.method(), Method::GET | Method::HEAD) {
@@ -142,7 +145,7 @@ pub async fn require_token(
         _ => unauthorized(
             "this admin port needs a login: 'Authorization: Bearer <token>' or HTTP basic with \
              a SCRAM user",
-            basic_allowed,
+            challenge_basic,
         ),
     }
 }

@@ -93,10 +93,10 @@ impl Broker {
                     expected.remove(key);
                 }
                 expected.extend(set.clone());
-                if before.clone().unwrap_or_default() == expected {
-                    return Ok(()); // nothing changes
-                }
+                let expected = (!expected.is_empty()).then_some(expected);
                 let watched = entity.clone();
+                // Always asked, even when this node's (possibly stale) view shows no change:
+                // the controller decides on the latest state, so no update is lost.
                 replication
                     .ask(sluice_cluster::requests::ControllerRequest::ClientQuota {
                         entity,
@@ -104,9 +104,13 @@ impl Broker {
                         remove,
                     })
                     .await?;
-                // Committed once asked: wait until this node shows the entity changed.
+                // Committed once asked: wait until this node shows the values asked for, or
+                // another change of the entity.
                 replication
-                    .applied_until(|s| s.client_quotas.get(&watched) != before.as_ref())
+                    .applied_until(|s| {
+                        let now = s.client_quotas.get(&watched);
+                        now == expected.as_ref() || now != before.as_ref()
+                    })
                     .await
             }
             None => {
