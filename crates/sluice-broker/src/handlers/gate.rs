@@ -11,7 +11,6 @@
 //!   InitProducerId needs IdempotentWrite on the cluster or Write on some topic.
 
 use kafka_protocol::messages::alter_user_scram_credentials_response::AlterUserScramCredentialsResult;
-use kafka_protocol::messages::describe_user_scram_credentials_response::DescribeUserScramCredentialsResult;
 use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaElectionResult};
 use kafka_protocol::messages::write_txn_markers_response::{
     WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
@@ -282,8 +281,7 @@ pub fn refusal(request: &RequestKind) -> Option<ResponseKind> {
         RequestKind::DescribeUserScramCredentials(_) => ResponseKind::DescribeUserScramCredentials(
             DescribeUserScramCredentialsResponse::default()
                 .with_error_code(code)
-                .with_error_message(message())
-                .with_results(Vec::<DescribeUserScramCredentialsResult>::new()),
+                .with_error_message(message()),
         ),
         RequestKind::AlterUserScramCredentials(r) => {
             let mut users: Vec<&StrBytes> = r

@@ -156,22 +156,7 @@ macro_rules! apis {
             if !crate::error::rewrites_errors(api, version) {
                 return reply;
             }
-            match reply {
-                Reply::Ready(mut response) => {
-                    crate::error::for_request_version(api, version, &mut response);
-                    Reply::Ready(response)
-                }
-                Reply::Later(pending) => Reply::Later(Box::pin(futures::FutureExt::map(
-                    pending,
-                    move |response| {
-                        response.map(|mut r| {
-                            crate::error::for_request_version(api, version, &mut r);
-                            r
-                        })
-                    },
-                ))),
-                other => other,
-            }
+            map_response(reply, move |r| crate::error::for_request_version(api, version, r))
         }
     };
 }

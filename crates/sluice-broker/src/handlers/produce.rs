@@ -103,17 +103,14 @@ pub fn handle(broker: &Broker, mut request: ProduceRequest, call: &Call) -> Repl
     let denied = authorize(broker, call, &mut request);
     // The producer's byte-rate quota counts what it sent (KIP-219: answered at once with
     // the throttle time, the connection muted for it).
-    let throttle = if broker.has_client_quotas() {
-        let bytes: usize = request
+    let throttle = broker.throttle_call(call, QuotaKind::Produce, || {
+        request
             .topic_data
             .iter()
             .flat_map(|t| &t.partition_data)
-            .map(|p| p.records.as_ref().map_or(0, |r| r.len()))
-            .sum();
-        broker.throttle_call(call, QuotaKind::Produce, bytes as u64)
-    } else {
-        0
-    };
+            .map(|p| p.records.as_ref().map_or(0, |r| r.len() as u64))
+            .sum()
+    });
     let reply = handle_authorized(broker, request, call);
     if denied.is_empty() && throttle == 0 {
         return reply;

@@ -115,8 +115,14 @@ impl Broker {
         !self.client_quotas().is_empty()
     }
 
-    /// [`Broker::throttle`] for the request `call` carries.
-    pub fn throttle_call(&self, call: &crate::handlers::Call, kind: QuotaKind, bytes: u64) -> i32 {
+    /// [`Broker::throttle`] for the request `call` carries; `bytes` is counted only when a
+    /// quota is set (one look at the quotas per request).
+    pub fn throttle_call(
+        &self,
+        call: &crate::handlers::Call,
+        kind: QuotaKind,
+        bytes: impl FnOnce() -> u64,
+    ) -> i32 {
         if !self.has_client_quotas() {
             return 0;
         }
@@ -126,7 +132,7 @@ impl Broker {
             call.client_id,
             &call.session.mute_handle(),
             kind,
-            bytes,
+            bytes(),
         )
     }
 
