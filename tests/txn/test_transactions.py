@@ -380,3 +380,86 @@ def test_a_marker_lost_in_a_power_failure_is_written_again_at_start_up(start_bro
     p.produce("lost-marker", key=b"next", value=b"next")
     p.commit_transaction(30)
     assert b"next" in read_values(b.bootstrap, "lost-marker", "read_committed")
+
+
+def batches(segment):
+    """(position, bytes) of each record batch in a segment file."""
+    data = segment.read_bytes()
+    at, found = 0, []
+    while at + 61 <= len(data):
+        length = int.from_bytes(data[at + 8:at + 12], "big", signed=True)
+        found.append((at, data[at:at + 12 + length]))
+        at += 12 + length
+    return found
+
+
+@pytest.mark.parametrize("ending", ["commit", "abort"])
+def test_a_completion_lost_in_a_power_failure_is_finished_again(start_broker, ending):
+    """EndTxn is answered once its decision (`Prepare*`) is durable and the markers are
+    written; the completed state after it is not waited on. A power failure that loses it
+    leaves the decision: start-up finishes the transaction again from it. Committed records
+    (and the group offsets that came with them) show exactly once, aborted ones never, and the
+    producer goes on."""
+    b = start_broker(extra=["--log-flush-mode", "sync"], name=f"lost-completion-{ending}")
+    create_topic(b.bootstrap, "lc-in", 1)
+    create_topic(b.bootstrap, "lc-out", 2)
+    feed = Producer({"bootstrap.servers": b.bootstrap})
+    for i in range(5):
+        feed.produce("lc-in", value=f"in-{i}")
+    feed.flush(10)
+    tid = f"lost-completion-{ending}"
+    p = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": tid})
+    p.init_transactions(10)
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": f"lc-{ending}", "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False, "isolation.level": "read_committed"})
+    c.subscribe(["lc-in"])
+    got = []
+    deadline = time.time() + 15
+    while len(got) < 5 and time.time() < deadline:
+        got += [m for m in c.consume(10, 0.5) if m.error() is None]
+    assert len(got) == 5
+    p.begin_transaction()
+    for i in range(10):
+        p.produce("lc-out", key=str(i), value=f"{ending}-{i}")
+    p.send_offsets_to_transaction(c.position(c.assignment()), c.consumer_group_metadata(), 10)
+    getattr(p, f"{ending}_transaction")(10)
+    c.close()
+    b.kill()
+    # The completed state is the last batch written for this id; a power failure may cut it
+    # off (nothing after it was fsynced). The decision before it stays.
+    cut = 0
+    for part in (b.data_dir / "topics").glob("__transaction_state-*"):
+        for segment in part.glob("*.log"):
+            mine = [(at, batch) for at, batch in batches(segment) if tid.encode() in batch]
+            if mine:
+                at, last = mine[-1]
+                assert b"Complete" in last, last
+                assert b"Prepare" in mine[-2][1], mine[-2][1]
+                with open(segment, "r+b") as f:
+                    f.truncate(at)
+                cut += 1
+    assert cut == 1
+    b.start()
+    deadline = time.time() + 15
+    while time.time() < deadline:
+        r = sluice_cli("txn", "describe", tid, "-b", b.bootstrap, check=False)
+        if "Complete" in r.stdout:
+            break
+        time.sleep(0.2)
+    assert ("CompleteCommit" if ending == "commit" else "CompleteAbort") in r.stdout, r.stdout + r.stderr
+    values = read_values(b.bootstrap, "lc-out", "read_committed", expect=10 if ending == "commit" else None,
+                         timeout=8)
+    committed = Consumer({"bootstrap.servers": b.bootstrap, "group.id": f"lc-{ending}"}).committed(
+        [TopicPartition("lc-in", 0)], 10)[0].offset
+    if ending == "commit":
+        assert sorted(values) == sorted(f"commit-{i}".encode() for i in range(10)), values
+        assert committed == 5
+    else:
+        assert values == []
+        assert committed < 0, "an aborted transaction's offsets are not committed"
+    # The producer goes on; its next transaction is not ended by the decision taken again.
+    p.begin_transaction()
+    p.produce("lc-out", key=b"next", value=b"next")
+    p.commit_transaction(30)
+    values = read_values(b.bootstrap, "lc-out", "read_committed", expect=(11 if ending == "commit" else 1))
+    assert values.count(b"next") == 1 and len(values) == (11 if ending == "commit" else 1), values

@@ -1,6 +1,6 @@
 //! EndTxn: commit or abort. The decision (`Prepare*`) is made durable first, then markers go
 //! to every partition of the transaction and, on commit, its offsets to the groups; the answer
-//! comes when the completed state is durable. v5+ (KIP-890) bumps the producer epoch and
+//! comes when the completed state is written (durable first in a cluster; see `txn`). v5+ (KIP-890) bumps the producer epoch and
 //! returns it: the markers carry the new epoch, fencing late writes of the ended transaction.
 
 use kafka_protocol::error::ResponseError;

@@ -187,6 +187,9 @@ fn authorize(
 
 fn handle_authorized(broker: &Broker, request: ProduceRequest, call: &Call) -> Reply {
     let version = call.version;
+    if !broker.config().clustered {
+        return handle_here(broker, request, version);
+    }
     let (asks, open) = remote_checks(broker, &request, version);
     if asks.is_empty() && open.is_empty() {
         return handle_verified(broker, request, version, &Verdicts::new());
@@ -212,6 +215,97 @@ fn handle_authorized(broker: &Broker, request: ProduceRequest, call: &Call) -> R
             Reply::Silent | Reply::Close(_) => None,
         }
     }))
+}
+
+/// A single node's produce. A transactional write first waits until the end of the
+/// producer's previous transaction is durable, when its EndTxn was answered before that (see
+/// `finish_txn`): a crash must not leave the previous transaction's decision to be carried out
+/// again over this one's data. Its later batches to the same partitions queue behind it.
+fn handle_here(broker: &Broker, request: ProduceRequest, version: i16) -> Reply {
+    let Some(id) = request.transactional_id.as_ref().map(|s| s.to_string()) else {
+        return handle_verified(broker, request, version, &Verdicts::new());
+    };
+    let barrier = broker.txns.previous_end(&id);
+    let keys: Vec<(String, i32)> = request
+        .topic_data
+        .iter()
+        .filter_map(|t| {
+            let name = if version >= 13 {
+                broker.topics().get_by_id(t.topic_id)?.name.to_string()
+            } else {
+                t.name.to_string()
+            };
+            Some(
+                t.partition_data
+                    .iter()
+                    .map(move |p| (name.clone(), p.index)),
+            )
+        })
+        .flatten()
+        .collect();
+    let (first, behind) = if barrier.is_empty() {
+        (Vec::new(), keys)
+    } else {
+        (keys, Vec::new())
+    };
+    let (Some(mut turn), Some(owner)) = (broker.append_turns.take(first, behind), broker.arc())
+    else {
+        return handle_verified(broker, request, version, &Verdicts::new());
+    };
+    let acks = request.acks;
+    Reply::Later(Box::pin(async move {
+        if let Err(e) = crate::commit::committed(barrier).await {
+            if acks == 0 {
+                return None;
+            }
+            return Some(refuse_all(
+                request,
+                version,
+                ResponseError::NotEnoughReplicas,
+                format!("the end of this producer's previous transaction is not on disk yet ({e:?}); retry"),
+            ));
+        }
+        turn.wait().await;
+        let reply = handle_verified(&owner, request, version, &Verdicts::new());
+        drop(turn);
+        match reply {
+            Reply::Ready(body) => Some(*body),
+            Reply::Later(pending) => pending.await,
+            Reply::Silent | Reply::Close(_) => None,
+        }
+    }))
+}
+
+/// The same error for every partition of `request`.
+fn refuse_all(
+    request: ProduceRequest,
+    version: i16,
+    error: ResponseError,
+    message: String,
+) -> ResponseKind {
+    ResponseKind::Produce(
+        ProduceResponse::default().with_responses(
+            request
+                .topic_data
+                .into_iter()
+                .map(|t| {
+                    TopicProduceResponse::default()
+                        .with_name(if version >= 13 {
+                            TopicName::default()
+                        } else {
+                            t.name
+                        })
+                        .with_topic_id(t.topic_id)
+                        .with_partition_responses(
+                            t.partition_data
+                                .iter()
+                                .map(|p| failed(p.index, error, message.clone()).response)
+                                .collect(),
+                        )
+                })
+                .collect(),
+        ),
+    )
 }
 
 /// The transaction coordinator's answers for the partitions it was asked about, with the

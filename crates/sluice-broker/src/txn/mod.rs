@@ -6,31 +6,36 @@
 //!
 //! ```text
 //!   EndTxn ─► Prepare* written (fsync) ─► markers on each partition ─► group offsets (fsync)
-//!                                                                   ─► Complete* written (fsync) ─► answer
+//!                                                                   ─► Complete* written ─► answer
 //! ```
 //! A crash after `Prepare*` is finished at start-up from that state alone. Markers are not
 //! waited on: a marker a crash lost is written again at start-up from the completed state's
 //! record of how the transaction ended (`heal_transactions`); and a partition's later writes
-//! cannot outlive an earlier marker in its log. AddOffsetsToTxn, TxnOffsetCommit and a TV2
-//! Produce's own addition are not waited on: only the fsynced `Prepare*` state decides a
-//! transaction, and a TV2 transaction's data carries a newer epoch than the previous one's
-//! markers. AddPartitionsToTxn (older clients, same epoch across transactions) is.
+//! cannot outlive an earlier marker in its log. On a single node the completed state is not
+//! waited on either: a crash that loses it finishes the transaction again from `Prepare*`,
+//! and the producer's next transaction appends no data before it is durable
+//! ([`TxnService::previous_end`]; AddPartitionsToTxn, which waits, covers it for older
+//! clients). AddOffsetsToTxn, TxnOffsetCommit and a TV2 Produce's own addition are not
+//! waited on: only the fsynced `Prepare*` state decides a transaction, and a TV2
+//! transaction's data carries a newer epoch than the previous one's markers. AddPartitionsToTxn
+//! (older clients, same epoch across transactions) is.
 
 pub mod append_turns;
 pub mod coordinator;
 pub mod state;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
 use parking_lot::{Mutex, MutexGuard};
-use sluice_log::{validate_produce, Clock, LogError, Marker};
+use sluice_log::{validate_produce, Clock, LogError, Marker, Offset};
 
 use crate::broker::Broker;
 use crate::commit::{committed, Waits};
 use crate::error::BrokerError;
 use crate::group::coordinator::{offset_record, Committed};
+use crate::partition::Partition;
 use crate::shards::Shards;
 use crate::topics::{Topic, Topics};
 use coordinator::{completed, Coordinator};
@@ -63,6 +68,9 @@ pub struct TxnService {
     /// Ids whose `Prepare*` state has a finisher (claimed with it, under the coordinator
     /// lock, and released when the finisher ends).
     finishing: Arc<Mutex<HashSet<String>>>,
+    /// Single node: per transactional id, the end of its last completed state in the log,
+    /// written but perhaps not durable yet (see [`TxnService::previous_end`]).
+    unsettled_ends: Mutex<HashMap<String, (Arc<Partition>, Offset)>>,
 }
 
 impl std::fmt::Debug for TxnService {
@@ -98,6 +106,7 @@ impl TxnService {
             shards,
             clock,
             finishing: Arc::default(),
+            unsettled_ends: Mutex::default(),
         })
     }
 
@@ -109,6 +118,7 @@ impl TxnService {
             shards: Shards::clustered(TXN_TOPIC),
             clock,
             finishing: Arc::default(),
+            unsettled_ends: Mutex::default(),
         }
     }
 
@@ -161,6 +171,50 @@ impl TxnService {
 
     pub fn now_ms(&self) -> i64 {
         self.clock.now_ms()
+    }
+
+    /// Remembers where `id`'s completed state ends in the log, when it was not waited on.
+    fn note_end(&self, id: &str, waits: &Waits) {
+        if let Some((partition, end)) = waits.last() {
+            self.unsettled_ends
+                .lock()
+                .insert(id.to_string(), (Arc::clone(partition), *end));
+        }
+    }
+
+    /// What the first write of `id`'s next transaction waits for before its append: its last
+    /// completed state durable, when the answer to its EndTxn did not wait for that (single
+    /// node). Nothing once it is.
+    pub fn previous_end(&self, id: &str) -> Waits {
+        let mut ends = self.unsettled_ends.lock();
+        let Some((partition, end)) = ends.get(id) else {
+            return Waits::new();
+        };
+        if partition.progress().visible >= *end {
+            ends.remove(id);
+            return Waits::new();
+        }
+        vec![(Arc::clone(partition), *end)]
+    }
+
+    /// Forgets the completed states that are durable by now.
+    fn sweep_ends(&self) {
+        self.unsettled_ends
+            .lock()
+            .retain(|_, (partition, end)| partition.progress().visible < *end);
+    }
+
+    /// What to wait on until everything written so far to the log partition holding `id`'s
+    /// state is committed (durable on a single node); nothing when it already is.
+    pub fn written_so_far(&self, id: &str) -> Waits {
+        let Ok(partition) = self.shards.partition(id) else {
+            return Waits::new();
+        };
+        let progress = partition.progress();
+        if progress.visible >= progress.end {
+            return Waits::new();
+        }
+        vec![(partition, progress.end)]
     }
 
     /// Appends the records (call with the coordinator locked, so the log's order is the order
@@ -347,7 +401,18 @@ impl Broker {
             let mut coordinator = self.txns.lock_for(&done.transactional_id)?;
             self.txns.put(&mut coordinator, done.clone())?
         };
-        committed(waits).await?;
+        // On a single node the completed state is not waited on: the durable `Prepare*`
+        // already decides the transaction, and a crash that loses the completion finishes it
+        // again from there. That second finish must find nothing of the producer's next
+        // transaction on its partitions, or its marker would end that one too: every write of
+        // the next transaction's data first waits until the transaction log holding this
+        // completion is durable ([`TxnService::previous_end`]). In a cluster another node
+        // may take over from a replica that never saw the completion: it is committed first.
+        if self.config.clustered {
+            committed(waits).await?;
+        } else {
+            self.txns.note_end(&done.transactional_id, &waits);
+        }
         tracing::debug!(transactional_id = %done.transactional_id, state = done.state.name(), "transaction finished");
         Ok(done)
     }
@@ -455,6 +520,7 @@ impl Broker {
     /// `Prepare*` states left unfinished (after a restart or a failed write), forgets idle ids.
     pub(crate) fn tick_transactions(self: &Arc<Self>) {
         let now = self.txns.now_ms();
+        self.txns.sweep_ends();
         let mut alloc = || {
             self.producer_ids
                 .next()
@@ -467,7 +533,7 @@ impl Broker {
             for meta in aborts {
                 tracing::info!(transactional_id = %meta.transactional_id, "aborting a transaction past its timeout");
                 match self.txns.put_prepare(&mut coordinator, meta.clone()) {
-                    Ok((_, claim)) => to_finish.push((meta, claim)),
+                    Ok((waits, claim)) => to_finish.push((meta, claim, waits)),
                     Err(e) => tracing::warn!(error = ?e, "cannot abort an expired transaction"),
                 }
             }
@@ -479,7 +545,8 @@ impl Broker {
                 .collect();
             for meta in left {
                 if let Some(claim) = self.txns.claim(&meta.transactional_id) {
-                    to_finish.push((meta, claim));
+                    let waits = self.txns.written_so_far(&meta.transactional_id);
+                    to_finish.push((meta, claim, waits));
                 }
             }
             let records: Vec<TxnRecord> = forget.iter().cloned().map(TxnRecord::Delete).collect();
@@ -493,11 +560,17 @@ impl Broker {
         if forgotten > 0 {
             tracing::info!(count = forgotten, "forgot idle transactional ids");
         }
-        for (prepare, claim) in to_finish {
+        for (prepare, claim, waits) in to_finish {
             let broker = Arc::clone(self);
             tokio::spawn(async move {
                 let id = prepare.transactional_id.clone();
-                if let Err(e) = broker.finish_txn(prepare, claim).await {
+                // No marker before the decision is durable: a marker that outlived a lost
+                // `Prepare*` would end a transaction its coordinator still thinks open.
+                let finished = match committed(waits).await {
+                    Ok(()) => broker.finish_txn(prepare, claim).await.map(drop),
+                    Err(e) => Err(e),
+                };
+                if let Err(e) = finished {
                     tracing::warn!(transactional_id = %id, error = ?e, "finishing a transaction failed; will retry");
                 }
             });
