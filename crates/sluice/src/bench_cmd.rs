@@ -20,6 +20,13 @@ pub enum BenchCommand {
     Sweep(SweepArgs),
     /// Install and start Apache Kafka, run the same sweep against it and against Sluice, report both
     Compare(CompareArgs),
+    /// Event-sourced bank transfers, exactly once, with a checker (runs `sluice-bank bench`, which
+    /// is built beside this binary; `sluice bench bank --help` for its flags; docs/bank.md)
+    #[command(disable_help_flag = true)]
+    Bank {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -276,6 +283,7 @@ fn one_line(broker: &str, r: &sluice_bench::E2eResult) {
 
 pub fn run(command: BenchCommand) -> anyhow::Result<()> {
     match command {
+        BenchCommand::Bank { args } => bank(&args)?,
         BenchCommand::Produce(a) => {
             let r = sluice_bench::throughput::produce(&sluice_bench::throughput::ProduceConfig {
                 bootstrap: a.brokers,
@@ -528,5 +536,26 @@ fn compare(a: CompareArgs) -> anyhow::Result<()> {
         "wrote {} and compare.html",
         out_dir.join("compare.json").display()
     );
+    Ok(())
+}
+
+/// Runs `sluice-bank bench ARGS` from beside this executable; its exit status becomes ours.
+fn bank(args: &[String]) -> anyhow::Result<()> {
+    let me = std::env::current_exe()?;
+    let exe = me.with_file_name("sluice-bank");
+    if !exe.is_file() {
+        bail!(
+            "`sluice bench bank` needs the sluice-bank executable beside {} (build it: cargo build --release -p sluice-bank)",
+            me.display()
+        );
+    }
+    let status = std::process::Command::new(&exe)
+        .arg("bench")
+        .args(args)
+        .status()
+        .map_err(|e| anyhow::anyhow!("running {}: {e}", exe.display()))?;
+    if !status.success() {
+        std::process::exit(status.code().unwrap_or(1));
+    }
     Ok(())
 }
