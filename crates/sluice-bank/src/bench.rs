@@ -18,7 +18,7 @@ use serde::Serialize;
 use crate::checker::{check, Verdict};
 use crate::error::BankError;
 use crate::generator::{GeneratorConfig, Rng};
-use crate::kafka::{config, read_settled};
+use crate::kafka::{config, read_settled, send_waiting};
 use crate::local_broker::LocalBroker;
 use crate::record::{account_key, decode_account, decode_balance, partition_of, Record, Topics};
 
@@ -173,24 +173,12 @@ fn open_accounts(bootstrap: &str, topics: &Topics, cfg: &BenchConfig) -> Result<
     let value = cfg.initial_balance.to_be_bytes();
     for account in 0..cfg.accounts {
         let key = account_key(account);
-        loop {
-            let r = BaseRecord::<[u8], [u8]>::to(&topics.balances)
-                .partition(partition_of(account, cfg.partitions))
-                .key(&key[..])
-                .payload(&value[..]);
-            match producer.send(r) {
-                Ok(()) => break,
-                Err((
-                    rdkafka::error::KafkaError::MessageProduction(
-                        rdkafka::types::RDKafkaErrorCode::QueueFull,
-                    ),
-                    _,
-                )) => {
-                    producer.poll(Duration::from_millis(5));
-                }
-                Err((e, _)) => return Err(BankError::kafka("opening the accounts", e)),
-            }
-        }
+        let record = BaseRecord::<[u8], [u8]>::to(&topics.balances)
+            .partition(partition_of(account, cfg.partitions))
+            .key(&key[..])
+            .payload(&value[..]);
+        send_waiting(&producer, record, Duration::from_secs(60))
+            .map_err(|e| BankError::kafka("opening the accounts", e))?;
     }
     producer
         .flush(Duration::from_secs(60))

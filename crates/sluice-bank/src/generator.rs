@@ -14,7 +14,7 @@ use rdkafka::ClientContext;
 
 use crate::checker::Sent;
 use crate::error::BankError;
-use crate::kafka::config;
+use crate::kafka::{config, send_waiting};
 use crate::record::{account_key, partition_of, Record, Tag, Topics};
 
 pub const DUPLICATE_EVERY: u64 = 500;
@@ -185,22 +185,10 @@ fn send(
 ) -> Result<(), BankError> {
     let key = account_key(r.from);
     let value = r.encode();
-    loop {
-        let record = BaseRecord::<[u8], [u8], Box<u64>>::with_opaque_to(topic, Box::new(r.id))
-            .partition(partition_of(r.from, partitions))
-            .key(&key[..])
-            .payload(&value[..]);
-        match producer.send(record) {
-            Ok(()) => return Ok(()),
-            Err((
-                rdkafka::error::KafkaError::MessageProduction(
-                    rdkafka::types::RDKafkaErrorCode::QueueFull,
-                ),
-                _,
-            )) => {
-                producer.poll(Duration::from_millis(5));
-            }
-            Err((e, _)) => return Err(BankError::kafka("sending a transfer", e)),
-        }
-    }
+    let record = BaseRecord::<[u8], [u8], Box<u64>>::with_opaque_to(topic, Box::new(r.id))
+        .partition(partition_of(r.from, partitions))
+        .key(&key[..])
+        .payload(&value[..]);
+    send_waiting(producer, record, Duration::from_secs(60))
+        .map_err(|e| BankError::kafka("sending a transfer", e))
 }

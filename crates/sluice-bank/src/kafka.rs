@@ -8,6 +8,8 @@ use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
+use rdkafka::producer::{BaseProducer, BaseRecord, ProducerContext};
+use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Offset, TopicPartitionList};
 
 use crate::error::BankError;
@@ -148,4 +150,25 @@ pub fn offsets_of(list: &TopicPartitionList) -> HashMap<i32, i64> {
             _ => None,
         })
         .collect()
+}
+
+/// Queues a record, waiting (at most `timeout`) while the producer's queue is full.
+pub fn send_waiting<'a, C: ProducerContext>(
+    producer: &BaseProducer<C>,
+    mut record: BaseRecord<'a, [u8], [u8], C::DeliveryOpaque>,
+    timeout: Duration,
+) -> Result<(), KafkaError> {
+    let deadline = crate::clock::now() + timeout;
+    loop {
+        match producer.send(record) {
+            Ok(()) => return Ok(()),
+            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back))
+                if crate::clock::now() < deadline =>
+            {
+                record = back;
+                producer.poll(Duration::from_millis(5));
+            }
+            Err((e, _)) => return Err(e),
+        }
+    }
 }

@@ -16,13 +16,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
-use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 
 use crate::error::BankError;
-use crate::kafka::{config, read_settled};
+use crate::kafka::{config, read_settled, send_waiting};
 use crate::ledger::Ledger;
 use crate::record::{account_key, decode_account, decode_balance, partition_of, Record, Topics};
 
@@ -241,23 +240,12 @@ fn send(
     key: &[u8],
     value: &[u8],
 ) -> Result<(), BankError> {
-    let deadline = crate::clock::now() + TXN_TIMEOUT;
-    loop {
-        let record = BaseRecord::<[u8], [u8]>::to(topic)
-            .partition(partition)
-            .key(key)
-            .payload(value);
-        match producer.send(record) {
-            Ok(()) => return Ok(()),
-            Err((
-                KafkaError::MessageProduction(rdkafka::types::RDKafkaErrorCode::QueueFull),
-                _,
-            )) if crate::clock::now() < deadline => {
-                producer.poll(Duration::from_millis(5));
-            }
-            Err((e, _)) => return Err(BankError::kafka(format!("sending to {topic}"), e)),
-        }
-    }
+    let record = BaseRecord::<[u8], [u8]>::to(topic)
+        .partition(partition)
+        .key(key)
+        .payload(value);
+    send_waiting(producer, record, TXN_TIMEOUT)
+        .map_err(|e| BankError::kafka(format!("sending to {topic}"), e))
 }
 
 /// The ledgers of `assigned`: each account's newest balance snapshot, then the ids of the
