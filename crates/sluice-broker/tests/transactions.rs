@@ -23,6 +23,7 @@ const INVALID_PRODUCER_EPOCH: i16 = 47;
 const INVALID_PRODUCER_ID_MAPPING: i16 = 49;
 const INVALID_TRANSACTION_TIMEOUT: i16 = 50;
 const INVALID_TXN_STATE: i16 = 48;
+const INVALID_REQUIRED_ACKS: i16 = 21;
 const PRODUCER_FENCED: i16 = 90;
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 
@@ -166,8 +167,23 @@ async fn describe(broker: &Broker, id: &str) -> (String, i16, Vec<i32>) {
     )
 }
 
+/// A transactional write of producer `pid`, whose transactional id is "app".
 async fn produce(
     broker: &Broker,
+    version: i16,
+    partition: i32,
+    pid: i64,
+    epoch: i16,
+    seq: i32,
+) -> i16 {
+    produce_as(broker, Some("app"), -1, version, partition, pid, epoch, seq).await
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn produce_as(
+    broker: &Broker,
+    id: Option<&str>,
+    acks: i16,
     version: i16,
     partition: i32,
     pid: i64,
@@ -181,9 +197,9 @@ async fn produce(
         version,
         RequestKind::Produce(
             ProduceRequest::default()
-                .with_acks(-1)
+                .with_acks(acks)
                 .with_timeout_ms(5000)
-                .with_transactional_id(Some(tid("x")))
+                .with_transactional_id(id.map(tid))
                 .with_topic_data(vec![TopicProduceData::default()
                     .with_name(TopicName(StrBytes::from_static_str("t")))
                     .with_partition_data(vec![PartitionProduceData::default()
@@ -341,6 +357,20 @@ async fn bad_requests_get_their_errors_and_change_nothing() {
     );
     // A transactional write to a partition not in the transaction (Produce v11).
     assert_eq!(produce(b, 11, 1, pid, epoch, 0).await, INVALID_TXN_STATE);
+    // A transactional write naming another transactional id than its producer's, or none,
+    // also for a partition in the transaction; one with acks other than all.
+    assert_eq!(add_partition(b, "app", pid, epoch, "t", 0).await, NONE);
+    for (id, version) in [(Some("idle"), 11), (None, 11), (Some("idle"), 12)] {
+        assert_eq!(
+            produce_as(b, id, -1, version, 0, pid, epoch, 0).await,
+            INVALID_PRODUCER_ID_MAPPING,
+            "{id:?} v{version}"
+        );
+    }
+    assert_eq!(
+        produce_as(b, Some("app"), 1, 11, 0, pid, epoch, 0).await,
+        INVALID_REQUIRED_ACKS
+    );
     // A timeout beyond transaction.max.timeout.ms.
     assert_eq!(
         init(b, "slow", 3_600_000).await.0,

@@ -225,6 +225,11 @@ fn handle_here(broker: &Broker, request: ProduceRequest, version: i16) -> Reply 
     let Some(id) = request.transactional_id.as_ref().map(|s| s.to_string()) else {
         return handle_verified(broker, request, version, &Verdicts::new());
     };
+    if request.acks != -1 {
+        // Refused partition by partition (transactional writes need acks=all), and an acks=0
+        // request gets no answer, which a deferred reply cannot express.
+        return handle_verified(broker, request, version, &Verdicts::new());
+    }
     let barrier = broker.txns.previous_end(&id);
     let keys: Vec<(String, i32)> = request
         .topic_data
@@ -252,12 +257,8 @@ fn handle_here(broker: &Broker, request: ProduceRequest, version: i16) -> Reply 
     else {
         return handle_verified(broker, request, version, &Verdicts::new());
     };
-    let acks = request.acks;
     Reply::Later(Box::pin(async move {
         if let Err(e) = crate::commit::committed(barrier).await {
-            if acks == 0 {
-                return None;
-            }
             return Some(refuse_all(
                 request,
                 version,
@@ -601,6 +602,13 @@ fn append(
                 index,
                 ResponseError::InvalidRecord,
                 "a compacted topic needs a key on every record".into(),
+            );
+        }
+        Ok(v) if v.header().is_transactional() && acks != -1 => {
+            return failed(
+                index,
+                ResponseError::InvalidRequiredAcks,
+                format!("a transactional write needs acks=all (-1), not {acks}"),
             );
         }
         Ok(v) if v.header().is_transactional() => {

@@ -311,7 +311,14 @@ impl Broker {
     ) -> Result<(), ResponseError> {
         self.txns.check(transactional_id)?;
         let waits = self
-            .verify_txn_write_here(producer_id, producer_epoch, topic, partition, implicit_add)
+            .verify_txn_write_here(
+                Some(transactional_id),
+                producer_id,
+                producer_epoch,
+                topic,
+                partition,
+                implicit_add,
+            )
             .map_err(|(e, message)| {
                 tracing::debug!(transactional_id, producer_id, %message, "transactional write refused");
                 e

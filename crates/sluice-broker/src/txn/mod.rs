@@ -17,8 +17,8 @@
 //! ([`TxnService::previous_end`]; AddPartitionsToTxn, which waits, covers it for older
 //! clients). AddOffsetsToTxn, TxnOffsetCommit and a TV2 Produce's own addition are not
 //! waited on: only the fsynced `Prepare*` state decides a transaction, and a TV2
-//! transaction's data carries a newer epoch than the previous one's markers. AddPartitionsToTxn
-//! (older clients, same epoch across transactions) is.
+//! transaction's data is appended only after the previous transaction's end is durable.
+//! AddPartitionsToTxn (older clients) is.
 
 pub mod append_turns;
 pub mod coordinator;
@@ -399,7 +399,12 @@ impl Broker {
         let done = completed(&prepare, self.txns.now_ms());
         let waits = {
             let mut coordinator = self.txns.lock_for(&done.transactional_id)?;
-            self.txns.put(&mut coordinator, done.clone())?
+            let waits = self.txns.put(&mut coordinator, done.clone())?;
+            if !self.config.clustered {
+                // Under the lock: a retried EndTxn answered from this state finds it noted.
+                self.txns.note_end(&done.transactional_id, &waits);
+            }
+            waits
         };
         // On a single node the completed state is not waited on: the durable `Prepare*`
         // already decides the transaction, and a crash that loses the completion finishes it
@@ -410,8 +415,6 @@ impl Broker {
         // may take over from a replica that never saw the completion: it is committed first.
         if self.config.clustered {
             committed(waits).await?;
-        } else {
-            self.txns.note_end(&done.transactional_id, &waits);
         }
         tracing::debug!(transactional_id = %done.transactional_id, state = done.state.name(), "transaction finished");
         Ok(done)
@@ -611,14 +614,30 @@ impl Broker {
         // An add made here is not waited on: on a single node it precedes the data in the
         // log's order, and start-up settles a partition whose add was lost (see
         // `heal_transactions`). In a cluster an add was made, and waited on, before.
-        self.verify_txn_write_here(producer_id, epoch, topic, partition, implicit_add)
-            .map(drop)
+        self.verify_txn_write_here(
+            transactional_id,
+            producer_id,
+            epoch,
+            topic,
+            partition,
+            implicit_add,
+        )
+        .map(drop)
+        .map_err(|(e, message)| match e {
+            // Retriable for a producer, as in a cluster (a decision being carried out again
+            // after a restart holds the partition's transaction for a moment).
+            ResponseError::ConcurrentTransactions
+            | ResponseError::CoordinatorNotAvailable
+            | ResponseError::NotCoordinator => (ResponseError::NotEnoughReplicas, message),
+            e => (e, message),
+        })
     }
 
     /// The coordinator's side of [`Broker::verify_txn_write`]: `producer_id`'s epoch is current
     /// and `topic`-`partition` in its open transaction (or, with `implicit_add`, added now).
     pub(crate) fn verify_txn_write_here(
         &self,
+        transactional_id: Option<&str>,
         producer_id: i64,
         epoch: i16,
         topic: &str,
@@ -633,6 +652,16 @@ impl Broker {
                 format!("producer {producer_id} has no transactional id here"),
             ));
         };
+        // The request names the transactional id its batches belong to (what it is authorized
+        // for, and what a single node's produce waits on before appending).
+        if transactional_id != Some(meta.transactional_id.as_str()) {
+            return Err((
+                ResponseError::InvalidProducerIdMapping,
+                format!(
+                    "producer {producer_id} belongs to another transactional id than the request's {transactional_id:?}"
+                ),
+            ));
+        }
         if epoch != meta.producer_epoch {
             return Err((
                 ResponseError::InvalidProducerEpoch,
