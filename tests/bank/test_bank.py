@@ -3,13 +3,25 @@ processors and the broker SIGKILLed during the run; the checker must pass (every
 applied exactly once on both sides, balances never negative, the total unchanged)."""
 
 import json
+import os
+import signal
 import subprocess
 
 from conftest import SLUICE
 
 
-def bank(*args, timeout=300):
-    return subprocess.run([str(SLUICE), "bench", "bank", *args], capture_output=True, text=True, timeout=timeout)
+def bank(*args, timeout=600):
+    """Runs `sluice bench bank`; on a timeout its whole process group (the bench, its broker and
+    processors) is killed, not just `sluice`."""
+    proc = subprocess.Popen([str(SLUICE), "bench", "bank", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        raise AssertionError(f"sluice bench bank ran over {timeout} s: {err[-3000:]}")
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def test_the_bank_workload_survives_processor_and_broker_kills(tmp_path):
@@ -24,7 +36,8 @@ def test_the_bank_workload_survives_processor_and_broker_kills(tmp_path):
     assert report["drained"]
     faults = report["faults"]
     assert len(faults) == 3 and sum("broker SIGKILLed" in f for f in faults) == 1, faults
-    assert report["processor_restarts"] >= 2, report["processor_restarts"]
+    # The two killed processors came back; a crash loop would restart far more often.
+    assert 2 <= report["processor_restarts"] <= 12, report["processor_restarts"]
     # Every transfer the broker acknowledged finished: debited and credited, or refused.
     sent = report["transfers_sent"]
     assert sent >= 30_000, sent

@@ -165,10 +165,10 @@ fn block_on<F: std::future::Future>(f: F) -> F::Output {
 
 /// Every account's opening balance, as its first snapshot.
 fn open_accounts(bootstrap: &str, topics: &Topics, cfg: &BenchConfig) -> Result<(), BankError> {
-    let producer: BaseProducer = config(bootstrap)
+    let producer: BaseProducer<Failures> = config(bootstrap)
         .set("enable.idempotence", "true")
         .set("linger.ms", "5")
-        .create()
+        .create_with_context(Failures::default())
         .map_err(|e| BankError::kafka("creating the account opener", e))?;
     let value = cfg.initial_balance.to_be_bytes();
     for account in 0..cfg.accounts {
@@ -182,7 +182,36 @@ fn open_accounts(bootstrap: &str, topics: &Topics, cfg: &BenchConfig) -> Result<
     }
     producer
         .flush(Duration::from_secs(60))
-        .map_err(|e| BankError::kafka("opening the accounts", e))
+        .map_err(|e| BankError::kafka("opening the accounts", e))?;
+    let failed = producer.context().0.load(Ordering::SeqCst);
+    if failed > 0 {
+        return Err(BankError::Setup(format!(
+            "{failed} opening balances were not written"
+        )));
+    }
+    Ok(())
+}
+
+/// Counts records the broker did not take.
+#[derive(Default)]
+struct Failures(std::sync::atomic::AtomicU64);
+
+impl rdkafka::ClientContext for Failures {}
+
+impl rdkafka::producer::ProducerContext for Failures {
+    type DeliveryOpaque = ();
+
+    fn delivery(&self, result: &rdkafka::message::DeliveryResult<'_>, _: ()) {
+        if result.is_err() {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Fault {
+    Processor,
+    Broker,
 }
 
 struct Processors {
@@ -294,6 +323,8 @@ fn run_once(
         restarts: 0,
     };
     for i in 0..k as usize {
+        // A reused work directory must not hold an old run's "ASSIGNED".
+        let _ = std::fs::remove_file(dir.join(format!("processor-{i}.log")));
         procs.spawn(i)?;
     }
     let ready_by = crate::clock::now() + Duration::from_secs(60);
@@ -339,44 +370,47 @@ fn run_once(
     };
 
     // Faults at random moments of the run: two processor SIGKILLs and, with a local broker,
-    // one broker SIGKILL and restart.
+    // one broker SIGKILL and restart. A fault still due when the load ends (a slow restart
+    // delayed the plan) is made then, so every run has all of them.
     let start = crate::clock::now();
     let mut rng = Rng::new(cfg.seed ^ 0x5eed);
-    let mut plan: Vec<(Duration, &str)> = Vec::new();
+    let mut plan: Vec<(Duration, Fault)> = Vec::new();
     if cfg.faults {
         let at = |rng: &mut Rng, lo: f64, hi: f64| {
             cfg.duration
                 .mul_f64(lo + (hi - lo) * (rng.below(1000) as f64 / 1000.0))
         };
-        plan.push((at(&mut rng, 0.15, 0.35), "processor"));
+        plan.push((at(&mut rng, 0.15, 0.35), Fault::Processor));
         if broker.is_some() {
-            plan.push((at(&mut rng, 0.4, 0.6), "broker"));
+            plan.push((at(&mut rng, 0.4, 0.6), Fault::Broker));
         }
-        plan.push((at(&mut rng, 0.65, 0.85), "processor"));
+        plan.push((at(&mut rng, 0.65, 0.85), Fault::Processor));
     }
     let mut faults = Vec::new();
-    while !generator.is_finished() {
-        if let Some(&(when, what)) = plan.first() {
-            if start.elapsed() >= when {
+    loop {
+        let load_ended = generator.is_finished();
+        if let Some(&(when, fault)) = plan.first() {
+            if load_ended || start.elapsed() >= when {
                 plan.remove(0);
                 let t = start.elapsed().as_secs_f64();
-                match what {
-                    "broker" => {
-                        if let Some(b) = broker.as_deref_mut() {
-                            b.crash_and_restart(Duration::from_millis(500))?;
-                            faults.push(format!(
-                                "{t:.1}s: broker SIGKILLed, back after {:.1}s",
-                                start.elapsed().as_secs_f64() - t
-                            ));
-                        }
+                match (fault, broker.as_deref_mut()) {
+                    (Fault::Broker, Some(b)) => {
+                        b.crash_and_restart(Duration::from_millis(500))?;
+                        faults.push(format!(
+                            "{t:.1}s: broker SIGKILLed, back after {:.1}s",
+                            start.elapsed().as_secs_f64() - t
+                        ));
                     }
-                    _ => {
+                    (Fault::Broker, None) => {}
+                    (Fault::Processor, _) => {
                         let victim = rng.below(u64::from(k)) as usize;
                         procs.kill(victim);
                         faults.push(format!("{t:.1}s: processor {victim} SIGKILLed"));
                     }
                 }
             }
+        } else if load_ended {
+            break;
         }
         procs.supervise()?;
         std::thread::sleep(Duration::from_millis(50));
@@ -412,7 +446,11 @@ fn run_once(
     let restarts = procs.restarts;
     procs.kill_all();
     stop.store(true, Ordering::SeqCst);
-    let _ = monitor.join();
+    match monitor.join() {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => return Err(e),
+        Err(_) => return Err(BankError::Setup("the monitor panicked".into())),
+    }
     let observed = Arc::try_unwrap(observed)
         .map_err(|_| BankError::Setup("the monitor still runs".into()))?
         .into_inner()

@@ -5,7 +5,8 @@
 //! - every transfer the broker accepted has exactly one debit step (debited or refused); a
 //!   debited one exactly one credit, a refused one none; one whose send failed (unknown
 //!   outcome) at most one of each, credited only if debited;
-//! - every event belongs to a transfer that was sent, with its accounts and amount;
+//! - every event belongs to a transfer that was sent, with its accounts and amount; a refusal
+//!   only when the source's balance at that point was below the amount;
 //! - replaying the events from the initial balances gives every account's snapshot, no balance
 //!   is ever negative, and the snapshots sum to the initial total.
 
@@ -80,6 +81,19 @@ pub fn check(
             }
             Tag::Refused => {
                 st.refused += 1;
+                // A refusal must be right: the source could not pay (an account's events are
+                // all on its own partition, in the order they were decided, so the replayed
+                // balance is the one the processor saw).
+                let had = balances.get(e.from as usize).copied();
+                if e.amount > 0 && e.from != e.to && had.is_some_and(|b| b >= e.amount) {
+                    violations.push(format!(
+                        "transfer {} was refused although account {} held {} for amount {}",
+                        e.id,
+                        e.from,
+                        had.unwrap_or_default(),
+                        e.amount
+                    ));
+                }
                 None
             }
             Tag::Credited => {
@@ -283,6 +297,18 @@ mod tests {
         );
         assert!(
             v.violations.iter().any(|x| x.contains("negative balance")),
+            "{v:?}"
+        );
+    }
+
+    #[test]
+    fn a_wrong_refusal_is_caught() {
+        let s = sent(&[(1, 0, 1, 30)]);
+        let e = vec![ev(Tag::Refused, 1, 0, 1, 30)];
+        let v = check(2, 100, &s, &e, &BTreeMap::from([(0, 100), (1, 100)]));
+        assert!(!v.ok);
+        assert!(
+            v.violations.iter().any(|x| x.contains("refused although")),
             "{v:?}"
         );
     }

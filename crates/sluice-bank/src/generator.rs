@@ -1,7 +1,9 @@
 //! The load generator: transfer commands at a fixed offered rate, each between two random
 //! accounts, sent with an idempotent producer to the source account's partition. Every
-//! `DUPLICATE_EVERY`-th transfer is sent twice (the same id), as a client retrying on its own
-//! would: the processors must apply it once.
+//! `DUPLICATE_EVERY`-th transfer is sent again `DUPLICATE_AFTER` transfers later (the same
+//! id), as a client retrying on its own would; by then the first copy is usually committed
+//! (often by a processor that has restarted since), so the processors must recognise it from
+//! what they rebuilt, not only from memory.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,6 +20,7 @@ use crate::kafka::{config, send_waiting};
 use crate::record::{account_key, partition_of, Record, Tag, Topics};
 
 pub const DUPLICATE_EVERY: u64 = 500;
+pub const DUPLICATE_AFTER: u64 = 2_000;
 
 pub use crate::clock::now_us;
 
@@ -104,7 +107,8 @@ pub fn run(cfg: &GeneratorConfig, stop: &Arc<AtomicBool>) -> Result<Generated, B
         .map_err(|e| BankError::kafka("the load generator's first metadata", e))?;
     std::thread::sleep(Duration::from_secs(1));
     let mut rng = Rng::new(cfg.seed);
-    let mut pending: HashMap<u64, (Record, u8)> = HashMap::new();
+    let mut pending: HashMap<u64, Record> = HashMap::new();
+    let mut again: std::collections::VecDeque<(u64, Record)> = std::collections::VecDeque::new();
     let started = crate::clock::now();
     let end = started + cfg.duration;
     let mut next_id = 1u64;
@@ -123,19 +127,23 @@ pub fn run(cfg: &GeneratorConfig, stop: &Arc<AtomicBool>) -> Result<Generated, B
                 amount: 1 + rng.below(100) as i64,
                 sent_us: now_us(),
             };
-            let copies = if next_id.is_multiple_of(DUPLICATE_EVERY) {
-                2
-            } else {
-                1
-            };
-            for _ in 0..copies {
-                send(&producer, &topics.commands, cfg.partitions, &r)?;
+            send(&producer, &topics.commands, cfg.partitions, &r)?;
+            if next_id.is_multiple_of(DUPLICATE_EVERY) {
+                again.push_back((next_id + DUPLICATE_AFTER, r));
             }
-            pending.insert(next_id, (r, copies));
+            while again.front().is_some_and(|(due, _)| *due <= next_id) {
+                if let Some((_, dup)) = again.pop_front() {
+                    send(&producer, &topics.commands, cfg.partitions, &dup)?;
+                }
+            }
+            pending.insert(next_id, r);
             next_id += 1;
         }
         producer.poll(Duration::ZERO);
         std::thread::sleep(Duration::from_micros(500));
+    }
+    for (_, dup) in again.drain(..) {
+        send(&producer, &topics.commands, cfg.partitions, &dup)?;
     }
     let finished = crate::clock::now();
     if producer.flush(Duration::from_secs(90)).is_err() {
@@ -156,7 +164,7 @@ pub fn run(cfg: &GeneratorConfig, stop: &Arc<AtomicBool>) -> Result<Generated, B
         .unwrap_or_default();
     let sent = pending
         .into_iter()
-        .map(|(id, (r, _))| {
+        .map(|(id, r)| {
             (
                 id,
                 Sent {

@@ -1,7 +1,7 @@
 //! librdkafka clients as the workload uses them, and reading a topic's partitions to their
 //! stable end.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use rdkafka::config::ClientConfig;
@@ -139,17 +139,6 @@ pub fn partition_count(bootstrap: &str, topic: &str) -> Result<i32, BankError> {
         .ok()
         .filter(|n| *n > 0)
         .ok_or_else(|| BankError::Setup(format!("topic {topic} has no partitions")))
-}
-
-/// Per partition, the offsets a list holds (for logging).
-pub fn offsets_of(list: &TopicPartitionList) -> HashMap<i32, i64> {
-    list.elements()
-        .iter()
-        .filter_map(|e| match e.offset() {
-            Offset::Offset(o) => Some((e.partition(), o)),
-            _ => None,
-        })
-        .collect()
 }
 
 /// Queues a record, waiting (at most `timeout`) while the producer's queue is full.

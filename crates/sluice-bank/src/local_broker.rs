@@ -18,12 +18,18 @@ pub struct LocalBroker {
     pub restarts: u32,
 }
 
-fn free_port() -> Result<u16, BankError> {
-    let l = TcpListener::bind("127.0.0.1:0")
-        .map_err(|e| BankError::Setup(format!("no free port: {e}")))?;
-    l.local_addr()
-        .map(|a| a.port())
-        .map_err(|e| BankError::Setup(format!("no free port: {e}")))
+/// Two distinct free ports (both held while chosen, so they differ).
+fn free_ports() -> Result<(u16, u16), BankError> {
+    let bind = || {
+        TcpListener::bind("127.0.0.1:0").map_err(|e| BankError::Setup(format!("no free port: {e}")))
+    };
+    let (a, b) = (bind()?, bind()?);
+    let port = |l: &TcpListener| {
+        l.local_addr()
+            .map(|a| a.port())
+            .map_err(|e| BankError::Setup(format!("no free port: {e}")))
+    };
+    Ok((port(&a)?, port(&b)?))
 }
 
 /// The `sluice` executable beside this one.
@@ -45,11 +51,12 @@ impl LocalBroker {
     pub fn start(dir: &Path) -> Result<LocalBroker, BankError> {
         std::fs::create_dir_all(dir)
             .map_err(|e| BankError::Setup(format!("cannot create {}: {e}", dir.display())))?;
+        let (kafka, admin) = free_ports()?;
         let mut b = LocalBroker {
             exe: sluice_exe()?,
             dir: dir.to_path_buf(),
-            bootstrap: format!("127.0.0.1:{}", free_port()?),
-            admin: format!("127.0.0.1:{}", free_port()?),
+            bootstrap: format!("127.0.0.1:{kafka}"),
+            admin: format!("127.0.0.1:{admin}"),
             child: None,
             restarts: 0,
         };

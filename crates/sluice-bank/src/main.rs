@@ -136,14 +136,14 @@ fn run_bench(a: BenchArgs) -> anyhow::Result<()> {
     if a.rate == 0 || a.duration == 0 {
         bail!("--rate and --duration must be above 0");
     }
-    if a.accounts < 2 {
-        bail!("--accounts must be at least 2");
+    if !(2..=10_000_000).contains(&a.accounts) {
+        bail!("--accounts must be between 2 and 10,000,000");
+    }
+    if !(0..=1_000_000_000_000).contains(&a.initial_balance) {
+        bail!("--initial-balance must be between 0 and 10^12");
     }
     if a.partitions < 1 {
         bail!("--partitions must be at least 1");
-    }
-    if a.initial_balance < 0 {
-        bail!("--initial-balance cannot be negative");
     }
     if a.processors.is_empty() || a.processors.contains(&0) {
         bail!("--processors takes counts above 0, e.g. 1,2,4");

@@ -22,8 +22,10 @@ use rdkafka::{ClientContext, Offset, TopicPartitionList};
 
 use crate::error::BankError;
 use crate::kafka::{config, read_settled, send_waiting};
-use crate::ledger::Ledger;
-use crate::record::{account_key, decode_account, decode_balance, partition_of, Record, Topics};
+use crate::ledger::{Effects, Ledger};
+use crate::record::{
+    account_key, decode_account, decode_balance, partition_of, Record, Tag, Topics,
+};
 
 #[derive(Debug, Clone)]
 pub struct ProcessorConfig {
@@ -35,7 +37,8 @@ pub struct ProcessorConfig {
     pub commit_records: usize,
 }
 
-/// Counts rebalances (both halves), so the loop notices one happened.
+/// Counts rebalance callbacks (a revocation and an assignment each count), so the loop
+/// notices that one happened.
 struct Rebalances(AtomicU64);
 
 impl ClientContext for Rebalances {}
@@ -93,7 +96,9 @@ pub fn run(cfg: &ProcessorConfig, stop: &Arc<AtomicBool>) -> Result<(), BankErro
     let mut handled = 0u64;
     let mut open: Option<(Instant, usize)> = None;
     let commit_every = Duration::from_millis(cfg.commit_ms);
-    while !stop.load(Ordering::SeqCst) {
+    // A processor whose bench went away (killed) stops too.
+    let parent = std::os::unix::process::parent_id();
+    while !stop.load(Ordering::SeqCst) && std::os::unix::process::parent_id() == parent {
         let polled = consumer.poll(Duration::from_millis(if open.is_some() { 1 } else { 20 }));
         let seen = consumer.context().0.load(Ordering::SeqCst);
         if seen != handled {
@@ -103,13 +108,7 @@ pub fn run(cfg: &ProcessorConfig, stop: &Arc<AtomicBool>) -> Result<(), BankErro
                     .map_err(|e| BankError::kafka("abort_transaction at a rebalance", e))?;
                 ledgers.values_mut().for_each(Ledger::rollback);
             }
-            let assigned: Vec<i32> = consumer
-                .assignment()
-                .map_err(|e| BankError::kafka("assignment", e))?
-                .elements()
-                .iter()
-                .map(|e| e.partition())
-                .collect();
+            let assigned = assigned_partitions(&consumer)?;
             ledgers = rebuild(&cfg.bootstrap, &topics, &assigned, partitions)?;
             tracing::info!(index = cfg.index, ?assigned, "partitions assigned");
             println!("ASSIGNED {assigned:?}");
@@ -118,7 +117,14 @@ pub fn run(cfg: &ProcessorConfig, stop: &Arc<AtomicBool>) -> Result<(), BankErro
         producer.poll(Duration::ZERO);
         match polled {
             None => {}
-            Some(Err(e)) => tracing::debug!(error = %e, "consumer"),
+            Some(Err(e)) => {
+                if let Some((code, reason)) = consumer.client().fatal_error() {
+                    return Err(BankError::Setup(format!(
+                        "the consumer failed for good: {code:?}: {reason}"
+                    )));
+                }
+                tracing::debug!(error = %e, "consumer");
+            }
             Some(Ok(m)) => {
                 let Some(ledger) = ledgers.get_mut(&m.partition()) else {
                     tracing::warn!(
@@ -141,35 +147,7 @@ pub fn run(cfg: &ProcessorConfig, stop: &Arc<AtomicBool>) -> Result<(), BankErro
                     open = Some((crate::clock::now(), 0));
                 }
                 if let Some(effects) = ledger.apply(&command) {
-                    let event_account = match effects.event.tag {
-                        crate::record::Tag::Credited => effects.event.to,
-                        _ => effects.event.from,
-                    };
-                    send(
-                        &producer,
-                        &topics.events,
-                        partition_of(event_account, partitions),
-                        &account_key(event_account),
-                        &effects.event.encode(),
-                    )?;
-                    if let Some((account, balance)) = effects.balance {
-                        send(
-                            &producer,
-                            &topics.balances,
-                            partition_of(account, partitions),
-                            &account_key(account),
-                            &balance.to_be_bytes(),
-                        )?;
-                    }
-                    if let Some(next) = effects.next {
-                        send(
-                            &producer,
-                            &topics.commands,
-                            partition_of(next.to, partitions),
-                            &account_key(next.to),
-                            &next.encode(),
-                        )?;
-                    }
+                    write_effects(&producer, &topics, partitions, &effects)?;
                 }
                 if let Some((_, n)) = open.as_mut() {
                     *n += 1;
@@ -188,6 +166,57 @@ pub fn run(cfg: &ProcessorConfig, stop: &Arc<AtomicBool>) -> Result<(), BankErro
         producer
             .abort_transaction(TXN_TIMEOUT)
             .map_err(|e| BankError::kafka("abort_transaction at exit", e))?;
+    }
+    Ok(())
+}
+
+/// The commands partitions the consumer holds now.
+fn assigned_partitions(consumer: &BaseConsumer<Rebalances>) -> Result<Vec<i32>, BankError> {
+    Ok(consumer
+        .assignment()
+        .map_err(|e| BankError::kafka("assignment", e))?
+        .elements()
+        .iter()
+        .map(|e| e.partition())
+        .collect())
+}
+
+/// Queues a command's effects in the open transaction: its event (on the partition of the
+/// account it happened to), the account's new balance, the saga's next command.
+fn write_effects(
+    producer: &BaseProducer,
+    topics: &Topics,
+    partitions: i32,
+    effects: &Effects,
+) -> Result<(), BankError> {
+    let event_account = match effects.event.tag {
+        Tag::Credited => effects.event.to,
+        _ => effects.event.from,
+    };
+    send(
+        producer,
+        &topics.events,
+        partition_of(event_account, partitions),
+        &account_key(event_account),
+        &effects.event.encode(),
+    )?;
+    if let Some((account, balance)) = effects.balance {
+        send(
+            producer,
+            &topics.balances,
+            partition_of(account, partitions),
+            &account_key(account),
+            &balance.to_be_bytes(),
+        )?;
+    }
+    if let Some(next) = effects.next {
+        send(
+            producer,
+            &topics.commands,
+            partition_of(next.to, partitions),
+            &account_key(next.to),
+            &next.encode(),
+        )?;
     }
     Ok(())
 }
@@ -265,12 +294,19 @@ pub fn rebuild(
         &topics.balances,
         assigned,
         deadline,
+        // A record this service did not write is skipped, not fatal: failing here would fail
+        // every rebuild of the partition, forever.
         |p, key, value| {
-            let account = decode_account(key)?;
-            if partition_of(account, partitions) == p {
-                if let Some(l) = ledgers.get_mut(&p) {
-                    l.set_balance(account, decode_balance(value)?);
+            match (decode_account(key), decode_balance(value)) {
+                (Ok(account), Ok(balance)) if partition_of(account, partitions) == p => {
+                    if let Some(l) = ledgers.get_mut(&p) {
+                        l.set_balance(account, balance);
+                    }
                 }
+                _ => tracing::warn!(
+                    partition = p,
+                    "skipping a snapshot this service did not write"
+                ),
             }
             Ok(())
         },
@@ -281,8 +317,12 @@ pub fn rebuild(
         assigned,
         deadline,
         |p, _, value| {
-            if let Some(l) = ledgers.get_mut(&p) {
-                l.replay(&Record::decode(value)?);
+            match (Record::decode(value), ledgers.get_mut(&p)) {
+                (Ok(event), Some(l)) => l.replay(&event),
+                (Err(e), _) => {
+                    tracing::warn!(partition = p, error = %e, "skipping an unreadable event")
+                }
+                (Ok(_), None) => {}
             }
             Ok(())
         },
