@@ -227,11 +227,8 @@ struct Processors {
 
 impl Processors {
     fn spawn(&mut self, index: usize) -> Result<(), BankError> {
-        let out = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.dir.join(format!("processor-{index}.log")))
-            .map_err(|e| BankError::Setup(format!("processor log: {e}")))?;
+        let out =
+            crate::local_broker::append_log(&self.dir.join(format!("processor-{index}.log")))?;
         let err = out
             .try_clone()
             .map_err(|e| BankError::Setup(format!("processor log: {e}")))?;
@@ -363,11 +360,7 @@ fn run_once(
         duration: cfg.duration,
         seed: cfg.seed,
     };
-    let gen_stop = Arc::new(AtomicBool::new(false));
-    let generator = {
-        let s = Arc::clone(&gen_stop);
-        std::thread::spawn(move || crate::generator::run(&gen_cfg, &s))
-    };
+    let generator = std::thread::spawn(move || crate::generator::run(&gen_cfg));
 
     // Faults at random moments of the run: two processor SIGKILLs and, with a local broker,
     // one broker SIGKILL and restart. A fault still due when the load ends (a slow restart

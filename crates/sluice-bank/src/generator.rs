@@ -6,8 +6,7 @@
 //! what they rebuilt, not only from memory.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use rdkafka::message::DeliveryResult;
@@ -90,7 +89,7 @@ pub struct GeneratorConfig {
     pub seed: u64,
 }
 
-pub fn run(cfg: &GeneratorConfig, stop: &Arc<AtomicBool>) -> Result<Generated, BankError> {
+pub fn run(cfg: &GeneratorConfig) -> Result<Generated, BankError> {
     let topics = Topics::new(&cfg.prefix);
     let producer: BaseProducer<Deliveries> = config(&cfg.bootstrap)
         .set("enable.idempotence", "true")
@@ -113,7 +112,7 @@ pub fn run(cfg: &GeneratorConfig, stop: &Arc<AtomicBool>) -> Result<Generated, B
     let end = started + cfg.duration;
     let mut next_id = 1u64;
     let per_us = cfg.rate.max(1) as f64 / 1e6;
-    while crate::clock::now() < end && !stop.load(Ordering::SeqCst) {
+    while crate::clock::now() < end {
         let due = (started.elapsed().as_micros() as f64 * per_us) as u64 + 1;
         while next_id <= due {
             let from = rng.below(u64::from(cfg.accounts)) as u32;

@@ -32,6 +32,15 @@ fn free_ports() -> Result<(u16, u16), BankError> {
     Ok((port(&a)?, port(&b)?))
 }
 
+/// A child process's log file, appended to across its restarts.
+pub fn append_log(path: &Path) -> Result<std::fs::File, BankError> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| BankError::Setup(format!("cannot open {}: {e}", path.display())))
+}
+
 /// The `sluice` executable beside this one.
 pub fn sluice_exe() -> Result<PathBuf, BankError> {
     let me = std::env::current_exe()
@@ -65,11 +74,7 @@ impl LocalBroker {
     }
 
     fn spawn(&mut self) -> Result<(), BankError> {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.dir.join("broker.log"))
-            .map_err(|e| BankError::Setup(format!("broker log: {e}")))?;
+        let log = append_log(&self.dir.join("broker.log"))?;
         let child = Command::new(&self.exe)
             .args([
                 "serve",

@@ -2,8 +2,6 @@
 //! `sluice-bank bench`).
 
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
@@ -118,8 +116,7 @@ fn run() -> anyhow::Result<()> {
                 commit_ms,
                 commit_records: commit_records.max(1),
             };
-            let stop = Arc::new(AtomicBool::new(false));
-            processor::run(&cfg, &stop).context("the processor stopped")?;
+            processor::run(&cfg).context("the processor stopped")?;
             Ok(())
         }
         Cmd::Bench(a) => run_bench(a),

@@ -11,8 +11,7 @@
 //! it); its successor, with the same transactional id, fences whatever it left open.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
@@ -55,7 +54,7 @@ impl ConsumerContext for Rebalances {
 
 const TXN_TIMEOUT: Duration = Duration::from_secs(30);
 
-pub fn run(cfg: &ProcessorConfig, stop: &Arc<AtomicBool>) -> Result<(), BankError> {
+pub fn run(cfg: &ProcessorConfig) -> Result<(), BankError> {
     let topics = Topics::new(&cfg.prefix);
     let partitions = crate::kafka::partition_count(&cfg.bootstrap, &topics.commands)?;
     let consumer: BaseConsumer<Rebalances> = config(&cfg.bootstrap)
@@ -96,9 +95,9 @@ pub fn run(cfg: &ProcessorConfig, stop: &Arc<AtomicBool>) -> Result<(), BankErro
     let mut handled = 0u64;
     let mut open: Option<(Instant, usize)> = None;
     let commit_every = Duration::from_millis(cfg.commit_ms);
-    // A processor whose bench went away (killed) stops too.
+    // Runs until its bench (the parent) goes away.
     let parent = std::os::unix::process::parent_id();
-    while !stop.load(Ordering::SeqCst) && std::os::unix::process::parent_id() == parent {
+    while std::os::unix::process::parent_id() == parent {
         let polled = consumer.poll(Duration::from_millis(if open.is_some() { 1 } else { 20 }));
         let seen = consumer.context().0.load(Ordering::SeqCst);
         if seen != handled {

@@ -39,6 +39,11 @@ pub struct Turn {
 }
 
 impl AppendTurns {
+    /// No produce holds a turn anywhere.
+    pub fn is_idle(&self) -> bool {
+        self.tails.lock().1.is_empty()
+    }
+
     /// Takes a turn on every partition of `asked` and on those of `open` where an earlier
     /// produce still has its turn (synchronously, in arrival order); `None` if that is no
     /// partition at all.
