@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from conftest import SLUICE, Broker, free_port, wait_until
@@ -187,11 +188,32 @@ class Cluster:
         self.wait_formed(max(deadline - time.monotonic(), 0.1))
 
     def wait_formed(self, timeout=30):
-        """Every live node's Metadata lists every live node."""
+        """Every live node's Metadata lists every live node, and the cluster counts them all as
+        live (DescribeCluster lists unfenced nodes only): Metadata lists fenced nodes too, and a
+        node restarted a moment ago is fenced until its first heartbeat, so a replication factor
+        3 topic made before that is refused (INVALID_REPLICATION_FACTOR)."""
         deadline = time.monotonic() + timeout
         for i in self.live():
             wait_until(lambda: set(self.live()) <= set(self.metadata(via=i).brokers),
                        max(deadline - time.monotonic(), 0.1), f"node {i} to list brokers {self.live()}")
+        wait_until(lambda: set(self.live()) <= self.unfenced(),
+                   max(deadline - time.monotonic(), 0.1), f"nodes {self.live()} to be unfenced")
+
+    def unfenced(self, admin=None):
+        """Ids of the nodes DescribeCluster lists (the unfenced ones), asked of a live node; an
+        `admin` client may be given where the anonymous user may not describe the cluster."""
+        live = self.live()
+        assert live, f"no live node to ask: {self.describe()}"
+        anonymous = admin is None
+        if anonymous:
+            admin = AdminClient({"bootstrap.servers": self.nodes[live[0]].bootstrap, **CLIENT_DEFAULTS})
+        try:
+            result = admin.describe_cluster(request_timeout=5).result(timeout=10)
+        except KafkaException as e:
+            if e.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED and anonymous:
+                return set(live)   # only Metadata to go by (the fixture asks again as admin)
+            raise
+        return {n.id for n in result.nodes}
 
     def kill(self, i):
         """SIGKILL: the crash case."""

@@ -77,6 +77,9 @@ def acl_cluster(cluster):
     for node in c.nodes.values():       # the users are known everywhere
         wait_until(lambda: admin(node).list_topics(timeout=5).brokers, 20,
                    f"admin to log in on node {node.node_id}")
+    # ... and every node is unfenced again (the restart fenced them until their heartbeats).
+    wait_until(lambda: c.unfenced(admin(c.nodes[1])) == set(c.nodes), 20,
+               f"all nodes unfenced ({c.describe()})")
     yield c
     for node in c.nodes.values():       # closed while the nodes still run (no reconnect noise)
         node.__dict__.pop("admin_clients", None)
