@@ -8,6 +8,7 @@ mod consume_cmd;
 mod every_node;
 mod group_cmd;
 mod log_limit;
+mod outbox_cmd;
 mod partitions;
 mod produce_cmd;
 mod reassign_cmd;
@@ -188,6 +189,8 @@ enum Command {
     /// Benchmarks that speak only the Kafka protocol (aim them at any compatible broker)
     #[command(subcommand)]
     Bench(Box<bench_cmd::BenchCommand>),
+    /// Relay a database's outbox table into Sluice, exactly once (PostgreSQL logical replication)
+    Outbox(Box<outbox_cmd::OutboxArgs>),
     /// Print a topic's records
     Consume {
         #[command(flatten)]
@@ -237,6 +240,7 @@ fn main() {
                 .and_then(|b| rt.block_on(produce_cmd::run(b, args)))
         }),
         Command::Bench(command) => bench_cmd::run(*command),
+        Command::Outbox(args) => outbox_cmd::run(*args),
         Command::Consume { bootstrap, args } => cli_runtime().and_then(|rt| {
             bootstrap
                 .secure()

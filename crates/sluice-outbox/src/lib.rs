@@ -1,0 +1,23 @@
+//! The transactional outbox relay (`sluice outbox`): a service writes its messages as rows of
+//! an outbox table in its own database transactions; the relay follows the database's change
+//! log and publishes every committed row to Sluice exactly once, in commit order per key.
+//!
+//! - [`postgres`]: the PostgreSQL source (logical replication, `pgoutput`), the lease;
+//! - [`pgoutput`]: decoding the replication messages the relay reads;
+//! - [`sink`]: the transactional producer and the committed position;
+//! - [`relay`]: the loop tying them together; [`stats`]: what it reports.
+
+pub mod clock;
+pub mod config;
+pub mod error;
+pub mod pgoutput;
+pub mod postgres;
+pub mod relay;
+pub mod row;
+pub mod sink;
+pub mod stats;
+
+pub use config::{Columns, OutboxConfig};
+pub use error::OutboxError;
+pub use relay::{report, run};
+pub use stats::{Snapshot, State, Stats};

@@ -1,0 +1,594 @@
+//! The PostgreSQL source: a control connection (checks, the publication and slot, the lease,
+//! deleting published rows) and the logical replication stream (`pgwire-replication`, the
+//! `pgoutput` plugin), decoded into committed transactions of outbox rows.
+
+use std::collections::HashMap;
+use std::str::FromStr;
+use std::time::Duration;
+
+use pgwire_replication::{Lsn, ReplicationClient, ReplicationConfig, ReplicationEvent, TlsConfig};
+use tokio::task::JoinHandle;
+use tokio_postgres::config::Host;
+use tokio_postgres::NoTls;
+
+use crate::config::{redact, OutboxConfig};
+use crate::error::{describe_pg, OutboxError};
+use crate::pgoutput::{self, Message, Value};
+use crate::row::{topic_for, unroutable, OutboxRow, SourceTxn};
+
+/// Microseconds from the Unix epoch to PostgreSQL's (2000-01-01).
+const PG_EPOCH_US: i64 = 946_684_800_000_000;
+
+/// SQLSTATEs the relay tells apart.
+const INSUFFICIENT_PRIVILEGE: &str = "42501";
+const DUPLICATE_OBJECT: &str = "42710";
+
+pub struct PgSource {
+    cfg: OutboxConfig,
+    pg: tokio_postgres::Config,
+    client: tokio_postgres::Client,
+    /// Drives the control connection; it ends when the connection does, and with it the lease.
+    connection: JoinHandle<()>,
+    /// The id column's SQL type, for deleting published rows by id.
+    id_type: String,
+    user: String,
+    database: String,
+}
+
+fn quote_ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// The lease's advisory lock key: FNV-1a of the slot's name, so every instance of one relay
+/// asks for the same lock and relays of different slots do not meet.
+pub fn lease_key(slot: &str) -> i64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in "sluice-outbox:".bytes().chain(slot.bytes()) {
+        hash ^= u64::from(b);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    i64::from_ne_bytes(hash.to_ne_bytes())
+}
+
+impl PgSource {
+    pub async fn connect(cfg: &OutboxConfig) -> Result<PgSource, OutboxError> {
+        let mut pg = tokio_postgres::Config::from_str(&cfg.source)
+            .map_err(|e| OutboxError::Setup(format!("--source {:?}: {e}", redact(&cfg.source))))?;
+        pg.connect_timeout(Duration::from_secs(5))
+            .keepalives(true)
+            .keepalives_idle(Duration::from_secs(5))
+            .application_name("sluice-outbox");
+        let (client, connection) = pg.connect(NoTls).await.map_err(|e| {
+            OutboxError::Database(format!(
+                "cannot connect to {}: {}",
+                redact(&cfg.source),
+                describe_pg(&e)
+            ))
+        })?;
+        let connection = tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::warn!(error = %describe_pg(&e), "the database connection ended");
+            }
+        });
+        let user = pg.get_user().unwrap_or("postgres").to_string();
+        let database = pg.get_dbname().unwrap_or(&user).to_string();
+        Ok(PgSource {
+            cfg: cfg.clone(),
+            pg,
+            client,
+            connection,
+            id_type: String::new(),
+            user,
+            database,
+        })
+    }
+
+    /// wal_level, the role's right to replicate, the table and its columns.
+    pub async fn check(&mut self) -> Result<(), OutboxError> {
+        let level: String = self.client.query_one("SHOW wal_level", &[]).await?.get(0);
+        if level != "logical" {
+            return Err(OutboxError::Setup(format!(
+                "the database has wal_level = {level}: the relay reads the change log through \
+                 logical replication, which needs wal_level = logical in postgresql.conf (and \
+                 a restart of the database)"
+            )));
+        }
+        let may_replicate: Option<bool> = self
+            .client
+            .query_opt(
+                "SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user",
+                &[],
+            )
+            .await?
+            .map(|r| r.get(0));
+        if may_replicate != Some(true) {
+            return Err(OutboxError::Setup(format!(
+                "user {} may not use logical replication: an administrator must run \
+                 ALTER ROLE {} REPLICATION",
+                self.user,
+                quote_ident(&self.user)
+            )));
+        }
+        let (schema, table) = self.cfg.table_name();
+        let relation: Option<u32> = self
+            .client
+            .query_opt(
+                "SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+                 WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')",
+                &[&schema, &table],
+            )
+            .await?
+            .map(|r| r.get(0));
+        let Some(relation) = relation else {
+            return Err(OutboxError::Setup(format!(
+                "table {schema}.{table} does not exist in database {}",
+                self.database
+            )));
+        };
+        let rows = self
+            .client
+            .query(
+                "SELECT attname::text, format_type(atttypid, atttypmod) FROM pg_attribute \
+                 WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
+                &[&relation],
+            )
+            .await?;
+        let columns: HashMap<String, String> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+        for wanted in self.cfg.columns.all() {
+            if !columns.contains_key(wanted) {
+                let mut have: Vec<&String> = columns.keys().collect();
+                have.sort();
+                return Err(OutboxError::Setup(format!(
+                    "table {schema}.{table} has no column {wanted:?} (it has {have:?}); name the \
+                     outbox columns with --column-* if they differ"
+                )));
+            }
+        }
+        self.id_type = columns
+            .get(&self.cfg.columns.id)
+            .cloned()
+            .unwrap_or_default();
+        Ok(())
+    }
+
+    /// Creates the publication (inserts into the outbox table only) and the slot if missing;
+    /// where the user may not, the error names what an administrator must run.
+    pub async fn ensure_publication_and_slot(&self) -> Result<(), OutboxError> {
+        let (schema, table) = self.cfg.table_name();
+        let publication = self.cfg.publication();
+        let qualified = format!("{}.{}", quote_ident(&schema), quote_ident(&table));
+        let create_publication = format!(
+            "CREATE PUBLICATION {} FOR TABLE {qualified} WITH (publish = 'insert')",
+            quote_ident(publication)
+        );
+        let exists = self
+            .client
+            .query_opt(
+                "SELECT pubinsert FROM pg_publication WHERE pubname = $1",
+                &[&publication],
+            )
+            .await?;
+        match exists {
+            Some(row) => {
+                let publishes_inserts: bool = row.get(0);
+                let covers = self
+                    .client
+                    .query_opt(
+                        "SELECT 1 FROM pg_publication_tables WHERE pubname = $1 \
+                         AND schemaname = $2 AND tablename = $3",
+                        &[&publication, &schema, &table],
+                    )
+                    .await?
+                    .is_some();
+                if !covers || !publishes_inserts {
+                    return Err(OutboxError::Setup(format!(
+                        "publication {publication} exists but does not publish inserts into \
+                         {schema}.{table}: run ALTER PUBLICATION {} ADD TABLE {qualified} (and \
+                         publish = 'insert'), or give the relay another --publication",
+                        quote_ident(publication)
+                    )));
+                }
+            }
+            None => {
+                if let Err(e) = self.client.batch_execute(&create_publication).await {
+                    match e.code().map(|c| c.code()) {
+                        Some(DUPLICATE_OBJECT) => {} // another instance made it just now
+                        Some(INSUFFICIENT_PRIVILEGE) => {
+                            return Err(OutboxError::Setup(format!(
+                                "user {} may not create the publication ({}): the table's \
+                                 owner must run: {create_publication}",
+                                self.user,
+                                describe_pg(&e)
+                            )))
+                        }
+                        _ => return Err(e.into()),
+                    }
+                }
+            }
+        }
+        let slot = &self.cfg.slot;
+        let existing = self
+            .client
+            .query_opt(
+                "SELECT plugin::text, database::text, slot_type FROM pg_replication_slots \
+                 WHERE slot_name = $1",
+                &[slot],
+            )
+            .await?;
+        match existing {
+            Some(row) => {
+                let (plugin, database, kind): (Option<String>, Option<String>, String) =
+                    (row.get(0), row.get(1), row.get(2));
+                if kind != "logical"
+                    || plugin.as_deref() != Some("pgoutput")
+                    || database.as_deref() != Some(&self.database)
+                {
+                    return Err(OutboxError::Setup(format!(
+                        "replication slot {slot} exists but is a {kind} slot of plugin {} on \
+                         database {}: give the relay its own --slot",
+                        plugin.as_deref().unwrap_or("-"),
+                        database.as_deref().unwrap_or("-")
+                    )));
+                }
+            }
+            None => {
+                let made = self
+                    .client
+                    .query_one(
+                        "SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')",
+                        &[slot],
+                    )
+                    .await;
+                if let Err(e) = made {
+                    match e.code().map(|c| c.code()) {
+                        Some(DUPLICATE_OBJECT) => {}
+                        Some(INSUFFICIENT_PRIVILEGE) => {
+                            return Err(OutboxError::Setup(format!(
+                                "user {} may not create replication slot {slot} ({}): an \
+                                 administrator must run ALTER ROLE {} REPLICATION",
+                                self.user,
+                                describe_pg(&e),
+                                quote_ident(&self.user)
+                            )))
+                        }
+                        _ => return Err(e.into()),
+                    }
+                } else {
+                    tracing::info!(slot, "created the replication slot");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes the lease if no other instance holds it: a session advisory lock, held for as
+    /// long as this control connection lives.
+    pub async fn try_lease(&self) -> Result<bool, OutboxError> {
+        Ok(self
+            .client
+            .query_one(
+                "SELECT pg_try_advisory_lock($1)",
+                &[&lease_key(&self.cfg.slot)],
+            )
+            .await?
+            .get(0))
+    }
+
+    /// Resolves when the control connection, and with it the lease, is gone.
+    pub async fn lease_lost(&mut self) -> OutboxError {
+        let _ = (&mut self.connection).await;
+        OutboxError::LeaseLost(format!(
+            "the database connection ({})",
+            redact(&self.cfg.source)
+        ))
+    }
+
+    /// Deletes published rows by id.
+    pub async fn delete(&self, ids: &[&str]) -> Result<u64, OutboxError> {
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let (schema, table) = self.cfg.table_name();
+        let sql = format!(
+            "DELETE FROM {}.{} WHERE {} = ANY($1::text[]::{}[])",
+            quote_ident(&schema),
+            quote_ident(&table),
+            quote_ident(&self.cfg.columns.id),
+            self.id_type
+        );
+        Ok(self.client.execute(&sql, &[&ids]).await?)
+    }
+
+    /// The current end of the database's WAL, for the lag.
+    pub async fn wal_end(&self) -> Result<u64, OutboxError> {
+        let text: String = self
+            .client
+            .query_one("SELECT pg_current_wal_lsn()::text", &[])
+            .await?
+            .get(0);
+        Lsn::parse(&text)
+            .map(Lsn::as_u64)
+            .map_err(|e| OutboxError::Database(format!("pg_current_wal_lsn {text:?}: {e}")))
+    }
+
+    /// Starts the change stream after `resume` (the end of the last published transaction),
+    /// or at the slot's confirmed position when nothing was published yet. The slot is told
+    /// `resume` as flushed, never more, until the relay reports more.
+    pub async fn stream(&self, resume: Option<u64>) -> Result<PgStream, OutboxError> {
+        let host = match self.pg.get_hosts().first() {
+            Some(Host::Tcp(h)) => h.clone(),
+            _ => {
+                return Err(OutboxError::Setup(
+                    "--source: name the database's host (a Unix socket is not supported)".into(),
+                ))
+            }
+        };
+        let port = self.pg.get_ports().first().copied().unwrap_or(5432);
+        let password = self
+            .pg
+            .get_password()
+            .map(|p| String::from_utf8_lossy(p).into_owned())
+            .unwrap_or_default();
+        let start = Lsn::from_u64(resume.unwrap_or(0));
+        let config = ReplicationConfig::new(
+            host,
+            self.user.clone(),
+            password,
+            self.database.clone(),
+            self.cfg.slot.clone(),
+            self.cfg.publication().to_string(),
+        )
+        .with_port(port)
+        .with_tls(TlsConfig::disabled())
+        .with_start_lsn(start)
+        .with_ack_lsn(start)
+        .with_status_interval(Duration::from_secs(1))
+        .with_wakeup_interval(Duration::from_secs(5))
+        .with_application_name("sluice-outbox");
+        let client = ReplicationClient::connect(config)
+            .await
+            .map_err(|e| OutboxError::Stream(format!("starting replication: {e}")))?;
+        Ok(PgStream {
+            client,
+            decoder: Decoder::new(&self.cfg),
+            resume: resume.unwrap_or(0),
+        })
+    }
+}
+
+/// The replication stream and its decoder.
+pub struct PgStream {
+    client: ReplicationClient,
+    decoder: Decoder,
+    /// Transactions ending at or before this were published already.
+    resume: u64,
+}
+
+impl PgStream {
+    /// Waits for the next event and decodes it; Some(txn) when a transaction with outbox rows
+    /// (or none) committed after the resume point.
+    pub async fn next(&mut self) -> Result<Option<SourceTxn>, OutboxError> {
+        let event = self
+            .client
+            .recv()
+            .await
+            .map_err(|e| OutboxError::Stream(e.to_string()))?
+            .ok_or_else(|| {
+                OutboxError::Stream("the database ended the replication stream".into())
+            })?;
+        let txn = self.decoder.event(event)?;
+        Ok(txn.filter(|t| t.end > self.resume))
+    }
+
+    /// Tells the database everything up to `end` is published: it may drop that WAL.
+    pub fn confirm(&mut self, end: u64) {
+        self.resume = self.resume.max(end);
+        self.client.update_applied_lsn(Lsn::from_u64(end));
+    }
+
+    /// Rows decoded of the transaction still open.
+    pub fn pending_rows(&self) -> usize {
+        self.decoder.open.as_ref().map_or(0, |o| o.rows.len())
+    }
+
+    /// The end of the WAL the server last reported.
+    pub fn server_wal_end(&self) -> u64 {
+        self.decoder.server_wal_end
+    }
+}
+
+/// The outbox table's column positions in the stream's tuples.
+struct Layout {
+    /// Positions of id, aggregatetype, aggregateid, type, payload and the header columns.
+    positions: Vec<usize>,
+    /// Whether the payload column is bytea (its text is hex).
+    payload_bytea: bool,
+}
+
+struct OpenTxn {
+    rows: Vec<OutboxRow>,
+    /// The first row that cannot be published; the rows after it are not kept.
+    unpublishable: Option<String>,
+}
+
+struct Decoder {
+    cfg: OutboxConfig,
+    layouts: HashMap<u32, Option<Layout>>,
+    open: Option<OpenTxn>,
+    server_wal_end: u64,
+}
+
+impl Decoder {
+    fn new(cfg: &OutboxConfig) -> Self {
+        Decoder {
+            cfg: cfg.clone(),
+            layouts: HashMap::new(),
+            open: None,
+            server_wal_end: 0,
+        }
+    }
+
+    fn event(&mut self, event: ReplicationEvent) -> Result<Option<SourceTxn>, OutboxError> {
+        match event {
+            ReplicationEvent::Begin { .. } => {
+                self.open = Some(OpenTxn {
+                    rows: Vec::new(),
+                    unpublishable: None,
+                });
+                Ok(None)
+            }
+            ReplicationEvent::XLogData { data, wal_end, .. } => {
+                self.server_wal_end = self.server_wal_end.max(wal_end.as_u64());
+                self.message(&data)?;
+                Ok(None)
+            }
+            ReplicationEvent::Commit {
+                end_lsn,
+                commit_time_micros,
+                ..
+            } => {
+                let open = self
+                    .open
+                    .take()
+                    .ok_or_else(|| OutboxError::Stream("a Commit came without its Begin".into()))?;
+                Ok(Some(SourceTxn {
+                    end: end_lsn.as_u64(),
+                    commit_time_us: commit_time_micros.saturating_add(PG_EPOCH_US),
+                    rows: open.rows,
+                    unpublishable: open.unpublishable,
+                }))
+            }
+            ReplicationEvent::KeepAlive { wal_end, .. } => {
+                self.server_wal_end = self.server_wal_end.max(wal_end.as_u64());
+                Ok(None)
+            }
+            ReplicationEvent::Message { .. } => Ok(None),
+            ReplicationEvent::StoppedAt { .. } => {
+                Err(OutboxError::Stream("the replication stream stopped".into()))
+            }
+        }
+    }
+
+    fn message(&mut self, data: &[u8]) -> Result<(), OutboxError> {
+        match pgoutput::decode(data).map_err(|e| OutboxError::Stream(e.to_string()))? {
+            Message::Relation(r) => {
+                let (schema, table) = self.cfg.table_name();
+                let layout =
+                    if r.namespace == schema && r.name == table {
+                        let mut positions = Vec::new();
+                        for wanted in self.cfg.columns.all() {
+                            let at = r.columns.iter().position(|c| c.name == wanted).ok_or_else(
+                                || {
+                                    OutboxError::Setup(format!(
+                                "the change stream's {schema}.{table} has no column {wanted:?} \
+                                 (was the table altered?)"
+                            ))
+                                },
+                            )?;
+                            positions.push(at);
+                        }
+                        let payload_bytea = r.columns[positions[4]].type_oid == pgoutput::BYTEA_OID;
+                        Some(Layout {
+                            positions,
+                            payload_bytea,
+                        })
+                    } else {
+                        None // another table of the publication: not outbox rows
+                    };
+                self.layouts.insert(r.id, layout);
+            }
+            Message::Insert { relation, values } => {
+                let Some(layout) = self.layouts.get(&relation) else {
+                    return Err(OutboxError::Stream(format!(
+                        "an insert into relation {relation} came before its Relation message"
+                    )));
+                };
+                let Some(layout) = layout else {
+                    return Ok(());
+                };
+                let row = self.row(layout, &values);
+                let Some(open) = &mut self.open else {
+                    return Err(OutboxError::Stream(
+                        "an insert came outside a transaction".into(),
+                    ));
+                };
+                if open.unpublishable.is_none() {
+                    match row {
+                        Ok(row) => open.rows.push(row),
+                        Err(e) => open.unpublishable = Some(e.to_string()),
+                    }
+                }
+            }
+            Message::Other(_) => {}
+        }
+        Ok(())
+    }
+
+    fn row(&self, layout: &Layout, values: &[Value]) -> Result<OutboxRow, OutboxError> {
+        let text = |i: usize| -> Option<&[u8]> {
+            match values.get(layout.positions[i]) {
+                Some(Value::Text(t)) => Some(t.as_slice()),
+                _ => None,
+            }
+        };
+        let id = text(0).map(|t| String::from_utf8_lossy(t).into_owned());
+        let aggregatetype = text(1).ok_or_else(|| {
+            unroutable(
+                id.as_deref(),
+                "its aggregatetype is NULL, so it routes to no topic",
+            )
+        })?;
+        let topic = topic_for(
+            &self.cfg.topic_prefix,
+            &String::from_utf8_lossy(aggregatetype),
+        )
+        .map_err(|why| unroutable(id.as_deref(), &why))?;
+        let payload = match text(4) {
+            Some(t) if layout.payload_bytea => {
+                Some(pgoutput::bytea_from_text(t).ok_or_else(|| {
+                    unroutable(
+                        id.as_deref(),
+                        "its bytea payload is not in hex output format",
+                    )
+                })?)
+            }
+            Some(t) => Some(t.to_vec()),
+            None => None,
+        };
+        let mut headers = Vec::new();
+        if let Some(id) = &id {
+            headers.push(("id".to_string(), id.as_bytes().to_vec()));
+        }
+        if let Some(kind) = text(3) {
+            headers.push(("type".to_string(), kind.to_vec()));
+        }
+        for (n, name) in self.cfg.columns.headers.iter().enumerate() {
+            if let Some(v) = text(5 + n) {
+                headers.push((name.clone(), v.to_vec()));
+            }
+        }
+        Ok(OutboxRow {
+            id,
+            topic,
+            key: text(2).map(<[u8]>::to_vec),
+            payload,
+            headers,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_slot_one_lease_key() {
+        assert_eq!(lease_key("a"), lease_key("a"));
+        assert_ne!(lease_key("a"), lease_key("b"));
+    }
+
+    #[test]
+    fn identifiers_are_quoted() {
+        assert_eq!(quote_ident("we\"ird"), "\"we\"\"ird\"");
+    }
+}

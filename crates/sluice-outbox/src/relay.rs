@@ -1,0 +1,288 @@
+//! The relay's life: connect to the database, take the lease (or stand by), fence earlier
+//! instances through the transactional id, read the committed position, then follow the
+//! change stream, publishing committed transactions in batches and confirming each batch's
+//! position to the database only once Sluice has committed it.
+
+use std::collections::HashSet;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::FutureExt;
+use tokio::sync::watch;
+use tokio::task::block_in_place;
+
+use crate::config::OutboxConfig;
+use crate::error::OutboxError;
+use crate::postgres::PgSource;
+use crate::row::SourceTxn;
+use crate::sink::{Progress, Sink};
+use crate::stats::{lsn_text, State, Stats};
+
+/// Resolves once `stop` says so; never if its sender is gone.
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    loop {
+        if *stop.borrow() {
+            return;
+        }
+        if stop.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+/// Runs the relay until `stop` turns true (Ok) or an error waiting cannot fix (Err). A lost
+/// database or broker ends a session; the relay starts a new one a second later.
+pub async fn run(
+    cfg: OutboxConfig,
+    stats: Arc<Stats>,
+    mut stop: watch::Receiver<bool>,
+) -> Result<(), OutboxError> {
+    cfg.validate()?;
+    let mut reached_database = false;
+    loop {
+        stats.set_state(State::Starting);
+        let outcome = session(&cfg, &stats, &mut stop, &mut reached_database).await;
+        match outcome {
+            Ok(()) => {
+                stats.set_state(State::Stopped);
+                return Ok(());
+            }
+            // A database never reached is a setting to fix, not a restart to wait for.
+            Err(e)
+                if e.is_fatal() || (!reached_database && matches!(e, OutboxError::Database(_))) =>
+            {
+                stats.set_state(State::Failed);
+                stats.set_error(Some(e.to_string()));
+                return Err(e);
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "the relay's session ended; starting again in 1 s");
+                stats.set_error(Some(e.to_string()));
+                stats.set_state(State::Retrying);
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                    _ = stopped(&mut stop) => {
+                        stats.set_state(State::Stopped);
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+}
+
+async fn session(
+    cfg: &OutboxConfig,
+    stats: &Stats,
+    stop: &mut watch::Receiver<bool>,
+    reached_database: &mut bool,
+) -> Result<(), OutboxError> {
+    let mut source = PgSource::connect(cfg).await?;
+    *reached_database = true;
+    source.check().await?;
+    source.ensure_publication_and_slot().await?;
+
+    let mut announced = false;
+    while !source.try_lease().await? {
+        if !announced {
+            tracing::info!(slot = %cfg.slot, "standing by: another instance holds the lease");
+            announced = true;
+        }
+        stats.set_state(State::Standby);
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(cfg.standby_poll_ms)) => {}
+            e = source.lease_lost() => return Err(e),
+            _ = stopped(stop) => return Ok(()),
+        }
+    }
+    tracing::info!(slot = %cfg.slot, "took the lease: this instance publishes");
+    stats.set_state(State::Starting);
+
+    // Fences any earlier instance (its producer, and its open transaction is aborted).
+    let mut sink = block_in_place(|| Sink::connect(cfg))?;
+    let progress_topic = cfg.progress_topic();
+    sink.ensure_topics(&[progress_topic.as_str()]).await?;
+    let progress = block_in_place(|| sink.read_progress())?;
+    let mut published = progress.as_ref().map_or(0, |p| p.rows);
+    match &progress {
+        Some(p) => {
+            tracing::info!(position = %p.position, rows = p.rows, "resuming after the committed position")
+        }
+        None => tracing::info!("no committed position: starting at the slot's"),
+    }
+    let mut stream = source.stream(progress.as_ref().map(|p| p.end)).await?;
+    if let Some(p) = &progress {
+        stats.position.store(p.end, Ordering::Relaxed);
+    }
+    stats.activations.fetch_add(1, Ordering::Relaxed);
+    stats.set_error(None);
+    stats.set_state(State::Active);
+
+    let mut batch: Vec<SourceTxn> = Vec::new();
+    let mut batch_rows = 0usize;
+    loop {
+        stats
+            .wal_end
+            .store(stream.server_wal_end(), Ordering::Relaxed);
+        stats.pending_rows.store(
+            u64::try_from(batch_rows + stream.pending_rows()).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
+        let next = if batch.is_empty() {
+            tokio::select! {
+                t = stream.next() => Some(t?),
+                e = source.lease_lost() => return Err(e),
+                _ = stopped(stop) => return Ok(()),
+            }
+        } else if batch_rows < cfg.max_batch_rows {
+            // More of what the database has sent already joins this batch.
+            stream.next().now_or_never().transpose()?
+        } else {
+            None
+        };
+        match next {
+            Some(Some(txn)) if txn.unpublishable.is_some() => {
+                // What came before it is published; then the relay stops before it.
+                publish(
+                    cfg,
+                    &mut source,
+                    &mut sink,
+                    &mut stream,
+                    &batch,
+                    published,
+                    stats,
+                )
+                .await?;
+                return Err(OutboxError::Row(txn.unpublishable.unwrap_or_default()));
+            }
+            Some(Some(txn)) if !txn.rows.is_empty() => {
+                batch_rows += txn.rows.len();
+                batch.push(txn);
+            }
+            Some(_) => {} // an event inside a transaction, or one with no outbox rows
+            None => {
+                publish(
+                    cfg,
+                    &mut source,
+                    &mut sink,
+                    &mut stream,
+                    &batch,
+                    published,
+                    stats,
+                )
+                .await?;
+                published += u64::try_from(batch_rows).unwrap_or(u64::MAX);
+                batch.clear();
+                batch_rows = 0;
+            }
+        }
+    }
+}
+
+async fn publish(
+    cfg: &OutboxConfig,
+    source: &mut PgSource,
+    sink: &mut Sink,
+    stream: &mut crate::postgres::PgStream,
+    batch: &[SourceTxn],
+    published_before: u64,
+    stats: &Stats,
+) -> Result<(), OutboxError> {
+    let Some(last) = batch.last() else {
+        return Ok(());
+    };
+    let rows: usize = batch.iter().map(|t| t.rows.len()).sum();
+    let progress = Progress {
+        end: last.end,
+        position: lsn_text(last.end),
+        rows: published_before + u64::try_from(rows).unwrap_or(u64::MAX),
+    };
+    match publish_txns(sink, batch, &progress).await {
+        Ok(()) => {}
+        // A row Sluice refuses: the transactions before its own are published one by one,
+        // then the relay stops before it.
+        Err(OutboxError::Row(why)) if batch.len() > 1 => {
+            let mut rows_so_far = published_before;
+            for txn in batch {
+                rows_so_far += u64::try_from(txn.rows.len()).unwrap_or(u64::MAX);
+                let one = Progress {
+                    end: txn.end,
+                    position: lsn_text(txn.end),
+                    rows: rows_so_far,
+                };
+                publish_txns(sink, std::slice::from_ref(txn), &one).await?;
+                stream.confirm(txn.end);
+                stats.position.store(txn.end, Ordering::Relaxed);
+            }
+            // Every transaction went through on its own: the refusal did not last.
+            tracing::warn!(%why, "a batch was refused, but each of its transactions was taken");
+        }
+        Err(e) => return Err(e),
+    }
+    // Sluice has the rows and the position: the database may let that WAL go.
+    stream.confirm(last.end);
+    stats.position.store(last.end, Ordering::Relaxed);
+    stats
+        .rows
+        .fetch_add(u64::try_from(rows).unwrap_or(u64::MAX), Ordering::Relaxed);
+    stats.txns.fetch_add(
+        u64::try_from(batch.len()).unwrap_or(u64::MAX),
+        Ordering::Relaxed,
+    );
+    stats.batches.fetch_add(1, Ordering::Relaxed);
+    stats.lag_us.store(
+        crate::clock::now_us().saturating_sub(last.commit_time_us),
+        Ordering::Relaxed,
+    );
+    if cfg.delete_published {
+        let ids: Vec<&str> = batch
+            .iter()
+            .flat_map(|t| t.rows.iter().filter_map(|r| r.id.as_deref()))
+            .collect();
+        source.delete(&ids).await?;
+    }
+    Ok(())
+}
+
+/// Creates the topics the rows need, then publishes them and `progress` in one transaction.
+async fn publish_txns(
+    sink: &mut Sink,
+    txns: &[SourceTxn],
+    progress: &Progress,
+) -> Result<(), OutboxError> {
+    let topics: HashSet<&str> = txns
+        .iter()
+        .flat_map(|t| t.rows.iter().map(|r| r.topic.as_str()))
+        .collect();
+    sink.ensure_topics(&topics.into_iter().collect::<Vec<_>>())
+        .await?;
+    block_in_place(|| sink.publish(txns, progress))
+}
+
+/// Prints a progress line every `every` until `stop`: state, rows/s, position and lag.
+pub async fn report(stats: Arc<Stats>, every: Duration, mut stop: watch::Receiver<bool>) {
+    if every.is_zero() {
+        return;
+    }
+    let mut before = stats.rows.load(Ordering::Relaxed);
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = stopped(&mut stop) => return,
+        }
+        let s = stats.snapshot();
+        let rate = (s.rows - before.min(s.rows)) as f64 / every.as_secs_f64();
+        before = s.rows;
+        eprintln!(
+            "outbox: {} | {rate:.0} rows/s | {} rows published | position {} | last batch \
+             {:.1} ms after its commit | {} rows and {} WAL bytes behind",
+            s.state.name(),
+            s.rows,
+            s.position,
+            s.lag_ms,
+            s.pending_rows,
+            s.lag_bytes
+        );
+    }
+}

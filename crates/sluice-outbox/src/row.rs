@@ -1,0 +1,100 @@
+//! An outbox row as the relay publishes it, and a committed database transaction's rows.
+
+use crate::error::OutboxError;
+
+/// One row, routed: `topic` from aggregatetype (and the prefix), key from aggregateid, value
+/// from payload, headers `id`, `type` and the configured header columns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboxRow {
+    /// The id column's text, None if NULL.
+    pub id: Option<String>,
+    pub topic: String,
+    pub key: Option<Vec<u8>>,
+    pub payload: Option<Vec<u8>>,
+    pub headers: Vec<(String, Vec<u8>)>,
+}
+
+impl OutboxRow {
+    /// The row's size as Sluice stores it, near enough for messages.
+    pub fn size(&self) -> usize {
+        self.key.as_ref().map_or(0, Vec::len)
+            + self.payload.as_ref().map_or(0, Vec::len)
+            + self
+                .headers
+                .iter()
+                .map(|(k, v)| k.len() + v.len())
+                .sum::<usize>()
+    }
+
+    /// How messages name the row.
+    pub fn describe(&self) -> String {
+        match &self.id {
+            Some(id) => format!("row id {id}"),
+            None => "a row with a NULL id".to_string(),
+        }
+    }
+}
+
+/// A committed database transaction's outbox rows, in the order it wrote them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceTxn {
+    /// The position just past its commit: once published, the relay resumes after it.
+    pub end: u64,
+    /// When the database committed it, in microseconds since the Unix epoch.
+    pub commit_time_us: i64,
+    pub rows: Vec<OutboxRow>,
+    /// Why a row of it cannot be published (it routes to no topic, say): the rows before it
+    /// are published, then the relay stops.
+    pub unpublishable: Option<String>,
+}
+
+/// The topic for an aggregatetype: the prefix and the value, which must be a legal Kafka
+/// topic name (letters, digits, `.`, `_`, `-`; at most 249 characters).
+pub fn topic_for(prefix: &str, aggregatetype: &str) -> Result<String, String> {
+    let topic = format!("{prefix}{aggregatetype}");
+    if aggregatetype.is_empty() {
+        return Err("an empty aggregatetype routes to no topic".into());
+    }
+    if topic.len() > 249 {
+        return Err(format!(
+            "topic name {topic:?} is longer than 249 characters"
+        ));
+    }
+    if topic == "." || topic == ".." {
+        return Err(format!("{topic:?} is not a legal topic name"));
+    }
+    if let Some(c) = topic
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+    {
+        return Err(format!(
+            "topic name {topic:?} has {c:?}: a topic name takes letters, digits, '.', '_' and '-'"
+        ));
+    }
+    Ok(topic)
+}
+
+/// A row the relay cannot route stops it: skipping would lose the row.
+pub fn unroutable(row_id: Option<&str>, why: &str) -> OutboxError {
+    OutboxError::Row(format!(
+        "outbox row {}: {why}; the relay stops before it (it was not published, and nothing \
+         after it is)",
+        row_id.unwrap_or("with a NULL id")
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topics_are_the_prefix_and_the_aggregatetype() {
+        assert_eq!(topic_for("", "order"), Ok("order".to_string()));
+        assert_eq!(topic_for("shop.", "order"), Ok("shop.order".to_string()));
+        assert!(topic_for("", "").is_err());
+        assert!(topic_for("", "order lines").is_err());
+        assert!(topic_for("", "ordré").is_err());
+        assert!(topic_for("", "..").is_err());
+        assert!(topic_for("", &"x".repeat(250)).is_err());
+    }
+}

@@ -1,0 +1,355 @@
+//! Publishing into Sluice: a transactional producer (librdkafka) that writes a batch of
+//! committed database transactions' rows and the relay's new position, to its compacted
+//! progress topic, in one Kafka transaction; and reading that position back on start.
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{Header, Message, OwnedHeaders};
+use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
+use rdkafka::{ClientContext, Offset, TopicPartitionList};
+use serde::{Deserialize, Serialize};
+
+use crate::config::OutboxConfig;
+use crate::error::OutboxError;
+use crate::row::{OutboxRow, SourceTxn};
+
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What the progress topic holds under the relay's key.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Progress {
+    /// The end of the last published database transaction (for PostgreSQL, its LSN).
+    pub end: u64,
+    /// The same, as the database writes it (e.g. `0/16B3748`).
+    pub position: String,
+    /// Rows this relay has published in all.
+    pub rows: u64,
+}
+
+/// Records delivery failures so a failed commit can say which row Sluice refused.
+#[derive(Default)]
+pub struct Deliveries {
+    first_failure: Mutex<Option<(usize, KafkaError)>>,
+}
+
+impl ClientContext for Deliveries {
+    fn error(&self, error: KafkaError, reason: &str) {
+        tracing::warn!(%error, reason, "librdkafka");
+    }
+}
+
+impl ProducerContext for Deliveries {
+    type DeliveryOpaque = Box<usize>;
+
+    fn delivery(&self, result: &DeliveryResult<'_>, row: Box<usize>) {
+        if let Err((e, _)) = result {
+            if let Ok(mut first) = self.first_failure.lock() {
+                first.get_or_insert((*row, e.clone()));
+            }
+        }
+    }
+}
+
+/// A reader's context: the end-of-partition events it asks for are not errors.
+struct Quiet;
+
+impl ClientContext for Quiet {
+    fn error(&self, error: KafkaError, reason: &str) {
+        if error.rdkafka_error_code() != Some(RDKafkaErrorCode::PartitionEOF) {
+            tracing::warn!(%error, reason, "librdkafka");
+        }
+    }
+}
+
+impl rdkafka::consumer::ConsumerContext for Quiet {}
+
+fn client_config(brokers: &str) -> ClientConfig {
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", brokers)
+        .set("log_level", "3")
+        .set("socket.connection.setup.timeout.ms", "5000")
+        .set("reconnect.backoff.max.ms", "500");
+    c
+}
+
+pub struct Sink {
+    producer: ThreadedProducer<Deliveries>,
+    admin: AdminClient<DefaultClientContext>,
+    known_topics: HashSet<String>,
+    progress_topic: String,
+    key: String,
+    brokers: String,
+}
+
+fn broker(what: &str, e: &KafkaError) -> OutboxError {
+    OutboxError::Broker(format!("{what}: {e}"))
+}
+
+impl Sink {
+    /// Connects and takes the relay's transactional id: any earlier instance's producer is
+    /// fenced and its open transaction aborted. Blocking.
+    pub fn connect(cfg: &OutboxConfig) -> Result<Sink, OutboxError> {
+        let producer: ThreadedProducer<Deliveries> = client_config(&cfg.brokers)
+            .set("transactional.id", cfg.transactional_id())
+            .set("transaction.timeout.ms", "10000")
+            .set("linger.ms", "1")
+            // The broker's and topic's limits decide what is too large, not the client's.
+            .set("message.max.bytes", "67108864")
+            // Keys land where Kafka's Java producer puts them.
+            .set("partitioner", "murmur2_random")
+            .create_with_context(Deliveries::default())
+            .map_err(|e| broker("creating the producer", &e))?;
+        producer.init_transactions(TIMEOUT).map_err(|e| {
+            broker(
+                &format!(
+                    "no Kafka broker at {} took the transactional id",
+                    cfg.brokers
+                ),
+                &e,
+            )
+        })?;
+        let admin = client_config(&cfg.brokers)
+            .create()
+            .map_err(|e| broker("creating the admin client", &e))?;
+        Ok(Sink {
+            producer,
+            admin,
+            known_topics: HashSet::new(),
+            progress_topic: cfg.progress_topic(),
+            key: cfg.slot.clone(),
+            brokers: cfg.brokers.clone(),
+        })
+    }
+
+    /// Creates the topics not seen yet (broker defaults for partitions and replicas); one
+    /// that exists already is fine, one that cannot be made stops the relay.
+    pub async fn ensure_topics(&mut self, topics: &[&str]) -> Result<(), OutboxError> {
+        let new: Vec<String> = topics
+            .iter()
+            .filter(|t| !self.known_topics.contains(**t))
+            .map(|t| t.to_string())
+            .collect::<HashSet<_>>()
+            .into_iter()
+            .collect();
+        if new.is_empty() {
+            return Ok(());
+        }
+        let is_progress = |t: &str| t == self.progress_topic;
+        let specs: Vec<NewTopic<'_>> = new
+            .iter()
+            .map(|t| {
+                if is_progress(t) {
+                    NewTopic::new(t, 1, TopicReplication::Fixed(-1))
+                        .set("cleanup.policy", "compact")
+                } else {
+                    NewTopic::new(t, -1, TopicReplication::Fixed(-1))
+                }
+            })
+            .collect();
+        let options = AdminOptions::new().operation_timeout(Some(TIMEOUT));
+        let results = self
+            .admin
+            .create_topics(&specs, &options)
+            .await
+            .map_err(|e| broker("creating topics", &e))?;
+        for result in results {
+            match result {
+                Ok(t) => {
+                    tracing::info!(topic = %t, "created the topic");
+                    self.known_topics.insert(t);
+                }
+                Err((t, RDKafkaErrorCode::TopicAlreadyExists)) => {
+                    self.known_topics.insert(t);
+                }
+                Err((
+                    t,
+                    code @ (RDKafkaErrorCode::BrokerTransportFailure
+                    | RDKafkaErrorCode::RequestTimedOut
+                    | RDKafkaErrorCode::NotController
+                    | RDKafkaErrorCode::AllBrokersDown),
+                )) => return Err(OutboxError::Broker(format!("creating topic {t}: {code}"))),
+                Err((t, code)) => {
+                    return Err(OutboxError::Row(format!(
+                        "topic {t} cannot be created ({code}): create it yourself, or route \
+                         its rows elsewhere; the relay stops before its first row"
+                    )))
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The relay's last committed position, read with read_committed. Blocking.
+    pub fn read_progress(&self) -> Result<Option<Progress>, OutboxError> {
+        let consumer: BaseConsumer<Quiet> = client_config(&self.brokers)
+            .set("group.id", format!("sluice-outbox-reader-{}", self.key))
+            .set("enable.auto.commit", "false")
+            .set("enable.partition.eof", "true")
+            .set("isolation.level", "read_committed")
+            .create_with_context(Quiet)
+            .map_err(|e| broker("creating the progress reader", &e))?;
+        let mut assignment = TopicPartitionList::new();
+        assignment
+            .add_partition_offset(&self.progress_topic, 0, Offset::Beginning)
+            .map_err(|e| broker("assigning the progress topic", &e))?;
+        consumer
+            .assign(&assignment)
+            .map_err(|e| broker("assigning the progress topic", &e))?;
+        let deadline = crate::clock::now() + TIMEOUT;
+        let mut last = None;
+        loop {
+            if crate::clock::now() > deadline {
+                return Err(OutboxError::Broker(format!(
+                    "reading {} did not reach its end in {} s",
+                    self.progress_topic,
+                    TIMEOUT.as_secs()
+                )));
+            }
+            match consumer.poll(Duration::from_millis(200)) {
+                None => {}
+                Some(Err(KafkaError::PartitionEOF(_))) => break,
+                Some(Err(e)) => return Err(broker("reading the progress topic", &e)),
+                Some(Ok(m)) if m.key() == Some(self.key.as_bytes()) => {
+                    last = match m.payload() {
+                        Some(v) => Some(serde_json::from_slice::<Progress>(v).map_err(|e| {
+                            OutboxError::Setup(format!(
+                                "{} offset {} holds no relay position ({e}): was the topic \
+                                 written by something else?",
+                                self.progress_topic,
+                                m.offset()
+                            ))
+                        })?),
+                        None => None, // a tombstone: start from the slot's position
+                    };
+                }
+                Some(Ok(_)) => {} // another relay's position
+            }
+        }
+        Ok(last)
+    }
+
+    /// Publishes `txns`' rows and `progress` in one transaction. Blocking.
+    pub fn publish(&mut self, txns: &[SourceTxn], progress: &Progress) -> Result<(), OutboxError> {
+        self.producer
+            .begin_transaction()
+            .map_err(|e| broker("beginning a transaction", &e))?;
+        match self.send_all(txns, progress) {
+            Ok(()) => {}
+            Err(e) => {
+                self.abort();
+                return Err(e);
+            }
+        }
+        if let Err(e) = self.producer.commit_transaction(TIMEOUT) {
+            let refused = self
+                .producer
+                .context()
+                .first_failure
+                .lock()
+                .ok()
+                .and_then(|mut f| f.take());
+            self.abort();
+            if let Some((index, failure)) = refused {
+                if let Some(row) = txns.iter().flat_map(|t| &t.rows).nth(index) {
+                    if failure.rdkafka_error_code() == Some(RDKafkaErrorCode::MessageSizeTooLarge) {
+                        return Err(too_large(row));
+                    }
+                    return Err(OutboxError::Broker(format!(
+                        "Sluice refused {} for topic {}: {failure}",
+                        row.describe(),
+                        row.topic
+                    )));
+                }
+            }
+            return Err(broker("committing", &e));
+        }
+        Ok(())
+    }
+
+    fn send_all(&self, txns: &[SourceTxn], progress: &Progress) -> Result<(), OutboxError> {
+        let rows = txns.iter().flat_map(|t| &t.rows);
+        for (index, row) in rows.enumerate() {
+            let mut headers = OwnedHeaders::new_with_capacity(row.headers.len());
+            for (name, value) in &row.headers {
+                headers = headers.insert(Header {
+                    key: name,
+                    value: Some(value),
+                });
+            }
+            let mut record: BaseRecord<'_, [u8], [u8], Box<usize>> =
+                BaseRecord::with_opaque_to(&row.topic, Box::new(index)).headers(headers);
+            if let Some(k) = &row.key {
+                record = record.key(k.as_slice());
+            }
+            if let Some(p) = &row.payload {
+                record = record.payload(p.as_slice());
+            }
+            self.send(record, row)?;
+        }
+        let value = serde_json::to_vec(progress)
+            .map_err(|e| OutboxError::Broker(format!("encoding the position: {e}")))?;
+        let record = BaseRecord::with_opaque_to(&self.progress_topic, Box::new(usize::MAX))
+            .partition(0)
+            .key(self.key.as_bytes())
+            .payload(value.as_slice());
+        self.send_record(record, None)
+    }
+
+    fn send<'a>(
+        &self,
+        record: BaseRecord<'a, [u8], [u8], Box<usize>>,
+        row: &OutboxRow,
+    ) -> Result<(), OutboxError> {
+        self.send_record(record, Some(row))
+    }
+
+    fn send_record<'a>(
+        &self,
+        mut record: BaseRecord<'a, [u8], [u8], Box<usize>>,
+        row: Option<&OutboxRow>,
+    ) -> Result<(), OutboxError> {
+        let deadline = crate::clock::now() + TIMEOUT;
+        loop {
+            match self.producer.send(record) {
+                Ok(()) => return Ok(()),
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back))
+                    if crate::clock::now() < deadline =>
+                {
+                    record = back;
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::MessageSizeTooLarge), _)) => {
+                    return Err(match row {
+                        Some(row) => too_large(row),
+                        None => OutboxError::Broker("the position record is too large".into()),
+                    })
+                }
+                Err((e, _)) => return Err(broker("sending", &e)),
+            }
+        }
+    }
+
+    fn abort(&self) {
+        if let Err(e) = self.producer.abort_transaction(TIMEOUT) {
+            tracing::warn!(error = %e, "aborting the transaction");
+        }
+    }
+}
+
+fn too_large(row: &OutboxRow) -> OutboxError {
+    OutboxError::Row(format!(
+        "outbox {} ({} bytes) is larger than topic {} takes (its max.message.bytes, or the \
+         broker's message.max.bytes); the relay stops before it (it was not published, and \
+         nothing after it is): raise the topic's limit or make the row smaller",
+        row.describe(),
+        row.size(),
+        row.topic
+    ))
+}

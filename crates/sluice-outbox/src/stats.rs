@@ -1,0 +1,194 @@
+//! What the relay reports: its state, position, rows published and lag, for the progress
+//! lines, `/metrics` and the console.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicU8, Ordering};
+use std::sync::Mutex;
+
+use serde::Serialize;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    Starting,
+    /// Another instance holds the lease; this one waits to take over.
+    Standby,
+    Active,
+    /// A session ended (the database or Sluice went away); starting again.
+    Retrying,
+    Stopped,
+    /// Stopped on an error waiting will not fix.
+    Failed,
+}
+
+impl State {
+    const ALL: [State; 6] = [
+        State::Starting,
+        State::Standby,
+        State::Active,
+        State::Retrying,
+        State::Stopped,
+        State::Failed,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            State::Starting => "starting",
+            State::Standby => "standby",
+            State::Active => "active",
+            State::Retrying => "retrying",
+            State::Stopped => "stopped",
+            State::Failed => "failed",
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct Stats {
+    state: AtomicU8,
+    /// Rows published (committed into Sluice) by this instance.
+    pub rows: AtomicU64,
+    /// Database transactions published.
+    pub txns: AtomicU64,
+    /// Sluice transactions committed.
+    pub batches: AtomicU64,
+    /// The end of the last published database transaction.
+    pub position: AtomicU64,
+    /// The end of the database's WAL as last seen.
+    pub wal_end: AtomicU64,
+    /// From the last published transaction's database commit to its Sluice commit, µs.
+    pub lag_us: AtomicI64,
+    /// Rows received from the database and not yet committed into Sluice.
+    pub pending_rows: AtomicU64,
+    /// Times this instance became the active one.
+    pub activations: AtomicU64,
+    last_error: Mutex<Option<String>>,
+}
+
+/// A copy of the figures at one moment.
+#[derive(Debug, Clone, Serialize)]
+pub struct Snapshot {
+    pub state: State,
+    pub rows: u64,
+    pub txns: u64,
+    pub batches: u64,
+    pub position: String,
+    pub lag_ms: f64,
+    pub lag_bytes: u64,
+    pub pending_rows: u64,
+    pub activations: u64,
+    pub last_error: Option<String>,
+}
+
+impl Stats {
+    pub fn set_state(&self, state: State) {
+        let index = State::ALL.iter().position(|s| *s == state).unwrap_or(0);
+        self.state
+            .store(u8::try_from(index).unwrap_or(0), Ordering::Relaxed);
+    }
+
+    pub fn state(&self) -> State {
+        State::ALL
+            .get(usize::from(self.state.load(Ordering::Relaxed)))
+            .copied()
+            .unwrap_or(State::Starting)
+    }
+
+    pub fn set_error(&self, error: Option<String>) {
+        if let Ok(mut e) = self.last_error.lock() {
+            *e = error;
+        }
+    }
+
+    pub fn snapshot(&self) -> Snapshot {
+        let position = self.position.load(Ordering::Relaxed);
+        Snapshot {
+            state: self.state(),
+            rows: self.rows.load(Ordering::Relaxed),
+            txns: self.txns.load(Ordering::Relaxed),
+            batches: self.batches.load(Ordering::Relaxed),
+            position: lsn_text(position),
+            lag_ms: self.lag_us.load(Ordering::Relaxed) as f64 / 1000.0,
+            lag_bytes: self
+                .wal_end
+                .load(Ordering::Relaxed)
+                .saturating_sub(position),
+            pending_rows: self.pending_rows.load(Ordering::Relaxed),
+            activations: self.activations.load(Ordering::Relaxed),
+            last_error: self.last_error.lock().ok().and_then(|e| e.clone()),
+        }
+    }
+
+    /// Prometheus text lines for one relay, labelled with its slot.
+    pub fn prometheus(&self, slot: &str, out: &mut String) {
+        let s = self.snapshot();
+        let label = format!("slot=\"{}\"", slot.replace(['"', '\\', '\n'], "_"));
+        for state in State::ALL {
+            let _ = writeln!(
+                out,
+                "sluice_outbox_state{{{label},state=\"{}\"}} {}",
+                state.name(),
+                u8::from(state == s.state)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "sluice_outbox_rows_published_total{{{label}}} {}",
+            s.rows
+        );
+        let _ = writeln!(
+            out,
+            "sluice_outbox_source_transactions_total{{{label}}} {}",
+            s.txns
+        );
+        let _ = writeln!(out, "sluice_outbox_commits_total{{{label}}} {}", s.batches);
+        let _ = writeln!(
+            out,
+            "sluice_outbox_lag_seconds{{{label}}} {}",
+            s.lag_ms / 1000.0
+        );
+        let _ = writeln!(out, "sluice_outbox_lag_bytes{{{label}}} {}", s.lag_bytes);
+        let _ = writeln!(
+            out,
+            "sluice_outbox_pending_rows{{{label}}} {}",
+            s.pending_rows
+        );
+        let _ = writeln!(
+            out,
+            "sluice_outbox_activations_total{{{label}}} {}",
+            s.activations
+        );
+    }
+}
+
+/// An LSN as PostgreSQL writes it.
+pub fn lsn_text(lsn: u64) -> String {
+    format!("{:X}/{:X}", lsn >> 32, lsn & 0xFFFF_FFFF)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn states_round_trip_and_export() {
+        let s = Stats::default();
+        for state in State::ALL {
+            s.set_state(state);
+            assert_eq!(s.state(), state);
+        }
+        s.set_state(State::Active);
+        s.position.store(0x1_0000_00A0, Ordering::Relaxed);
+        s.wal_end.store(0x1_0000_00F0, Ordering::Relaxed);
+        assert_eq!(s.snapshot().position, "1/A0");
+        assert_eq!(s.snapshot().lag_bytes, 0x50);
+        let mut text = String::new();
+        s.prometheus("app", &mut text);
+        assert!(
+            text.contains("sluice_outbox_state{slot=\"app\",state=\"active\"} 1"),
+            "{text}"
+        );
+        assert!(text.contains("sluice_outbox_state{slot=\"app\",state=\"standby\"} 0"));
+        assert!(text.contains("sluice_outbox_lag_bytes{slot=\"app\"} 80"));
+    }
+}

@@ -1,0 +1,177 @@
+"""`sluice outbox` against a real PostgreSQL 15 (started by the test, wal_level=logical):
+concurrent writers in many transactions, some rolled back; the active relay SIGKILLed (the
+standby takes over), the broker SIGKILLed and restarted, the database crashed and restarted;
+then the checker (workload.check): every committed row published exactly once, no rolled-back
+row, per aggregate the commit order."""
+
+import time
+import uuid
+
+import pytest
+from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,
+                                   NewTopic)
+
+from conftest import wait_until
+from outbox.conftest import run_relay
+from outbox.workload import Writers, check, read_topics, setup_aggregates, table_truth
+
+pytestmark = pytest.mark.timeout(240)
+
+TOPICS = ["shop.order", "shop.payment"]
+
+
+def settle_and_check(pg, broker, writers, relays_alive, timeout=60):
+    truth, versions = table_truth(pg)
+    assert truth, "the writers committed nothing"
+    published = read_topics(broker.bootstrap, TOPICS, len(truth), timeout)
+    problems = check(truth, versions, published, writers)
+    assert not problems, "\n".join(problems[:20]) + "\n" + "\n".join(
+        r.log()[-3000:] for r in relays_alive)
+    return truth, published
+
+
+def test_every_committed_row_once_in_commit_order_through_relay_broker_and_database_crashes(
+        postgres, broker, relays):
+    setup_aggregates(postgres, "shop", 30)
+    a = relays(postgres, broker, "--topic-prefix", "shop.", name="a")
+    a.wait_state("active", 60)
+    b = relays(postgres, broker, "--topic-prefix", "shop.", name="b")
+    b.wait_state("standby", 30)
+
+    writers = Writers(postgres, threads=4, aggregates=30, rollback=0.2).start(100_000, 60)
+    try:
+        wait_until(lambda: (a.status() or {}).get("rows", 0) > 300, 30, "rows to flow")
+
+        # 1. The active relay dies mid-stream: the standby takes over within seconds.
+        a.kill()
+        killed = time.monotonic()
+        b.wait_state("active", 15)
+        took_over = time.monotonic() - killed
+        a = relays(postgres, broker, "--topic-prefix", "shop.", name="a2")
+        a.wait_state("standby", 30)
+        rows = b.status()["rows"]
+        wait_until(lambda: b.status()["rows"] > rows + 300, 30, "rows to flow through b")
+
+        # 2. The broker dies and comes back on the same data.
+        broker.kill()
+        time.sleep(1)
+        broker.start()
+        rows = b.status()["rows"]
+        wait_until(lambda: (b.status() or {}).get("rows", 0) > rows + 300, 60,
+                   f"rows to flow after the broker's restart: {b.log()[-2000:]}")
+
+        # 3. The database crashes (no shutdown checkpoint) and comes back.
+        postgres.restart("immediate")
+        wait_until(lambda: any((r.status() or {}).get("state") == "active" and
+                               r.status()["rows"] > rows + 600 for r in (a, b)), 60,
+                   f"rows to flow after the database's restart: {b.log()[-2000:]}")
+    finally:
+        writers.stop()
+        writers.join()
+    assert len(writers.committed) > 1000, f"only {len(writers.committed)} rows committed"
+    assert writers.rolled_back, "no transaction was rolled back"
+    truth, published = settle_and_check(postgres, broker, writers, [a, b])
+    assert took_over < 10, f"the standby took {took_over:.1f} s to take over"
+    print(f"{len(truth)} rows published once each; {len(writers.rolled_back)} rolled back; "
+          f"{len(writers.uncertain)} uncertain commits; standby took over in {took_over:.2f} s")
+
+
+def test_delete_published_empties_the_table_and_a_restart_resumes_without_duplicates(
+        postgres, broker, relays):
+    setup_aggregates(postgres, "shop", 10)
+    r = relays(postgres, broker, "--topic-prefix", "shop.", "--delete-published")
+    r.wait_state("active", 60)
+    writers = Writers(postgres, threads=2, aggregates=10, rollback=0.1).start(150, 60)
+    writers.join()
+    committed = set(writers.committed)
+    wait_until(lambda: r.status()["rows"] >= len(committed), 30, "the rows to be published")
+    with postgres.connect("shop") as c:
+        wait_until(lambda: c.execute("SELECT count(*) FROM outbox").fetchone()[0] == 0, 30,
+                   "the relay to delete the published rows")
+    # A clean stop and a new start: nothing published again.
+    r.stop()
+    r = relays(postgres, broker, "--topic-prefix", "shop.", "--delete-published", name="again")
+    r.wait_state("active", 60)
+    with postgres.connect("shop") as c:
+        c.execute("INSERT INTO aggregates VALUES ('agg-99', 0)")
+        c.execute("INSERT INTO outbox VALUES (%s, 'order', 'agg-99', 'changed', %s)",
+                  (uuid.uuid4(), b'{"aggregate": "agg-99", "version": 1}'))
+        c.execute("UPDATE aggregates SET version = 1 WHERE id = 'agg-99'")
+        c.commit()
+    published = read_topics(broker.bootstrap, TOPICS, len(committed) + 1, 30)
+    ids = [p[4] for p in published]
+    assert len(ids) == len(set(ids)) == len(committed) + 1, \
+        f"{len(ids)} records, {len(set(ids))} distinct, {len(committed) + 1} rows committed"
+    assert committed <= set(ids)
+
+
+# --- bad input -------------------------------------------------------------------------------
+
+
+def test_an_unreachable_database_is_named(broker):
+    from conftest import free_port
+    code, out, took = run_relay(f"postgres://postgres@127.0.0.1:{free_port()}/shop", broker)
+    assert code == 1 and "cannot connect to postgres://postgres@127.0.0.1" in out, out
+    assert took < 30
+
+
+def test_a_database_without_logical_wal_is_named(broker):
+    from outbox.pg import Postgres
+    pg = Postgres(wal_level="replica").start()
+    try:
+        with pg.connect(autocommit=True) as c:
+            c.execute("CREATE TABLE outbox (id uuid, aggregatetype text, aggregateid text, "
+                      "type text, payload bytea)")
+        code, out, _ = run_relay(pg, broker, db="postgres")
+        assert code == 1 and "wal_level = replica" in out and "wal_level = logical" in out, out
+    finally:
+        pg.close()
+
+
+def test_a_missing_table_or_column_is_named(postgres, broker):
+    code, out, _ = run_relay(postgres, broker, table="public.nothing")
+    assert code == 1 and "table public.nothing does not exist" in out, out
+    code, out, _ = run_relay(postgres, broker, "--column-payload", "body")
+    assert code == 1 and 'has no column "body"' in out, out
+    # Nothing half-done: no slot was made for a table that is not there.
+    with postgres.connect("shop") as c:
+        assert c.execute("SELECT count(*) FROM pg_replication_slots").fetchone()[0] == 0
+
+
+def test_a_row_sluice_cannot_take_stops_the_relay_before_it(postgres, broker, relays):
+    """A payload larger than its topic takes, and an aggregatetype that is no topic name: the
+    relay stops with the row's id and publishes nothing from that row on; the rows before it
+    are published once."""
+    # The relay's first start makes the slot: rows committed before it are not in the stream.
+    first_start = relays(postgres, broker, "--topic-prefix", "shop.")
+    first_start.wait_state("active", 60)
+    first_start.stop()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("shop.order", 1, 1,
+                                  config={"max.message.bytes": "2000"})])["shop.order"].result(30)
+    first, big, after = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    with postgres.connect("shop") as c:
+        c.execute("INSERT INTO outbox VALUES (%s, 'order', 'a', 't', %s)", (first, b'small'))
+        c.commit()
+        c.execute("INSERT INTO outbox VALUES (%s, 'order', 'a', 't', %s)", (big, b'x' * 10_000))
+        c.execute("INSERT INTO outbox VALUES (%s, 'order', 'a', 't', %s)", (after, b'small'))
+        c.commit()
+    code, out, _ = run_relay(postgres, broker, "--topic-prefix", "shop.", timeout=90)
+    assert code == 1 and f"row id {big}" in out and "larger than topic shop.order" in out, out
+    got = read_topics(broker.bootstrap, ["shop.order"], 1, 10)
+    assert [g[4] for g in got] == [str(first)], got
+
+    # The position stayed before the big row: after the limit is raised, it and the one after
+    # it come, once; the first row does not come again.
+    raise_limit = ConfigResource("topic", "shop.order", incremental_configs=[
+        ConfigEntry("max.message.bytes", "1000000",
+                    incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([raise_limit])[raise_limit].result(30)
+    with postgres.connect("shop") as c:
+        c.execute("INSERT INTO outbox VALUES (%s, 'bad topic', 'a', 't', %s)",
+                  (uuid.uuid4(), b'x'))
+        c.commit()
+    code, out, _ = run_relay(postgres, broker, "--topic-prefix", "shop.", timeout=90)
+    assert code == 1 and '"shop.bad topic" has' in out and "the relay stops before it" in out, out
+    got = read_topics(broker.bootstrap, ["shop.order"], 3, 10)
+    assert [g[4] for g in got] == [str(first), str(big), str(after)], got

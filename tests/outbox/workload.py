@@ -1,0 +1,209 @@
+"""The outbox workload and its checker, shared by the tests and bench/outbox_bench.py.
+
+Writers: threads that each run database transactions, each writing one to four outbox rows
+for one to three aggregates (an aggregate's version is bumped per row, under its row lock, so
+the versions of one aggregate's rows are its commit order), some rolled back on purpose. A
+transaction whose COMMIT got no answer (the database went away) is *uncertain*: the table
+says afterwards whether it committed.
+
+Checker: reads every outbox topic with read_committed and proves that every row the table
+holds was published exactly once, no other row was (rolled back or never written), and per
+aggregate the published versions are 1, 2, ... n in order: commit order per key."""
+
+import json
+import random
+import threading
+import time
+import uuid
+from collections import defaultdict
+
+import psycopg
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+TYPES = ("order", "payment")
+
+
+def aggregate_type(name):
+    return TYPES[int(name.split("-")[1]) % len(TYPES)]
+
+
+def setup_aggregates(pg, db, count):
+    with pg.connect(db, autocommit=True) as c:
+        c.execute("INSERT INTO aggregates SELECT 'agg-' || i, 0 FROM generate_series(0, %s) i",
+                  (count - 1,))
+
+
+class Writers:
+    def __init__(self, pg, db="shop", threads=4, aggregates=20, rollback=0.15, seed=1,
+                 payload_bytes=0, rate=None):
+        self.pg, self.db, self.threads = pg, db, threads
+        self.aggregates = [f"agg-{i}" for i in range(aggregates)]
+        self.rollback, self.payload_bytes = rollback, payload_bytes
+        self.rate = rate                      # transactions per second in all, None: flat out
+        self.random = random.Random(seed)
+        self.lock = threading.Lock()
+        self.committed, self.rolled_back, self.uncertain = set(), set(), set()
+        self.commit_times = {}                # id -> time.time() after COMMIT returned
+        self.errors = 0
+        self.stop_flag = threading.Event()
+        self.workers = []
+
+    def start(self, transactions_each, deadline_s):
+        deadline = time.monotonic() + deadline_s
+        for n in range(self.threads):
+            rng = random.Random(self.random.random())
+            t = threading.Thread(target=self._run, args=(rng, transactions_each, deadline),
+                                 daemon=True)
+            t.start()
+            self.workers.append(t)
+        return self
+
+    def join(self, timeout=120):
+        for t in self.workers:
+            t.join(timeout)
+            assert not t.is_alive(), "a writer did not finish"
+
+    def stop(self):
+        self.stop_flag.set()
+
+    def _connect(self, deadline):
+        while time.monotonic() < deadline and not self.stop_flag.is_set():
+            try:
+                return self.pg.connect(self.db)
+            except psycopg.OperationalError:
+                time.sleep(0.2)
+        return None
+
+    def _run(self, rng, count, deadline):
+        conn = None
+        interval = self.threads / self.rate if self.rate else 0
+        next_at = time.monotonic()
+        for _ in range(count):
+            if self.stop_flag.is_set() or time.monotonic() > deadline:
+                break
+            if interval:
+                next_at += interval
+                pause = next_at - time.monotonic()
+                if pause > 0:
+                    time.sleep(pause)
+            if conn is None or conn.closed:
+                conn = self._connect(deadline)
+                if conn is None:
+                    break
+            rows = sorted(rng.choice(self.aggregates)
+                          for _ in range(rng.randint(1, 4)))
+            ids = [uuid.uuid4() for _ in rows]
+            roll_back = rng.random() < self.rollback
+            committing = False
+            try:
+                with conn.cursor() as cur:
+                    for agg, row_id in zip(rows, ids):
+                        cur.execute("UPDATE aggregates SET version = version + 1 WHERE id = %s "
+                                    "RETURNING version", (agg,))
+                        version = cur.fetchone()[0]
+                        payload = json.dumps({"aggregate": agg, "version": version,
+                                              "pad": "x" * self.payload_bytes}).encode()
+                        cur.execute("INSERT INTO outbox (id, aggregatetype, aggregateid, type, "
+                                    "payload) VALUES (%s, %s, %s, 'changed', %s)",
+                                    (row_id, aggregate_type(agg), agg, payload))
+                if roll_back:
+                    conn.rollback()
+                    with self.lock:
+                        self.rolled_back.update(str(i) for i in ids)
+                else:
+                    committing = True
+                    conn.commit()
+                    now = time.time()
+                    with self.lock:
+                        for i in ids:
+                            self.committed.add(str(i))
+                            self.commit_times[str(i)] = now
+            except psycopg.Error:
+                with self.lock:
+                    self.errors += 1
+                    (self.uncertain if committing else self.rolled_back).update(str(i) for i in ids)
+                try:
+                    conn.close()
+                except psycopg.Error:
+                    pass
+                conn = None
+        if conn is not None:
+            conn.close()
+
+
+def table_truth(pg, db="shop"):
+    """{id: (aggregateid, version)} of every row the outbox table holds, and each aggregate's
+    final version."""
+    with pg.connect(db) as c:
+        rows = c.execute("SELECT id::text, aggregateid, payload FROM outbox").fetchall()
+        versions = dict(c.execute("SELECT id, version FROM aggregates").fetchall())
+    return {i: (agg, json.loads(bytes(p))["version"]) for i, agg, p in rows}, versions
+
+
+def read_topics(bootstrap, topics, until_count, timeout):
+    """Every record of `topics` (read_committed, from the start), in partition order:
+    [(topic, partition, offset, key, id header, payload, receive time)]."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"checker-{uuid.uuid4()}",
+                  "enable.auto.commit": False, "isolation.level": "read_committed",
+                  "enable.partition.eof": False})
+    try:
+        md = c.list_topics(timeout=10)
+        parts = [TopicPartition(t, p, OFFSET_BEGINNING) for t in topics if t in md.topics
+                 for p in md.topics[t].partitions]
+        c.assign(parts)
+        got = []
+        deadline = time.monotonic() + timeout
+        while len(got) < until_count and time.monotonic() < deadline:
+            for m in c.consume(1000, 0.5):
+                if m.error():
+                    continue
+                h = dict(m.headers() or [])
+                got.append((m.topic(), m.partition(), m.offset(), m.key(),
+                            h.get("id", b"").decode(), m.value(), time.time()))
+        # Anything beyond the expected count (a duplicate) shows up within a moment.
+        end = time.monotonic() + 2
+        while time.monotonic() < end:
+            for m in c.consume(1000, 0.2):
+                if not m.error():
+                    h = dict(m.headers() or [])
+                    got.append((m.topic(), m.partition(), m.offset(), m.key(),
+                                h.get("id", b"").decode(), m.value(), time.time()))
+        return got
+    finally:
+        c.close()
+
+
+def check(truth, versions, published, writers=None):
+    """Violations (a list of strings, empty when everything holds)."""
+    problems = []
+    seen = defaultdict(int)
+    for rec in published:
+        seen[rec[4]] += 1
+    for row_id, n in seen.items():
+        if n > 1:
+            problems.append(f"row {row_id} published {n} times")
+        if row_id not in truth:
+            problems.append(f"row {row_id} published but not in the table (rolled back or never "
+                            f"written)")
+    missing = [i for i in truth if i not in seen]
+    if missing:
+        problems.append(f"{len(missing)} committed rows never published, e.g. {missing[:3]}")
+    if writers is not None:
+        lost = [i for i in writers.committed if i not in truth]
+        if lost:
+            problems.append(f"{len(lost)} rows whose COMMIT succeeded are not in the table")
+        leaked = [i for i in writers.rolled_back if i in seen]
+        if leaked:
+            problems.append(f"{len(leaked)} rolled-back rows were published, e.g. {leaked[:3]}")
+    per_key = defaultdict(list)
+    for rec in sorted(published, key=lambda r: (r[0], r[1], r[2])):
+        per_key[rec[3].decode()].append(json.loads(rec[5])["version"])
+    for agg, vs in per_key.items():
+        want = list(range(1, len(vs) + 1))
+        if vs != want:
+            problems.append(f"aggregate {agg}: published versions {vs[:20]}... are not 1..n in "
+                            f"order")
+        elif versions.get(agg) != len(vs):
+            problems.append(f"aggregate {agg}: {len(vs)} versions published, table says "
+                            f"{versions.get(agg)}")
+    return problems
