@@ -299,16 +299,22 @@ impl PgSource {
         Ok(self.client.execute(&sql, &[&ids]).await?)
     }
 
-    /// The current end of the database's WAL, for the lag.
-    pub async fn wal_end(&self) -> Result<u64, OutboxError> {
-        let text: String = self
+    /// The slot's confirmed position: where the stream starts when the relay asks for less.
+    pub async fn slot_position(&self) -> Result<u64, OutboxError> {
+        let text: Option<String> = self
             .client
-            .query_one("SELECT pg_current_wal_lsn()::text", &[])
+            .query_opt(
+                "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1",
+                &[&self.cfg.slot],
+            )
             .await?
-            .get(0);
-        Lsn::parse(&text)
-            .map(Lsn::as_u64)
-            .map_err(|e| OutboxError::Database(format!("pg_current_wal_lsn {text:?}: {e}")))
+            .and_then(|r| r.get(0));
+        match text {
+            None => Ok(0),
+            Some(text) => Lsn::parse(&text)
+                .map(Lsn::as_u64)
+                .map_err(|e| OutboxError::Database(format!("confirmed_flush_lsn {text:?}: {e}"))),
+        }
     }
 
     /// Starts the change stream after `resume` (the end of the last published transaction),
@@ -386,6 +392,21 @@ impl PgStream {
         self.client.update_applied_lsn(Lsn::from_u64(end));
     }
 
+    /// With nothing received left to publish: confirms the position the server says it has
+    /// sent everything before (transactions without outbox rows, or none, are behind it), so
+    /// the slot does not hold WAL the relay will never need while no outbox row is written.
+    /// The progress topic keeps the last published end; a restart asks for that, and the
+    /// server starts at the later confirmed position, skipping only what had no rows.
+    /// Returns the new position, if it moved.
+    pub fn confirm_idle(&mut self) -> Option<u64> {
+        let through = self.decoder.sent_through;
+        if self.decoder.open.is_some() || through <= self.resume {
+            return None;
+        }
+        self.confirm(through);
+        Some(through)
+    }
+
     /// Rows decoded of the transaction still open.
     pub fn pending_rows(&self) -> usize {
         self.decoder.open.as_ref().map_or(0, |o| o.rows.len())
@@ -416,6 +437,8 @@ struct Decoder {
     layouts: HashMap<u32, Option<Layout>>,
     open: Option<OpenTxn>,
     server_wal_end: u64,
+    /// Every transaction committing before this was sent (a keepalive between transactions).
+    sent_through: u64,
 }
 
 impl Decoder {
@@ -425,6 +448,7 @@ impl Decoder {
             layouts: HashMap::new(),
             open: None,
             server_wal_end: 0,
+            sent_through: 0,
         }
     }
 
@@ -460,6 +484,11 @@ impl Decoder {
             }
             ReplicationEvent::KeepAlive { wal_end, .. } => {
                 self.server_wal_end = self.server_wal_end.max(wal_end.as_u64());
+                // Between transactions, the server has sent every transaction that committed
+                // before this point: what is not yet received commits after it.
+                if self.open.is_none() {
+                    self.sent_through = self.sent_through.max(wal_end.as_u64());
+                }
                 Ok(None)
             }
             ReplicationEvent::Message { .. } => Ok(None),

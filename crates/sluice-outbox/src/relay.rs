@@ -111,10 +111,13 @@ async fn session(
         }
         None => tracing::info!("no committed position: starting at the slot's"),
     }
+    // The stream starts at the later of the two (the slot may be ahead: confirm_idle).
+    let slot_position = source.slot_position().await?;
     let mut stream = source.stream(progress.as_ref().map(|p| p.end)).await?;
-    if let Some(p) = &progress {
-        stats.position.store(p.end, Ordering::Relaxed);
-    }
+    stats.position.store(
+        slot_position.max(progress.as_ref().map_or(0, |p| p.end)),
+        Ordering::Relaxed,
+    );
     stats.activations.fetch_add(1, Ordering::Relaxed);
     stats.set_error(None);
     stats.set_state(State::Active);
@@ -130,6 +133,9 @@ async fn session(
             Ordering::Relaxed,
         );
         let next = if batch.is_empty() {
+            if let Some(through) = stream.confirm_idle() {
+                stats.position.store(through, Ordering::Relaxed);
+            }
             tokio::select! {
                 t = stream.next() => Some(t?),
                 e = source.lease_lost() => return Err(e),

@@ -12,7 +12,7 @@ use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, Message, OwnedHeaders};
-use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
+use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
 
@@ -80,7 +80,7 @@ fn client_config(brokers: &str) -> ClientConfig {
 }
 
 pub struct Sink {
-    producer: ThreadedProducer<Deliveries>,
+    producer: BaseProducer<Deliveries>,
     admin: AdminClient<DefaultClientContext>,
     known_topics: HashSet<String>,
     progress_topic: String,
@@ -96,7 +96,7 @@ impl Sink {
     /// Connects and takes the relay's transactional id: any earlier instance's producer is
     /// fenced and its open transaction aborted. Blocking.
     pub fn connect(cfg: &OutboxConfig) -> Result<Sink, OutboxError> {
-        let producer: ThreadedProducer<Deliveries> = client_config(&cfg.brokers)
+        let producer: BaseProducer<Deliveries> = client_config(&cfg.brokers)
             .set("transactional.id", cfg.transactional_id())
             .set("transaction.timeout.ms", "10000")
             .set("linger.ms", "1")
@@ -237,6 +237,10 @@ impl Sink {
 
     /// Publishes `txns`' rows and `progress` in one transaction. Blocking.
     pub fn publish(&mut self, txns: &[SourceTxn], progress: &Progress) -> Result<(), OutboxError> {
+        self.producer.poll(Duration::ZERO);
+        if let Ok(mut first) = self.producer.context().first_failure.lock() {
+            *first = None; // a failure belongs to the batch it happened in
+        }
         self.producer
             .begin_transaction()
             .map_err(|e| broker("beginning a transaction", &e))?;
@@ -246,6 +250,12 @@ impl Sink {
                 self.abort();
                 return Err(e);
             }
+        }
+        // The crate's commit flushes first, polling in 100 ms steps while records are in
+        // flight; polling here in 1 ms steps gets them answered without those waits.
+        let deadline = crate::clock::now() + TIMEOUT;
+        while self.producer.in_flight_count() > 0 && crate::clock::now() < deadline {
+            self.producer.poll(Duration::from_millis(1));
         }
         if let Err(e) = self.producer.commit_transaction(TIMEOUT) {
             let refused = self
@@ -323,7 +333,7 @@ impl Sink {
                     if crate::clock::now() < deadline =>
                 {
                     record = back;
-                    std::thread::sleep(Duration::from_millis(1));
+                    self.producer.poll(Duration::from_millis(1));
                 }
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::MessageSizeTooLarge), _)) => {
                     return Err(match row {
