@@ -49,9 +49,15 @@ pub struct Broker {
     pub(crate) audit: crate::security::audit::AuditLog,
     /// Drawn at start: makes an unknown SCRAM user's challenge stable, like a real one's.
     pub(crate) unknown_user_secret: [u8; 32],
+    /// Metrics of components running beside the broker (the outbox relay), appended to
+    /// `/metrics` as OpenMetrics text.
+    pub(crate) extra_metrics: parking_lot::Mutex<Vec<ExtraMetrics>>,
     /// This broker, for work that outlives a request (finishing a transaction).
     me: std::sync::Weak<Broker>,
 }
+
+/// Writes a component's metric families (OpenMetrics text, no `# EOF`).
+pub type ExtraMetrics = Arc<dyn Fn(&mut String) + Send + Sync>;
 
 impl std::fmt::Debug for Broker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -125,6 +131,7 @@ impl Broker {
             )?
         };
         let broker = Arc::new_cyclic(|me| Broker {
+            extra_metrics: parking_lot::Mutex::new(Vec::new()),
             groups,
             txns,
             metrics,
@@ -484,6 +491,11 @@ impl Broker {
 
     pub fn metrics(&self) -> &crate::metrics::Metrics {
         &self.metrics
+    }
+
+    /// Adds a component's metrics to `/metrics`.
+    pub fn add_metrics(&self, write: ExtraMetrics) {
+        self.extra_metrics.lock().push(write);
     }
 
     /// The Prometheus exposition of this broker's metrics.

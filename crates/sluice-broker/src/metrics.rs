@@ -397,8 +397,12 @@ pub fn render(broker: &Broker) -> String {
     if prometheus_client::encoding::text::encode(&mut out, &registry).is_err() {
         return String::from("# encoding failed\n");
     }
-    // The conventional process metrics, unprefixed, before the final # EOF.
-    let process = process_metrics();
+    // The conventional process metrics, unprefixed, and those of components beside the
+    // broker, before the final # EOF.
+    let mut process = process_metrics();
+    for write in broker.extra_metrics.lock().iter() {
+        write(&mut process);
+    }
     if let Some(eof) = out.rfind("# EOF") {
         out.insert_str(eof, &process);
     } else {

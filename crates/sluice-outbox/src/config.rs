@@ -60,7 +60,8 @@ pub struct OutboxConfig {
     pub source: String,
     /// `schema.table` (schema `public` when left out).
     pub table: String,
-    /// Sluice's bootstrap address(es).
+    /// Sluice's bootstrap address(es) (run inside `sluice serve`: that broker, if left out).
+    #[serde(default)]
     pub brokers: String,
     /// The logical replication slot (created if missing); it names the relay too: every
     /// relay instance given the same source and slot is one relay, one active at a time.

@@ -119,44 +119,75 @@ impl Stats {
         }
     }
 
-    /// Prometheus text lines for one relay, labelled with its slot.
+    /// This relay's metric families as OpenMetrics text (no `# EOF`), labelled with its slot.
     pub fn prometheus(&self, slot: &str, out: &mut String) {
         let s = self.snapshot();
         let label = format!("slot=\"{}\"", slot.replace(['"', '\\', '\n'], "_"));
-        for state in State::ALL {
-            let _ = writeln!(
-                out,
-                "sluice_outbox_state{{{label},state=\"{}\"}} {}",
-                state.name(),
-                u8::from(state == s.state)
-            );
-        }
-        let _ = writeln!(
-            out,
-            "sluice_outbox_rows_published_total{{{label}}} {}",
-            s.rows
+        let mut family = |name: &str, kind: &str, help: &str, samples: &[(String, f64)]| {
+            let _ = writeln!(out, "# TYPE {name} {kind}");
+            let _ = writeln!(out, "# HELP {name} {help}");
+            let suffix = if kind == "counter" { "_total" } else { "" };
+            for (labels, value) in samples {
+                let _ = writeln!(out, "{name}{suffix}{{{labels}}} {value}");
+            }
+        };
+        let states: Vec<(String, f64)> = State::ALL
+            .iter()
+            .map(|state| {
+                (
+                    format!("{label},state=\"{}\"", state.name()),
+                    f64::from(u8::from(*state == s.state)),
+                )
+            })
+            .collect();
+        family(
+            "sluice_outbox_state",
+            "gauge",
+            "1 for the relay's state (active: this instance publishes; standby: another does)",
+            &states,
         );
-        let _ = writeln!(
-            out,
-            "sluice_outbox_source_transactions_total{{{label}}} {}",
-            s.txns
+        let one = |v: f64| vec![(label.clone(), v)];
+        family(
+            "sluice_outbox_rows_published",
+            "counter",
+            "Outbox rows this instance published into Sluice",
+            &one(s.rows as f64),
         );
-        let _ = writeln!(out, "sluice_outbox_commits_total{{{label}}} {}", s.batches);
-        let _ = writeln!(
-            out,
-            "sluice_outbox_lag_seconds{{{label}}} {}",
-            s.lag_ms / 1000.0
+        family(
+            "sluice_outbox_source_transactions",
+            "counter",
+            "Database transactions with outbox rows published",
+            &one(s.txns as f64),
         );
-        let _ = writeln!(out, "sluice_outbox_lag_bytes{{{label}}} {}", s.lag_bytes);
-        let _ = writeln!(
-            out,
-            "sluice_outbox_pending_rows{{{label}}} {}",
-            s.pending_rows
+        family(
+            "sluice_outbox_commits",
+            "counter",
+            "Sluice transactions the relay committed",
+            &one(s.batches as f64),
         );
-        let _ = writeln!(
-            out,
-            "sluice_outbox_activations_total{{{label}}} {}",
-            s.activations
+        family(
+            "sluice_outbox_last_batch_delay_seconds",
+            "gauge",
+            "From the last published batch's database commit to its Sluice commit",
+            &one(s.lag_ms / 1000.0),
+        );
+        family(
+            "sluice_outbox_lag_bytes",
+            "gauge",
+            "WAL the database has sent past the relay's position",
+            &one(s.lag_bytes as f64),
+        );
+        family(
+            "sluice_outbox_pending_rows",
+            "gauge",
+            "Rows received from the database and not yet committed into Sluice",
+            &one(s.pending_rows as f64),
+        );
+        family(
+            "sluice_outbox_activations",
+            "counter",
+            "Times this instance took the lease and became the active one",
+            &one(s.activations as f64),
         );
     }
 }

@@ -198,7 +198,14 @@ async fn serve_metrics(listener: tokio::net::TcpListener, stats: Arc<Stats>, slo
                 async move {
                     let mut text = String::new();
                     stats.prometheus(&slot, &mut text);
-                    text
+                    text.push_str("# EOF\n");
+                    (
+                        [(
+                            axum::http::header::CONTENT_TYPE,
+                            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                        )],
+                        text,
+                    )
                 }
             }),
         )

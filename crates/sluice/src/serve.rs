@@ -113,8 +113,17 @@ pub async fn run(settings: Resolved) -> anyhow::Result<()> {
         shutdown.clone(),
     ));
 
+    let outbox = match settings.outbox.clone() {
+        Some(cfg) => Some(start_outbox(&broker, &settings, cfg)?),
+        None => None,
+    };
+
     wait_for_signal().await;
     tracing::info!("shutting down");
+    if let Some((stop, relay)) = outbox {
+        let _ = stop.send(true);
+        let _ = tokio::task::spawn_blocking(move || relay.join()).await;
+    }
     shutdown.cancel();
     if tokio::time::timeout(Duration::from_secs(10), wire)
         .await
@@ -126,6 +135,55 @@ pub async fn run(settings: Resolved) -> anyhow::Result<()> {
     tokio::task::spawn_blocking(move || broker.close()).await?;
     tracing::info!("stopped cleanly");
     Ok(())
+}
+
+/// Runs the `[outbox]` relay beside the broker, on its own threads (its producer's calls
+/// block), publishing through this broker's first listener; its metrics join `/metrics`. A
+/// relay that stops on an error leaves the broker serving (its state says failed).
+fn start_outbox(
+    broker: &Arc<Broker>,
+    settings: &Resolved,
+    mut cfg: sluice_outbox::OutboxConfig,
+) -> anyhow::Result<(
+    tokio::sync::watch::Sender<bool>,
+    std::thread::JoinHandle<()>,
+)> {
+    if cfg.brokers.trim().is_empty() {
+        cfg.brokers = format!(
+            "{}:{}",
+            settings.broker.advertised_host, settings.broker.advertised_port
+        );
+    }
+    cfg.validate().context("[outbox]")?;
+    let stats = Arc::new(sluice_outbox::Stats::default());
+    let (metrics, slot) = (Arc::clone(&stats), cfg.slot.clone());
+    broker.add_metrics(Arc::new(move |out: &mut String| {
+        metrics.prometheus(&slot, out)
+    }));
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("outbox")
+        .enable_all()
+        .build()
+        .context("starting the outbox relay's runtime")?;
+    let relay = std::thread::Builder::new()
+        .name("outbox".into())
+        .spawn(move || {
+            runtime.block_on(async move {
+                tokio::spawn(sluice_outbox::report(
+                    Arc::clone(&stats),
+                    Duration::from_secs(cfg.report_secs),
+                    stop.clone(),
+                ));
+                if let Err(e) = sluice_outbox::run(cfg, stats, stop).await {
+                    tracing::error!(error = %e, "the outbox relay stopped");
+                }
+            });
+        })
+        .context("starting the outbox relay")?;
+    tracing::info!("outbox relay started");
+    Ok((stop_tx, relay))
 }
 
 /// Starts this node's member of the metadata group and its internal listener, and makes the

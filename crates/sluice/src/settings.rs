@@ -205,6 +205,10 @@ pub struct Settings {
     /// Log filter, e.g. info or sluice_broker=debug [default: info; RUST_LOG also works]
     #[arg(long, env = "SLUICE_LOG_LEVEL")]
     pub log_level: Option<String>,
+    /// The outbox relay to run in-process (the TOML file's `[outbox]` table only; the same
+    /// settings as `sluice outbox`, `brokers` defaulting to this broker)
+    #[arg(skip)]
+    pub outbox: Option<sluice_outbox::OutboxConfig>,
 }
 
 /// Everything `serve` needs, resolved.
@@ -223,6 +227,7 @@ pub struct Resolved {
     pub limits: Limits,
     pub worker_threads: Option<usize>,
     pub log_level: String,
+    pub outbox: Option<sluice_outbox::OutboxConfig>,
     /// `--cluster`: the voters by node id, each with its internal listener.
     pub cluster: Option<std::collections::BTreeMap<i32, String>>,
     /// This node's internal listener when `cluster` does not list it (a learner).
@@ -583,7 +588,8 @@ impl Settings {
             group_consumer_heartbeat_interval_ms,
             offsets_retention_minutes,
             worker_threads,
-            log_level
+            log_level,
+            outbox
         )
     }
 
@@ -770,6 +776,7 @@ impl Settings {
                 n => n,
             },
             log_level: self.log_level.unwrap_or_else(|| "info".into()),
+            outbox: self.outbox,
             cluster,
             internal_listen,
             rack: self.rack.filter(|r| !r.is_empty()),

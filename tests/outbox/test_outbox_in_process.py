@@ -1,0 +1,76 @@
+"""The relay inside `sluice serve` (the TOML file's `[outbox]` table, `brokers` left out: the
+broker itself), its metrics in the broker's /metrics; and the standalone relay's /metrics,
+both parsed as OpenMetrics."""
+
+import subprocess
+import urllib.request
+import uuid
+
+import pytest
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
+
+from conftest import SLUICE, wait_until
+from outbox.workload import read_topics
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def families(text):
+    return {f.name: f for f in text_string_to_metric_families(text)}
+
+
+def sample(fams, name, **labels):
+    for f in fams.values():
+        for s in f.samples:
+            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
+                return s.value
+    return None
+
+
+def test_serve_runs_the_outbox_table_of_its_config_file(postgres, start_broker, tmp_path):
+    config = tmp_path / "sluice.toml"
+    config.write_text(f"""
+[outbox]
+source = "{postgres.url('shop')}"
+table = "public.outbox"
+slot = "in_process"
+topic_prefix = "inproc."
+report_secs = 0
+""")
+    broker = start_broker(["--config", str(config)])
+
+    def metrics():
+        with urllib.request.urlopen(broker.admin_url + "/metrics", timeout=5) as r:
+            return families(r.read().decode())
+
+    wait_until(lambda: sample(metrics(), "sluice_outbox_state", slot="in_process",
+                              state="active") == 1, 60,
+               f"the in-process relay to be active: {broker.log()[-2000:]}")
+    ids = [uuid.uuid4() for _ in range(5)]
+    with postgres.connect("shop") as c:
+        for i in ids:
+            c.execute("INSERT INTO outbox VALUES (%s, 'order', 'k', 'created', 'x')", (i,))
+        c.commit()
+    got = read_topics(broker.bootstrap, ["inproc.order"], 5, 30)
+    assert sorted(g[4] for g in got) == sorted(str(i) for i in ids)
+    wait_until(lambda: sample(metrics(), "sluice_outbox_rows_published_total",
+                              slot="in_process") == 5, 10, "the metric to count 5 rows")
+
+
+def test_a_bad_outbox_table_stops_serve_at_start(tmp_path):
+    config = tmp_path / "sluice.toml"
+    config.write_text('[outbox]\nsource = "mysql://a@h:1/d"\ntable = "outbox"\n')
+    p = subprocess.run([str(SLUICE), "serve", "--config", str(config), "--data-dir",
+                        str(tmp_path / "data"), "--listen", "127.0.0.1:0",
+                        "--admin-listen", "127.0.0.1:0"],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode != 0 and "[outbox]" in p.stderr and "postgres://" in p.stderr, p.stderr
+
+
+def test_the_standalone_relay_serves_openmetrics(postgres, broker, relays):
+    r = relays(postgres, broker)
+    r.wait_state("active", 60)
+    fams = families(r.metrics())
+    assert sample(fams, "sluice_outbox_state", slot="sluice_outbox", state="active") == 1
+    assert sample(fams, "sluice_outbox_rows_published_total", slot="sluice_outbox") == 0
+    assert sample(fams, "sluice_outbox_lag_bytes", slot="sluice_outbox") is not None
