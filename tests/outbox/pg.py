@@ -19,7 +19,8 @@ from conftest import ARTIFACTS, free_port, log_prefix, wait_until
 
 
 def pg_bin():
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"),
+                   key=lambda p: [int(x) for x in Path(p).parts[-3].split(".") if x.isdigit()])
     if not found:
         raise RuntimeError("PostgreSQL's server binaries are missing: run scripts/db-env")
     return Path(found[-1]).parent

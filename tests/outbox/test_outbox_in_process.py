@@ -59,7 +59,7 @@ report_secs = 0
 
 def test_a_bad_outbox_table_stops_serve_at_start(tmp_path):
     config = tmp_path / "sluice.toml"
-    config.write_text('[outbox]\nsource = "mysql://a@h:1/d"\ntable = "outbox"\n')
+    config.write_text('[outbox]\nsource = "oracle://a@h:1/d"\ntable = "outbox"\n')
     p = subprocess.run([str(SLUICE), "serve", "--config", str(config), "--data-dir",
                         str(tmp_path / "data"), "--listen", "127.0.0.1:0",
                         "--admin-listen", "127.0.0.1:0"],

@@ -18,19 +18,27 @@ import uuid
 from collections import defaultdict
 
 import psycopg
+import pymysql
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 TYPES = ("order", "payment")
+# Errors of either database's client (PostgreSQL: psycopg; MariaDB: PyMySQL).
+DB_ERRORS = (psycopg.Error, pymysql.err.Error)
 
 
 def aggregate_type(name):
     return TYPES[int(name.split("-")[1]) % len(TYPES)]
 
 
-def setup_aggregates(pg, db, count):
-    with pg.connect(db, autocommit=True) as c:
-        c.execute("INSERT INTO aggregates SELECT 'agg-' || i, 0 FROM generate_series(0, %s) i",
-                  (count - 1,))
+def setup_aggregates(server, db, count):
+    conn = server.connect(db)
+    try:
+        with conn.cursor() as cur:
+            cur.executemany("INSERT INTO aggregates VALUES (%s, 0)",
+                            [(f"agg-{i}",) for i in range(count)])
+        conn.commit()
+    finally:
+        conn.close()
 
 
 class Writers:
@@ -70,7 +78,7 @@ class Writers:
         while time.monotonic() < deadline and not self.stop_flag.is_set():
             try:
                 return self.pg.connect(self.db)
-            except psycopg.OperationalError:
+            except DB_ERRORS:
                 time.sleep(0.2)
         return None
 
@@ -86,20 +94,22 @@ class Writers:
                 pause = next_at - time.monotonic()
                 if pause > 0:
                     time.sleep(pause)
-            if conn is None or conn.closed:
+            if conn is None:
                 conn = self._connect(deadline)
                 if conn is None:
                     break
             rows = sorted(rng.choice(self.aggregates)
                           for _ in range(rng.randint(1, 4)))
-            ids = [uuid.uuid4() for _ in rows]
+            ids = [str(uuid.uuid4()) for _ in rows]
             roll_back = rng.random() < self.rollback
             committing = False
             try:
                 with conn.cursor() as cur:
                     for agg, row_id in zip(rows, ids):
-                        cur.execute("UPDATE aggregates SET version = version + 1 WHERE id = %s "
-                                    "RETURNING version", (agg,))
+                        # (MariaDB has no UPDATE ... RETURNING; the row stays locked.)
+                        cur.execute("UPDATE aggregates SET version = version + 1 WHERE id = %s",
+                                    (agg,))
+                        cur.execute("SELECT version FROM aggregates WHERE id = %s", (agg,))
                         version = cur.fetchone()[0]
                         payload = json.dumps({"aggregate": agg, "version": version,
                                               "pad": "x" * self.payload_bytes}).encode()
@@ -118,26 +128,33 @@ class Writers:
                         for i in ids:
                             self.committed.add(str(i))
                             self.commit_times[str(i)] = now
-            except psycopg.Error:
+            except DB_ERRORS:
                 with self.lock:
                     self.errors += 1
                     (self.uncertain if committing else self.rolled_back).update(str(i) for i in ids)
                 try:
                     conn.close()
-                except psycopg.Error:
+                except DB_ERRORS:
                     pass
                 conn = None
         if conn is not None:
             conn.close()
 
 
-def table_truth(pg, db="shop"):
+def table_truth(server, db="shop"):
     """{id: (aggregateid, version)} of every row the outbox table holds, and each aggregate's
     final version."""
-    with pg.connect(db) as c:
-        rows = c.execute("SELECT id::text, aggregateid, payload FROM outbox").fetchall()
-        versions = dict(c.execute("SELECT id, version FROM aggregates").fetchall())
-    return {i: (agg, json.loads(bytes(p))["version"]) for i, agg, p in rows}, versions
+    conn = server.connect(db)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT id, aggregateid, payload FROM outbox")
+            rows = cur.fetchall()
+            cur.execute("SELECT id, version FROM aggregates")
+            versions = dict(cur.fetchall())
+        conn.commit()
+    finally:
+        conn.close()
+    return {str(i): (agg, json.loads(bytes(p))["version"]) for i, agg, p in rows}, versions
 
 
 def read_topics(bootstrap, topics, until_count, timeout):

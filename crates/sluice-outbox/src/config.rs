@@ -89,6 +89,11 @@ pub struct OutboxConfig {
     /// Progress lines on stderr every this many seconds (0: none).
     #[serde(default = "default_report_secs")]
     pub report_secs: u64,
+    /// Keep trying a database never reached (inside `sluice serve`, which must not give up
+    /// on its relay because the database started later); `sluice outbox` stops with the
+    /// message instead.
+    #[serde(skip)]
+    pub retry_unreachable: bool,
 }
 
 fn default_slot() -> String {
@@ -119,7 +124,13 @@ impl OutboxConfig {
             max_batch_rows: default_max_batch_rows(),
             standby_poll_ms: default_standby_poll_ms(),
             report_secs: default_report_secs(),
+            retry_unreachable: false,
         }
+    }
+
+    /// A MySQL or MariaDB source (its binary log) rather than PostgreSQL.
+    pub fn is_mysql(&self) -> bool {
+        self.source.starts_with("mysql://") || self.source.starts_with("mariadb://")
     }
 
     pub fn publication(&self) -> &str {
@@ -131,6 +142,16 @@ impl OutboxConfig {
         self.progress_topic
             .clone()
             .unwrap_or_else(|| format!("sluice.outbox.{}", self.slot))
+    }
+
+    /// Which database this relay reads, as its position records name it: host, port and
+    /// database, no user or password. A position written for another database is refused.
+    pub fn source_identity(&self) -> String {
+        let rest = self.source.split_once("://").map_or("", |(_, r)| r);
+        let rest = rest.rsplit_once('@').map_or(rest, |(_, host)| host);
+        let rest = rest.split_once('?').map_or(rest, |(r, _)| r);
+        let scheme = if self.is_mysql() { "mysql" } else { "postgres" };
+        format!("{scheme}://{rest}")
     }
 
     /// The transactional id every instance of this relay shares: a new active instance
@@ -150,10 +171,21 @@ impl OutboxConfig {
     /// The settings' own checks, before anything is connected to.
     pub fn validate(&self) -> Result<(), OutboxError> {
         let bad = |what: String| Err(OutboxError::Setup(what));
-        if !self.source.starts_with("postgres://") && !self.source.starts_with("postgresql://") {
+        if !self.is_mysql()
+            && !self.source.starts_with("postgres://")
+            && !self.source.starts_with("postgresql://")
+        {
             return bad(format!(
-                "--source {:?}: give postgres://USER[:PASSWORD]@HOST:PORT/DB \
-                 (the MySQL/MariaDB binlog source is not built yet)",
+                "--source {:?}: give postgres://USER[:PASSWORD]@HOST:PORT/DB or \
+                 mysql://USER[:PASSWORD]@HOST:PORT/DB (MariaDB too)",
+                redact(&self.source)
+            ));
+        }
+        let host = self.source_identity();
+        let host = host.split_once("://").map_or("", |(_, r)| r);
+        if host.is_empty() || host.starts_with('/') || host.starts_with(':') {
+            return bad(format!(
+                "--source {:?}: name the database's host (a Unix socket is not supported)",
                 redact(&self.source)
             ));
         }
@@ -233,6 +265,10 @@ mod tests {
         assert_eq!(c.publication(), "sluice_outbox");
         assert_eq!(c.progress_topic(), "sluice.outbox.sluice_outbox");
         assert_eq!(c.transactional_id(), "sluice-outbox-sluice_outbox");
+        assert_eq!(c.source_identity(), "postgres://127.0.0.1:5432/shop");
+        let mut m = c.clone();
+        m.source = "mysql://root:pw@db:3306/shop?ssl-mode=disabled".into();
+        assert_eq!(m.source_identity(), "mysql://db:3306/shop");
         assert_eq!(
             c.columns.all(),
             ["id", "aggregatetype", "aggregateid", "type", "payload"]
@@ -243,16 +279,22 @@ mod tests {
     fn bad_settings_are_named() {
         let ok = OutboxConfig::new("postgres://a@h:1/d", "s.t", "b:1");
         let mut c = ok.clone();
-        c.source = "mysql://a:b@h:1/d".into();
+        c.source = "oracle://a:b@h:1/d".into();
         let e = c
             .validate()
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default();
         assert!(
-            e.contains("mysql://a:***@h:1/d") && !e.contains(":b@"),
+            e.contains("oracle://a:***@h:1/d") && !e.contains(":b@"),
             "{e}"
         );
+        let mut c = ok.clone();
+        c.source = "mysql://a:b@h:1/d".into();
+        assert!(c.validate().is_ok() && c.is_mysql());
+        let mut c = ok.clone();
+        c.source = "postgres:///d".into();
+        assert!(c.validate().is_err(), "no host");
         let mut c = ok.clone();
         c.table = "a.b.c".into();
         assert!(c.validate().is_err());

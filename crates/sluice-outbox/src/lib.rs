@@ -2,7 +2,8 @@
 //! an outbox table in its own database transactions; the relay follows the database's change
 //! log and publishes every committed row to Sluice exactly once, in commit order per key.
 //!
-//! - [`postgres`]: the PostgreSQL source (logical replication, `pgoutput`), the lease;
+//! - [`source`]: the database read, [`postgres`] (logical replication, `pgoutput`) or
+//!   [`mysql`] (MySQL/MariaDB binary log, row format), and the lease;
 //! - [`pgoutput`]: decoding the replication messages the relay reads;
 //! - [`sink`]: the transactional producer and the committed position;
 //! - [`relay`]: the loop tying them together; [`stats`]: what it reports.
@@ -10,11 +11,13 @@
 pub mod clock;
 pub mod config;
 pub mod error;
+pub mod mysql;
 pub mod pgoutput;
 pub mod postgres;
 pub mod relay;
 pub mod row;
 pub mod sink;
+pub mod source;
 pub mod stats;
 
 pub use config::{Columns, OutboxConfig};

@@ -19,6 +19,11 @@ use crate::row::{topic_for, unroutable, OutboxRow, SourceTxn};
 /// Microseconds from the Unix epoch to PostgreSQL's (2000-01-01).
 const PG_EPOCH_US: i64 = 946_684_800_000_000;
 
+/// Server settings of the relay's sessions: keepalives so the server drops a vanished
+/// relay's session (and lease) within seconds, and the bytea text format the decoder reads.
+const SESSION_OPTIONS: &str = "-c tcp_keepalives_idle=5 -c tcp_keepalives_interval=2 \
+     -c tcp_keepalives_count=3 -c bytea_output=hex";
+
 /// SQLSTATEs the relay tells apart.
 const INSUFFICIENT_PRIVILEGE: &str = "42501";
 const DUPLICATE_OBJECT: &str = "42710";
@@ -31,6 +36,8 @@ pub struct PgSource {
     connection: JoinHandle<()>,
     /// The id column's SQL type, for deleting published rows by id.
     id_type: String,
+    /// The table is partitioned (its rows must be published under its own name).
+    partitioned: bool,
     user: String,
     database: String,
 }
@@ -57,6 +64,10 @@ impl PgSource {
         pg.connect_timeout(Duration::from_secs(5))
             .keepalives(true)
             .keepalives_idle(Duration::from_secs(5))
+            .keepalives_interval(Duration::from_secs(2))
+            .keepalives_retries(3)
+            // The server must notice a vanished relay soon too: its backend holds the lease.
+            .options(SESSION_OPTIONS)
             .application_name("sluice-outbox");
         let (client, connection) = pg.connect(NoTls).await.map_err(|e| {
             OutboxError::Database(format!(
@@ -78,6 +89,7 @@ impl PgSource {
             client,
             connection,
             id_type: String::new(),
+            partitioned: false,
             user,
             database,
         })
@@ -110,21 +122,23 @@ impl PgSource {
             )));
         }
         let (schema, table) = self.cfg.table_name();
-        let relation: Option<u32> = self
+        let relation: Option<(u32, i8)> = self
             .client
             .query_opt(
-                "SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+                "SELECT c.oid, c.relkind FROM pg_class c \
+                 JOIN pg_namespace n ON n.oid = c.relnamespace \
                  WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')",
                 &[&schema, &table],
             )
             .await?
-            .map(|r| r.get(0));
-        let Some(relation) = relation else {
+            .map(|r| (r.get(0), r.get(1)));
+        let Some((relation, kind)) = relation else {
             return Err(OutboxError::Setup(format!(
                 "table {schema}.{table} does not exist in database {}",
                 self.database
             )));
         };
+        self.partitioned = kind == b'p' as i8;
         let rows = self
             .client
             .query(
@@ -158,19 +172,29 @@ impl PgSource {
         let publication = self.cfg.publication();
         let qualified = format!("{}.{}", quote_ident(&schema), quote_ident(&table));
         let create_publication = format!(
-            "CREATE PUBLICATION {} FOR TABLE {qualified} WITH (publish = 'insert')",
+            "CREATE PUBLICATION {} FOR TABLE {qualified} WITH (publish = 'insert', \
+             publish_via_partition_root = true)",
             quote_ident(publication)
         );
         let exists = self
             .client
             .query_opt(
-                "SELECT pubinsert FROM pg_publication WHERE pubname = $1",
+                "SELECT pubinsert, pubviaroot FROM pg_publication WHERE pubname = $1",
                 &[&publication],
             )
             .await?;
         match exists {
             Some(row) => {
                 let publishes_inserts: bool = row.get(0);
+                let via_root: bool = row.get(1);
+                if self.partitioned && !via_root {
+                    return Err(OutboxError::Setup(format!(
+                        "publication {publication} publishes the partitions of {schema}.{table} \
+                         under their own names: run ALTER PUBLICATION {} SET \
+                         (publish_via_partition_root = true)",
+                        quote_ident(publication)
+                    )));
+                }
                 let covers = self
                     .client
                     .query_opt(
@@ -274,6 +298,11 @@ impl PgSource {
             .get(0))
     }
 
+    /// False once the control connection, and with it the lease, is gone.
+    pub fn holds_lease(&self) -> bool {
+        !self.connection.is_finished()
+    }
+
     /// Resolves when the control connection, and with it the lease, is gone.
     pub async fn lease_lost(&mut self) -> OutboxError {
         let _ = (&mut self.connection).await;
@@ -350,8 +379,15 @@ impl PgSource {
         .with_ack_lsn(start)
         .with_status_interval(Duration::from_secs(1))
         .with_wakeup_interval(Duration::from_secs(5))
+        .with_options(SESSION_OPTIONS)
         .with_application_name("sluice-outbox");
-        let client = ReplicationClient::connect(config)
+        let mut client = ReplicationClient::connect(config)
+            .await
+            .map_err(|e| OutboxError::Stream(format!("starting replication: {e}")))?;
+        // The worker connects and starts in the background: wait, so a slot still held by
+        // a vanished instance's walsender is an error here, not a relay reported active.
+        client
+            .wait_started()
             .await
             .map_err(|e| OutboxError::Stream(format!("starting replication: {e}")))?;
         Ok(PgStream {
@@ -477,6 +513,7 @@ impl Decoder {
                     .ok_or_else(|| OutboxError::Stream("a Commit came without its Begin".into()))?;
                 Ok(Some(SourceTxn {
                     end: end_lsn.as_u64(),
+                    position: crate::stats::lsn_text(end_lsn.as_u64()),
                     commit_time_us: commit_time_micros.saturating_add(PG_EPOCH_US),
                     rows: open.rows,
                     unpublishable: open.unpublishable,

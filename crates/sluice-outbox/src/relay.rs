@@ -14,10 +14,10 @@ use tokio::task::block_in_place;
 
 use crate::config::OutboxConfig;
 use crate::error::OutboxError;
-use crate::postgres::PgSource;
 use crate::row::SourceTxn;
 use crate::sink::{Progress, Sink};
-use crate::stats::{lsn_text, State, Stats};
+use crate::source::{ChangeStream, Source};
+use crate::stats::{State, Stats};
 
 /// Resolves once `stop` says so; never if its sender is gone.
 async fn stopped(stop: &mut watch::Receiver<bool>) {
@@ -50,7 +50,10 @@ pub async fn run(
             }
             // A database never reached is a setting to fix, not a restart to wait for.
             Err(e)
-                if e.is_fatal() || (!reached_database && matches!(e, OutboxError::Database(_))) =>
+                if e.is_fatal()
+                    || (!reached_database
+                        && !cfg.retry_unreachable
+                        && matches!(e, OutboxError::Database(_))) =>
             {
                 stats.set_state(State::Failed);
                 stats.set_error(Some(e.to_string()));
@@ -78,10 +81,9 @@ async fn session(
     stop: &mut watch::Receiver<bool>,
     reached_database: &mut bool,
 ) -> Result<(), OutboxError> {
-    let mut source = PgSource::connect(cfg).await?;
+    let mut source = Source::connect(cfg).await?;
     *reached_database = true;
-    source.check().await?;
-    source.ensure_publication_and_slot().await?;
+    source.prepare().await?;
 
     let mut announced = false;
     while !source.try_lease().await? {
@@ -112,8 +114,8 @@ async fn session(
         None => tracing::info!("no committed position: starting at the slot's"),
     }
     // The stream starts at the later of the two (the slot may be ahead: confirm_idle).
-    let slot_position = source.slot_position().await?;
-    let mut stream = source.stream(progress.as_ref().map(|p| p.end)).await?;
+    let slot_position = source.start_position().await?;
+    let mut stream = source.stream(progress.as_ref()).await?;
     stats.position.store(
         slot_position.max(progress.as_ref().map_or(0, |p| p.end)),
         Ordering::Relaxed,
@@ -125,9 +127,7 @@ async fn session(
     let mut batch: Vec<SourceTxn> = Vec::new();
     let mut batch_rows = 0usize;
     loop {
-        stats
-            .wal_end
-            .store(stream.server_wal_end(), Ordering::Relaxed);
+        stats.wal_end.store(stream.server_end(), Ordering::Relaxed);
         stats.pending_rows.store(
             u64::try_from(batch_rows + stream.pending_rows()).unwrap_or(u64::MAX),
             Ordering::Relaxed,
@@ -137,9 +137,10 @@ async fn session(
                 stats.position.store(through, Ordering::Relaxed);
             }
             tokio::select! {
-                t = stream.next() => Some(t?),
+                biased;
                 e = source.lease_lost() => return Err(e),
                 _ = stopped(stop) => return Ok(()),
+                t = stream.next() => Some(t?),
             }
         } else if batch_rows < cfg.max_batch_rows {
             // More of what the database has sent already joins this batch.
@@ -168,6 +169,11 @@ async fn session(
             }
             Some(_) => {} // an event inside a transaction, or one with no outbox rows
             None => {
+                // A relay that lost its lease publishes nothing more (a new active instance
+                // would fence it anyway).
+                if !source.holds_lease() {
+                    return Err(source.lease_lost().await);
+                }
                 publish(
                     cfg,
                     &mut source,
@@ -188,9 +194,9 @@ async fn session(
 
 async fn publish(
     cfg: &OutboxConfig,
-    source: &mut PgSource,
+    source: &mut Source,
     sink: &mut Sink,
-    stream: &mut crate::postgres::PgStream,
+    stream: &mut ChangeStream,
     batch: &[SourceTxn],
     published_before: u64,
     stats: &Stats,
@@ -201,8 +207,9 @@ async fn publish(
     let rows: usize = batch.iter().map(|t| t.rows.len()).sum();
     let progress = Progress {
         end: last.end,
-        position: lsn_text(last.end),
+        position: last.position.clone(),
         rows: published_before + u64::try_from(rows).unwrap_or(u64::MAX),
+        source: cfg.source_identity(),
     };
     match publish_txns(sink, batch, &progress).await {
         Ok(()) => {}
@@ -214,8 +221,9 @@ async fn publish(
                 rows_so_far += u64::try_from(txn.rows.len()).unwrap_or(u64::MAX);
                 let one = Progress {
                     end: txn.end,
-                    position: lsn_text(txn.end),
+                    position: txn.position.clone(),
                     rows: rows_so_far,
+                    source: cfg.source_identity(),
                 };
                 publish_txns(sink, std::slice::from_ref(txn), &one).await?;
                 stream.confirm(txn.end);

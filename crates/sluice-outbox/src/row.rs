@@ -40,6 +40,8 @@ impl OutboxRow {
 pub struct SourceTxn {
     /// The position just past its commit: once published, the relay resumes after it.
     pub end: u64,
+    /// The same as the database writes it (`0/16B3748`, `binlog.000003:1234`).
+    pub position: String,
     /// When the database committed it, in microseconds since the Unix epoch.
     pub commit_time_us: i64,
     pub rows: Vec<OutboxRow>,

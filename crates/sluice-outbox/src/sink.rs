@@ -31,6 +31,9 @@ pub struct Progress {
     pub position: String,
     /// Rows this relay has published in all.
     pub rows: u64,
+    /// The database it is a position in (`OutboxConfig::source_identity`).
+    #[serde(default)]
+    pub source: String,
 }
 
 /// Records delivery failures so a failed commit can say which row Sluice refused.
@@ -86,6 +89,7 @@ pub struct Sink {
     progress_topic: String,
     key: String,
     brokers: String,
+    source: String,
 }
 
 fn broker(what: &str, e: &KafkaError) -> OutboxError {
@@ -125,6 +129,7 @@ impl Sink {
             progress_topic: cfg.progress_topic(),
             key: cfg.slot.clone(),
             brokers: cfg.brokers.clone(),
+            source: cfg.source_identity(),
         })
     }
 
@@ -168,18 +173,24 @@ impl Sink {
                 Err((t, RDKafkaErrorCode::TopicAlreadyExists)) => {
                     self.known_topics.insert(t);
                 }
+                // What waiting will not change; anything else (a node restarting, too few
+                // live nodes for the replication factor, throttling) is retried.
                 Err((
                     t,
-                    code @ (RDKafkaErrorCode::BrokerTransportFailure
-                    | RDKafkaErrorCode::RequestTimedOut
-                    | RDKafkaErrorCode::NotController
-                    | RDKafkaErrorCode::AllBrokersDown),
-                )) => return Err(OutboxError::Broker(format!("creating topic {t}: {code}"))),
-                Err((t, code)) => {
+                    code @ (RDKafkaErrorCode::InvalidTopic
+                    | RDKafkaErrorCode::PolicyViolation
+                    | RDKafkaErrorCode::TopicAuthorizationFailed
+                    | RDKafkaErrorCode::ClusterAuthorizationFailed
+                    | RDKafkaErrorCode::InvalidConfig
+                    | RDKafkaErrorCode::InvalidPartitions),
+                )) => {
                     return Err(OutboxError::Row(format!(
                         "topic {t} cannot be created ({code}): create it yourself, or route \
                          its rows elsewhere; the relay stops before its first row"
                     )))
+                }
+                Err((t, code)) => {
+                    return Err(OutboxError::Broker(format!("creating topic {t}: {code}")))
                 }
             }
         }
@@ -192,6 +203,7 @@ impl Sink {
             .set("group.id", format!("sluice-outbox-reader-{}", self.key))
             .set("enable.auto.commit", "false")
             .set("enable.partition.eof", "true")
+            .set("auto.offset.reset", "earliest")
             .set("isolation.level", "read_committed")
             .create_with_context(Quiet)
             .map_err(|e| broker("creating the progress reader", &e))?;
@@ -214,7 +226,28 @@ impl Sink {
             }
             match consumer.poll(Duration::from_millis(200)) {
                 None => {}
-                Some(Err(KafkaError::PartitionEOF(_))) => break,
+                // The end read_committed reaches is the last stable offset: if someone else's
+                // transaction is open there (a shared progress topic), this relay's later
+                // positions may lie beyond it, so read on until the high watermark.
+                Some(Err(KafkaError::PartitionEOF(_))) => {
+                    let (low, high) = consumer
+                        .fetch_watermarks(&self.progress_topic, 0, Duration::from_secs(10))
+                        .map_err(|e| broker("reading the progress topic's end", &e))?;
+                    let at = consumer
+                        .position()
+                        .ok()
+                        .and_then(|p| {
+                            p.find_partition(&self.progress_topic, 0)
+                                .and_then(|e| e.offset().to_raw())
+                        })
+                        .unwrap_or(-1);
+                    // Nothing fetched yet (an empty topic) leaves no position: the start.
+                    let at = if at < 0 { low } else { at };
+                    if at >= high {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
                 Some(Err(e)) => return Err(broker("reading the progress topic", &e)),
                 Some(Ok(m)) if m.key() == Some(self.key.as_bytes()) => {
                     last = match m.payload() {
@@ -230,6 +263,16 @@ impl Sink {
                     };
                 }
                 Some(Ok(_)) => {} // another relay's position
+            }
+        }
+        if let Some(p) = &last {
+            if !p.source.is_empty() && p.source != self.source {
+                return Err(OutboxError::Setup(format!(
+                    "{} holds relay {}'s position in {}, not in {}: two relays (or a restored \
+                     database) share the slot name {}; give this one its own --slot or \
+                     --progress-topic",
+                    self.progress_topic, self.key, p.source, self.source, self.key
+                )));
             }
         }
         Ok(last)

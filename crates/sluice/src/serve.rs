@@ -155,6 +155,7 @@ fn start_outbox(
         );
     }
     cfg.validate().context("[outbox]")?;
+    cfg.retry_unreachable = true;
     let stats = Arc::new(sluice_outbox::Stats::default());
     let (metrics, slot) = (Arc::clone(&stats), cfg.slot.clone());
     broker.add_metrics(Arc::new(move |out: &mut String| {

@@ -1,0 +1,489 @@
+//! The MySQL/MariaDB source: a control connection (checks, the lease, deleting published rows)
+//! and the binary log in row format (`mysql_async`'s binlog stream), decoded into committed
+//! transactions of outbox rows. The position is a binlog file and offset; as a number it is
+//! `file sequence << 32 | offset`, which orders like the log.
+
+use futures::StreamExt;
+use mysql_async::binlog::events::{Event, EventData, RowsEventData};
+use mysql_async::binlog::row::BinlogRow;
+use mysql_async::binlog::value::BinlogValue;
+use mysql_async::prelude::Queryable;
+use mysql_async::{BinlogStream, BinlogStreamRequest, Conn, Opts, Value};
+
+use crate::config::{redact, OutboxConfig};
+use crate::error::OutboxError;
+use crate::row::{topic_for, unroutable, OutboxRow, SourceTxn};
+
+fn db(what: &str, e: &mysql_async::Error) -> OutboxError {
+    OutboxError::Database(format!("{what}: {e}"))
+}
+
+/// `binlog.000042:1234` as one ordered number.
+pub fn position_number(file: &str, offset: u64) -> u64 {
+    let sequence: u64 = file
+        .rsplit('.')
+        .next()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    (sequence << 32) | (offset & 0xFFFF_FFFF)
+}
+
+/// A Rotate event's file name up to its sequence number (the server's first, artificial
+/// Rotate may carry checksum bytes after it).
+fn binlog_name(raw: &str) -> String {
+    let Some(dot) = raw.rfind('.') else {
+        return raw.to_string();
+    };
+    let digits = raw[dot + 1..]
+        .bytes()
+        .take_while(u8::is_ascii_digit)
+        .count();
+    raw[..dot + 1 + digits].to_string()
+}
+
+/// `FILE:OFFSET` back into its parts.
+pub fn parse_position(text: &str) -> Option<(String, u64)> {
+    let (file, offset) = text.rsplit_once(':')?;
+    Some((file.to_string(), offset.parse().ok()?))
+}
+
+/// A replica's server id for the binlog dump: stable per slot, away from small hand-set ids.
+fn server_id(slot: &str) -> u32 {
+    let mut hash: u32 = 0x811c_9dc5;
+    for b in slot.bytes() {
+        hash ^= u32::from(b);
+        hash = hash.wrapping_mul(0x0100_0193);
+    }
+    1_000_000 + hash % 1_000_000_000
+}
+
+pub struct MySqlSource {
+    cfg: OutboxConfig,
+    opts: Opts,
+    conn: Conn,
+    schema: String,
+    table: String,
+    /// Positions of id, aggregatetype, aggregateid, type, payload and the header columns.
+    positions: Vec<usize>,
+    /// The id column's type, for formatting a binary(16) uuid.
+    id_type: String,
+    lease: String,
+}
+
+impl MySqlSource {
+    pub async fn connect(cfg: &OutboxConfig) -> Result<MySqlSource, OutboxError> {
+        let url = cfg.source.replacen("mariadb://", "mysql://", 1);
+        let opts = Opts::from_url(&url)
+            .map_err(|e| OutboxError::Setup(format!("--source {:?}: {e}", redact(&cfg.source))))?;
+        let connect = Conn::new(opts.clone());
+        let conn = match tokio::time::timeout(std::time::Duration::from_secs(5), connect).await {
+            Ok(Ok(conn)) => conn,
+            Ok(Err(e)) => {
+                return Err(OutboxError::Database(format!(
+                    "cannot connect to {}: {e}",
+                    redact(&cfg.source)
+                )))
+            }
+            Err(_) => {
+                return Err(OutboxError::Database(format!(
+                    "cannot connect to {}: no answer in 5 s",
+                    redact(&cfg.source)
+                )))
+            }
+        };
+        let database = opts.db_name().unwrap_or_default().to_string();
+        let (schema, table) = match cfg.table.split_once('.') {
+            Some((s, t)) => (s.to_string(), t.to_string()),
+            None => (database, cfg.table.clone()),
+        };
+        if schema.is_empty() {
+            return Err(OutboxError::Setup(
+                "--source names no database and --table no schema: give one".into(),
+            ));
+        }
+        Ok(MySqlSource {
+            lease: format!("sluice-outbox:{}", cfg.slot),
+            cfg: cfg.clone(),
+            opts,
+            conn,
+            schema,
+            table,
+            positions: Vec::new(),
+            id_type: String::new(),
+        })
+    }
+
+    /// The binary log (on, row format, full row images), the table and its columns.
+    pub async fn check(&mut self) -> Result<(), OutboxError> {
+        let settings: Option<(Option<i64>, Option<String>, Option<String>)> = self
+            .conn
+            .query_first("SELECT @@log_bin, @@binlog_format, @@binlog_row_image")
+            .await
+            .map_err(|e| db("reading the binlog settings", &e))?;
+        let (log_bin, format, image) = settings.unwrap_or_default();
+        if log_bin != Some(1) {
+            return Err(OutboxError::Setup(
+                "the database's binary log is off: the relay reads the change log from it; \
+                 start the server with log_bin, binlog_format=ROW and binlog_row_image=FULL"
+                    .into(),
+            ));
+        }
+        if format.as_deref() != Some("ROW") {
+            return Err(OutboxError::Setup(format!(
+                "the database has binlog_format = {}: the relay needs row events, \
+                 binlog_format = ROW",
+                format.unwrap_or_default()
+            )));
+        }
+        if image.as_deref() != Some("FULL") {
+            return Err(OutboxError::Setup(format!(
+                "the database has binlog_row_image = {}: the relay needs every column of an \
+                 inserted row, binlog_row_image = FULL",
+                image.unwrap_or_default()
+            )));
+        }
+        let columns: Vec<(String, String)> = self
+            .conn
+            .exec(
+                "SELECT COLUMN_NAME, DATA_TYPE FROM information_schema.COLUMNS \
+                 WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION",
+                (&self.schema, &self.table),
+            )
+            .await
+            .map_err(|e| db("reading the table's columns", &e))?;
+        if columns.is_empty() {
+            return Err(OutboxError::Setup(format!(
+                "table {}.{} does not exist",
+                self.schema, self.table
+            )));
+        }
+        let mut positions = Vec::new();
+        for wanted in self.cfg.columns.all() {
+            let at = columns
+                .iter()
+                .position(|(name, _)| name == wanted)
+                .ok_or_else(|| {
+                    let have: Vec<&String> = columns.iter().map(|(n, _)| n).collect();
+                    OutboxError::Setup(format!(
+                        "table {}.{} has no column {wanted:?} (it has {have:?}); name the outbox \
+                     columns with --column-* if they differ",
+                        self.schema, self.table
+                    ))
+                })?;
+            positions.push(at);
+        }
+        self.id_type = columns[positions[0]].1.to_lowercase();
+        self.positions = positions;
+        Ok(())
+    }
+
+    /// Takes the lease if no other instance holds it: `GET_LOCK`, held for as long as this
+    /// connection lives.
+    pub async fn try_lease(&mut self) -> Result<bool, OutboxError> {
+        let got: Option<Option<i64>> = self
+            .conn
+            .exec_first("SELECT GET_LOCK(?, 0)", (&self.lease,))
+            .await
+            .map_err(|e| db("asking for the lease", &e))?;
+        Ok(got.flatten() == Some(1))
+    }
+
+    /// Resolves when this connection no longer holds the lease (checked every second).
+    pub async fn lease_lost(&mut self) -> OutboxError {
+        loop {
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            let held: Result<Option<Option<i64>>, _> = self
+                .conn
+                .exec_first("SELECT IS_USED_LOCK(?) = CONNECTION_ID()", (&self.lease,))
+                .await;
+            match held {
+                Ok(Some(Some(1))) => {}
+                Ok(_) => return OutboxError::LeaseLost(format!("lock {}", self.lease)),
+                Err(e) => return OutboxError::LeaseLost(format!("the database connection ({e})")),
+            }
+        }
+    }
+
+    pub async fn delete(&mut self, ids: &[&str]) -> Result<u64, OutboxError> {
+        let mut deleted = 0;
+        for chunk in ids.chunks(1000) {
+            let marks = vec!["?"; chunk.len()].join(",");
+            let sql = format!(
+                "DELETE FROM `{}`.`{}` WHERE `{}` IN ({marks})",
+                self.schema.replace('`', "``"),
+                self.table.replace('`', "``"),
+                self.cfg.columns.id.replace('`', "``")
+            );
+            let params: Vec<Value> = chunk.iter().map(|i| Value::from(*i)).collect();
+            self.conn
+                .exec_drop(sql, params)
+                .await
+                .map_err(|e| db("deleting published rows", &e))?;
+            deleted += self.conn.affected_rows();
+        }
+        Ok(deleted)
+    }
+
+    /// Starts reading the binary log after `resume` (`FILE:OFFSET`), or at its current end
+    /// when nothing was published yet.
+    pub async fn stream(&mut self, resume: Option<&str>) -> Result<MySqlStream, OutboxError> {
+        let (file, offset) = match resume.and_then(parse_position) {
+            Some(p) => p,
+            None => {
+                let row: Option<mysql_async::Row> = self
+                    .conn
+                    .query_first("SHOW MASTER STATUS")
+                    .await
+                    .map_err(|e| {
+                        OutboxError::Setup(format!(
+                            "SHOW MASTER STATUS: {e}: the user needs REPLICATION SLAVE and \
+                             BINLOG MONITOR (MariaDB) or REPLICATION CLIENT (MySQL)"
+                        ))
+                    })?;
+                let row = row.ok_or_else(|| {
+                    OutboxError::Setup("SHOW MASTER STATUS is empty: is log_bin on?".into())
+                })?;
+                let file: Option<String> = row.get(0);
+                let offset: Option<u64> = row.get(1);
+                (file.unwrap_or_default(), offset.unwrap_or(4))
+            }
+        };
+        let conn = Conn::new(self.opts.clone())
+            .await
+            .map_err(|e| db("connecting for the binlog", &e))?;
+        let request = BinlogStreamRequest::new(server_id(&self.cfg.slot))
+            .with_filename(file.as_bytes())
+            .with_pos(offset);
+        let stream = conn.get_binlog_stream(request).await.map_err(|e| {
+            OutboxError::Stream(format!(
+                "reading the binary log from {file}:{offset}: {e} (the user needs REPLICATION \
+                 SLAVE; a position no longer in the log means it was purged)"
+            ))
+        })?;
+        let resume_number = position_number(&file, offset);
+        Ok(MySqlStream {
+            stream,
+            schema: self.schema.clone(),
+            table: self.table.clone(),
+            positions: self.positions.clone(),
+            header_names: self.cfg.columns.headers.clone(),
+            id_uuid: self.id_type == "uuid",
+            prefix: self.cfg.topic_prefix.clone(),
+            file,
+            open: None,
+            resume: if resume.is_some() { resume_number } else { 0 },
+            seen: resume_number,
+        })
+    }
+}
+
+struct OpenTxn {
+    rows: Vec<OutboxRow>,
+    unpublishable: Option<String>,
+}
+
+pub struct MySqlStream {
+    stream: BinlogStream,
+    schema: String,
+    table: String,
+    positions: Vec<usize>,
+    header_names: Vec<String>,
+    id_uuid: bool,
+    prefix: String,
+    /// The binlog file being read (from the Rotate events).
+    file: String,
+    open: Option<OpenTxn>,
+    resume: u64,
+    /// The position of the last event read.
+    seen: u64,
+}
+
+impl MySqlStream {
+    pub async fn next(&mut self) -> Result<Option<SourceTxn>, OutboxError> {
+        let event = self
+            .stream
+            .next()
+            .await
+            .ok_or_else(|| OutboxError::Stream("the database ended the binlog stream".into()))?
+            .map_err(|e| OutboxError::Stream(format!("the binlog stream: {e}")))?;
+        let txn = self.event(&event)?;
+        Ok(txn.filter(|t| t.end > self.resume))
+    }
+
+    fn event(&mut self, event: &Event) -> Result<Option<SourceTxn>, OutboxError> {
+        let header = event.header();
+        let data = event
+            .read_data()
+            .map_err(|e| OutboxError::Stream(format!("decoding a binlog event: {e}")))?;
+        let end = u64::from(header.log_pos());
+        if end > 0 {
+            self.seen = position_number(&self.file, end);
+        }
+        match data {
+            Some(EventData::RotateEvent(r)) => {
+                self.file = binlog_name(&r.name());
+                self.seen = position_number(&self.file, r.position());
+            }
+            Some(EventData::QueryEvent(q)) => {
+                let sql = q.query();
+                if sql.eq_ignore_ascii_case("BEGIN") {
+                    self.open = Some(OpenTxn {
+                        rows: Vec::new(),
+                        unpublishable: None,
+                    });
+                } else if sql.eq_ignore_ascii_case("COMMIT") {
+                    return Ok(self.finish(end, header.timestamp()));
+                }
+            }
+            Some(EventData::XidEvent(_)) => return Ok(self.finish(end, header.timestamp())),
+            Some(EventData::RowsEvent(rows)) => {
+                let table_id = rows.table_id();
+                let Some(tme) = self.stream.get_tme(table_id) else {
+                    return Err(OutboxError::Stream(format!(
+                        "a rows event for table {table_id} came before its table map"
+                    )));
+                };
+                if tme.database_name() != self.schema || tme.table_name() != self.table {
+                    return Ok(None);
+                }
+                let inserted: Vec<BinlogRow> = match &rows {
+                    RowsEventData::WriteRowsEvent(w) => w
+                        .rows(tme)
+                        .map(|r| r.map(|(_, after)| after))
+                        .collect::<Result<Vec<_>, _>>(),
+                    RowsEventData::WriteRowsEventV1(w) => w
+                        .rows(tme)
+                        .map(|r| r.map(|(_, after)| after))
+                        .collect::<Result<Vec<_>, _>>(),
+                    _ => Ok(Vec::new()),
+                }
+                .map_err(|e| OutboxError::Stream(format!("decoding inserted rows: {e}")))?
+                .into_iter()
+                .flatten()
+                .collect();
+                let decoded: Vec<Result<OutboxRow, OutboxError>> =
+                    inserted.iter().map(|r| self.row(r)).collect();
+                let Some(open) = &mut self.open else {
+                    return Err(OutboxError::Stream(
+                        "an insert came outside a transaction".into(),
+                    ));
+                };
+                for row in decoded {
+                    if open.unpublishable.is_some() {
+                        break;
+                    }
+                    match row {
+                        Ok(row) => open.rows.push(row),
+                        Err(e) => open.unpublishable = Some(e.to_string()),
+                    }
+                }
+            }
+            _ => {}
+        }
+        Ok(None)
+    }
+
+    fn finish(&mut self, end: u64, timestamp: u32) -> Option<SourceTxn> {
+        let open = self.open.take()?;
+        Some(SourceTxn {
+            end: position_number(&self.file, end),
+            position: format!("{}:{end}", self.file),
+            commit_time_us: i64::from(timestamp) * 1_000_000,
+            rows: open.rows,
+            unpublishable: open.unpublishable,
+        })
+    }
+
+    fn row(&self, row: &BinlogRow) -> Result<OutboxRow, OutboxError> {
+        let value = |i: usize| -> Option<Vec<u8>> {
+            match row.as_ref(self.positions[i])? {
+                BinlogValue::Value(Value::NULL) => None,
+                BinlogValue::Value(Value::Bytes(b)) => Some(b.clone()),
+                BinlogValue::Value(Value::Int(n)) => Some(n.to_string().into_bytes()),
+                BinlogValue::Value(Value::UInt(n)) => Some(n.to_string().into_bytes()),
+                BinlogValue::Value(other) => Some(other.as_sql(true).into_bytes()),
+                BinlogValue::Jsonb(j) => Some(format!("{j:?}").into_bytes()),
+                BinlogValue::JsonDiff(_) => None,
+            }
+        };
+        let id = value(0).map(|raw| {
+            if self.id_uuid && raw.len() == 16 {
+                let hex: String = raw.iter().map(|b| format!("{b:02x}")).collect();
+                format!(
+                    "{}-{}-{}-{}-{}",
+                    &hex[0..8],
+                    &hex[8..12],
+                    &hex[12..16],
+                    &hex[16..20],
+                    &hex[20..32]
+                )
+            } else {
+                String::from_utf8_lossy(&raw).into_owned()
+            }
+        });
+        let aggregatetype = value(1).ok_or_else(|| {
+            unroutable(
+                id.as_deref(),
+                "its aggregatetype is NULL, so it routes to no topic",
+            )
+        })?;
+        let topic = topic_for(&self.prefix, &String::from_utf8_lossy(&aggregatetype))
+            .map_err(|why| unroutable(id.as_deref(), &why))?;
+        let mut headers = Vec::new();
+        if let Some(id) = &id {
+            headers.push(("id".to_string(), id.as_bytes().to_vec()));
+        }
+        if let Some(kind) = value(3) {
+            headers.push(("type".to_string(), kind));
+        }
+        for (n, name) in self.header_names.iter().enumerate() {
+            if let Some(v) = value(5 + n) {
+                headers.push((name.clone(), v));
+            }
+        }
+        Ok(OutboxRow {
+            id,
+            topic,
+            key: value(2),
+            payload: value(4),
+            headers,
+        })
+    }
+
+    /// Nothing to tell the server: it keeps its binary log by its own expiry settings.
+    pub fn confirm(&mut self, end: u64) {
+        self.resume = self.resume.max(end);
+    }
+
+    pub fn pending_rows(&self) -> usize {
+        self.open.as_ref().map_or(0, |o| o.rows.len())
+    }
+
+    pub fn server_end(&self) -> u64 {
+        self.seen
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_order_like_the_log() {
+        assert!(position_number("binlog.000002", 4) > position_number("binlog.000001", 900_000));
+        assert!(position_number("binlog.000001", 500) > position_number("binlog.000001", 400));
+        assert_eq!(
+            parse_position("mysql-bin.000003:1234"),
+            Some(("mysql-bin.000003".to_string(), 1234))
+        );
+        assert_eq!(parse_position("nonsense"), None);
+        assert_eq!(binlog_name("binlog.000001GFO\u{1}"), "binlog.000001");
+        assert_eq!(binlog_name("binlog.000012"), "binlog.000012");
+    }
+
+    #[test]
+    fn server_ids_are_stable_and_large() {
+        assert_eq!(server_id("a"), server_id("a"));
+        assert!(server_id("a") >= 1_000_000);
+    }
+}

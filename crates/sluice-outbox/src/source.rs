@@ -1,0 +1,126 @@
+//! The database the relay reads: PostgreSQL or MySQL/MariaDB, chosen by the source URL's
+//! scheme. The relay sees one interface: prepare, take the lease, stream committed
+//! transactions, confirm what is published, delete published rows.
+
+use crate::config::OutboxConfig;
+use crate::error::OutboxError;
+use crate::mysql::{MySqlSource, MySqlStream};
+use crate::postgres::{PgSource, PgStream};
+use crate::row::SourceTxn;
+use crate::sink::Progress;
+
+pub enum Source {
+    Postgres(Box<PgSource>),
+    MySql(Box<MySqlSource>),
+}
+
+pub enum ChangeStream {
+    Postgres(Box<PgStream>),
+    MySql(Box<MySqlStream>),
+}
+
+impl Source {
+    pub async fn connect(cfg: &OutboxConfig) -> Result<Source, OutboxError> {
+        if cfg.is_mysql() {
+            Ok(Source::MySql(Box::new(MySqlSource::connect(cfg).await?)))
+        } else {
+            Ok(Source::Postgres(Box::new(PgSource::connect(cfg).await?)))
+        }
+    }
+
+    /// The checks, and what the source needs created (PostgreSQL's publication and slot).
+    pub async fn prepare(&mut self) -> Result<(), OutboxError> {
+        match self {
+            Source::Postgres(pg) => {
+                pg.check().await?;
+                pg.ensure_publication_and_slot().await
+            }
+            Source::MySql(my) => my.check().await,
+        }
+    }
+
+    pub async fn try_lease(&mut self) -> Result<bool, OutboxError> {
+        match self {
+            Source::Postgres(pg) => pg.try_lease().await,
+            Source::MySql(my) => my.try_lease().await,
+        }
+    }
+
+    /// False once the lease is known to be gone (PostgreSQL: the control connection ended).
+    pub fn holds_lease(&self) -> bool {
+        match self {
+            Source::Postgres(pg) => pg.holds_lease(),
+            Source::MySql(_) => true, // checked every second by lease_lost
+        }
+    }
+
+    pub async fn lease_lost(&mut self) -> OutboxError {
+        match self {
+            Source::Postgres(pg) => pg.lease_lost().await,
+            Source::MySql(my) => my.lease_lost().await,
+        }
+    }
+
+    pub async fn delete(&mut self, ids: &[&str]) -> Result<u64, OutboxError> {
+        match self {
+            Source::Postgres(pg) => pg.delete(ids).await,
+            Source::MySql(my) => my.delete(ids).await,
+        }
+    }
+
+    /// Where the database would start without a position from the relay (the slot's).
+    pub async fn start_position(&mut self) -> Result<u64, OutboxError> {
+        match self {
+            Source::Postgres(pg) => pg.slot_position().await,
+            Source::MySql(_) => Ok(0),
+        }
+    }
+
+    pub async fn stream(&mut self, resume: Option<&Progress>) -> Result<ChangeStream, OutboxError> {
+        match self {
+            Source::Postgres(pg) => Ok(ChangeStream::Postgres(Box::new(
+                pg.stream(resume.map(|p| p.end)).await?,
+            ))),
+            Source::MySql(my) => Ok(ChangeStream::MySql(Box::new(
+                my.stream(resume.map(|p| p.position.as_str())).await?,
+            ))),
+        }
+    }
+}
+
+impl ChangeStream {
+    pub async fn next(&mut self) -> Result<Option<SourceTxn>, OutboxError> {
+        match self {
+            ChangeStream::Postgres(s) => s.next().await,
+            ChangeStream::MySql(s) => s.next().await,
+        }
+    }
+
+    pub fn confirm(&mut self, end: u64) {
+        match self {
+            ChangeStream::Postgres(s) => s.confirm(end),
+            ChangeStream::MySql(s) => s.confirm(end),
+        }
+    }
+
+    pub fn confirm_idle(&mut self) -> Option<u64> {
+        match self {
+            ChangeStream::Postgres(s) => s.confirm_idle(),
+            ChangeStream::MySql(_) => None,
+        }
+    }
+
+    pub fn pending_rows(&self) -> usize {
+        match self {
+            ChangeStream::Postgres(s) => s.pending_rows(),
+            ChangeStream::MySql(s) => s.pending_rows(),
+        }
+    }
+
+    pub fn server_end(&self) -> u64 {
+        match self {
+            ChangeStream::Postgres(s) => s.server_wal_end(),
+            ChangeStream::MySql(s) => s.server_end(),
+        }
+    }
+}

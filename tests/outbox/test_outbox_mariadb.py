@@ -1,0 +1,112 @@
+"""`sluice outbox` against a real MariaDB (Debian's, started by the test with the binary log in
+row format): the same workload and checker as the PostgreSQL test (workload.py): concurrent
+writers, some transactions rolled back, the active relay SIGKILLed (the standby takes over),
+the broker SIGKILLed and restarted, the database SIGKILLed and restarted; then every committed
+row published exactly once, none rolled back, per aggregate in commit order. And the bad
+inputs: no binary log, statement format, a missing table."""
+
+import time
+
+import pytest
+
+from conftest import wait_until
+from outbox.conftest import run_relay
+from outbox.mariadb import MariaDB
+from outbox.workload import Writers, check, read_topics, setup_aggregates, table_truth
+
+pytestmark = pytest.mark.timeout(240)
+
+
+def relayed_rows(*relays):
+    """Rows the running relays have published (each counts its own, from its start)."""
+    return sum((r.status() or {}).get("rows", 0) for r in relays)
+
+TOPICS = ["shop.order", "shop.payment"]
+SCHEMA = [
+    "CREATE DATABASE shop",
+    "CREATE TABLE shop.outbox (id CHAR(36) PRIMARY KEY, aggregatetype VARCHAR(255) NOT NULL, "
+    "aggregateid VARCHAR(255) NOT NULL, type VARCHAR(255) NOT NULL, payload BLOB) ENGINE=InnoDB",
+    "CREATE TABLE shop.aggregates (id VARCHAR(64) PRIMARY KEY, version INT NOT NULL) "
+    "ENGINE=InnoDB",
+]
+
+
+def make_schema(db):
+    conn = db.connect(None)
+    with conn.cursor() as cur:
+        for sql in SCHEMA:
+            cur.execute(sql)
+    conn.close()
+
+
+@pytest.fixture
+def mariadb():
+    db = MariaDB().start()
+    make_schema(db)
+    yield db
+    db.close()
+
+
+def test_every_committed_row_once_in_commit_order_through_relay_broker_and_database_crashes(
+        mariadb, broker, relays):
+    setup_aggregates(mariadb, "shop", 30)
+    a = relays(mariadb, broker, "--topic-prefix", "shop.", name="a")
+    a.wait_state("active", 60)
+    b = relays(mariadb, broker, "--topic-prefix", "shop.", name="b")
+    b.wait_state("standby", 30)
+
+    writers = Writers(mariadb, threads=4, aggregates=30, rollback=0.2).start(100_000, 150)
+    try:
+        wait_until(lambda: (a.status() or {}).get("rows", 0) > 300, 30,
+                   f"rows to flow: {a.log()[-2000:]}")
+        a.kill()
+        killed = time.monotonic()
+        b.wait_state("active", 15)
+        took_over = time.monotonic() - killed
+        a = relays(mariadb, broker, "--topic-prefix", "shop.", name="a2")
+        a.wait_state("standby", 30)
+        rows = relayed_rows(a, b)
+        wait_until(lambda: relayed_rows(a, b) > rows + 300, 30, "rows to flow through b")
+
+        broker.kill()
+        time.sleep(1)
+        broker.start()
+        rows = relayed_rows(a, b)
+        wait_until(lambda: relayed_rows(a, b) > rows + 300, 60,
+                   f"rows to flow after the broker's restart: {b.log()[-2000:]}")
+
+        mariadb.restart("immediate")
+        rows = relayed_rows(a, b)
+        wait_until(lambda: relayed_rows(a, b) > rows + 300, 60,
+                   f"rows to flow after the database's restart: {b.log()[-2000:]}")
+    finally:
+        writers.stop()
+        writers.join()
+    assert len(writers.committed) > 1000, f"only {len(writers.committed)} rows committed"
+    assert writers.rolled_back, "no transaction was rolled back"
+    truth, versions = table_truth(mariadb)
+    published = read_topics(broker.bootstrap, TOPICS, len(truth), 60)
+    problems = check(truth, versions, published, writers)
+    assert not problems, "\n".join(problems[:20]) + "\n" + a.log()[-3000:] + b.log()[-3000:]
+    assert took_over < 10, f"the standby took {took_over:.1f} s to take over"
+    print(f"{len(truth)} rows published once each; {len(writers.rolled_back)} rolled back; "
+          f"standby took over in {took_over:.2f} s")
+
+
+def test_a_database_without_a_row_format_binary_log_is_named(broker):
+    for kw, words in (({"binlog": False}, "binary log is off"),
+                      ({"binlog_format": "STATEMENT"}, "binlog_format = STATEMENT")):
+        db = MariaDB(**kw).start()
+        try:
+            make_schema(db)
+            code, out, _ = run_relay(db.url("shop"), broker)
+            assert code == 1 and words in out, out
+        finally:
+            db.close()
+
+
+def test_a_missing_table_or_column_is_named(mariadb, broker):
+    code, out, _ = run_relay(mariadb.url("shop"), broker, table="nothing")
+    assert code == 1 and "table shop.nothing does not exist" in out, out
+    code, out, _ = run_relay(mariadb.url("shop"), broker, "--column-payload", "body")
+    assert code == 1 and 'has no column "body"' in out, out
