@@ -4,6 +4,7 @@ standby takes over), the broker SIGKILLed and restarted, the database crashed an
 then the checker (workload.check): every committed row published exactly once, no rolled-back
 row, per aggregate the commit order."""
 
+import signal
 import time
 import uuid
 
@@ -180,3 +181,44 @@ def test_a_row_sluice_cannot_take_stops_the_relay_before_it(postgres, broker, re
     assert code == 1 and '"shop.bad topic" has' in out and "the relay stops before it" in out, out
     got = read_topics(broker.bootstrap, ["shop.order"], 3, 10)
     assert [g[4] for g in got] == [str(first), str(big), str(after)], got
+
+
+def test_a_relay_that_lost_its_lease_publishes_nothing_more(postgres, broker, relays):
+    """The active relay is frozen (SIGSTOP) and the database ends its sessions, as a network
+    cut would: the standby takes the lease and publishes; when the frozen one wakes up it may
+    hold a batch it had not committed, but it is fenced and stands by, and every row is still
+    published exactly once."""
+    setup_aggregates(postgres, "shop", 10)
+    a = relays(postgres, broker, "--topic-prefix", "shop.", name="a")
+    a.wait_state("active", 60)
+    b = relays(postgres, broker, "--topic-prefix", "shop.", name="b")
+    b.wait_state("standby", 30)
+    writers = Writers(postgres, threads=2, aggregates=10, rollback=0.1).start(100_000, 120)
+    try:
+        wait_until(lambda: a.status()["rows"] > 200, 30, "rows to flow through a")
+        a.proc.send_signal(signal.SIGSTOP)
+        a_rows = None
+        try:
+            with postgres.connect(autocommit=True) as c:
+                # a's control session (it holds the advisory lock) and its walsender.
+                ended = c.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' "
+                    "UNION ALL SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots "
+                    "WHERE active_pid IS NOT NULL").fetchall()
+            assert len(ended) == 2, ended
+            b.wait_state("active", 20)
+            rows = b.status()["rows"]
+            wait_until(lambda: b.status()["rows"] > rows + 200, 30, "rows to flow through b")
+        finally:
+            a.proc.send_signal(signal.SIGCONT)
+        a.wait_state("standby", 30)
+        a_rows = a.status()["rows"]
+        rows = b.status()["rows"]
+        wait_until(lambda: b.status()["rows"] > rows + 200, 30, "rows to flow through b after")
+        assert a.status()["rows"] == a_rows, "the relay that lost its lease published more"
+        assert b.state() == "active"
+    finally:
+        writers.stop()
+        writers.join()
+    truth, published = settle_and_check(postgres, broker, writers, [a, b])
+    print(f"{len(truth)} rows published once each across the lease change")

@@ -111,14 +111,17 @@ async fn session(
         Some(p) => {
             tracing::info!(position = %p.position, rows = p.rows, "resuming after the committed position")
         }
-        None => tracing::info!("no committed position: starting at the slot's"),
+        None => tracing::info!("no committed position: starting where the database is now"),
     }
     // The stream starts at the later of the two (the slot may be ahead: confirm_idle).
     let slot_position = source.start_position().await?;
     let mut stream = source.stream(progress.as_ref()).await?;
-    stats.position.store(
+    stats.set_position(
         slot_position.max(progress.as_ref().map_or(0, |p| p.end)),
-        Ordering::Relaxed,
+        progress
+            .as_ref()
+            .filter(|_| cfg.is_mysql())
+            .map(|p| p.position.as_str()),
     );
     stats.activations.fetch_add(1, Ordering::Relaxed);
     stats.set_error(None);
@@ -134,7 +137,7 @@ async fn session(
         );
         let next = if batch.is_empty() {
             if let Some(through) = stream.confirm_idle() {
-                stats.position.store(through, Ordering::Relaxed);
+                stats.set_position(through, None);
             }
             tokio::select! {
                 biased;
@@ -227,7 +230,7 @@ async fn publish(
                 };
                 publish_txns(sink, std::slice::from_ref(txn), &one).await?;
                 stream.confirm(txn.end);
-                stats.position.store(txn.end, Ordering::Relaxed);
+                stats.set_position(txn.end, cfg.is_mysql().then_some(txn.position.as_str()));
             }
             // Every transaction went through on its own: the refusal did not last.
             tracing::warn!(%why, "a batch was refused, but each of its transactions was taken");
@@ -236,7 +239,7 @@ async fn publish(
     }
     // Sluice has the rows and the position: the database may let that WAL go.
     stream.confirm(last.end);
-    stats.position.store(last.end, Ordering::Relaxed);
+    stats.set_position(last.end, cfg.is_mysql().then_some(last.position.as_str()));
     stats
         .rows
         .fetch_add(u64::try_from(rows).unwrap_or(u64::MAX), Ordering::Relaxed);

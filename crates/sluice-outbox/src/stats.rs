@@ -63,6 +63,8 @@ pub struct Stats {
     /// Times this instance became the active one.
     pub activations: AtomicU64,
     last_error: Mutex<Option<String>>,
+    /// The position as the database writes it, where it is not an LSN (a binlog file:offset).
+    position_text: Mutex<Option<String>>,
 }
 
 /// A copy of the figures at one moment.
@@ -94,6 +96,14 @@ impl Stats {
             .unwrap_or(State::Starting)
     }
 
+    /// Records the position: its number (for the lag) and, for a binlog, its text.
+    pub fn set_position(&self, number: u64, text: Option<&str>) {
+        self.position.store(number, Ordering::Relaxed);
+        if let Ok(mut p) = self.position_text.lock() {
+            *p = text.map(str::to_string);
+        }
+    }
+
     pub fn set_error(&self, error: Option<String>) {
         if let Ok(mut e) = self.last_error.lock() {
             *e = error;
@@ -107,7 +117,12 @@ impl Stats {
             rows: self.rows.load(Ordering::Relaxed),
             txns: self.txns.load(Ordering::Relaxed),
             batches: self.batches.load(Ordering::Relaxed),
-            position: lsn_text(position),
+            position: self
+                .position_text
+                .lock()
+                .ok()
+                .and_then(|p| p.clone())
+                .unwrap_or_else(|| lsn_text(position)),
             lag_ms: self.lag_us.load(Ordering::Relaxed) as f64 / 1000.0,
             lag_bytes: self
                 .wal_end
