@@ -2,6 +2,7 @@
 broker itself), its metrics in the broker's /metrics; and the standalone relay's /metrics,
 both parsed as OpenMetrics."""
 
+import json
 import subprocess
 import urllib.request
 import uuid
@@ -55,6 +56,17 @@ report_secs = 0
     assert sorted(g[4] for g in got) == sorted(str(i) for i in ids)
     wait_until(lambda: sample(metrics(), "sluice_outbox_rows_published_total",
                               slot="in_process") == 5, 10, "the metric to count 5 rows")
+    # The console's view (/api/outbox, in the admin API's OpenAPI document).
+    with urllib.request.urlopen(broker.admin_url + "/api/outbox", timeout=5) as r:
+        relays = json.loads(r.read())
+    assert len(relays) == 1, relays
+    relay = relays[0]
+    assert relay["slot"] == "in_process" and relay["state"] == "active" and relay["rows"] == 5
+    assert relay["source"] == f"postgres://127.0.0.1:{postgres.port}/shop"
+    assert relay["position"].count("/") == 1 and relay["last_error"] is None
+    with urllib.request.urlopen(broker.admin_url + "/api/openapi.json", timeout=5) as r:
+        schema = json.loads(r.read())["components"]["schemas"]["OutboxRelay"]
+    assert set(relay) <= set(schema["properties"]), set(relay) - set(schema["properties"])
 
 
 def test_a_bad_outbox_table_stops_serve_at_start(tmp_path):

@@ -207,7 +207,8 @@ function showTokenForm() {
 // ---------- pages ----------
 
 async function overviewPage() {
-  const [ov, hist] = await Promise.all([api("GET", "/api/overview"), api("GET", "/api/overview/history")]);
+  const [ov, hist, relays] = await Promise.all([api("GET", "/api/overview"), api("GET", "/api/overview/history"),
+    api("GET", "/api/outbox")]);
   const pts = hist.points;
   const series = (key, scale) => pts.map((p) => [p.t_ms, p[key] === null ? null : p[key] * (scale || 1)]);
   const n = ov.nodes[0];
@@ -246,6 +247,18 @@ async function overviewPage() {
       { title: "Data", num: true, cell: (r) => fmt.bytes(r.data_bytes) },
       { title: "Disk free", num: true, cell: (r) => r.disk_free_bytes === null ? "–" : fmt.bytes(r.disk_free_bytes) + " of " + fmt.bytes(r.disk_total_bytes) },
     ], ov.nodes, { label: "Nodes" }),
+    ...(relays.length === 0 ? [] : [
+      h("h2", {}, "Outbox relays"),
+      table([
+        { title: "Slot", cell: (r) => r.slot },
+        { title: "Source", cell: (r) => r.source },
+        { title: "State", cell: (r) => h("span", { class: "badge " + (r.state === "active" || r.state === "standby" ? "good" : "bad"), title: r.last_error || "" }, r.state) },
+        { title: "Position", cell: (r) => r.position },
+        { title: "Rows published", num: true, cell: (r) => fmt.int(r.rows) },
+        { title: "Last batch after commit", num: true, cell: (r) => r.lag_ms.toFixed(1) + " ms" },
+        { title: "Behind", num: true, cell: (r) => fmt.int(r.pending_rows) + " rows, " + fmt.bytes(r.lag_bytes) },
+        { title: "Took over", num: true, cell: (r) => fmt.int(r.activations) + "×" },
+      ], relays, { label: "Outbox relays" })]),
   );
   return n;
 }

@@ -80,6 +80,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/status", get(status))
         .route("/api/overview", get(overview::overview))
         .route("/api/overview/history", get(overview::history))
+        .route("/api/outbox", get(outbox))
         .route("/api/topics", get(topics::list).post(topics::create))
         .route(
             "/api/topics/{topic}",
@@ -131,6 +132,11 @@ pub fn router(state: AppState) -> Router {
 
 async fn health() -> impl IntoResponse {
     Json(json!({ "status": "ok" }))
+}
+
+/// The outbox relays this broker runs (`[outbox]` in its settings file).
+async fn outbox(State(state): State<AppState>) -> impl IntoResponse {
+    Json(state.broker.outbox_relays())
 }
 
 async fn status(State(state): State<AppState>) -> impl IntoResponse {

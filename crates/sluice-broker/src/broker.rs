@@ -52,12 +52,18 @@ pub struct Broker {
     /// Metrics of components running beside the broker (the outbox relay), appended to
     /// `/metrics` as OpenMetrics text.
     pub(crate) extra_metrics: parking_lot::Mutex<Vec<ExtraMetrics>>,
+    /// The outbox relays running beside the broker, each as its status (JSON), for the
+    /// console.
+    outbox_relays: parking_lot::Mutex<Vec<RelayStatus>>,
     /// This broker, for work that outlives a request (finishing a transaction).
     me: std::sync::Weak<Broker>,
 }
 
 /// Writes a component's metric families (OpenMetrics text, no `# EOF`).
 pub type ExtraMetrics = Arc<dyn Fn(&mut String) + Send + Sync>;
+
+/// An outbox relay's status as the admin API shows it (`/api/outbox`).
+pub type RelayStatus = Arc<dyn Fn() -> serde_json::Value + Send + Sync>;
 
 impl std::fmt::Debug for Broker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -132,6 +138,7 @@ impl Broker {
         };
         let broker = Arc::new_cyclic(|me| Broker {
             extra_metrics: parking_lot::Mutex::new(Vec::new()),
+            outbox_relays: parking_lot::Mutex::new(Vec::new()),
             groups,
             txns,
             metrics,
@@ -496,6 +503,16 @@ impl Broker {
     /// Adds a component's metrics to `/metrics`.
     pub fn add_metrics(&self, write: ExtraMetrics) {
         self.extra_metrics.lock().push(write);
+    }
+
+    /// Adds an outbox relay running beside the broker to `/api/outbox`.
+    pub fn add_outbox_relay(&self, status: RelayStatus) {
+        self.outbox_relays.lock().push(status);
+    }
+
+    /// The statuses of the outbox relays running beside the broker.
+    pub fn outbox_relays(&self) -> Vec<serde_json::Value> {
+        self.outbox_relays.lock().iter().map(|s| s()).collect()
     }
 
     /// The Prometheus exposition of this broker's metrics.

@@ -35,6 +35,6 @@ pub mod topics;
 pub mod txn;
 pub mod verification_guard;
 
-pub use broker::{Broker, BrokerStatus, ExtraMetrics};
+pub use broker::{Broker, BrokerStatus, ExtraMetrics, RelayStatus};
 pub use config::BrokerConfig;
 pub use error::BrokerError;

@@ -161,6 +161,15 @@ fn start_outbox(
     broker.add_metrics(Arc::new(move |out: &mut String| {
         metrics.prometheus(&slot, out)
     }));
+    let (status, slot, source) = (Arc::clone(&stats), cfg.slot.clone(), cfg.source_identity());
+    broker.add_outbox_relay(Arc::new(move || {
+        let mut v = serde_json::to_value(status.snapshot()).unwrap_or_default();
+        if let Some(o) = v.as_object_mut() {
+            o.insert("slot".into(), slot.clone().into());
+            o.insert("source".into(), source.clone().into());
+        }
+        v
+    }));
     let (stop_tx, stop) = tokio::sync::watch::channel(false);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
