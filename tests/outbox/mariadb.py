@@ -17,13 +17,13 @@ from conftest import ARTIFACTS, free_port, log_prefix, wait_until
 
 
 class MariaDB:
-    def __init__(self, binlog=True, binlog_format="ROW"):
+    def __init__(self, binlog=True, binlog_format="ROW", extra=()):
         if not shutil.which("mariadbd", path="/usr/sbin:/usr/bin"):
             raise RuntimeError("MariaDB's server is missing: run scripts/db-env")
         self.dir = Path(tempfile.mkdtemp(prefix="sluice-mariadb-"))
         self.data = self.dir / "data"
         self.port = free_port()
-        self.binlog, self.binlog_format = binlog, binlog_format
+        self.binlog, self.binlog_format, self.extra = binlog, binlog_format, list(extra)
         self.proc = None
         self.log_path = ARTIFACTS / f"{log_prefix()}mariadb-{self.port}.log"
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
@@ -46,7 +46,7 @@ class MariaDB:
                 "--server-id=1", "--innodb-buffer-pool-size=64M", "--skip-log-error"]
         if self.binlog:
             args += [f"--log-bin={self.data / 'binlog'}", f"--binlog-format={self.binlog_format}"]
-        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(args + self.extra, stdout=log, stderr=subprocess.STDOUT)
         log.close()
         wait_until(self.ready, 60, f"MariaDB on port {self.port} ({self.log_path})")
         return self

@@ -54,6 +54,7 @@ def test_every_committed_row_once_in_commit_order_through_relay_broker_and_datab
     a.wait_state("active", 60)
     b = relays(mariadb, broker, "--topic-prefix", "shop.", name="b")
     b.wait_state("standby", 30)
+    everyone = [a, b]      # every relay started: whichever is active, the sum moves
 
     writers = Writers(mariadb, threads=4, aggregates=30, rollback=0.2).start(100_000, 150)
     try:
@@ -64,20 +65,39 @@ def test_every_committed_row_once_in_commit_order_through_relay_broker_and_datab
         b.wait_state("active", 15)
         took_over = time.monotonic() - killed
         a = relays(mariadb, broker, "--topic-prefix", "shop.", name="a2")
+        everyone.append(a)
         a.wait_state("standby", 30)
-        rows = relayed_rows(a, b)
-        wait_until(lambda: relayed_rows(a, b) > rows + 300, 30, "rows to flow through b")
+        rows = relayed_rows(*everyone)
+        wait_until(lambda: relayed_rows(*everyone) > rows + 300, 30, "rows to flow through b")
 
         broker.kill()
         time.sleep(1)
         broker.start()
-        rows = relayed_rows(a, b)
-        wait_until(lambda: relayed_rows(a, b) > rows + 300, 60,
+        rows = relayed_rows(*everyone)
+        wait_until(lambda: relayed_rows(*everyone) > rows + 300, 60,
                    f"rows to flow after the broker's restart: {b.log()[-2000:]}")
 
+        # The binary log moves to new files while rows flow; then the relay restarts in one.
+        conn = mariadb.connect(None)
+        with conn.cursor() as cur:
+            cur.execute("FLUSH BINARY LOGS")
+        rows = relayed_rows(*everyone)
+        wait_until(lambda: relayed_rows(*everyone) > rows + 300, 60, "rows to flow after a rotation")
+        with conn.cursor() as cur:
+            cur.execute("FLUSH BINARY LOGS")
+        conn.close()
+        for r in everyone:
+            if r.state() == "active":
+                r.kill()
+        a = relays(mariadb, broker, "--topic-prefix", "shop.", name="a3")
+        everyone.append(a)
+        rows = relayed_rows(*everyone)
+        wait_until(lambda: relayed_rows(*everyone) > rows + 300, 60,
+                   f"rows to flow after a relay restart in a new binlog file: {a.log()[-2000:]}")
+
         mariadb.restart("immediate")
-        rows = relayed_rows(a, b)
-        wait_until(lambda: relayed_rows(a, b) > rows + 300, 60,
+        rows = relayed_rows(*everyone)
+        wait_until(lambda: relayed_rows(*everyone) > rows + 300, 60,
                    f"rows to flow after the database's restart: {b.log()[-2000:]}")
     finally:
         writers.stop()
@@ -87,7 +107,7 @@ def test_every_committed_row_once_in_commit_order_through_relay_broker_and_datab
     truth, versions = table_truth(mariadb)
     published = read_topics(broker.bootstrap, TOPICS, len(truth), 60)
     problems = check(truth, versions, published, writers)
-    assert not problems, "\n".join(problems[:20]) + "\n" + a.log()[-3000:] + b.log()[-3000:]
+    assert not problems, "\n".join(problems[:20]) + "\n" + "".join(r.log()[-2000:] for r in everyone)
     assert took_over < 10, f"the standby took {took_over:.1f} s to take over"
     print(f"{len(truth)} rows published once each; {len(writers.rolled_back)} rolled back; "
           f"standby took over in {took_over:.2f} s")
@@ -95,7 +115,8 @@ def test_every_committed_row_once_in_commit_order_through_relay_broker_and_datab
 
 def test_a_database_without_a_row_format_binary_log_is_named(broker):
     for kw, words in (({"binlog": False}, "binary log is off"),
-                      ({"binlog_format": "STATEMENT"}, "binlog_format = STATEMENT")):
+                      ({"binlog_format": "STATEMENT"}, "binlog_format = STATEMENT"),
+                      ({"extra": ["--log-bin-compress=ON"]}, "log_bin_compress = ON")):
         db = MariaDB(**kw).start()
         try:
             make_schema(db)
@@ -110,3 +131,24 @@ def test_a_missing_table_or_column_is_named(mariadb, broker):
     assert code == 1 and "table shop.nothing does not exist" in out, out
     code, out, _ = run_relay(mariadb.url("shop"), broker, "--column-payload", "body")
     assert code == 1 and 'has no column "body"' in out, out
+
+
+def test_rows_written_before_the_first_publish_survive_a_relay_restart(mariadb, broker, relays):
+    """Without a slot, the relay's start in the binary log is committed as its first position
+    the moment it becomes active: rows written while it is down before its first batch are
+    published by the next start, not skipped."""
+    import uuid
+    r = relays(mariadb, broker, "--topic-prefix", "shop.", name="first")
+    r.wait_state("active", 60)
+    r.kill()
+    ids = [str(uuid.uuid4()) for _ in range(5)]
+    conn = mariadb.connect("shop")
+    with conn.cursor() as cur:
+        for i in ids:
+            cur.execute("INSERT INTO outbox VALUES (%s, 'order', 'k', 'created', 'x')", (i,))
+    conn.commit()
+    conn.close()
+    r = relays(mariadb, broker, "--topic-prefix", "shop.", name="second")
+    r.wait_state("active", 60)
+    got = read_topics(broker.bootstrap, ["shop.order"], 5, 30)
+    assert sorted(g[4] for g in got) == sorted(ids), got

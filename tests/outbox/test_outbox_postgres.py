@@ -90,10 +90,12 @@ def test_delete_published_empties_the_table_and_a_restart_resumes_without_duplic
     writers = Writers(postgres, threads=2, aggregates=10, rollback=0.1).start(150, 60)
     writers.join()
     committed = set(writers.committed)
-    wait_until(lambda: r.status()["rows"] >= len(committed), 30, "the rows to be published")
-    with postgres.connect("shop") as c:
+    wait_until(lambda: r.status()["rows"] >= len(committed), 30,
+               f"the {len(committed)} committed rows to be published: {r.status()}")
+    with postgres.connect("shop", autocommit=True) as c:
         wait_until(lambda: c.execute("SELECT count(*) FROM outbox").fetchone()[0] == 0, 30,
-                   "the relay to delete the published rows")
+                   f"the relay to delete the published rows: {r.status()}, "
+                   f"{c.execute('SELECT count(*) FROM outbox').fetchone()[0]} left")
     # A clean stop and a new start: nothing published again.
     r.stop()
     r = relays(postgres, broker, "--topic-prefix", "shop.", "--delete-published", name="again")

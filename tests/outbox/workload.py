@@ -164,12 +164,17 @@ def read_topics(bootstrap, topics, until_count, timeout):
                   "enable.auto.commit": False, "isolation.level": "read_committed",
                   "enable.partition.eof": False})
     try:
-        md = c.list_topics(timeout=10)
+        # A topic the relay has not made yet (it makes one at its first row) is waited for.
+        deadline = time.monotonic() + timeout
+        while True:
+            md = c.list_topics(timeout=10)
+            if all(t in md.topics for t in topics) or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
         parts = [TopicPartition(t, p, OFFSET_BEGINNING) for t in topics if t in md.topics
                  for p in md.topics[t].partitions]
         c.assign(parts)
         got = []
-        deadline = time.monotonic() + timeout
         while len(got) < until_count and time.monotonic() < deadline:
             for m in c.consume(1000, 0.5):
                 if m.error():

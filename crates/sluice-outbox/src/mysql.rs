@@ -14,6 +14,9 @@ use crate::config::{redact, OutboxConfig};
 use crate::error::OutboxError;
 use crate::row::{topic_for, unroutable, OutboxRow, SourceTxn};
 
+/// Longer than this without an event or a heartbeat (one a second): the stream is dead.
+const STREAM_SILENCE: std::time::Duration = std::time::Duration::from_secs(10);
+
 fn db(what: &str, e: &mysql_async::Error) -> OutboxError {
     OutboxError::Database(format!("{what}: {e}"))
 }
@@ -68,6 +71,10 @@ pub struct MySqlSource {
     /// The id column's type, for formatting a binary(16) uuid.
     id_type: String,
     lease: String,
+    /// This connection holds the lease (a standby only checks that the connection lives).
+    holding: bool,
+    /// When the lease was last checked.
+    checked: std::time::Instant,
 }
 
 impl MySqlSource {
@@ -75,6 +82,12 @@ impl MySqlSource {
         let url = cfg.source.replacen("mariadb://", "mysql://", 1);
         let opts = Opts::from_url(&url)
             .map_err(|e| OutboxError::Setup(format!("--source {:?}: {e}", redact(&cfg.source))))?;
+        // TCP keepalives, and a short idle limit on the server, so a vanished relay's session
+        // (and its lock, the lease) ends within seconds, not at the server's defaults (hours).
+        let opts: Opts = mysql_async::OptsBuilder::from_opts(opts)
+            .tcp_keepalive(Some(std::time::Duration::from_secs(5)))
+            .setup(vec!["SET SESSION wait_timeout = 30".to_string()])
+            .into();
         let connect = Conn::new(opts.clone());
         let conn = match tokio::time::timeout(std::time::Duration::from_secs(5), connect).await {
             Ok(Ok(conn)) => conn,
@@ -110,6 +123,8 @@ impl MySqlSource {
             table,
             positions: Vec::new(),
             id_type: String::new(),
+            holding: false,
+            checked: crate::clock::now(),
         })
     }
 
@@ -140,6 +155,23 @@ impl MySqlSource {
                 "the database has binlog_row_image = {}: the relay needs every column of an \
                  inserted row, binlog_row_image = FULL",
                 image.unwrap_or_default()
+            )));
+        }
+        let compressed: Vec<(String, String)> = self
+            .conn
+            .query(
+                "SHOW GLOBAL VARIABLES WHERE Variable_name IN \
+                 ('binlog_transaction_compression', 'log_bin_compress')",
+            )
+            .await
+            .map_err(|e| db("reading the binlog settings", &e))?;
+        if let Some((name, _)) = compressed
+            .iter()
+            .find(|(_, v)| v.eq_ignore_ascii_case("ON"))
+        {
+            return Err(OutboxError::Setup(format!(
+                "the database has {name} = ON: the relay cannot read compressed binlog events; \
+                 turn it off"
             )));
         }
         let columns: Vec<(String, String)> = self
@@ -173,6 +205,13 @@ impl MySqlSource {
             positions.push(at);
         }
         self.id_type = columns[positions[0]].1.to_lowercase();
+        if self.id_type == "uuid" {
+            return Err(OutboxError::Setup(format!(
+                "the id column of {}.{} is MariaDB's UUID type, which the binary log carries in \
+                 its stored byte order: use CHAR(36) for the id",
+                self.schema, self.table
+            )));
+        }
         self.positions = positions;
         Ok(())
     }
@@ -185,17 +224,40 @@ impl MySqlSource {
             .exec_first("SELECT GET_LOCK(?, 0)", (&self.lease,))
             .await
             .map_err(|e| db("asking for the lease", &e))?;
-        Ok(got.flatten() == Some(1))
+        self.holding = got.flatten() == Some(1);
+        Ok(self.holding)
     }
 
-    /// Resolves when this connection no longer holds the lease (checked every second).
+    /// Checks, at most once a second, that this connection still holds the lease.
+    pub async fn verify_lease(&mut self) -> Result<(), OutboxError> {
+        if self.checked.elapsed() < std::time::Duration::from_secs(1) {
+            return Ok(());
+        }
+        let held: Option<Option<i64>> = self
+            .conn
+            .exec_first("SELECT IS_USED_LOCK(?) = CONNECTION_ID()", (&self.lease,))
+            .await
+            .map_err(|e| OutboxError::LeaseLost(format!("the database connection ({e})")))?;
+        self.checked = crate::clock::now();
+        if held.flatten() == Some(1) {
+            Ok(())
+        } else {
+            Err(OutboxError::LeaseLost(format!("lock {}", self.lease)))
+        }
+    }
+
+    /// Resolves when this connection no longer holds the lease (checked every second), or,
+    /// for a standby, when the connection is gone.
     pub async fn lease_lost(&mut self) -> OutboxError {
         loop {
             tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-            let held: Result<Option<Option<i64>>, _> = self
-                .conn
-                .exec_first("SELECT IS_USED_LOCK(?) = CONNECTION_ID()", (&self.lease,))
-                .await;
+            let sql = if self.holding {
+                "SELECT IS_USED_LOCK(?) = CONNECTION_ID()"
+            } else {
+                "SELECT 1 + 0 * LENGTH(?)"
+            };
+            let held: Result<Option<Option<i64>>, _> =
+                self.conn.exec_first(sql, (&self.lease,)).await;
             match held {
                 Ok(Some(Some(1))) => {}
                 Ok(_) => return OutboxError::LeaseLost(format!("lock {}", self.lease)),
@@ -230,16 +292,19 @@ impl MySqlSource {
         let (file, offset) = match resume.and_then(parse_position) {
             Some(p) => p,
             None => {
-                let row: Option<mysql_async::Row> = self
-                    .conn
-                    .query_first("SHOW MASTER STATUS")
-                    .await
-                    .map_err(|e| {
-                        OutboxError::Setup(format!(
-                            "SHOW MASTER STATUS: {e}: the user needs REPLICATION SLAVE and \
+                // MySQL 8.4 renamed it; MariaDB and older MySQL know the old name only.
+                let renamed: Result<Option<mysql_async::Row>, _> =
+                    self.conn.query_first("SHOW BINARY LOG STATUS").await;
+                let row: Option<mysql_async::Row> = match renamed {
+                    Ok(row) => Ok(row),
+                    Err(_) => self.conn.query_first("SHOW MASTER STATUS").await,
+                }
+                .map_err(|e| {
+                    OutboxError::Setup(format!(
+                        "SHOW MASTER STATUS: {e}: the user needs REPLICATION SLAVE and \
                              BINLOG MONITOR (MariaDB) or REPLICATION CLIENT (MySQL)"
-                        ))
-                    })?;
+                    ))
+                })?;
                 let row = row.ok_or_else(|| {
                     OutboxError::Setup("SHOW MASTER STATUS is empty: is log_bin on?".into())
                 })?;
@@ -248,9 +313,14 @@ impl MySqlSource {
                 (file.unwrap_or_default(), offset.unwrap_or(4))
             }
         };
-        let conn = Conn::new(self.opts.clone())
+        let mut conn = Conn::new(self.opts.clone())
             .await
             .map_err(|e| db("connecting for the binlog", &e))?;
+        // A heartbeat every second while the log is idle: a stream that goes quiet for longer
+        // is a dead connection (STREAM_SILENCE in next()).
+        conn.query_drop("SET @master_heartbeat_period = 1000000000")
+            .await
+            .map_err(|e| db("setting the binlog heartbeat", &e))?;
         let request = BinlogStreamRequest::new(server_id(&self.cfg.slot))
             .with_filename(file.as_bytes())
             .with_pos(offset);
@@ -261,6 +331,7 @@ impl MySqlSource {
             ))
         })?;
         let resume_number = position_number(&file, offset);
+        let started = (resume_number, format!("{file}:{offset}"));
         Ok(MySqlStream {
             stream,
             schema: self.schema.clone(),
@@ -269,9 +340,11 @@ impl MySqlSource {
             header_names: self.cfg.columns.headers.clone(),
             id_uuid: self.id_type == "uuid",
             prefix: self.cfg.topic_prefix.clone(),
+            first_rotate: true,
             file,
             open: None,
             resume: if resume.is_some() { resume_number } else { 0 },
+            started,
             seen: resume_number,
         })
     }
@@ -292,20 +365,39 @@ pub struct MySqlStream {
     prefix: String,
     /// The binlog file being read (from the Rotate events).
     file: String,
+    /// The server's first, artificial Rotate names the requested file, with the checksum
+    /// bytes still on the name (it comes before the format description).
+    first_rotate: bool,
     open: Option<OpenTxn>,
     resume: u64,
+    started: (u64, String),
     /// The position of the last event read.
     seen: u64,
 }
 
 impl MySqlStream {
     pub async fn next(&mut self) -> Result<Option<SourceTxn>, OutboxError> {
-        let event = self
-            .stream
-            .next()
+        let event = tokio::time::timeout(STREAM_SILENCE, self.stream.next())
             .await
+            .map_err(|_| {
+                OutboxError::Stream(format!(
+                    "no binlog event or heartbeat for {} s",
+                    STREAM_SILENCE.as_secs()
+                ))
+            })?
             .ok_or_else(|| OutboxError::Stream("the database ended the binlog stream".into()))?
-            .map_err(|e| OutboxError::Stream(format!("the binlog stream: {e}")))?;
+            .map_err(|e| {
+                let text = e.to_string();
+                if text.contains("1236") {
+                    // The position is gone from the server's log (purged, or a reset).
+                    OutboxError::Setup(format!(
+                        "the binary log no longer holds the relay's position: {text}; the \
+                         rows since then cannot be relayed (raise the server's binlog expiry)"
+                    ))
+                } else {
+                    OutboxError::Stream(format!("the binlog stream: {text}"))
+                }
+            })?;
         let txn = self.event(&event)?;
         Ok(txn.filter(|t| t.end > self.resume))
     }
@@ -321,7 +413,11 @@ impl MySqlStream {
         }
         match data {
             Some(EventData::RotateEvent(r)) => {
-                self.file = binlog_name(&r.name());
+                let name = r.name();
+                if !(self.first_rotate && !self.file.is_empty() && name.starts_with(&self.file)) {
+                    self.file = binlog_name(&name);
+                }
+                self.first_rotate = false;
                 self.seen = position_number(&self.file, r.position());
             }
             Some(EventData::QueryEvent(q)) => {
@@ -402,7 +498,9 @@ impl MySqlStream {
                 BinlogValue::Value(Value::Int(n)) => Some(n.to_string().into_bytes()),
                 BinlogValue::Value(Value::UInt(n)) => Some(n.to_string().into_bytes()),
                 BinlogValue::Value(other) => Some(other.as_sql(true).into_bytes()),
-                BinlogValue::Jsonb(j) => Some(format!("{j:?}").into_bytes()),
+                BinlogValue::Jsonb(j) => serde_json::Value::try_from(j.clone())
+                    .ok()
+                    .and_then(|v| serde_json::to_vec(&v).ok()),
                 BinlogValue::JsonDiff(_) => None,
             }
         };
@@ -459,6 +557,13 @@ impl MySqlStream {
         self.open.as_ref().map_or(0, |o| o.rows.len())
     }
 
+    /// Where the stream started, as a position: committed before anything is published when
+    /// the relay had none, so a restart does not start again at the log's end and skip what
+    /// came in between.
+    pub fn start(&self) -> (u64, String) {
+        (self.started.0, self.started.1.clone())
+    }
+
     pub fn server_end(&self) -> u64 {
         self.seen
     }
@@ -478,6 +583,8 @@ mod tests {
         );
         assert_eq!(parse_position("nonsense"), None);
         assert_eq!(binlog_name("binlog.000001GFO\u{1}"), "binlog.000001");
+        // A checksum starting with a digit is why the first Rotate keeps the requested name.
+        assert_eq!(binlog_name("binlog.0000015\u{2}x"), "binlog.0000015");
         assert_eq!(binlog_name("binlog.000012"), "binlog.000012");
     }
 

@@ -123,6 +123,19 @@ async fn session(
             .filter(|_| cfg.is_mysql())
             .map(|p| p.position.as_str()),
     );
+    // MySQL keeps no slot: without a committed position, commit the stream's start now, or a
+    // restart before the first batch would begin at the log's new end and skip rows.
+    if progress.is_none() {
+        if let Some((end, position)) = stream.start_to_commit() {
+            let first = Progress {
+                end,
+                position,
+                rows: 0,
+                source: cfg.source_identity(),
+            };
+            block_in_place(|| sink.publish(&[], &first))?;
+        }
+    }
     stats.activations.fetch_add(1, Ordering::Relaxed);
     stats.set_error(None);
     stats.set_state(State::Active);
@@ -136,6 +149,8 @@ async fn session(
             Ordering::Relaxed,
         );
         let next = if batch.is_empty() {
+            // Also keeps the lease's session in use while only other tables' events flow.
+            source.verify_lease().await?;
             if let Some(through) = stream.confirm_idle() {
                 stats.set_position(through, None);
             }
@@ -174,9 +189,7 @@ async fn session(
             None => {
                 // A relay that lost its lease publishes nothing more (a new active instance
                 // would fence it anyway).
-                if !source.holds_lease() {
-                    return Err(source.lease_lost().await);
-                }
+                source.verify_lease().await?;
                 publish(
                     cfg,
                     &mut source,

@@ -214,6 +214,11 @@ impl Sink {
         consumer
             .assign(&assignment)
             .map_err(|e| broker("assigning the progress topic", &e))?;
+        // Read to the end as it is now: this relay's own transactions are finished (the
+        // transactional id was just taken), so nothing of its own lies beyond it.
+        let (low, high) = consumer
+            .fetch_watermarks(&self.progress_topic, 0, Duration::from_secs(10))
+            .map_err(|e| broker("reading the progress topic's end", &e))?;
         let deadline = crate::clock::now() + TIMEOUT;
         let mut last = None;
         loop {
@@ -230,9 +235,6 @@ impl Sink {
                 // transaction is open there (a shared progress topic), this relay's later
                 // positions may lie beyond it, so read on until the high watermark.
                 Some(Err(KafkaError::PartitionEOF(_))) => {
-                    let (low, high) = consumer
-                        .fetch_watermarks(&self.progress_topic, 0, Duration::from_secs(10))
-                        .map_err(|e| broker("reading the progress topic's end", &e))?;
                     let at = consumer
                         .position()
                         .ok()

@@ -46,11 +46,13 @@ impl Source {
         }
     }
 
-    /// False once the lease is known to be gone (PostgreSQL: the control connection ended).
-    pub fn holds_lease(&self) -> bool {
+    /// An error once the lease is known to be gone (PostgreSQL: the control connection
+    /// ended; MySQL: the lock, checked at most once a second).
+    pub async fn verify_lease(&mut self) -> Result<(), OutboxError> {
         match self {
-            Source::Postgres(pg) => pg.holds_lease(),
-            Source::MySql(_) => true, // checked every second by lease_lost
+            Source::Postgres(pg) if pg.holds_lease() => Ok(()),
+            Source::Postgres(pg) => Err(pg.lease_lost().await),
+            Source::MySql(my) => my.verify_lease().await,
         }
     }
 
@@ -107,6 +109,14 @@ impl ChangeStream {
         match self {
             ChangeStream::Postgres(s) => s.confirm_idle(),
             ChangeStream::MySql(_) => None,
+        }
+    }
+
+    /// MySQL: where the stream started when the relay had no position (see MySqlStream).
+    pub fn start_to_commit(&self) -> Option<(u64, String)> {
+        match self {
+            ChangeStream::Postgres(_) => None,
+            ChangeStream::MySql(s) => Some(s.start()),
         }
     }
 
