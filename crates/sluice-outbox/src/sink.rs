@@ -243,9 +243,9 @@ impl Sink {
                                 .and_then(|e| e.offset().to_raw())
                         })
                         .unwrap_or(-1);
-                    // Nothing fetched yet (an empty topic) leaves no position: the start.
-                    let at = if at < 0 { low } else { at };
-                    if at >= high {
+                    // No position (an empty topic, or only aborted records and markers):
+                    // nothing committed lies before the end read_committed reached.
+                    if at < 0 || at >= high || high <= low {
                         break;
                     }
                     std::thread::sleep(Duration::from_millis(100));

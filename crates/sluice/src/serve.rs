@@ -121,8 +121,16 @@ pub async fn run(settings: Resolved) -> anyhow::Result<()> {
     wait_for_signal().await;
     tracing::info!("shutting down");
     if let Some((stop, relay)) = outbox {
+        // The relay stops between batches; one blocked in a broker call (up to 30 s) is
+        // left behind (its open transaction aborts, as after a crash).
         let _ = stop.send(true);
-        let _ = tokio::task::spawn_blocking(move || relay.join()).await;
+        let joined = tokio::task::spawn_blocking(move || relay.join());
+        if tokio::time::timeout(Duration::from_secs(5), joined)
+            .await
+            .is_err()
+        {
+            tracing::warn!("the outbox relay did not stop within 5 s");
+        }
     }
     shutdown.cancel();
     if tokio::time::timeout(Duration::from_secs(10), wire)

@@ -776,7 +776,18 @@ impl Settings {
                 n => n,
             },
             log_level: self.log_level.unwrap_or_else(|| "info".into()),
-            outbox: self.outbox,
+            outbox: match self.outbox {
+                // Checked before anything binds; `brokers` is filled in by serve.
+                Some(outbox) => {
+                    let mut check = outbox.clone();
+                    if check.brokers.trim().is_empty() {
+                        check.brokers = "this-broker:9092".into();
+                    }
+                    check.validate().context("[outbox]")?;
+                    Some(outbox)
+                }
+                None => None,
+            },
             cluster,
             internal_listen,
             rack: self.rack.filter(|r| !r.is_empty()),
