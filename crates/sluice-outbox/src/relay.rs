@@ -166,45 +166,37 @@ async fn session(
         } else {
             None
         };
-        match next {
-            Some(Some(txn)) if txn.unpublishable.is_some() => {
-                // What came before it is published; then the relay stops before it.
-                publish(
-                    cfg,
-                    &mut source,
-                    &mut sink,
-                    &mut stream,
-                    &batch,
-                    published,
-                    stats,
-                )
-                .await?;
-                return Err(OutboxError::Row(txn.unpublishable.unwrap_or_default()));
-            }
+        // The batch is published when nothing more is ready, or before a transaction with a
+        // row Sluice cannot take (the relay then stops before that one).
+        let refused = match next {
+            Some(Some(txn)) if txn.unpublishable.is_some() => txn.unpublishable,
             Some(Some(txn)) if !txn.rows.is_empty() => {
                 batch_rows += txn.rows.len();
                 batch.push(txn);
+                continue;
             }
-            Some(_) => {} // an event inside a transaction, or one with no outbox rows
-            None => {
-                // A relay that lost its lease publishes nothing more (a new active instance
-                // would fence it anyway).
-                source.verify_lease().await?;
-                publish(
-                    cfg,
-                    &mut source,
-                    &mut sink,
-                    &mut stream,
-                    &batch,
-                    published,
-                    stats,
-                )
-                .await?;
-                published += u64::try_from(batch_rows).unwrap_or(u64::MAX);
-                batch.clear();
-                batch_rows = 0;
-            }
+            Some(_) => continue, // an event inside a transaction, or one with no outbox rows
+            None => None,
+        };
+        // A relay that lost its lease publishes nothing more (a new active instance would
+        // fence it anyway).
+        source.verify_lease().await?;
+        publish(
+            cfg,
+            &mut source,
+            &mut sink,
+            &mut stream,
+            &batch,
+            published,
+            stats,
+        )
+        .await?;
+        if let Some(why) = refused {
+            return Err(OutboxError::Row(why));
         }
+        published += u64::try_from(batch_rows).unwrap_or(u64::MAX);
+        batch.clear();
+        batch_rows = 0;
     }
 }
 
