@@ -4,7 +4,6 @@
 //! responses to requests in order.
 
 use std::collections::{BTreeMap, HashMap};
-use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
@@ -15,7 +14,7 @@ use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProdu
 use kafka_protocol::messages::{ApiKey, ProduceRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::Compression;
-use sluice_client::blocking::BlockingConnection;
+use sluice_client::blocking::{BlockingConnection, ResponseReader};
 use sluice_client::codec::{decode_response, read_frame};
 use sluice_client::lean::encode_values;
 use sluice_client::OutRecord;
@@ -81,7 +80,7 @@ struct Shared {
 }
 
 fn reader_loop(
-    mut stream: TcpStream,
+    mut stream: ResponseReader,
     version: i16,
     pending: Receiver<Pending>,
     shared: Arc<Shared>,
@@ -124,7 +123,7 @@ impl Pipe {
         max_in_flight: usize,
         shared: &Arc<Shared>,
     ) -> Result<Pipe, BenchError> {
-        let conn = connect(addr)?;
+        let mut conn = connect(addr)?;
         let version = conn.version_for(ApiKey::Produce, 3, 12)?;
         if acks == 0 {
             return Ok(Pipe {
@@ -135,7 +134,7 @@ impl Pipe {
             });
         }
         let (tx, rx) = sync_channel(max_in_flight.saturating_sub(1));
-        let stream = conn.try_clone_stream()?;
+        let stream = conn.split_reader()?;
         let shared = Arc::clone(shared);
         let reader = std::thread::Builder::new()
             .name("bench-acks".into())

@@ -1,9 +1,9 @@
-//! A blocking connection on a plain `std::net::TcpStream`, for load generators that run on
-//! their own threads and need sub-millisecond timing (the async runtime's timer has 1 ms
-//! granularity). Same codec as the async connection.
+//! A blocking connection on a `std::net::TcpStream`, for load generators that run on their own
+//! threads and need sub-millisecond timing (the async runtime's timer has 1 ms granularity).
+//! Same codec as the async connection, and the same security: TLS and a SASL login when the
+//! process is configured for them ([`crate::security::configure`]).
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::net::TcpStream;
 use std::time::Duration;
 
@@ -11,12 +11,18 @@ use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
 use kafka_protocol::protocol::{Request, StrBytes};
 
+use crate::blocking_stream::{ReadHalf, WriteHalf};
 use crate::codec::{api_key, decode_response, encode_request, read_frame};
 use crate::error::ClientError;
+use crate::security::{authenticate_request, check_handshake, handshake_request, LoginExchange};
+
+pub use crate::blocking_stream::ReadHalf as ResponseReader;
 
 pub struct BlockingConnection {
     addr: String,
-    stream: TcpStream,
+    writer: WriteHalf,
+    /// `None` once [`BlockingConnection::split_reader`] took it.
+    reader: Option<ReadHalf>,
     client_id: StrBytes,
     next_correlation_id: i32,
     versions: HashMap<i16, (i16, i16)>,
@@ -45,9 +51,11 @@ impl BlockingConnection {
         stream.set_nodelay(true).map_err(io)?;
         stream.set_read_timeout(Some(timeout)).map_err(io)?;
         stream.set_write_timeout(Some(timeout)).map_err(io)?;
+        let (writer, reader) = crate::blocking_stream::open(stream, addr)?;
         let mut conn = BlockingConnection {
             addr: addr.to_string(),
-            stream,
+            writer,
+            reader: Some(reader),
             client_id: StrBytes::from_string(client_id.to_string()),
             next_correlation_id: 1,
             versions: HashMap::new(),
@@ -61,7 +69,25 @@ impl BlockingConnection {
             .iter()
             .map(|k| (k.api_key, (k.min_version, k.max_version)))
             .collect();
+        conn.login()?;
         Ok(conn)
+    }
+
+    /// Logs in when the process is configured for SASL.
+    fn login(&mut self) -> Result<(), ClientError> {
+        let Some(login) = crate::security::sasl_login() else {
+            return Ok(());
+        };
+        let r = self.call(&handshake_request(&login), 1, 1)?;
+        check_handshake(&login, &r)?;
+        let (mut exchange, mut token) = LoginExchange::start(&login);
+        loop {
+            let r = self.call(&authenticate_request(token), 0, 1)?;
+            match exchange.next(&login, &r)? {
+                Some(next) => token = next,
+                None => return Ok(()),
+            }
+        }
     }
 
     pub fn addr(&self) -> &str {
@@ -98,7 +124,7 @@ impl BlockingConnection {
         let correlation_id = self.next_correlation_id;
         self.next_correlation_id = self.next_correlation_id.wrapping_add(1);
         let frame = encode_request(request, version, correlation_id, &self.client_id)?;
-        self.stream
+        self.writer
             .write_all(&frame)
             .map_err(|source| ClientError::Io {
                 addr: self.addr.clone(),
@@ -108,17 +134,23 @@ impl BlockingConnection {
     }
 
     pub fn receive_frame(&mut self) -> Result<Bytes, ClientError> {
-        read_frame(&mut self.stream).map_err(|source| ClientError::Io {
-            addr: self.addr.clone(),
+        let addr = &self.addr;
+        let reader = self.reader.as_mut().ok_or_else(|| ClientError::Io {
+            addr: addr.clone(),
+            source: std::io::Error::other("this connection's responses are read elsewhere"),
+        })?;
+        read_frame(reader).map_err(|source| ClientError::Io {
+            addr: addr.clone(),
             source,
         })
     }
 
-    /// A second handle on the same socket, for reading responses on another thread.
-    pub fn try_clone_stream(&self) -> Result<TcpStream, ClientError> {
-        self.stream.try_clone().map_err(|source| ClientError::Io {
+    /// Takes the reading half, for reading responses on another thread (`read_frame` on it);
+    /// this connection then only sends.
+    pub fn split_reader(&mut self) -> Result<ResponseReader, ClientError> {
+        self.reader.take().ok_or_else(|| ClientError::Io {
             addr: self.addr.clone(),
-            source,
+            source: std::io::Error::other("the reading half was already taken"),
         })
     }
 }

@@ -4,6 +4,7 @@
 
 pub mod acls;
 pub mod blocking;
+mod blocking_stream;
 pub mod client;
 pub mod cluster;
 pub mod codec;

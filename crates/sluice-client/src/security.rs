@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
-use kafka_protocol::messages::{SaslAuthenticateRequest, SaslHandshakeRequest};
+use kafka_protocol::messages::{
+    SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
+};
 use kafka_protocol::protocol::StrBytes;
 use sluice_auth::{SaslMechanism, ScramClient};
 use sluice_wire::rustls::{self, pki_types::pem::PemObject, pki_types::CertificateDer};
@@ -48,7 +50,7 @@ pub struct ClientSecurity {
 }
 
 struct Prepared {
-    tls: Option<TlsConnector>,
+    tls: Option<Arc<rustls::ClientConfig>>,
     sasl: Option<SaslLogin>,
 }
 
@@ -77,7 +79,7 @@ pub fn configure(security: ClientSecurity) -> Result<(), ClientError> {
         .map_err(|e| ClientError::Security(e.to_string()))?
         .with_root_certificates(roots)
         .with_no_client_auth();
-        Some(TlsConnector::from(Arc::new(config)))
+        Some(Arc::new(config))
     } else {
         None
     };
@@ -92,80 +94,151 @@ pub fn configure(security: ClientSecurity) -> Result<(), ClientError> {
 /// `tcp` as this process connects: wrapped in TLS when configured (checking the broker's
 /// certificate against `host`).
 pub(crate) async fn open(tcp: TcpStream, addr: &str) -> Result<Box<dyn Stream>, ClientError> {
-    let Some(connector) = SECURITY.get().and_then(|s| s.tls.clone()) else {
+    let Some(config) = tls_config() else {
         return Ok(Box::new(tcp));
     };
-    let host = addr
-        .rsplit_once(':')
-        .map_or(addr, |(host, _)| host)
-        .trim_start_matches('[')
-        .trim_end_matches(']');
-    let name = rustls::pki_types::ServerName::try_from(host.to_string())
-        .map_err(|e| ClientError::Security(format!("{host}: {e}")))?;
-    let stream = connector
-        .connect(name, tcp)
+    let stream = TlsConnector::from(config)
+        .connect(server_name(addr)?, tcp)
         .await
         .map_err(|e| ClientError::Security(format!("TLS with {addr}: {e}")))?;
     Ok(Box::new(stream))
 }
 
-/// Logs in on a new connection (after its ApiVersions) when SASL is configured.
-pub(crate) async fn login(conn: &mut Connection) -> Result<(), ClientError> {
-    let Some(login) = SECURITY.get().and_then(|s| s.sasl.clone()) else {
-        return Ok(());
-    };
-    let handshake = SaslHandshakeRequest::default()
-        .with_mechanism(StrBytes::from_string(login.mechanism.name().to_string()));
-    let r = conn.call(&handshake, 1, 1).await?;
-    if r.error_code != 0 {
-        return Err(ClientError::kafka(
-            format!("SASL handshake for {}", login.mechanism.name()),
-            r.error_code,
-            Some(format!(
-                "the broker offers {}",
-                r.mechanisms
-                    .iter()
-                    .map(|m| m.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )),
-        ));
-    }
-    match login.mechanism {
-        SaslMechanism::Plain => {
-            step(
-                conn,
-                &login.user,
-                format!("\0{}\0{}", login.user, login.password).into_bytes(),
-            )
-            .await?;
-        }
-        SaslMechanism::Scram(m) => {
-            let nonce = uuid::Uuid::new_v4().simple().to_string();
-            let (mut client, first) = ScramClient::new(m, &login.user, &login.password, nonce);
-            let server_first = step(conn, &login.user, first).await?;
-            let last = client
-                .server_first(&server_first)
-                .map_err(|e| ClientError::Security(e.to_string()))?;
-            let server_final = step(conn, &login.user, last).await?;
-            client
-                .server_final(&server_final)
-                .map_err(|e| ClientError::Security(format!("the broker's SCRAM signature: {e}")))?;
-        }
-    }
-    Ok(())
+/// The TLS settings every connection of this process uses, if it speaks TLS.
+pub(crate) fn tls_config() -> Option<Arc<rustls::ClientConfig>> {
+    SECURITY.get().and_then(|s| s.tls.clone())
 }
 
-/// One SaslAuthenticate: sends `token`, returns the broker's.
-async fn step(conn: &mut Connection, user: &str, token: Vec<u8>) -> Result<Vec<u8>, ClientError> {
-    let request = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(token));
-    let r = conn.call(&request, 0, 1).await?;
-    if r.error_code != 0 {
-        return Err(ClientError::kafka(
-            format!("SASL login as {user}"),
-            r.error_code,
-            r.error_message.map(|m| m.to_string()),
-        ));
+/// The SASL login every connection of this process makes, if any.
+pub(crate) fn sasl_login() -> Option<SaslLogin> {
+    SECURITY.get().and_then(|s| s.sasl.clone())
+}
+
+/// The name the broker's certificate must carry: the host part of `addr`.
+pub(crate) fn server_name(
+    addr: &str,
+) -> Result<rustls::pki_types::ServerName<'static>, ClientError> {
+    let host = addr
+        .rsplit_once(':')
+        .map_or(addr, |(host, _)| host)
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    rustls::pki_types::ServerName::try_from(host.to_string())
+        .map_err(|e| ClientError::Security(format!("{host}: {e}")))
+}
+
+/// Logs in on a new connection (after its ApiVersions) when SASL is configured.
+pub(crate) async fn login(conn: &mut Connection) -> Result<(), ClientError> {
+    let Some(login) = sasl_login() else {
+        return Ok(());
+    };
+    let r = conn.call(&handshake_request(&login), 1, 1).await?;
+    check_handshake(&login, &r)?;
+    let (mut exchange, mut token) = LoginExchange::start(&login);
+    loop {
+        let r = conn.call(&authenticate_request(token), 0, 1).await?;
+        match exchange.next(&login, &r)? {
+            Some(next) => token = next,
+            None => return Ok(()),
+        }
     }
-    Ok(r.auth_bytes.to_vec())
+}
+
+/// The SaslHandshake naming `login`'s mechanism (sent at version 1).
+pub(crate) fn handshake_request(login: &SaslLogin) -> SaslHandshakeRequest {
+    SaslHandshakeRequest::default()
+        .with_mechanism(StrBytes::from_string(login.mechanism.name().to_string()))
+}
+
+/// The broker's answer to the handshake: an error naming what it offers instead.
+pub(crate) fn check_handshake(
+    login: &SaslLogin,
+    r: &SaslHandshakeResponse,
+) -> Result<(), ClientError> {
+    if r.error_code == 0 {
+        return Ok(());
+    }
+    Err(ClientError::kafka(
+        format!("SASL handshake for {}", login.mechanism.name()),
+        r.error_code,
+        Some(format!(
+            "the broker offers {}",
+            r.mechanisms
+                .iter()
+                .map(|m| m.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    ))
+}
+
+/// One SaslAuthenticate carrying `token`.
+pub(crate) fn authenticate_request(token: Vec<u8>) -> SaslAuthenticateRequest {
+    SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(token))
+}
+
+/// The client's side of a SASL exchange, whatever carries it (the async or the blocking
+/// connection): the first token, then the next one for each of the broker's answers.
+pub(crate) enum LoginExchange {
+    /// PLAIN: one token; the broker's empty answer ends it.
+    Plain,
+    /// SCRAM: client-first, client-final, then the broker's signature is checked.
+    Scram {
+        client: Box<ScramClient>,
+        sent_final: bool,
+    },
+}
+
+impl LoginExchange {
+    /// The exchange and its first token.
+    pub(crate) fn start(login: &SaslLogin) -> (LoginExchange, Vec<u8>) {
+        match login.mechanism {
+            SaslMechanism::Plain => (
+                LoginExchange::Plain,
+                format!("\0{}\0{}", login.user, login.password).into_bytes(),
+            ),
+            SaslMechanism::Scram(m) => {
+                let nonce = uuid::Uuid::new_v4().simple().to_string();
+                let (client, first) = ScramClient::new(m, &login.user, &login.password, nonce);
+                (
+                    LoginExchange::Scram {
+                        client: Box::new(client),
+                        sent_final: false,
+                    },
+                    first,
+                )
+            }
+        }
+    }
+
+    /// Takes the broker's answer to the last token: the next token, or `None` once logged in.
+    pub(crate) fn next(
+        &mut self,
+        login: &SaslLogin,
+        r: &SaslAuthenticateResponse,
+    ) -> Result<Option<Vec<u8>>, ClientError> {
+        if r.error_code != 0 {
+            return Err(ClientError::kafka(
+                format!("SASL login as {}", login.user),
+                r.error_code,
+                r.error_message.as_ref().map(|m| m.to_string()),
+            ));
+        }
+        match self {
+            LoginExchange::Plain => Ok(None),
+            LoginExchange::Scram { client, sent_final } if !*sent_final => {
+                *sent_final = true;
+                client
+                    .server_first(&r.auth_bytes)
+                    .map(Some)
+                    .map_err(|e| ClientError::Security(e.to_string()))
+            }
+            LoginExchange::Scram { client, .. } => {
+                client.server_final(&r.auth_bytes).map_err(|e| {
+                    ClientError::Security(format!("the broker's SCRAM signature: {e}"))
+                })?;
+                Ok(None)
+            }
+        }
+    }
 }

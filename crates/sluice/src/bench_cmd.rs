@@ -8,6 +8,8 @@ use clap::{Args, Subcommand};
 use sluice_bench::report::{e2e_table, floor_table, Report, Series};
 use sluice_bench::{machine, E2eConfig};
 
+use crate::security_args::SecurityArgs;
+
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
     /// End-to-end latency at a fixed offered rate (open loop, no coordinated omission)
@@ -33,6 +35,8 @@ pub enum BenchCommand {
 pub struct ProduceArgs {
     #[arg(long, default_value = "127.0.0.1:9092")]
     pub brokers: String,
+    #[command(flatten)]
+    pub security: SecurityArgs,
     #[arg(long, default_value = "sluice-bench-max")]
     pub topic: String,
     #[arg(long, default_value_t = 1024)]
@@ -62,6 +66,8 @@ pub struct ProduceArgs {
 pub struct ConsumeArgs {
     #[arg(long, default_value = "127.0.0.1:9092")]
     pub brokers: String,
+    #[command(flatten)]
+    pub security: SecurityArgs,
     #[arg(long, default_value = "sluice-bench-max")]
     pub topic: String,
     #[arg(long, default_value_t = 1)]
@@ -129,6 +135,9 @@ pub struct E2eArgs {
     /// Broker to bootstrap from
     #[arg(long, default_value = "127.0.0.1:9092")]
     pub brokers: String,
+    /// How the load connections reach it (not with `compare`, which starts its own brokers)
+    #[command(flatten)]
+    pub security: SecurityArgs,
     #[arg(long, default_value = "sluice-bench")]
     pub topic: String,
     /// Offered rate, messages per second (all producers together)
@@ -285,6 +294,7 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
     match command {
         BenchCommand::Bank { args } => bank(&args)?,
         BenchCommand::Produce(a) => {
+            a.security.configure()?;
             let r = sluice_bench::throughput::produce(&sluice_bench::throughput::ProduceConfig {
                 bootstrap: a.brokers,
                 topic: a.topic,
@@ -301,12 +311,16 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
             })?;
             print_throughput(&r);
         }
-        BenchCommand::Consume(a) => print_throughput(&sluice_bench::throughput::consume(
-            &a.brokers,
-            &a.topic,
-            a.consumers,
-        )?),
+        BenchCommand::Consume(a) => {
+            a.security.configure()?;
+            print_throughput(&sluice_bench::throughput::consume(
+                &a.brokers,
+                &a.topic,
+                a.consumers,
+            )?)
+        }
         BenchCommand::Sweep(a) => {
+            a.e2e.security.configure()?;
             let config = sweep_config(&a)?;
             let floor = measure_floor(&a.e2e)?;
             let mut report = Report::new(machine::machine(), floor);
@@ -329,6 +343,7 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
         }
         BenchCommand::Compare(a) => compare(a)?,
         BenchCommand::E2e(args) => {
+            args.security.configure()?;
             let config = args.config()?;
             sluice_bench::e2e::validate(&config)?;
             let floor = measure_floor(&args)?;
@@ -382,6 +397,12 @@ fn compare(a: CompareArgs) -> anyhow::Result<()> {
     };
     if !matches!(a.nodes, 1 | 3 | 5) {
         bail!("--nodes must be 1, 3 or 5, not {}", a.nodes);
+    }
+    if !a.sweep.e2e.security.is_plaintext() {
+        bail!(
+            "compare starts both brokers with PLAINTEXT listeners and cannot take \
+             --security-protocol; bench/tls_compare.py compares them over SASL_SSL"
+        );
     }
     let mut sweep = sweep_config(&a.sweep)?;
     sweep.base.topic = "compare".into();
