@@ -134,3 +134,61 @@ def test_a_consumer_is_held_to_its_fetch_rate(quota_broker):
     assert got >= 4 * MB, f"read {got} bytes"
     assert elapsed >= 2.0, f"4 MB read at a 1 MB/s quota in {elapsed:.2f} s"
     assert any(t > 0 for t in throttles), "librdkafka saw throttle_time_ms on fetches"
+
+
+def sync_produce(b, topic, client_id, seconds, throttles, counts, name):
+    """Produces one record at a time, waiting for each (one request per record), for
+    `seconds`; counts what was delivered in counts[name]."""
+    p = Producer({"bootstrap.servers": b.bootstrap, "client.id": client_id, "linger.ms": 0,
+                  "message.timeout.ms": 30_000,
+                  "throttle_cb": lambda e: throttles.append(e.throttle_time)})
+    delivered = [0]
+
+    def on_delivery(err, _msg):
+        if err is None:
+            delivered[0] += 1
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        p.produce(topic, b"r", on_delivery=on_delivery)
+        p.flush(10)
+    p.flush(30)
+    p.poll(0.5)
+    counts[name] = delivered[0]
+
+
+def test_request_percentage_holds_a_client_to_its_share_of_the_brokers_threads(quota_broker):
+    """KIP-124: request_percentage limits the time a client's requests hold the broker's
+    threads (percent of one thread). 0.1% is 1 ms of handler time per second: a client
+    sending one small produce at a time is slowed to a few dozen requests a second and told
+    so (throttle_time_ms), while a client without the quota, sending the same at the same
+    time, is not."""
+    b = quota_broker
+    r = configs(kafka_libs(), b.bootstrap, "--alter", "--add-config", "request_percentage=0.1",
+                "--entity-type", "clients", "--entity-name", "greedy")
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = configs(kafka_libs(), b.bootstrap, "--describe", "--entity-type", "clients",
+                "--entity-name", "greedy")
+    assert "request_percentage=0.1" in r.stdout, r.stdout
+    create_topic(b, "q-req-greedy")
+    create_topic(b, "q-req-other")
+    greedy_throttles, other_throttles, counts = [], [], {}
+    greedy = threading.Thread(target=sync_produce, args=(
+        b, "q-req-greedy", "greedy", 5, greedy_throttles, counts, "greedy"))
+    greedy.start()
+    sync_produce(b, "q-req-other", "other", 5, other_throttles, counts, "other")
+    greedy.join(timeout=60)
+    assert not greedy.is_alive()
+    print(f"records in 5 s: greedy {counts['greedy']}, other {counts['other']}; "
+          f"greedy throttles {len(greedy_throttles)}, max {1000 * max(greedy_throttles, default=0):.0f} ms")
+    assert any(t > 0 for t in greedy_throttles), "librdkafka saw throttle_time_ms"
+    assert not any(t > 0 for t in other_throttles), "the client without a quota was throttled"
+    assert counts["other"] > 4 * counts["greedy"], counts
+    assert metric(b, "sluice_quota_throttled_responses_total", '{quota="request_percentage"}') > 0
+    # Removing the quota frees the client.
+    r = configs(kafka_libs(), b.bootstrap, "--alter", "--delete-config", "request_percentage",
+                "--entity-type", "clients", "--entity-name", "greedy")
+    assert r.returncode == 0, r.stdout + r.stderr
+    after = []
+    sync_produce(b, "q-req-greedy", "greedy", 2, after, counts, "freed")
+    assert not any(t > 0 for t in after) and counts["freed"] > counts["greedy"], counts

@@ -709,6 +709,6 @@ impl Service for Broker {
             peer,
             session,
         };
-        handlers::dispatch(self, request.api_key, request.body, &call)
+        self.dispatch_metered(request.api_key, request.body, &call)
     }
 }

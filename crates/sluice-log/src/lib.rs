@@ -33,7 +33,7 @@ pub mod writeback;
 pub mod testing;
 
 pub use batch::{validate_produce, BatchHeader, ValidatedBatch};
-pub use clock::{Clock, ManualClock, MonotonicClock, SystemClock};
+pub use clock::{Clock, ManualClock, MonotonicClock, Stopwatch, SystemClock};
 pub use config::{FlushMode, LogConfig, TimestampType};
 pub use control::Marker;
 pub use epoch_cache::EpochCache;

@@ -1,9 +1,10 @@
-//! Enforcement of the byte-rate quotas: one token bucket per quota entity as the request's
-//! client sees it (a default entity's limit applies to each user or client id on its own, as
-//! in Kafka), refilled at the quota and holding at most one second's worth. A request takes
-//! its bytes; when that leaves the bucket in debt, the client is throttled for as long as the
-//! refill needs to pay the debt back (at most `MAX_THROTTLE_MS`, the debt stays), so over any
-//! stretch longer than a second a client gets its quota and no more.
+//! Enforcement of the quotas: one token bucket per quota and entity as the request's client
+//! sees it (a default entity's limit applies to each user or client id on its own, as in
+//! Kafka), refilled at the quota and holding at most one second's worth. A request takes what
+//! it used (bytes, or nanoseconds of a thread for `request_percentage`); when that leaves the
+//! bucket in debt, the client is throttled for as long as the refill needs to pay the debt
+//! back (at most `MAX_THROTTLE_MS`, the debt stays), so over any stretch longer than a second
+//! a client gets its quota and no more.
 
 use std::collections::HashMap;
 
@@ -25,8 +26,12 @@ const MAX_BUCKETS: usize = 10_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum QuotaKind {
+    /// Bytes produced per second.
     Produce,
+    /// Bytes fetched per second.
     Fetch,
+    /// Time on the broker's threads, as a percentage of one thread (KIP-124).
+    Request,
 }
 
 impl QuotaKind {
@@ -34,6 +39,16 @@ impl QuotaKind {
         match self {
             QuotaKind::Produce => "producer_byte_rate",
             QuotaKind::Fetch => "consumer_byte_rate",
+            QuotaKind::Request => "request_percentage",
+        }
+    }
+
+    /// The bucket's refill per second for a quota of `value`: bytes, or nanoseconds of
+    /// thread time (100% = one thread all the time).
+    pub fn per_second(self, value: f64) -> f64 {
+        match self {
+            QuotaKind::Produce | QuotaKind::Fetch => value,
+            QuotaKind::Request => value / 100.0 * 1e9,
         }
     }
 }
@@ -53,7 +68,8 @@ pub struct Buckets {
 }
 
 impl Buckets {
-    /// Takes `bytes` from the bucket of `entity` (limit `rate` bytes/s) at `now_ms`; how long
+    /// Takes `bytes` (or nanoseconds) from the bucket of `entity` (limit `rate` per second) at
+    /// `now_ms`; how long
     /// the debt takes to pay back, in ms (0: within the quota). Not capped: the caller mutes
     /// the connection for all of it and reports at most [`MAX_THROTTLE_MS`].
     pub fn take(
@@ -136,9 +152,10 @@ impl Broker {
         )
     }
 
-    /// Counts `bytes` of a produce or fetch against the quota of `user` and `client_id`;
-    /// returns the throttle time to answer (0 without a quota or within it) and mutes the
-    /// connection (`mute`, the session's) for that long.
+    /// Counts `bytes` of a produce or fetch (or nanoseconds of a request's thread time)
+    /// against the quota of `user` and `client_id`; returns the throttle time to answer (0
+    /// without a quota or within it) and mutes the connection (`mute`, the session's) for that
+    /// long.
     pub fn throttle(
         &self,
         user: &str,
@@ -151,9 +168,10 @@ impl Broker {
         if quotas.is_empty() || bytes == 0 {
             return 0;
         }
-        let Some((entity, rate)) = quotas.lookup(user, client_id, kind.key()) else {
+        let Some((entity, value)) = quotas.lookup(user, client_id, kind.key()) else {
             return 0;
         };
+        let rate = kind.per_second(value);
         // The bucket is the matched entity with its defaults named: each user (or client id)
         // under a default quota has a bucket of its own.
         let named = |n: Option<EntityName>, actual: &str| {

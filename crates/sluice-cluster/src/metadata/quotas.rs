@@ -40,8 +40,8 @@ pub struct ClientQuota {
     pub values: QuotaValues,
 }
 
-/// The quota keys Sluice takes (and enforces: the byte rates; `request_percentage` is kept
-/// and described, not yet enforced).
+/// The quota keys Sluice takes and enforces: the byte rates and `request_percentage` (time on
+/// the broker's threads, percent of one thread).
 pub const QUOTA_KEYS: [&str; 3] = [
     "producer_byte_rate",
     "consumer_byte_rate",

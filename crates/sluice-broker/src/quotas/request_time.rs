@@ -1,0 +1,226 @@
+//! The request-time quota (`request_percentage`, KIP-124): how much of the broker's threads a
+//! user or client id may hold, as a percentage of one thread (200 = two threads' worth). A
+//! request's time is what its handler spends on a thread: the synchronous part of its
+//! dispatch plus every poll of its pending answer, read on the monotonic clock around them —
+//! not the time it waits for an fsync, a quorum or a long poll, as Kafka counts time on its
+//! request handler threads and not in purgatory. Over the quota, the answer carries
+//! `throttle_time_ms` (the larger of this and a byte-rate throttle) and the connection is
+//! muted for that long, as for the byte rates (KIP-219).
+//!
+//! Exempt, as in Kafka: the requests a client needs to connect and log in (ApiVersions,
+//! SaslHandshake, SaslAuthenticate) and the cluster's own traffic (a follower's Fetch,
+//! WriteTxnMarkers), none of which can be slowed without slowing every client.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
+use sluice_log::Stopwatch;
+use sluice_wire::{PendingResponse, Reply};
+
+use crate::broker::Broker;
+use crate::handlers::{self, Call};
+use crate::quotas::throttle::QuotaKind;
+
+impl Broker {
+    /// Hands the request to its handler; under a request-time quota, counts the time it
+    /// holds a thread against the quota and throttles the answer when that is over it.
+    pub(crate) fn dispatch_metered(&self, api: ApiKey, body: RequestKind, call: &Call) -> Reply {
+        if exempt(api, &body) || !self.has_request_quota(call) {
+            return handlers::dispatch(self, api, body, call);
+        }
+        let watch = Stopwatch::start();
+        let reply = handlers::dispatch(self, api, body, call);
+        let spent = watch.elapsed_ns();
+        let user = call.session.principal().map(|p| p.name).unwrap_or_default();
+        let client_id = call.client_id.to_string();
+        let mute = call.session.mute_handle();
+        match reply {
+            Reply::Ready(mut response) => {
+                let ms = self.throttle(&user, &client_id, &mute, QuotaKind::Request, spent);
+                set_throttle_time(&mut response, ms);
+                Reply::Ready(response)
+            }
+            Reply::Later(pending) => {
+                let Some(broker) = self.arc() else {
+                    return Reply::Later(pending);
+                };
+                Reply::Later(Box::pin(Metered {
+                    pending,
+                    spent,
+                    charge: Some(Box::new(move |spent| {
+                        broker.throttle(&user, &client_id, &mute, QuotaKind::Request, spent)
+                    })),
+                }))
+            }
+            Reply::Silent => {
+                // acks=0: nobody to tell, but the connection is still muted.
+                self.throttle(&user, &client_id, &mute, QuotaKind::Request, spent);
+                Reply::Silent
+            }
+            close @ Reply::Close(_) => close,
+        }
+    }
+
+    /// Whether the request's user or client id has a `request_percentage` (one look at the
+    /// quotas; none at all without quotas).
+    fn has_request_quota(&self, call: &Call) -> bool {
+        let quotas = self.client_quotas();
+        if quotas.is_empty() {
+            return false;
+        }
+        let user = call.session.principal().map(|p| p.name).unwrap_or_default();
+        quotas
+            .lookup(&user, call.client_id, QuotaKind::Request.key())
+            .is_some()
+    }
+}
+
+/// Requests the request-time quota does not count (see the module's header).
+fn exempt(api: ApiKey, body: &RequestKind) -> bool {
+    match body {
+        RequestKind::Fetch(f) => f.replica_id.0 >= 0 || f.replica_state.replica_id.0 >= 0,
+        _ => matches!(
+            api,
+            ApiKey::ApiVersions
+                | ApiKey::SaslHandshake
+                | ApiKey::SaslAuthenticate
+                | ApiKey::WriteTxnMarkers
+        ),
+    }
+}
+
+/// A pending answer whose polls are timed; once it is ready, the time is charged and the
+/// throttle written into it.
+struct Metered {
+    pending: PendingResponse,
+    spent: u64,
+    charge: Option<Box<dyn FnOnce(u64) -> i32 + Send>>,
+}
+
+impl Future for Metered {
+    type Output = Option<ResponseKind>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let watch = Stopwatch::start();
+        let polled = this.pending.as_mut().poll(cx);
+        this.spent = this.spent.saturating_add(watch.elapsed_ns());
+        let Poll::Ready(mut response) = polled else {
+            return Poll::Pending;
+        };
+        if let Some(charge) = this.charge.take() {
+            let ms = charge(this.spent);
+            if let Some(r) = response.as_mut() {
+                set_throttle_time(r, ms);
+            }
+        }
+        Poll::Ready(response)
+    }
+}
+
+/// Raises the answer's `throttle_time_ms` to `ms` (answers without the field keep none; a
+/// version without it does not encode it).
+pub(crate) fn set_throttle_time(response: &mut ResponseKind, ms: i32) {
+    if ms <= 0 {
+        return;
+    }
+    macro_rules! raise {
+        ($($api:ident),* $(,)?) => {
+            match response {
+                $(ResponseKind::$api(r) => r.throttle_time_ms = r.throttle_time_ms.max(ms),)*
+                _ => {}
+            }
+        };
+    }
+    raise!(
+        Produce,
+        Fetch,
+        ListOffsets,
+        Metadata,
+        ApiVersions,
+        CreateTopics,
+        DeleteTopics,
+        DeleteRecords,
+        DescribeConfigs,
+        AlterConfigs,
+        CreatePartitions,
+        ElectLeaders,
+        AlterPartitionReassignments,
+        ListPartitionReassignments,
+        IncrementalAlterConfigs,
+        DescribeCluster,
+        DescribeLogDirs,
+        InitProducerId,
+        FindCoordinator,
+        JoinGroup,
+        SyncGroup,
+        Heartbeat,
+        ConsumerGroupHeartbeat,
+        ConsumerGroupDescribe,
+        LeaveGroup,
+        OffsetCommit,
+        OffsetFetch,
+        OffsetForLeaderEpoch,
+        DescribeGroups,
+        ListGroups,
+        DeleteGroups,
+        OffsetDelete,
+        AddPartitionsToTxn,
+        AddOffsetsToTxn,
+        EndTxn,
+        TxnOffsetCommit,
+        DescribeProducers,
+        DescribeTransactions,
+        ListTransactions,
+        UnregisterBroker,
+        AddRaftVoter,
+        RemoveRaftVoter,
+        DescribeUserScramCredentials,
+        AlterUserScramCredentials,
+        DescribeClientQuotas,
+        AlterClientQuotas,
+        CreateAcls,
+        DescribeAcls,
+        DeleteAcls,
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::messages::{BrokerId, FetchRequest, MetadataResponse, ProduceRequest};
+
+    #[test]
+    fn connecting_logging_in_and_replication_are_exempt() {
+        let fetch = |replica: i32| {
+            RequestKind::Fetch(FetchRequest::default().with_replica_id(BrokerId(replica)))
+        };
+        assert!(exempt(ApiKey::Fetch, &fetch(2)));
+        assert!(!exempt(ApiKey::Fetch, &fetch(-1)));
+        let mut follower = FetchRequest::default().with_replica_id(BrokerId(-1));
+        follower.replica_state.replica_id = BrokerId(3);
+        assert!(exempt(ApiKey::Fetch, &RequestKind::Fetch(follower)));
+        let produce = RequestKind::Produce(ProduceRequest::default());
+        assert!(!exempt(ApiKey::Produce, &produce));
+        assert!(exempt(ApiKey::ApiVersions, &produce));
+        assert!(exempt(ApiKey::SaslAuthenticate, &produce));
+    }
+
+    #[test]
+    fn the_throttle_is_raised_never_lowered() {
+        let mut r = ResponseKind::Metadata(MetadataResponse::default().with_throttle_time_ms(50));
+        set_throttle_time(&mut r, 20);
+        set_throttle_time(&mut r, 0);
+        let ResponseKind::Metadata(m) = &r else {
+            panic!("not metadata")
+        };
+        assert_eq!(m.throttle_time_ms, 50);
+        set_throttle_time(&mut r, 80);
+        let ResponseKind::Metadata(m) = &r else {
+            panic!("not metadata")
+        };
+        assert_eq!(m.throttle_time_ms, 80);
+    }
+}
