@@ -1,6 +1,7 @@
 """The admin port over HTTPS (admin_tls, the listeners' certificate) with SCRAM users logging
-in by HTTP basic and held to the ACLs (GET needs Describe on the cluster, changes need Alter),
-beside the admin token (a super user's key)."""
+in by HTTP basic and held to the ACLs as the Kafka API would hold them (topics and groups per
+resource: Describe to see, Read to browse, Write to produce, Delete to delete, ...; the rest on
+the cluster: Describe to read, Alter to change), beside the admin token (a super user's key)."""
 
 import base64
 import json
@@ -58,16 +59,17 @@ def test_https_admin_port_with_token_and_scram_users(https_broker, tls_files):
     assert call(b, "/api/topics", ca, token="wrong-token-0123456789")[0] == 401
     status, text = call(b, "/api/topics", ca, user=("alice", "nope"))
     assert status == 401 and "wrong user name or password" in text
-    # alice has no ACL: 403 naming what she needs.
-    status, text = call(b, "/api/topics", ca, user=("alice", "alice-secret"))
+    # alice has no ACL: 403 naming what she needs; the topic list is empty, as Metadata's.
+    status, text = call(b, "/api/overview", ca, user=("alice", "alice-secret"))
     assert status == 403 and "Describe on the cluster" in text, text
+    assert call(b, "/api/topics", ca, user=("alice", "alice-secret")) == (200, [])
     sluice_cli("acl", "add", "--allow-principal", "User:alice", "--operation", "Describe",
                "--cluster", "-b", b.bootstrap)
-    assert call(b, "/api/topics", ca, user=("alice", "alice-secret"))[0] == 200
-    # Reading is not changing: creating a topic needs Alter.
+    assert call(b, "/api/overview", ca, user=("alice", "alice-secret"))[0] == 200
+    # Reading is not changing: creating a topic needs Create (as CreateTopics).
     status, text = call(b, "/api/topics", ca, "POST", {"name": "from-console"}, user=("alice", "alice-secret"))
-    assert status == 403 and "Alter on the cluster" in text, text
-    sluice_cli("acl", "add", "--allow-principal", "User:alice", "--operation", "Alter",
+    assert status == 403 and "Create on the cluster or on topic 'from-console'" in text, text
+    sluice_cli("acl", "add", "--allow-principal", "User:alice", "--operation", "Create",
                "--cluster", "-b", b.bootstrap)
     status, _ = call(b, "/api/topics", ca, "POST", {"name": "from-console"}, user=("alice", "alice-secret"))
     assert status in (200, 201), status
@@ -75,6 +77,67 @@ def test_https_admin_port_with_token_and_scram_users(https_broker, tls_files):
     with pytest.raises(Exception):
         call(b, "/health", ca, scheme="http")
     assert "admin login failed" in b.log()
+
+
+def test_console_actions_are_held_to_the_topic_and_group_acls(https_broker, tls_files):
+    """A user with ACLs on one topic and one group only: the console lists and shows just
+    those, and each action needs the operation its Kafka API needs."""
+    b, ca = https_broker, tls_files["ca"]
+    alice = ("alice", "alice-secret")
+    for name in ("visible", "hidden"):
+        assert call(b, "/api/topics", ca, "POST", {"name": name}, token=TOKEN)[0] == 201
+        assert call(b, f"/api/topics/{name}/messages", ca, "POST", {"value": "v"}, token=TOKEN)[0] == 201
+        status, _ = call(b, "/api/groups/g-" + name + "/reset-offsets", ca, "POST",
+                         {"topic": name, "to": "earliest"}, token=TOKEN)
+        assert status == 200, status
+
+    def acl(operation, *resource):
+        r = sluice_cli("acl", "add", "--allow-principal", "User:alice", "--operation", operation,
+                       *resource, "-b", b.bootstrap)
+        assert r.returncode == 0, r.stderr
+
+    acl("Read", "--topic", "visible")  # Read implies Describe
+    acl("Describe", "--group", "g-visible")
+    status, topics = call(b, "/api/topics", ca, user=alice)
+    assert status == 200 and [t["name"] for t in topics] == ["visible"], topics
+    assert call(b, "/api/topics/visible", ca, user=alice)[0] == 200
+    status, text = call(b, "/api/topics/hidden", ca, user=alice)
+    assert status == 403 and "Describe on topic 'hidden'" in text, text
+    # A topic that does not exist is refused the same way (nothing disclosed).
+    status, text = call(b, "/api/topics/no-such-topic", ca, user=alice)
+    assert status == 403 and "Describe on topic 'no-such-topic'" in text, text
+    assert call(b, "/api/topics/visible/partitions/0/messages?from=oldest", ca, user=alice)[0] == 200
+    status, text = call(b, "/api/topics/hidden/partitions/0/messages?from=oldest", ca, user=alice)
+    assert status == 403 and "Read on topic 'hidden'" in text, text
+    # Reading is not writing, deleting or configuring.
+    status, text = call(b, "/api/topics/visible/messages", ca, "POST", {"value": "x"}, user=alice)
+    assert status == 403 and "Write on topic 'visible'" in text, text
+    status, text = call(b, "/api/topics/visible?confirm=visible", ca, "DELETE", user=alice)
+    assert status == 403 and "Delete on topic 'visible'" in text, text
+    status, text = call(b, "/api/topics/visible/configs", ca, "PUT", {"configs": {}}, user=alice)
+    assert status == 403 and "AlterConfigs on topic 'visible'" in text, text
+    status, text = call(b, "/api/topics/visible/delete-records", ca, "POST", {"before_offset": -1},
+                        user=alice)
+    assert status == 403 and "Delete on topic 'visible'" in text, text
+    acl("Write", "--topic", "visible")
+    assert call(b, "/api/topics/visible/messages", ca, "POST", {"value": "x"}, user=alice)[0] == 201
+    # Groups: listed and shown only with Describe; resetting offsets needs Read on both.
+    status, groups = call(b, "/api/groups", ca, user=alice)
+    assert status == 200 and [g["group"] for g in groups] == ["g-visible"], groups
+    assert call(b, "/api/groups/g-visible", ca, user=alice)[0] == 200
+    status, text = call(b, "/api/groups/g-hidden", ca, user=alice)
+    assert status == 403 and "Describe on group 'g-hidden'" in text, text
+    reset = {"topic": "visible", "to": "earliest", "dry_run": True}
+    status, text = call(b, "/api/groups/g-visible/reset-offsets", ca, "POST", reset, user=alice)
+    assert status == 403 and "Read on group 'g-visible'" in text, text
+    acl("Read", "--group", "g-visible")
+    assert call(b, "/api/groups/g-visible/reset-offsets", ca, "POST", reset, user=alice)[0] == 200
+    status, text = call(b, "/api/groups/g-visible/reset-offsets", ca, "POST",
+                        {**reset, "topic": "hidden"}, user=alice)
+    assert status == 403 and "Read on topic 'hidden'" in text, text
+    # The cluster's pages still need the cluster's ACLs.
+    status, text = call(b, "/api/acls", ca, user=alice)
+    assert status == 403 and "Describe on the cluster" in text, text
 
 
 def test_basic_auth_and_the_token_work_over_plain_http_from_loopback(start_secure, tls_files):

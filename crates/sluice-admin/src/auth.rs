@@ -1,10 +1,12 @@
 //! Who may use the admin port. The admin token (`Authorization: Bearer <token>`) is a super
 //! user's key; a SASL/SCRAM user logs in with HTTP basic (`Authorization: Basic`, only over
 //! HTTPS or from loopback, so a password never crosses a network in clear) and is then
-//! subject to the ACLs: reading (GET) needs Describe on the cluster, changing anything needs
-//! Alter on the cluster. When a token is set or the authorizer is on, every API call and
-//! `/metrics` needs one of the two; otherwise the port is open (it then listens on loopback
-//! only). The console's
+//! subject to the ACLs as a Kafka client would be: topics and groups are checked per resource
+//! with the operation the matching Kafka API needs (reading a topic's records needs Read on
+//! it, producing Write, deleting Delete, listing shows only what one may Describe; see
+//! [`Access`]), everything else on the cluster (reading needs Describe, changing Alter). When a
+//! token is set or the authorizer is on, every API call and `/metrics` needs one of the two;
+//! otherwise the port is open (it then listens on loopback only). The console's
 //! static files and `/health` stay open (they hold no data). Tokens are compared as SHA-256
 //! digests in constant time, so neither the content nor the length of the configured token
 //! leaks through timing.
@@ -18,7 +20,7 @@ use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use sluice_auth::acl::Operation;
+use sluice_auth::acl::{Operation, ResourceType};
 
 use crate::error::ApiError;
 use crate::tls_listener::PeerAddr;
@@ -53,6 +55,117 @@ pub struct AdminPrincipal(pub String);
 /// Paths that answer without a token.
 fn is_open(path: &str) -> bool {
     path == "/" || path == "/health" || path.starts_with("/assets/")
+}
+
+/// Paths whose handlers check the ACLs per topic or group ([`Access`]); every other API
+/// path is checked on the cluster here.
+fn checked_per_resource(path: &str) -> bool {
+    ["/api/topics", "/api/groups"]
+        .iter()
+        .any(|p| path == *p || path.starts_with(&format!("{p}/")))
+}
+
+/// A SCRAM user's login on this request (absent for the admin token and an open port).
+#[derive(Debug, Clone)]
+pub struct AdminLogin {
+    pub principal: String,
+    pub peer: std::net::SocketAddr,
+}
+
+/// What the request's user may do to topics and groups, as the Kafka API would check it.
+/// Unrestricted for the admin token, an open port, the authorizer off, or a super user.
+#[derive(Debug, Clone)]
+pub struct Access(Option<AdminLogin>);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Access {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        Ok(Access(parts.extensions.get::<AdminLogin>().cloned()))
+    }
+}
+
+impl Access {
+    /// Everything allowed (no login to check).
+    pub fn unrestricted() -> Access {
+        Access(None)
+    }
+
+    /// `Ok` when the user may `operation` the resource; else 403 naming what is needed (a
+    /// denial is counted and audited as the Kafka API's are).
+    pub fn require(
+        &self,
+        state: &AppState,
+        operation: Operation,
+        resource: ResourceType,
+        name: &str,
+    ) -> Result<(), ApiError> {
+        let Some(login) = &self.0 else {
+            return Ok(());
+        };
+        if state
+            .broker
+            .authz_admin(&login.principal, login.peer)
+            .allows(operation, resource, name)
+        {
+            return Ok(());
+        }
+        Err(forbidden(
+            &login.principal,
+            &format!(
+                "{} on {} '{name}'",
+                operation.name(),
+                resource_name(resource)
+            ),
+        ))
+    }
+
+    /// Whether a listing shows the resource (Describe, as Metadata and ListGroups filter).
+    pub fn shows(&self, state: &AppState, resource: ResourceType, name: &str) -> bool {
+        self.0.as_ref().is_none_or(|login| {
+            state
+                .broker
+                .authz_admin(&login.principal, login.peer)
+                .shows(Operation::Describe, resource, name)
+        })
+    }
+
+    /// CreateTopics' check: Create on the cluster or on the topic.
+    pub fn may_create_topic(&self, state: &AppState, name: &str) -> Result<(), ApiError> {
+        let Some(login) = &self.0 else {
+            return Ok(());
+        };
+        if state
+            .broker
+            .authz_admin(&login.principal, login.peer)
+            .may_create_topic(name)
+        {
+            return Ok(());
+        }
+        Err(forbidden(
+            &login.principal,
+            &format!("Create on the cluster or on topic '{name}'"),
+        ))
+    }
+}
+
+fn resource_name(resource: ResourceType) -> &'static str {
+    match resource {
+        ResourceType::Topic => "topic",
+        ResourceType::Group => "group",
+        ResourceType::TransactionalId => "transactional id",
+        _ => "the cluster",
+    }
+}
+
+fn forbidden(principal: &str, needed: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::FORBIDDEN,
+        format!("{principal} may not do this: it needs {needed}"),
+    )
 }
 
 pub async fn require_token(
@@ -124,20 +237,19 @@ pub async fn require_token(
             } else {
                 Operation::Alter
             };
-            if !state
-                .broker
-                .authz_admin(&principal, peer)
-                .cluster(operation)
+            if !checked_per_resource(request.uri().path())
+                && !state
+                    .broker
+                    .authz_admin(&principal, peer)
+                    .cluster(operation)
             {
-                return ApiError::new(
-                    StatusCode::FORBIDDEN,
-                    format!(
-                        "{principal} may not do this: it needs {} on the cluster",
-                        operation.name()
-                    ),
-                )
-                .into_response();
+                return forbidden(&principal, &format!("{} on the cluster", operation.name()))
+                    .into_response();
             }
+            request.extensions_mut().insert(AdminLogin {
+                principal: principal.clone(),
+                peer,
+            });
             request.extensions_mut().insert(AdminPrincipal(principal));
             next.run(request).await
         }
@@ -177,6 +289,16 @@ fn unauthorized(message: &str, offer_basic: bool) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn topics_and_groups_are_checked_per_resource() {
+        assert!(checked_per_resource("/api/topics"));
+        assert!(checked_per_resource("/api/topics/a/partitions/0/messages"));
+        assert!(checked_per_resource("/api/groups/g/reset-offsets"));
+        assert!(!checked_per_resource("/api/topicsx"));
+        assert!(!checked_per_resource("/api/overview"));
+        assert!(!checked_per_resource("/api/acls"));
+    }
 
     #[test]
     fn matches_only_the_token() {

@@ -4,9 +4,11 @@
 use axum::extract::{Path, State};
 use axum::Json;
 use serde::{Deserialize, Serialize};
+use sluice_auth::acl::{Operation, ResourceType};
 use sluice_broker::broker::GroupStatus;
 use sluice_broker::offset_reset::{OffsetChange, ResetTo};
 
+use crate::auth::Access;
 use crate::error::{ApiError, ApiJson};
 use crate::history::LagPoint;
 use crate::AppState;
@@ -15,8 +17,10 @@ use crate::AppState;
 /// group's page is on that node's console: `admin_address`).
 pub type GroupRow = sluice_broker::replication::cluster_groups::GroupReport;
 
-pub async fn list(State(state): State<AppState>) -> Json<Vec<GroupRow>> {
-    let (rows, missing) = state.broker.cluster_groups().await;
+/// The groups the user may describe (as Kafka's ListGroups lists them).
+pub async fn list(State(state): State<AppState>, access: Access) -> Json<Vec<GroupRow>> {
+    let (mut rows, missing) = state.broker.cluster_groups().await;
+    rows.retain(|row| access.shows(&state, ResourceType::Group, &row.group));
     for (node, why) in missing {
         tracing::info!(node, %why, "a node did not list its consumer groups");
     }
@@ -37,15 +41,19 @@ fn status(state: &AppState, group: &str) -> Result<GroupStatus, ApiError> {
 
 pub async fn get(
     State(state): State<AppState>,
+    access: Access,
     Path(group): Path<String>,
 ) -> Result<Json<GroupStatus>, ApiError> {
+    access.require(&state, Operation::Describe, ResourceType::Group, &group)?;
     Ok(Json(status(&state, &group)?))
 }
 
 pub async fn lag_history(
     State(state): State<AppState>,
+    access: Access,
     Path(group): Path<String>,
 ) -> Result<Json<Vec<LagPoint>>, ApiError> {
+    access.require(&state, Operation::Describe, ResourceType::Group, &group)?;
     status(&state, &group)?;
     Ok(Json(state.history.lag(&group)))
 }
@@ -91,11 +99,15 @@ fn reset_to(req: &ResetRequest) -> Result<ResetTo, ApiError> {
     })
 }
 
+/// As OffsetCommit: Read on the group and on the topic.
 pub async fn reset_offsets(
     State(state): State<AppState>,
+    access: Access,
     Path(group): Path<String>,
     ApiJson(req): ApiJson<ResetRequest>,
 ) -> Result<Json<ResetResponse>, ApiError> {
+    access.require(&state, Operation::Read, ResourceType::Group, &group)?;
+    access.require(&state, Operation::Read, ResourceType::Topic, &req.topic)?;
     let to = reset_to(&req)?;
     let changes = state
         .broker

@@ -14,9 +14,11 @@ use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
+use sluice_auth::acl::{Operation, ResourceType};
 use sluice_broker::browse::{self, BrowseFrom, BrowseRequest, BrowsedRecord, MAX_BROWSE};
 use sluice_broker::publish::NewRecord;
 
+use crate::auth::Access;
 use crate::error::{parse_partition, ApiError, ApiJson, ApiQuery};
 use crate::AppState;
 
@@ -95,9 +97,11 @@ pub struct BrowseResponse {
 
 pub async fn browse(
     State(state): State<AppState>,
+    access: Access,
     Path((topic, partition)): Path<(String, String)>,
     ApiQuery(q): ApiQuery<BrowseQuery>,
 ) -> Result<Json<BrowseResponse>, ApiError> {
+    access.require(&state, Operation::Read, ResourceType::Topic, &topic)?;
     let partition = parse_partition(&partition)?;
     let value = || {
         q.value
@@ -179,9 +183,11 @@ static NEXT_PARTITION: AtomicU32 = AtomicU32::new(0);
 
 pub async fn produce(
     State(state): State<AppState>,
+    access: Access,
     Path(topic): Path<String>,
     ApiJson(req): ApiJson<ProduceRequest>,
 ) -> Result<(StatusCode, Json<ProduceResponse>), ApiError> {
+    access.require(&state, Operation::Write, ResourceType::Topic, &topic)?;
     let base64 = match req.encoding.as_deref().unwrap_or("text") {
         "text" => false,
         "base64" => true,

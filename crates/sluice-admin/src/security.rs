@@ -1,6 +1,6 @@
 //! `/api/users` and `/api/acls`: the SCRAM users and the ACLs, for the console's Security
-//! page. Reading needs Describe on the cluster, changing Alter (the login layer checks it,
-//! `auth.rs`); changes are written as the Kafka APIs write them (durable before the answer) and
+//! page. Reading needs Describe on the cluster, changing Alter (as the Kafka ACL and SCRAM
+//! APIs; the login layer checks it, `auth.rs`); changes are written as the Kafka APIs write them (durable before the answer) and
 //! audited with who made them.
 
 use axum::extract::{Path, State};

@@ -9,10 +9,12 @@ use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::Json;
 use serde::{Deserialize, Serialize};
+use sluice_auth::acl::{Operation, ResourceType};
 use sluice_broker::replication::node_report::ReplicaLag;
 use sluice_broker::topic_admin::ConfigValue;
 use sluice_broker::topics::Topic;
 
+use crate::auth::Access;
 use crate::error::{ApiError, ApiJson, ApiQuery};
 use crate::AppState;
 
@@ -184,7 +186,8 @@ fn find(state: &AppState, name: &str) -> Result<std::sync::Arc<Topic>, ApiError>
         .ok_or_else(|| ApiError::not_found(format!("no topic '{name}'")))
 }
 
-pub async fn list(State(state): State<AppState>) -> Json<Vec<TopicSummary>> {
+/// The topics the user may describe (as Kafka's Metadata lists them).
+pub async fn list(State(state): State<AppState>, access: Access) -> Json<Vec<TopicSummary>> {
     let names: Vec<String> = match state.broker.replication() {
         Some(replication) => replication.state().state.names.keys().cloned().collect(),
         None => state
@@ -197,6 +200,7 @@ pub async fn list(State(state): State<AppState>) -> Json<Vec<TopicSummary>> {
     };
     let mut topics: Vec<TopicSummary> = names
         .iter()
+        .filter(|name| access.shows(&state, ResourceType::Topic, name))
         .filter_map(|name| Some(summary(&state, name, &shape(&state, name).ok()?)))
         .collect();
     topics.sort_by(|a, b| a.name.cmp(&b.name));
@@ -205,8 +209,10 @@ pub async fn list(State(state): State<AppState>) -> Json<Vec<TopicSummary>> {
 
 pub async fn get(
     State(state): State<AppState>,
+    access: Access,
     Path(name): Path<String>,
 ) -> Result<Json<TopicDetail>, ApiError> {
+    access.require(&state, Operation::Describe, ResourceType::Topic, &name)?;
     Ok(Json(detail(&state, &name).await?))
 }
 
@@ -222,8 +228,10 @@ pub struct CreateTopic {
 
 pub async fn create(
     State(state): State<AppState>,
+    access: Access,
     ApiJson(body): ApiJson<CreateTopic>,
 ) -> Result<impl IntoResponse, ApiError> {
+    access.may_create_topic(&state, &body.name)?;
     let name = body.name.clone();
     if state.broker.replication().is_some() {
         state
@@ -259,9 +267,11 @@ pub struct DeleteQuery {
 
 pub async fn delete(
     State(state): State<AppState>,
+    access: Access,
     Path(name): Path<String>,
     ApiQuery(query): ApiQuery<DeleteQuery>,
 ) -> Result<StatusCode, ApiError> {
+    access.require(&state, Operation::Delete, ResourceType::Topic, &name)?;
     shape(&state, &name)?;
     if query.confirm.as_deref() != Some(name.as_str()) {
         return Err(ApiError::bad_request(format!(
@@ -288,9 +298,11 @@ pub struct SetConfigs {
 
 pub async fn set_configs(
     State(state): State<AppState>,
+    access: Access,
     Path(name): Path<String>,
     ApiJson(body): ApiJson<SetConfigs>,
 ) -> Result<Json<TopicDetail>, ApiError> {
+    access.require(&state, Operation::AlterConfigs, ResourceType::Topic, &name)?;
     shape(&state, &name)?;
     if sluice_broker::topics::is_internal(&name) {
         return Err(ApiError::bad_request(format!(
@@ -321,9 +333,11 @@ pub struct AddPartitions {
 
 pub async fn add_partitions(
     State(state): State<AppState>,
+    access: Access,
     Path(name): Path<String>,
     ApiJson(body): ApiJson<AddPartitions>,
 ) -> Result<Json<TopicDetail>, ApiError> {
+    access.require(&state, Operation::Alter, ResourceType::Topic, &name)?;
     shape(&state, &name)?;
     if sluice_broker::topics::is_internal(&name) {
         return Err(ApiError::bad_request(format!(
@@ -363,9 +377,11 @@ pub struct DeleteRecords {
 /// compacted-only topics refuse, an offset past the high watermark is out of range).
 pub async fn delete_records(
     State(state): State<AppState>,
+    access: Access,
     Path(name): Path<String>,
     ApiJson(body): ApiJson<DeleteRecords>,
 ) -> Result<Json<TopicDetail>, ApiError> {
+    access.require(&state, Operation::Delete, ResourceType::Topic, &name)?;
     let shape = shape(&state, &name)?;
     if body.before_offset < -1 {
         return Err(ApiError::bad_request(format!(
