@@ -5,6 +5,7 @@ the cluster: Describe to read, Alter to change), beside the admin token (a super
 
 import base64
 import json
+import socket
 import ssl
 import time
 import urllib.error
@@ -149,6 +150,29 @@ def test_basic_auth_and_the_token_work_over_plain_http_from_loopback(start_secur
     create_user(b, "admin", "admin-secret")
     assert call(b, "/api/topics", None, user=("admin", "admin-secret"), scheme="http")[0] == 200
     assert call(b, "/api/topics", None, token=TOKEN, scheme="http")[0] == 200
+
+
+def admin_serial(b, ca):
+    ctx = ssl.create_default_context(cafile=str(ca))
+    with socket.create_connection(("127.0.0.1", b.admin_port), timeout=10) as raw:
+        with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
+            return s.getpeercert()["serialNumber"]
+
+
+def test_the_admin_ports_certificate_is_reloaded_without_a_restart(start_secure, tls_files, ca):
+    b = start_secure(extra=[*tls_flags(tls_files, reload_ms=200), "--admin-tls", "true",
+                            "--admin-token", TOKEN], wait=False)
+    wait_until(lambda: call(b, "/health", tls_files["ca"])[0] == 200, 30, "the HTTPS admin port")
+    first = admin_serial(b, tls_files["ca"])
+    renewed = ca.issue_cert("127.0.0.1", "localhost")
+    renewed.private_key_pem.write_to_path(str(tls_files["key"]))
+    with open(tls_files["cert"], "wb") as f:
+        for blob in renewed.cert_chain_pems:
+            f.write(blob.bytes())
+    wait_until(lambda: admin_serial(b, tls_files["ca"]) != first, 10,
+               "the renewed certificate on the admin port")
+    assert call(b, "/api/topics", tls_files["ca"], token=TOKEN)[0] == 200
+    assert b.alive()
 
 
 def test_admin_tls_without_a_certificate_stops_serve(start_secure):

@@ -169,7 +169,7 @@ async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) ->
 pub async fn serve(
     listener: TcpListener,
     state: AppState,
-    tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
+    tls: Option<Arc<tls_listener::AdminTls>>,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
     state
@@ -183,8 +183,8 @@ pub async fn serve(
                 .with_graceful_shutdown(async move { stop.cancelled().await })
                 .await
         }
-        Some(config) => {
-            let listener = tls_listener::TlsListener::new(listener, config, shutdown.clone())?;
+        Some(tls) => {
+            let listener = tls_listener::TlsListener::new(listener, tls, shutdown.clone())?;
             axum::serve(listener, app)
                 .with_graceful_shutdown(async move { stop.cancelled().await })
                 .await

@@ -1,6 +1,7 @@
 //! HTTPS for the admin port: TCP connections accepted here, their TLS handshakes run on
 //! tasks of their own (bounded to 10 s, so a client that stalls its handshake holds up no
-//! one), and the finished ones handed to axum.
+//! one), and the finished ones handed to axum. The certificate can be replaced while running
+//! ([`AdminTls::replace`]); each handshake takes the one current when it starts.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -17,6 +18,38 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Handshakes done and not yet taken by axum, at most.
 const READY: usize = 64;
 
+/// The admin port's TLS configuration, replaceable (a renewed certificate).
+pub struct AdminTls(std::sync::RwLock<TlsAcceptor>);
+
+impl std::fmt::Debug for AdminTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AdminTls")
+    }
+}
+
+impl AdminTls {
+    pub fn new(config: Arc<ServerConfig>) -> AdminTls {
+        AdminTls(std::sync::RwLock::new(Self::acceptor(config)))
+    }
+
+    /// Handshakes from now on use `config`.
+    pub fn replace(&self, config: Arc<ServerConfig>) {
+        let mut current = self.0.write().unwrap_or_else(|e| e.into_inner());
+        *current = Self::acceptor(config);
+    }
+
+    fn current(&self) -> TlsAcceptor {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The listeners' configuration, speaking HTTP/1.1 (ALPN).
+    fn acceptor(config: Arc<ServerConfig>) -> TlsAcceptor {
+        let mut config = (*config).clone();
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        TlsAcceptor::from(Arc::new(config))
+    }
+}
+
 pub struct TlsListener {
     ready: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
     local: SocketAddr,
@@ -26,13 +59,10 @@ impl TlsListener {
     /// Starts accepting on `listener` until `shutdown`.
     pub fn new(
         listener: TcpListener,
-        config: Arc<ServerConfig>,
+        tls: Arc<AdminTls>,
         shutdown: CancellationToken,
     ) -> std::io::Result<TlsListener> {
         let local = listener.local_addr()?;
-        let mut config = (*config).clone();
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
-        let acceptor = TlsAcceptor::from(Arc::new(config));
         let (sender, ready) = mpsc::channel(READY);
         tokio::spawn(async move {
             loop {
@@ -48,7 +78,7 @@ impl TlsListener {
                         continue;
                     }
                 };
-                let (acceptor, sender) = (acceptor.clone(), sender.clone());
+                let (acceptor, sender) = (tls.current(), sender.clone());
                 tokio::spawn(async move {
                     match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
                         Ok(Ok(tls)) => {

@@ -96,7 +96,15 @@ pub async fn run(settings: Resolved) -> anyhow::Result<()> {
         sluice_wire::serve(endpoints, serving, limits, stop).await
     });
     let admin_tls = match &settings.admin_tls {
-        Some(t) => Some(t.load().context("the admin port's TLS")?),
+        Some(t) => {
+            let cell = Arc::new(sluice_admin::tls_listener::AdminTls::new(
+                t.load().context("the admin port's TLS")?,
+            ));
+            let installed = Arc::clone(&cell);
+            t.clone()
+                .watch_with(shutdown.clone(), move |config| installed.replace(config));
+            Some(cell)
+        }
         None => None,
     };
     let scheme = if admin_tls.is_some() { "https" } else { "http" };

@@ -149,6 +149,20 @@ impl TlsSettings {
 
     /// Reloads the configuration into `cells` whenever a file's modification time changes.
     pub fn watch(self, cells: Vec<Arc<TlsAcceptorCell>>, shutdown: CancellationToken) {
+        self.watch_with(shutdown, move |config| {
+            for cell in &cells {
+                cell.replace(Arc::clone(&config));
+            }
+        });
+    }
+
+    /// Hands the configuration to `install` whenever a file's modification time changes (a
+    /// file that cannot be used is logged and the previous configuration stays).
+    pub fn watch_with(
+        self,
+        shutdown: CancellationToken,
+        install: impl Fn(Arc<ServerConfig>) + Send + 'static,
+    ) {
         tokio::spawn(async move {
             let mut seen = self.stamps();
             let mut tick = tokio::time::interval(self.reload_interval);
@@ -166,9 +180,7 @@ impl TlsSettings {
                 let settings = self.clone();
                 match tokio::task::spawn_blocking(move || settings.load()).await {
                     Ok(Ok(config)) => {
-                        for cell in &cells {
-                            cell.replace(Arc::clone(&config));
-                        }
+                        install(config);
                         tracing::info!(certificate = %self.certificate.display(), "TLS certificate reloaded");
                     }
                     Ok(Err(e)) => tracing::error!(
