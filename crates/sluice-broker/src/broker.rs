@@ -102,6 +102,10 @@ impl Broker {
             })?,
             None => crate::security::audit::AuditLog::off(),
         };
+        let audit = match &config.security.audit_log_topic {
+            Some(topic) => audit.with_topic(topic),
+            None => audit,
+        };
         let metrics = Arc::new(crate::metrics::Metrics::default());
         let topics = Topics::open(
             &config.data_dir,
@@ -286,6 +290,7 @@ impl Broker {
     /// Starts the interval flusher, the retention task, the log cleaner and the group
     /// coordinator's clock; all stop with `shutdown`.
     pub fn start_background(self: &Arc<Self>, shutdown: CancellationToken) {
+        self.spawn_audit_topic(shutdown.clone());
         let broker = Arc::clone(self);
         let stop = shutdown.clone();
         tokio::spawn(async move {

@@ -76,6 +76,10 @@ pub struct Settings {
     /// this file as JSON lines [default: none]
     #[arg(long, env = "SLUICE_AUDIT_LOG_FILE")]
     pub audit_log_file: Option<PathBuf>,
+    /// Also produce every security event as one JSON record to this topic (created when the
+    /// first event comes; one partition, the node id as key) [default: none]
+    #[arg(long, env = "SLUICE_AUDIT_LOG_TOPIC")]
+    pub audit_log_topic: Option<String>,
     /// `acl`: enforce Kafka ACLs (what no ACL allows is denied); `none`: every client may do
     /// everything [default: none]
     #[arg(long, env = "SLUICE_AUTHORIZER")]
@@ -474,6 +478,15 @@ fn resolve_listeners(s: &Settings) -> anyhow::Result<(Vec<Listener>, SecurityCon
         .audit_log_file
         .clone()
         .filter(|p| !p.as_os_str().is_empty());
+    security.audit_log_topic = match s.audit_log_topic.as_deref().map(str::trim) {
+        None | Some("") => None,
+        Some(name) => {
+            if let Err(e) = sluice_broker::topics::validate_topic_name(name) {
+                bail!("audit_log_topic '{name}': {e}");
+            }
+            Some(name.to_string())
+        }
+    };
     Ok((listeners, security))
 }
 
@@ -552,6 +565,7 @@ impl Settings {
             connections_max_reauth_ms,
             connection_failed_authentication_delay_ms,
             audit_log_file,
+            audit_log_topic,
             authorizer,
             super_users,
             admin_listen,

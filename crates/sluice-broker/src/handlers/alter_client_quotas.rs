@@ -20,13 +20,19 @@ use sluice_wire::Reply;
 use super::str_bytes;
 use crate::broker::Broker;
 use crate::handlers::{Call, Versions};
+use crate::security::audit::AuditEvent;
 
 pub const VERSIONS: Versions = Versions::new(0, 1);
 
 /// One entry, checked: the entity, the limits to set and the keys to remove.
 type Change = (QuotaEntity, QuotaValues, Vec<String>);
 
-pub fn handle(broker: &Broker, request: AlterClientQuotasRequest, _call: &Call) -> Reply {
+pub fn handle(broker: &Broker, request: AlterClientQuotasRequest, call: &Call) -> Reply {
+    let by = call
+        .session
+        .principal()
+        .map_or_else(|| "?".to_string(), |p| p.to_string());
+    let peer = call.peer.addr.to_string();
     let checked: Vec<(Vec<EntityData>, Result<Change, String>)> = request
         .entries
         .iter()
@@ -52,10 +58,24 @@ pub fn handle(broker: &Broker, request: AlterClientQuotasRequest, _call: &Call) 
         for (entity, outcome) in checked {
             let outcome = match outcome {
                 Ok(_) if validate_only => Ok(()),
-                Ok((e, set, remove)) => broker
-                    .alter_client_quota(e, set, remove)
-                    .await
-                    .map_err(|e| (e.response_error(), e.to_string())),
+                Ok((e, set, remove)) => {
+                    let event = (describe(&e), set.clone(), remove.clone());
+                    let outcome = broker
+                        .alter_client_quota(e, set, remove)
+                        .await
+                        .map_err(|e| (e.response_error(), e.to_string()));
+                    let (entity, set, removed) = event;
+                    broker.audit.record(AuditEvent::QuotaChange {
+                        time_ms: broker.now_ms(),
+                        entity,
+                        set: set.into_iter().map(|(k, v)| (k, v.0)).collect(),
+                        removed,
+                        outcome: if outcome.is_ok() { "success" } else { "refused" },
+                        by: by.clone(),
+                        peer: peer.clone(),
+                    });
+                    outcome
+                }
                 Err(reason) => Err((ResponseError::InvalidRequest, reason)),
             };
             let entry = EntryData::default().with_entity(entity);
@@ -70,6 +90,25 @@ pub fn handle(broker: &Broker, request: AlterClientQuotasRequest, _call: &Call) 
             AlterClientQuotasResponse::default().with_entries(entries),
         ))
     }))
+}
+
+/// The entity as the audit log names it: `user=alice,client-id=<default>`.
+fn describe(entity: &QuotaEntity) -> String {
+    let name = |n: &EntityName| match n {
+        EntityName::Default => "<default>".to_string(),
+        EntityName::Named(n) => n.clone(),
+    };
+    [
+        entity.user.as_ref().map(|u| format!("user={}", name(u))),
+        entity
+            .client_id
+            .as_ref()
+            .map(|c| format!("client-id={}", name(c))),
+    ]
+    .into_iter()
+    .flatten()
+    .collect::<Vec<_>>()
+    .join(",")
 }
 
 fn check(entry: &RequestEntry) -> Result<Change, String> {

@@ -1,8 +1,9 @@
 //! The audit log: one JSON line per security event — a login that succeeded or failed, a SASL
-//! user created, changed or deleted (and who did it) — appended to `audit_log_file`. Events
-//! are handed to a writer thread through a bounded queue, so a slow disk never holds up a
-//! request; an event that finds the queue full is dropped and counted
-//! (`sluice_audit_events_dropped_total`), never silently.
+//! user created, changed or deleted (and who did it) — appended to `audit_log_file`, and/or
+//! produced as one record to `audit_log_topic` (audit_topic.rs). Events are handed to each
+//! sink through a bounded queue, so a slow disk or topic never holds up a request; an event
+//! that finds a queue full is dropped and counted (`sluice_audit_events_dropped_total`),
+//! never silently.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -51,6 +52,19 @@ pub enum AuditEvent {
         by: String,
         peer: String,
     },
+    /// A client quota set or removed (AlterClientQuotas).
+    QuotaChange {
+        time_ms: i64,
+        /// `user=alice`, `client-id=<default>`, `user=alice,client-id=app`.
+        entity: String,
+        /// Keys set, with their new values.
+        set: std::collections::BTreeMap<String, f64>,
+        /// Keys removed.
+        removed: Vec<String>,
+        outcome: &'static str,
+        by: String,
+        peer: String,
+    },
     /// A request (or part of one) the ACLs refused.
     AuthorizationDenied {
         time_ms: i64,
@@ -69,6 +83,10 @@ pub struct AuditLog {
     writer: Option<std::thread::JoinHandle<()>>,
     dropped: AtomicU64,
     path: Option<PathBuf>,
+    /// The topic sink: its name and queue; the receiving end waits in `topic_events` until
+    /// the broker's background task takes it.
+    topic: Option<(String, tokio::sync::mpsc::Sender<AuditEvent>)>,
+    topic_events: parking_lot::Mutex<Option<tokio::sync::mpsc::Receiver<AuditEvent>>>,
 }
 
 impl AuditLog {
@@ -79,7 +97,30 @@ impl AuditLog {
             writer: None,
             dropped: AtomicU64::new(0),
             path: None,
+            topic: None,
+            topic_events: parking_lot::Mutex::new(None),
         }
+    }
+
+    /// Also sends every event to the topic `name` (created when the first event comes).
+    pub fn with_topic(mut self, name: &str) -> AuditLog {
+        let (sender, receiver) = tokio::sync::mpsc::channel(QUEUE);
+        self.topic = Some((name.to_string(), sender));
+        *self.topic_events.get_mut() = Some(receiver);
+        self
+    }
+
+    /// The topic sink's name and queue, once (for the task that produces them).
+    pub(crate) fn take_topic_events(
+        &self,
+    ) -> Option<(String, tokio::sync::mpsc::Receiver<AuditEvent>)> {
+        let name = self.topic.as_ref()?.0.clone();
+        self.topic_events.lock().take().map(|r| (name, r))
+    }
+
+    /// Counts an event a sink could not take.
+    pub(crate) fn count_dropped(&self) {
+        self.dropped.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Appends to `path` (created if missing) from a writer thread.
@@ -98,17 +139,30 @@ impl AuditLog {
             writer: Some(writer),
             dropped: AtomicU64::new(0),
             path: Some(path.to_path_buf()),
+            topic: None,
+            topic_events: parking_lot::Mutex::new(None),
         })
     }
 
     pub fn record(&self, event: AuditEvent) {
-        let Some(sender) = &self.sender else {
+        let to_topic = |event| {
+            if let Some((_, topic)) = &self.topic {
+                if topic.try_send(event).is_err() {
+                    self.count_dropped();
+                }
+            }
+        };
+        let Some(file) = &self.sender else {
+            to_topic(event);
             return;
         };
-        match sender.try_send(event) {
+        if self.topic.is_some() {
+            to_topic(event.clone());
+        }
+        match file.try_send(event) {
             Ok(()) => {}
             Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
-                self.dropped.fetch_add(1, Ordering::Relaxed);
+                self.count_dropped();
             }
         }
     }

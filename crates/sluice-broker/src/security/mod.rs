@@ -13,6 +13,7 @@
 
 pub mod acls;
 pub mod audit;
+mod audit_topic;
 pub mod authorizer;
 pub mod credentials;
 pub mod failures;
@@ -93,6 +94,8 @@ pub struct SecurityConfig {
     pub failed_auth_delay_ms: u64,
     /// Where the audit log goes (logins, user changes); `None`: no audit log.
     pub audit_log_file: Option<std::path::PathBuf>,
+    /// A topic the audit events also go to, one record each; `None`: none.
+    pub audit_log_topic: Option<String>,
     /// ACL enforcement and super users.
     pub authorizer: AuthorizerConfig,
 }
@@ -112,6 +115,7 @@ impl std::fmt::Debug for SecurityConfig {
             .field("principal_mapping", &self.principal_mapper.is_some())
             .field("max_reauth_ms", &self.max_reauth_ms)
             .field("audit_log_file", &self.audit_log_file)
+            .field("audit_log_topic", &self.audit_log_topic)
             .field("authorizer", &self.authorizer)
             .finish()
     }
@@ -131,6 +135,7 @@ impl Default for SecurityConfig {
             max_reauth_ms: None,
             failed_auth_delay_ms: 100,
             audit_log_file: None,
+            audit_log_topic: None,
             authorizer: AuthorizerConfig::default(),
         }
     }
