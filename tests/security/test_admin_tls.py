@@ -13,7 +13,7 @@ import urllib.request
 
 import pytest
 
-from conftest import sluice_cli, wait_until
+from conftest import free_port, sluice_cli, wait_until
 from security.conftest import create_user, tls_flags
 
 TOKEN = "admin-token-0123456789"
@@ -101,7 +101,10 @@ def test_console_actions_are_held_to_the_topic_and_group_acls(https_broker, tls_
     acl("Describe", "--group", "g-visible")
     status, topics = call(b, "/api/topics", ca, user=alice)
     assert status == 200 and [t["name"] for t in topics] == ["visible"], topics
-    assert call(b, "/api/topics/visible", ca, user=alice)[0] == 200
+    status, page = call(b, "/api/topics/visible", ca, user=alice)
+    # Describe (implied by Read) shows the topic, not its configs (DescribeConfigs does).
+    assert status == 200 and page["configs"] == [], page
+    assert call(b, "/api/topics/visible", ca, token=TOKEN)[1]["configs"] != []
     status, text = call(b, "/api/topics/hidden", ca, user=alice)
     assert status == 403 and "Describe on topic 'hidden'" in text, text
     # A topic that does not exist is refused the same way (nothing disclosed).
@@ -139,6 +142,16 @@ def test_console_actions_are_held_to_the_topic_and_group_acls(https_broker, tls_
     # The cluster's pages still need the cluster's ACLs.
     status, text = call(b, "/api/acls", ca, user=alice)
     assert status == 403 and "Describe on the cluster" in text, text
+    # The proxy acts with another cluster's admin token: super users only, even with
+    # Describe and Alter on this cluster.
+    acl("Describe", "--cluster")
+    acl("Alter", "--cluster")
+    status, _ = call(b, "/api/clusters", ca, "POST",
+                     {"name": "other", "admin_url": f"http://127.0.0.1:{free_port()}",
+                      "token": TOKEN}, token=TOKEN)
+    assert status in (200, 201), status
+    status, text = call(b, "/api/clusters/other/proxy/api/topics", ca, user=alice)
+    assert status == 403 and "super user" in text, text
 
 
 def test_basic_auth_and_the_token_work_over_plain_http_from_loopback(start_secure, tls_files):

@@ -125,12 +125,43 @@ impl Access {
 
     /// Whether a listing shows the resource (Describe, as Metadata and ListGroups filter).
     pub fn shows(&self, state: &AppState, resource: ResourceType, name: &str) -> bool {
+        self.allows_quietly(state, Operation::Describe, resource, name)
+    }
+
+    /// Whether the operation is allowed, without counting or auditing a refusal (for what
+    /// is left out of an answer rather than refused).
+    pub fn allows_quietly(
+        &self,
+        state: &AppState,
+        operation: Operation,
+        resource: ResourceType,
+        name: &str,
+    ) -> bool {
         self.0.as_ref().is_none_or(|login| {
             state
                 .broker
                 .authz_admin(&login.principal, login.peer)
-                .shows(Operation::Describe, resource, name)
+                .shows(operation, resource, name)
         })
+    }
+
+    /// `Ok` for the admin token, an open port and super users only (what acts with another
+    /// cluster's admin token must not be open to less).
+    pub fn require_super_user(&self, state: &AppState) -> Result<(), ApiError> {
+        let Some(login) = &self.0 else {
+            return Ok(());
+        };
+        if state
+            .broker
+            .authz_admin(&login.principal, login.peer)
+            .is_unrestricted()
+        {
+            return Ok(());
+        }
+        Err(forbidden(
+            &login.principal,
+            "to be a super user (the proxy acts with the other cluster's admin token)",
+        ))
     }
 
     /// CreateTopics' check: Create on the cluster or on the topic.

@@ -192,11 +192,14 @@ pub async fn remove(
 }
 
 /// Forwards `/api/clusters/{name}/proxy/{path}` to `{admin_url}/{path}`.
+/// Only for super users: it acts with the registered cluster's admin token.
 pub async fn proxy(
     State(state): State<AppState>,
+    access: crate::auth::Access,
     Path((name, path)): Path<(String, String)>,
     request: Request,
 ) -> Result<Response, ApiError> {
+    access.require_super_user(&state)?;
     let Some(target) = state
         .clusters
         .entries

@@ -133,6 +133,20 @@ fn summary(state: &AppState, name: &str, shape: &Shape) -> TopicSummary {
     }
 }
 
+/// The page as the user may see it: the configs only with DescribeConfigs on the topic (as
+/// Kafka's DescribeConfigs; Describe alone does not show them).
+fn shown(access: &Access, state: &AppState, mut page: TopicDetail) -> TopicDetail {
+    if !access.allows_quietly(
+        state,
+        Operation::DescribeConfigs,
+        ResourceType::Topic,
+        &page.summary.name,
+    ) {
+        page.configs.clear();
+    }
+    page
+}
+
 async fn detail(state: &AppState, name: &str) -> Result<TopicDetail, ApiError> {
     let shape = shape(state, name)?;
     let local = state.broker.topics().get(name);
@@ -213,7 +227,7 @@ pub async fn get(
     Path(name): Path<String>,
 ) -> Result<Json<TopicDetail>, ApiError> {
     access.require(&state, Operation::Describe, ResourceType::Topic, &name)?;
-    Ok(Json(detail(&state, &name).await?))
+    Ok(Json(shown(&access, &state, detail(&state, &name).await?)))
 }
 
 #[derive(Debug, Deserialize)]
@@ -257,7 +271,10 @@ pub async fn create(
         .await
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
     }
-    Ok((StatusCode::CREATED, Json(detail(&state, &name).await?)))
+    Ok((
+        StatusCode::CREATED,
+        Json(shown(&access, &state, detail(&state, &name).await?)),
+    ))
 }
 
 #[derive(Debug, Deserialize)]
@@ -321,7 +338,7 @@ pub async fn set_configs(
             .await
             .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
     }
-    Ok(Json(detail(&state, &name).await?))
+    Ok(Json(shown(&access, &state, detail(&state, &name).await?)))
 }
 
 #[derive(Debug, Deserialize)]
@@ -356,7 +373,7 @@ pub async fn add_partitions(
             .await
             .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
     }
-    Ok(Json(detail(&state, &name).await?))
+    Ok(Json(shown(&access, &state, detail(&state, &name).await?)))
 }
 
 #[derive(Debug, Deserialize)]
@@ -411,5 +428,5 @@ pub async fn delete_records(
             .delete_records_at_leader(&name, p, body.before_offset, wait)
             .await?;
     }
-    Ok(Json(detail(&state, &name).await?))
+    Ok(Json(shown(&access, &state, detail(&state, &name).await?)))
 }

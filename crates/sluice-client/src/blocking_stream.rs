@@ -65,7 +65,8 @@ impl WriteHalf {
         let Some(session) = &self.session else {
             return self.tcp.write_all(bytes);
         };
-        let mut records = Vec::with_capacity(bytes.len() + 64);
+        // Each TLS record of up to 16 KiB adds at most ~29 bytes (header, tag, type).
+        let mut records = Vec::with_capacity(bytes.len() + (bytes.len() / 16_384 + 1) * 32);
         {
             let mut s = lock(session)?;
             let mut written = 0;
@@ -84,6 +85,26 @@ impl WriteHalf {
             }
         }
         self.tcp.write_all(&records)
+    }
+}
+
+impl Drop for WriteHalf {
+    /// Says goodbye as TLS expects (`close_notify`), so the broker sees a clean end rather
+    /// than a cut connection; best effort.
+    fn drop(&mut self) {
+        let Some(session) = &self.session else {
+            return;
+        };
+        let mut records = Vec::new();
+        if let Ok(mut s) = lock(session) {
+            s.send_close_notify();
+            while s.wants_write() {
+                if s.write_tls(&mut records).is_err() {
+                    break;
+                }
+            }
+        }
+        let _ = self.tcp.write_all(&records);
     }
 }
 

@@ -484,6 +484,9 @@ fn resolve_listeners(s: &Settings) -> anyhow::Result<(Vec<Listener>, SecurityCon
             if let Err(e) = sluice_broker::topics::validate_topic_name(name) {
                 bail!("audit_log_topic '{name}': {e}");
             }
+            if sluice_broker::topics::is_internal(name) {
+                bail!("audit_log_topic '{name}' is one of the broker's internal topics");
+            }
             Some(name.to_string())
         }
     };

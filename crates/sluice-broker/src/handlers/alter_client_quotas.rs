@@ -70,7 +70,11 @@ pub fn handle(broker: &Broker, request: AlterClientQuotasRequest, call: &Call) -
                         entity,
                         set: set.into_iter().map(|(k, v)| (k, v.0)).collect(),
                         removed,
-                        outcome: if outcome.is_ok() { "success" } else { "refused" },
+                        outcome: if outcome.is_ok() {
+                            "success"
+                        } else {
+                            "refused"
+                        },
                         by: by.clone(),
                         peer: peer.clone(),
                     });

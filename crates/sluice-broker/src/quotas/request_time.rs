@@ -7,9 +7,11 @@
 //! `throttle_time_ms` (the larger of this and a byte-rate throttle) and the connection is
 //! muted for that long, as for the byte rates (KIP-219).
 //!
-//! Exempt, as in Kafka: the requests a client needs to connect and log in (ApiVersions,
-//! SaslHandshake, SaslAuthenticate) and the cluster's own traffic (a follower's Fetch,
-//! WriteTxnMarkers), none of which can be slowed without slowing every client.
+//! Exempt: the requests a client needs to connect and log in (ApiVersions, SaslHandshake,
+//! SaslAuthenticate), so that a throttled client can always reconnect, and the cluster's own
+//! traffic (a follower's Fetch, WriteTxnMarkers), which cannot be slowed without slowing
+//! every client. A Fetch naming a replica id is taken at its word here; one that is not a
+//! follower's is refused by the authorizer or answered with an error.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -44,6 +46,7 @@ impl Broker {
             }
             Reply::Later(pending) => {
                 let Some(broker) = self.arc() else {
+                    // Shutting down: nothing left to protect.
                     return Reply::Later(pending);
                 };
                 Reply::Later(Box::pin(Metered {
@@ -92,7 +95,8 @@ fn exempt(api: ApiKey, body: &RequestKind) -> bool {
 }
 
 /// A pending answer whose polls are timed; once it is ready, the time is charged and the
-/// throttle written into it.
+/// throttle written into it. One dropped before it is ready (the client went away) is
+/// charged for what it spent all the same.
 struct Metered {
     pending: PendingResponse,
     spent: u64,
@@ -117,6 +121,14 @@ impl Future for Metered {
             }
         }
         Poll::Ready(response)
+    }
+}
+
+impl Drop for Metered {
+    fn drop(&mut self) {
+        if let Some(charge) = self.charge.take() {
+            charge(self.spent);
+        }
     }
 }
 

@@ -190,7 +190,7 @@ impl Broker {
             // Muted for the whole debt, so that large requests cannot outrun the quota; the
             // client is told at most MAX_THROTTLE_MS (Kafka's bound) and finds the rest when
             // its next request is read.
-            mute.fetch_max(now + ms, Ordering::Relaxed);
+            mute.fetch_max(now.saturating_add(ms), Ordering::Relaxed);
             self.metrics.throttled(kind.key());
         }
         i32::try_from(ms.min(MAX_THROTTLE_MS)).unwrap_or(i32::MAX)

@@ -27,7 +27,13 @@ impl Broker {
             let mut warned_ms = i64::MIN;
             loop {
                 let event = tokio::select! {
-                    () = shutdown.cancelled() => return,
+                    () = shutdown.cancelled() => {
+                        // What is still queued is lost with the process: counted, not silent.
+                        while events.try_recv().is_ok() {
+                            broker.audit.count_dropped();
+                        }
+                        return;
+                    }
                     event = events.recv() => match event {
                         Some(event) => event,
                         None => return,
@@ -43,6 +49,10 @@ impl Broker {
                 .await;
                 if let Err(e) = written {
                     broker.audit.count_dropped();
+                    if matches!(e, BrokerError::UnknownTopic(_)) {
+                        // Deleted meanwhile: made again with the next event.
+                        created = false;
+                    }
                     let now = broker.now_ms();
                     if now.saturating_sub(warned_ms) >= 30_000 {
                         warned_ms = now;
