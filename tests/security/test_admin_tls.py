@@ -92,6 +92,11 @@ def test_console_actions_are_held_to_the_topic_and_group_acls(https_broker, tls_
                          {"topic": name, "to": "earliest"}, token=TOKEN)
         assert status == 200, status
 
+    # g-visible also has an offset on the hidden topic.
+    status, _ = call(b, "/api/groups/g-visible/reset-offsets", ca, "POST",
+                     {"topic": "hidden", "to": "earliest"}, token=TOKEN)
+    assert status == 200, status
+
     def acl(operation, *resource):
         r = sluice_cli("acl", "add", "--allow-principal", "User:alice", "--operation", operation,
                        *resource, "-b", b.bootstrap)
@@ -128,7 +133,10 @@ def test_console_actions_are_held_to_the_topic_and_group_acls(https_broker, tls_
     # Groups: listed and shown only with Describe; resetting offsets needs Read on both.
     status, groups = call(b, "/api/groups", ca, user=alice)
     assert status == 200 and [g["group"] for g in groups] == ["g-visible"], groups
-    assert call(b, "/api/groups/g-visible", ca, user=alice)[0] == 200
+    status, page = call(b, "/api/groups/g-visible", ca, user=alice)
+    assert status == 200 and {o["topic"] for o in page["offsets"]} == {"visible"}, page
+    assert {o["topic"] for o in call(b, "/api/groups/g-visible", ca, token=TOKEN)[1]["offsets"]} \
+        == {"visible", "hidden"}
     status, text = call(b, "/api/groups/g-hidden", ca, user=alice)
     assert status == 403 and "Describe on group 'g-hidden'" in text, text
     reset = {"topic": "visible", "to": "earliest", "dry_run": True}

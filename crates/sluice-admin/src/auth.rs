@@ -73,18 +73,25 @@ pub struct AdminLogin {
 }
 
 /// What the request's user may do to topics and groups, as the Kafka API would check it.
-/// Unrestricted for the admin token, an open port, the authorizer off, or a super user.
+/// Unrestricted for the admin token, an open port, the authorizer off, or a super user. The
+/// login layer decides it for every request it lets through; a handler reached without that
+/// decision (a route outside the layer) answers 500 rather than run unchecked.
 #[derive(Debug, Clone)]
 pub struct Access(Option<AdminLogin>);
 
 impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Access {
-    type Rejection = std::convert::Infallible;
+    type Rejection = ApiError;
 
     async fn from_request_parts(
         parts: &mut axum::http::request::Parts,
         _state: &S,
     ) -> Result<Self, Self::Rejection> {
-        Ok(Access(parts.extensions.get::<AdminLogin>().cloned()))
+        parts.extensions.get::<Access>().cloned().ok_or_else(|| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "this request reached a handler without a login decision",
+            )
+        })
     }
 }
 
@@ -230,10 +237,14 @@ pub async fn require_token(
                 request
                     .extensions_mut()
                     .insert(AdminPrincipal("admin-token".into()));
+                request.extensions_mut().insert(Access::unrestricted());
                 next.run(request).await
             }
             Some(_) => unauthorized("the admin token is wrong", challenge_basic),
-            None if open => next.run(request).await,
+            None if open => {
+                request.extensions_mut().insert(Access::unrestricted());
+                next.run(request).await
+            }
             None => unauthorized(
                 "no admin token is set: log in as a SCRAM user (HTTP basic)",
                 challenge_basic,
@@ -277,14 +288,17 @@ pub async fn require_token(
                 return forbidden(&principal, &format!("{} on the cluster", operation.name()))
                     .into_response();
             }
-            request.extensions_mut().insert(AdminLogin {
+            request.extensions_mut().insert(Access(Some(AdminLogin {
                 principal: principal.clone(),
                 peer,
-            });
+            })));
             request.extensions_mut().insert(AdminPrincipal(principal));
             next.run(request).await
         }
-        _ if open => next.run(request).await,
+        _ if open => {
+            request.extensions_mut().insert(Access::unrestricted());
+            next.run(request).await
+        }
         _ => unauthorized(
             "this admin port needs a login: 'Authorization: Bearer <token>' or HTTP basic with \
              a SCRAM user",

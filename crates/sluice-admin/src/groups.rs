@@ -45,7 +45,12 @@ pub async fn get(
     Path(group): Path<String>,
 ) -> Result<Json<GroupStatus>, ApiError> {
     access.require(&state, Operation::Describe, ResourceType::Group, &group)?;
-    Ok(Json(status(&state, &group)?))
+    let mut group = status(&state, &group)?;
+    // As OffsetFetch: the committed offsets of topics one may describe.
+    group
+        .offsets
+        .retain(|o| access.shows(&state, ResourceType::Topic, &o.topic));
+    Ok(Json(group))
 }
 
 pub async fn lag_history(
