@@ -65,7 +65,8 @@ fn checked_per_resource(path: &str) -> bool {
         .any(|p| path == *p || path.starts_with(&format!("{p}/")))
 }
 
-/// A SCRAM user's login on this request (absent for the admin token and an open port).
+/// A SCRAM user's login (the admin token and an open port have none: [`Access`] is then
+/// unrestricted).
 #[derive(Debug, Clone)]
 pub struct AdminLogin {
     pub principal: String,
@@ -102,7 +103,8 @@ impl Access {
     }
 
     /// `Ok` when the user may `operation` the resource; else 403 naming what is needed (a
-    /// denial is counted and audited as the Kafka API's are).
+    /// denial is logged and audited as the Kafka API's are; the per-API metric does not
+    /// count it).
     pub fn require(
         &self,
         state: &AppState,
