@@ -225,7 +225,9 @@ def test_reset_offsets_every_mode(start_broker, members, tmp_path):
     sluice_cli("group", "reset-offsets", "gr", "-t", "reset", "--to-latest", *b)
     assert committed() == ends
     sluice_cli("group", "reset-offsets", "gr", "-t", "reset", "--shift-by", "-10", *b)
-    assert committed() == {p: o - 10 for p, o in ends.items()}
+    # Clamped at the log start, as Kafka's --shift-by (the producer's partitioner may leave
+    # fewer than 10 records on a partition).
+    assert committed() == {p: max(o - 10, 0) for p, o in ends.items()}
     sluice_cli("group", "reset-offsets", "gr", "-t", "reset", "--to-offset", "5", "-p", "0", *b)
     assert committed()[0] == 5
     sluice_cli("group", "reset-offsets", "gr", "-t", "reset", "--to-datetime", str(t_mid), *b)
