@@ -20,13 +20,9 @@ import argparse
 import datetime
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
-import time
-import urllib.request
 from pathlib import Path
 
 from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient,
@@ -34,42 +30,19 @@ from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, 
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
-from tls_overhead import free_port  # noqa: E402
+from local_broker import LocalBroker  # noqa: E402
 
 SLUICE = ROOT / "target" / "release" / "sluice"
 USER, PASSWORD = "bench", "bench-password-123"
 ACLS = 1000
 
 
-class Broker:
-    def __init__(self, work, name, authorizer):
-        self.data, self.authorizer = work / name, authorizer
-
-    def __enter__(self):
-        plain, sasl, admin = free_port(), free_port(), free_port()
-        self.plaintext, self.sasl = f"127.0.0.1:{plain}", f"127.0.0.1:{sasl}"
-        extra = ["--authorizer", "acl", "--super-users", "User:ANONYMOUS"] if self.authorizer else []
-        self.proc = subprocess.Popen(
-            [str(SLUICE), "serve", "--listeners",
-             f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}",
-             "--admin-listen", f"127.0.0.1:{admin}", "--data-dir", str(self.data),
-             "--log-level", "warn", *extra])
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{admin}/health", timeout=1)
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
-        subprocess.run([str(SLUICE), "user", "create", USER, "-b", self.plaintext],
-                       input=PASSWORD + "\n", text=True, check=True, capture_output=True)
-        return self
-
-    def __exit__(self, *exc):
-        self.proc.terminate()
-        self.proc.wait(30)
+def broker(authorizer):
+    """A broker with a PLAINTEXT listener (User:ANONYMOUS, a super user when the authorizer
+    is on: loads the ACLs) and a SASL_PLAINTEXT one for the benchmark's user."""
+    extra = ["--authorizer", "acl", "--super-users", "User:ANONYMOUS"] if authorizer else []
+    return LocalBroker(extra, prefix="sluice-acl-bench-",
+                       listeners=("PLAINTEXT", "SASL_PLAINTEXT"))
 
 
 def load_acls(bootstrap):
@@ -105,7 +78,8 @@ def produce(broker, topic, seconds, batch_bytes):
     """(records/s, broker CPU µs per record)."""
     settle()
     cpu = cpu_seconds(broker.proc.pid)
-    r = subprocess.run([str(SLUICE), "bench", "produce", "--brokers", broker.sasl,
+    r = subprocess.run([str(SLUICE), "bench", "produce", "--brokers",
+                        broker.address["SASL_PLAINTEXT"],
                         "--security-protocol", "SASL_PLAINTEXT", "--sasl-mechanism", "SCRAM-SHA-512",
                         "--sasl-username", USER, "--topic", topic, "--size", "1024",
                         "--duration", str(seconds), "--acks", "all",
@@ -117,7 +91,7 @@ def produce(broker, topic, seconds, batch_bytes):
     cpu = cpu_seconds(broker.proc.pid) - cpu
     line = [l for l in r.stdout.splitlines() if " msg/s" in l][-1]
     records = int(line.split(": ")[1].split(" records")[0])
-    subprocess.run([str(SLUICE), "topic", "delete", topic, "-b", broker.plaintext],
+    subprocess.run([str(SLUICE), "topic", "delete", topic, "-b", broker.bootstrap],
                    capture_output=True, timeout=60)
     return float(line.split(" = ")[1].split(" msg/s")[0]), cpu * 1e6 / max(records, 1)
 
@@ -128,24 +102,22 @@ def main():
     ap.add_argument("--seconds", type=float, default=8)
     ap.add_argument("--batch-bytes", type=int, default=16384)
     args = ap.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="sluice-acl-bench-", dir=ROOT / "target"))
     results = {"none": [], "acl": []}
     cpu = {"none": [], "acl": []}
-    try:
-        with Broker(work, "none", False) as off, Broker(work, "acl", True) as on:
-            loaded = load_acls(on.plaintext)
-            brokers = {"none": off, "acl": on}
-            order = []
-            for r in range(args.rounds):
-                order += ["none", "acl"] if r % 2 == 0 else ["acl", "none"]
-            for i, which in enumerate(order):
-                rate, us = produce(brokers[which], f"acl-bench-{i}", args.seconds, args.batch_bytes)
-                results[which].append(rate)
-                cpu[which].append(us)
-                print(f"round {i}: authorizer {which:5} {rate:12,.0f} msg/s, "
-                      f"broker CPU {us:.2f} µs/record", flush=True)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    with broker(False) as off, broker(True) as on:
+        for b in (off, on):
+            b.create_user(USER, PASSWORD)
+        loaded = load_acls(on.bootstrap)
+        brokers = {"none": off, "acl": on}
+        order = []
+        for r in range(args.rounds):
+            order += ["none", "acl"] if r % 2 == 0 else ["acl", "none"]
+        for i, which in enumerate(order):
+            rate, us = produce(brokers[which], f"acl-bench-{i}", args.seconds, args.batch_bytes)
+            results[which].append(rate)
+            cpu[which].append(us)
+            print(f"round {i}: authorizer {which:5} {rate:12,.0f} msg/s, "
+                  f"broker CPU {us:.2f} µs/record", flush=True)
     off, on = statistics.median(results["none"]), statistics.median(results["acl"])
     cpu_off, cpu_on = statistics.median(cpu["none"]), statistics.median(cpu["acl"])
     summary = {"acls_loaded": loaded, "none_median": off, "acl_median": on, "ratio": on / off,

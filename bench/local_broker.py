@@ -4,6 +4,10 @@ data removed on exit.
 
     with LocalBroker(["--log-flush-mode", "sync"]) as b:
         b.bootstrap, b.admin_url
+
+With `listeners=("PLAINTEXT", "SASL_SSL")` it listens on one port per listener
+(`b.address["SASL_SSL"]`; `b.bootstrap` is the PLAINTEXT one) and `b.create_user(name, pw)`
+makes a SCRAM user through it; TLS needs the certificate flags in `extra`.
 """
 
 import shutil
@@ -24,18 +28,22 @@ def free_port():
 
 
 class LocalBroker:
-    def __init__(self, extra=(), prefix="sluice-bench-", binary=None):
+    def __init__(self, extra=(), prefix="sluice-bench-", binary=None, listeners=("PLAINTEXT",)):
         self.extra = list(extra)
+        self.listeners = listeners
         self.prefix = prefix
         self.binary = Path(binary) if binary else ROOT / "target" / "release" / "sluice"
 
     def __enter__(self):
         self.data = Path(tempfile.mkdtemp(prefix=self.prefix, dir=ROOT / "target"))
-        port, admin = free_port(), free_port()
-        self.bootstrap = f"127.0.0.1:{port}"
+        self.address = {name: f"127.0.0.1:{free_port()}" for name in self.listeners}
+        admin = free_port()
+        self.bootstrap = self.address["PLAINTEXT"]
         self.admin_url = f"http://127.0.0.1:{admin}"
+        listen = ["--listen", self.bootstrap] if len(self.listeners) == 1 else \
+            ["--listeners", ",".join(f"{n}://{a}" for n, a in self.address.items())]
         self.proc = subprocess.Popen([str(self.binary), "serve",
-                                      "--listen", self.bootstrap, "--admin-listen", f"127.0.0.1:{admin}",
+                                      *listen, "--admin-listen", f"127.0.0.1:{admin}",
                                       "--data-dir", str(self.data), "--log-level", "warn", *self.extra])
         deadline = time.monotonic() + 30
         while True:
@@ -47,6 +55,10 @@ class LocalBroker:
                     self.__exit__(None, None, None)
                     raise RuntimeError("the broker did not start")
                 time.sleep(0.05)
+
+    def create_user(self, name, password):
+        subprocess.run([str(self.binary), "user", "create", name, "-b", self.bootstrap],
+                       input=password + "\n", text=True, check=True, capture_output=True)
 
     def __exit__(self, *exc):
         self.proc.terminate()

@@ -30,13 +30,13 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import trustme
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
+from local_broker import LocalBroker  # noqa: E402
 from tls_overhead import free_port, java_producer  # noqa: E402
 
 SLUICE = ROOT / "target" / "release" / "sluice"
@@ -71,38 +71,19 @@ class Certs:
         self.keystore.write_bytes(pkcs8 + server.cert_chain_pems[0].bytes())
 
 
-class Sluice:
+class Sluice(LocalBroker):
     name = "sluice"
 
     def __init__(self, work, certs):
-        self.work, self.certs = work / "sluice", certs
+        super().__init__(["--tls-cert-file", str(certs.cert), "--tls-key-file", str(certs.key),
+                          "--log-flush-mode", "interval", "--log-flush-interval-ms", "100"],
+                         prefix="sluice-tls-compare-", listeners=("PLAINTEXT", "SASL_SSL"))
 
     def __enter__(self):
-        plain, secure, admin = free_port(), free_port(), free_port()
-        self.plaintext, self.sasl_ssl = f"127.0.0.1:{plain}", f"127.0.0.1:{secure}"
-        self.proc = subprocess.Popen(
-            [str(SLUICE), "serve", "--listeners",
-             f"PLAINTEXT://127.0.0.1:{plain},SASL_SSL://127.0.0.1:{secure}",
-             "--admin-listen", f"127.0.0.1:{admin}", "--data-dir", str(self.work),
-             "--tls-cert-file", str(self.certs.cert), "--tls-key-file", str(self.certs.key),
-             "--log-flush-mode", "interval", "--log-flush-interval-ms", "100", "--log-level", "warn"])
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{admin}/health", timeout=1)
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
-        subprocess.run([str(SLUICE), "user", "create", USER, "-b", self.plaintext],
-                       input=PASSWORD + "\n", text=True, check=True, capture_output=True)
+        super().__enter__()
+        self.plaintext, self.sasl_ssl = self.bootstrap, self.address["SASL_SSL"]
+        self.create_user(USER, PASSWORD)
         return self
-
-    def __exit__(self, *exc):
-        self.proc.terminate()
-        self.proc.wait(30)
-        shutil.rmtree(self.work, ignore_errors=True)
 
 
 class Kafka:
