@@ -141,6 +141,11 @@ def test_a_killed_member_is_replaced_and_offsets_survive_a_restart(start_broker,
     after = sluice_cli("group", "describe", "g2", "-b", broker.bootstrap).stdout
     rows = lambda text: sorted(l.split()[:3] for l in text.splitlines() if l.startswith("takeover"))
     assert rows(after) == rows(committed)
+    # The group comes back as it was left (empty, at its last generation), not as an earlier
+    # generation whose members are gone (which made their partitions look owned).
+    header = lambda text: text.splitlines()[0]
+    assert "State: Empty" in header(committed) and "Members: 0" in header(committed), committed
+    assert header(after) == header(committed), after
     assert all(int(r[2]) > 0 for r in rows(after))
     produce(broker.bootstrap, "takeover", 40_000, 600)
     fresh = Member(broker, "g2", "takeover", tmp_path / "fresh")

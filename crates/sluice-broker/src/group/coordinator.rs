@@ -693,7 +693,9 @@ impl Coordinator {
                 }
             }
             Record::Group(g) => {
-                // Only a restart replays group records into a coordinator without the group.
+                // Live, the coordinator wrote this record from the group it holds, which may
+                // have moved on since; only an empty group takes it. (Reading the log back is
+                // `replay`, where every group record replaces the one before it.)
                 if self.groups.get(&g.group).is_none_or(|existing| {
                     existing.members.is_empty() && existing.generation <= g.generation
                 }) {
@@ -704,6 +706,20 @@ impl Coordinator {
             Record::GroupTombstone(group) => {
                 self.groups.remove(group);
             }
+        }
+    }
+
+    /// Applies a record read back from the offsets topic (at start-up, or when this node takes
+    /// a partition of it over). The log's order is the order the coordinator wrote them in, so
+    /// a group record replaces whatever an earlier one restored: a group that went through
+    /// several generations comes back at its last one, not its first one that had members.
+    pub fn replay(&mut self, record: &Record, now_ms: i64) {
+        match record {
+            Record::Group(g) => {
+                self.groups
+                    .insert(g.group.clone(), restore_group(g, now_ms));
+            }
+            _ => self.apply(record, now_ms),
         }
     }
 
@@ -1392,6 +1408,34 @@ mod tests {
         assert_eq!(results, vec![Ok(())]);
         assert!(!records.is_empty());
         assert_eq!(c.state_of("g"), GroupState::Empty);
+    }
+
+    #[test]
+    fn a_replay_restores_the_last_generation_not_the_first_one_with_members() {
+        let mut c = Coordinator::new(config());
+        let mut log = Vec::new();
+        let first = now(c.join(join_req("", None), 0).0);
+        let (reply, records) = c.join(join_req(&first.member_id, None), 0);
+        log.extend(records);
+        later(reply).try_recv().unwrap();
+        let (reply, records) = c.sync("g", 1, &first.member_id, None, vec![]);
+        log.extend(records);
+        later(reply).try_recv().unwrap();
+        let (results, records) = c.leave("g", &[(first.member_id.clone(), None)], 10);
+        assert_eq!(results, vec![Ok(())]);
+        log.extend(records);
+        assert!(
+            log.len() >= 2,
+            "generation 1 with its member, then the empty group: {log:?}"
+        );
+        let mut replayed = Coordinator::new(config());
+        for r in &log {
+            replayed.replay(r, 100);
+        }
+        assert_eq!(replayed.state_of("g"), GroupState::Empty);
+        let group = replayed.group("g").unwrap();
+        assert!(group.members.is_empty(), "the member that left came back");
+        assert_eq!(group.generation, c.group("g").unwrap().generation);
     }
 
     #[test]

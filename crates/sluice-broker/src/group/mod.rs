@@ -52,7 +52,7 @@ impl GroupService {
         let mut replayed = 0usize;
         for partition in topic.partitions() {
             for record in read_all(&partition, false)? {
-                coordinator.apply(&record, now);
+                coordinator.replay(&record, now);
                 replayed += 1;
             }
         }
@@ -102,7 +102,7 @@ impl GroupService {
             coordinator.unload(owns);
             let records = read_all(partition, true)?;
             for record in &records {
-                coordinator.apply(record, now);
+                coordinator.replay(record, now);
             }
             Ok(records.len())
         })
