@@ -184,61 +184,68 @@ impl MetadataNode {
 
     /// For a voter that started with an empty store: asks the other voters every 500 ms until
     /// one answers (then bootstraps a new group or holds its votes), and, holding, asks the
-    /// leader once one is known how far it has applied (see [`super::wiped_voter`]).
+    /// leader how far it has applied as soon as one is known (see [`super::wiped_voter`]).
+    ///
+    /// "As soon as": the leader may be reachable only briefly (a node added and made a voter
+    /// that stalls a moment later, while the leader dies). Asked on a timer, that window was
+    /// missed, the guard stayed up after the leader was gone, and the group had no majority
+    /// to elect a new one with: the node's metadata changes wake this task instead.
     async fn settle_vote_guard(self: Arc<Self>, shutdown: CancellationToken) {
         let guard = &self.vote_guard;
+        let mut metrics = self.raft.metrics();
         let mut tick = tokio::time::interval(Duration::from_millis(500));
         loop {
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = tick.tick() => {}
-            }
-            let leader = self.raft.metrics().borrow().current_leader;
-            let led = leader.is_some_and(|l| l != self.id);
-            if guard.is_undecided() && led {
-                // A leader reached this node first: the group exists.
-                guard.hold_until(1);
-            }
             if guard.is_undecided() {
-                match super::wiped_voter::probe(&self.pool, self.id, &self.voters).await {
-                    Probe::Unreached => continue,
-                    Probe::New => {
-                        if self.voters.contains_key(&self.id) {
-                            if let Err(e) = initialize(&self.raft, &self.voters).await {
-                                tracing::warn!(error = %e, "bootstrapping the metadata group failed");
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tick.tick() => {}
+                }
+                let leader = self.raft.metrics().borrow().current_leader;
+                if leader.is_some_and(|l| l != self.id) {
+                    // A leader reached this node first: the group exists.
+                    guard.hold_until(1);
+                } else {
+                    match super::wiped_voter::probe(&self.pool, self.id, &self.voters).await {
+                        Probe::Unreached => continue,
+                        Probe::New => {
+                            if self.voters.contains_key(&self.id) {
+                                if let Err(e) = initialize(&self.raft, &self.voters).await {
+                                    tracing::warn!(error = %e, "bootstrapping the metadata group failed");
+                                }
                             }
+                            guard.open();
+                            tracing::info!(
+                                "the voters that answered are as empty as this node: a new group"
+                            );
+                            return;
                         }
-                        guard.open();
-                        tracing::info!(
-                            "the voters that answered are as empty as this node: a new group"
-                        );
-                        return;
-                    }
-                    Probe::Exists(index) => {
-                        tracing::warn!(
-                            committed = index,
-                            "this node's metadata store is empty but the group exists (a wiped \
-                             disk?): it does not vote until a leader has brought its log up to \
-                             the group's"
-                        );
-                        guard.hold_until(index);
+                        Probe::Exists(index) => {
+                            tracing::warn!(
+                                committed = index,
+                                "this node's metadata store is empty but the group exists (a \
+                                 wiped disk?): it does not vote until a leader has brought its \
+                                 log up to the group's"
+                            );
+                            guard.hold_until(index);
+                        }
                     }
                 }
             }
             if !guard.waits_for_leader() {
                 return;
             }
-            let leader = self.raft.metrics().borrow().current_leader;
-            let Some(leader) = leader.filter(|l| *l != self.id) else {
-                continue;
+            let leader = metrics
+                .borrow_and_update()
+                .current_leader
+                .filter(|l| *l != self.id);
+            let asked = match leader.and_then(|l| Some((l, self.address_of(l)?))) {
+                Some((leader, addr)) => super::wiped_voter::log_state(&self.pool, leader, &addr)
+                    .await
+                    .and_then(|s| s.last_applied_index)
+                    .map(|applied| (leader, applied)),
+                None => None,
             };
-            let Some(addr) = self.address_of(leader) else {
-                continue;
-            };
-            let applied = super::wiped_voter::log_state(&self.pool, leader, &addr)
-                .await
-                .and_then(|s| s.last_applied_index);
-            if let Some(applied) = applied {
+            if let Some((leader, applied)) = asked {
                 tracing::info!(
                     leader,
                     applied,
@@ -246,6 +253,17 @@ impl MetadataNode {
                 );
                 guard.leader_applied(applied);
                 return;
+            }
+            // No leader yet, or it did not answer: wait for the next change (a leader's first
+            // append changes the metrics), at most 100 ms.
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                changed = metrics.changed() => {
+                    if changed.is_err() {
+                        return; // the Raft node stopped
+                    }
+                }
+                _ = tokio::time::sleep(Duration::from_millis(100)) => {}
             }
         }
     }
