@@ -1,6 +1,7 @@
 //! The relay's settings: the same on the command line (`sluice outbox`) and in the TOML file's
 //! `[outbox]` table.
 
+use crate::tls::DbTls;
 use serde::Deserialize;
 
 use crate::error::OutboxError;
@@ -188,6 +189,11 @@ impl OutboxConfig {
                 "--source {:?}: name the database's host (a Unix socket is not supported)",
                 redact(&self.source)
             ));
+        }
+        if self.is_mysql() {
+            DbTls::from_mysql_url(&self.source)?;
+        } else {
+            DbTls::from_postgres_url(&self.source)?;
         }
         let (schema, table) = self.table_name();
         if schema.is_empty() || table.is_empty() || table.contains('.') {

@@ -19,6 +19,7 @@ pub mod row;
 pub mod sink;
 pub mod source;
 pub mod stats;
+pub mod tls;
 
 pub use config::{Columns, OutboxConfig};
 pub use error::OutboxError;

@@ -8,11 +8,12 @@ use mysql_async::binlog::events::{Event, EventData, RowsEventData};
 use mysql_async::binlog::row::BinlogRow;
 use mysql_async::binlog::value::BinlogValue;
 use mysql_async::prelude::Queryable;
-use mysql_async::{BinlogStream, BinlogStreamRequest, Conn, Opts, Value};
+use mysql_async::{BinlogStream, BinlogStreamRequest, ClientIdentity, Conn, Opts, SslOpts, Value};
 
 use crate::config::{redact, OutboxConfig};
 use crate::error::OutboxError;
 use crate::row::{topic_for, unroutable, OutboxRow, SourceTxn};
+use crate::tls::{DbTls, TlsMode};
 
 /// Longer than this without an event or a heartbeat (one a second): the stream is dead.
 const STREAM_SILENCE: std::time::Duration = std::time::Duration::from_secs(10);
@@ -60,6 +61,30 @@ fn server_id(slot: &str) -> u32 {
     1_000_000 + hash % 1_000_000_000
 }
 
+/// The driver's TLS options for `tls` (`None`: plain TCP).
+fn ssl_opts(tls: &DbTls) -> Option<SslOpts> {
+    if tls.mode == TlsMode::Disable {
+        return None;
+    }
+    // The driver's rustls takes the process's crypto provider: the broker's (ring).
+    let _ = tokio_rustls::rustls::crypto::ring::default_provider().install_default();
+    let mut ssl = SslOpts::default()
+        .with_danger_accept_invalid_certs(!tls.mode.verifies_chain())
+        .with_danger_skip_domain_validation(tls.mode != TlsMode::VerifyFull);
+    if let Some(ca) = &tls.root_cert {
+        ssl = ssl
+            .with_root_certs(vec![ca.clone().into()])
+            .with_disable_built_in_roots(true);
+    }
+    if let (Some(cert), Some(key)) = (&tls.client_cert, &tls.client_key) {
+        ssl = ssl.with_client_identity(Some(ClientIdentity::new(
+            cert.clone().into(),
+            key.clone().into(),
+        )));
+    }
+    Some(ssl)
+}
+
 pub struct MySqlSource {
     cfg: OutboxConfig,
     opts: Opts,
@@ -78,6 +103,7 @@ pub struct MySqlSource {
 impl MySqlSource {
     pub async fn connect(cfg: &OutboxConfig) -> Result<MySqlSource, OutboxError> {
         let url = cfg.source.replacen("mariadb://", "mysql://", 1);
+        let (url, tls) = DbTls::from_mysql_url(&url)?;
         let opts = Opts::from_url(&url)
             .map_err(|e| OutboxError::Setup(format!("--source {:?}: {e}", redact(&cfg.source))))?;
         // TCP keepalives, and a short idle limit on the server, so a vanished relay's session
@@ -85,6 +111,7 @@ impl MySqlSource {
         let opts: Opts = mysql_async::OptsBuilder::from_opts(opts)
             .tcp_keepalive(Some(std::time::Duration::from_secs(5)))
             .setup(vec!["SET SESSION wait_timeout = 30".to_string()])
+            .ssl_opts(ssl_opts(&tls))
             .into();
         let connect = Conn::new(opts.clone());
         let conn = match tokio::time::timeout(std::time::Duration::from_secs(5), connect).await {

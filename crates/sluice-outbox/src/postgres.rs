@@ -6,15 +6,16 @@ use std::collections::HashMap;
 use std::str::FromStr;
 use std::time::Duration;
 
-use pgwire_replication::{Lsn, ReplicationClient, ReplicationConfig, ReplicationEvent, TlsConfig};
+use pgwire_replication::{Lsn, ReplicationClient, ReplicationConfig, ReplicationEvent};
 use tokio::task::JoinHandle;
-use tokio_postgres::config::Host;
-use tokio_postgres::NoTls;
+use tokio_postgres::config::{Host, SslMode};
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::config::{redact, OutboxConfig};
 use crate::error::{describe_pg, OutboxError};
 use crate::pgoutput::{self, Message, Value};
 use crate::row::{topic_for, unroutable, OutboxRow, SourceTxn};
+use crate::tls::{DbTls, TlsMode};
 
 /// Microseconds from the Unix epoch to PostgreSQL's (2000-01-01).
 const PG_EPOCH_US: i64 = 946_684_800_000_000;
@@ -31,6 +32,8 @@ const DUPLICATE_OBJECT: &str = "42710";
 pub struct PgSource {
     cfg: OutboxConfig,
     pg: tokio_postgres::Config,
+    /// TLS of both connections (`sslmode` and the certificate files of the URL).
+    tls: DbTls,
     client: tokio_postgres::Client,
     /// Drives the control connection; it ends when the connection does, and with it the lease.
     connection: JoinHandle<()>,
@@ -59,8 +62,15 @@ pub fn lease_key(slot: &str) -> i64 {
 
 impl PgSource {
     pub async fn connect(cfg: &OutboxConfig) -> Result<PgSource, OutboxError> {
-        let mut pg = tokio_postgres::Config::from_str(&cfg.source)
+        let (url, tls) = DbTls::from_postgres_url(&cfg.source)?;
+        let mut pg = tokio_postgres::Config::from_str(&url)
             .map_err(|e| OutboxError::Setup(format!("--source {:?}: {e}", redact(&cfg.source))))?;
+        pg.ssl_mode(match tls.mode {
+            TlsMode::Disable => SslMode::Disable,
+            TlsMode::Prefer => SslMode::Prefer,
+            TlsMode::Require | TlsMode::VerifyCa | TlsMode::VerifyFull => SslMode::Require,
+        });
+        let connector = MakeRustlsConnect::new(tls.client_config()?);
         pg.connect_timeout(Duration::from_secs(5))
             .keepalives(true)
             .keepalives_idle(Duration::from_secs(5))
@@ -69,7 +79,7 @@ impl PgSource {
             // The server must notice a vanished relay soon too: its backend holds the lease.
             .options(SESSION_OPTIONS)
             .application_name("sluice-outbox");
-        let (client, connection) = pg.connect(NoTls).await.map_err(|e| {
+        let (client, connection) = pg.connect(connector).await.map_err(|e| {
             OutboxError::Database(format!(
                 "cannot connect to {}: {}",
                 redact(&cfg.source),
@@ -86,6 +96,7 @@ impl PgSource {
         Ok(PgSource {
             cfg: cfg.clone(),
             pg,
+            tls,
             client,
             connection,
             id_type: String::new(),
@@ -365,6 +376,7 @@ impl PgSource {
             .map(|p| String::from_utf8_lossy(p).into_owned())
             .unwrap_or_default();
         let start = Lsn::from_u64(resume.unwrap_or(0));
+        let tls = self.tls.replication(&host);
         let config = ReplicationConfig::new(
             host,
             self.user.clone(),
@@ -374,7 +386,7 @@ impl PgSource {
             self.cfg.publication().to_string(),
         )
         .with_port(port)
-        .with_tls(TlsConfig::disabled())
+        .with_tls(tls)
         .with_start_lsn(start)
         .with_ack_lsn(start)
         .with_status_interval(Duration::from_secs(1))
