@@ -200,6 +200,39 @@ def test_static_member_rejoins_without_rebalancing_the_others(start_broker, memb
     assert len(a.events()) == events_before, f"the other member saw no rebalance: {a.events()[events_before:]}"
 
 
+def test_a_replaced_static_member_keeps_its_identity_across_a_broker_restart(
+        start_broker, members, tmp_path):
+    """A static member's process is replaced (a new member id for the same instance id), then
+    the broker restarts. The group must come back with the new member id: it used to come back
+    at its first generation, whose member id for that instance was the dead process's, and the
+    running consumer was then fenced (FENCED_INSTANCE_ID, fatal for librdkafka)."""
+    broker = start_broker(FAST)
+    create_topic(broker.bootstrap, "static-restart", 2)
+    a = Member(broker, "gsr", "static-restart", tmp_path / "a", instance="member-a",
+               session_ms=10000)
+    members.append(a)
+    wait_for_assignments([a], [2])
+    produce(broker.bootstrap, "static-restart", 0, 100)
+    wait_until(lambda: len(a.records()) >= 100, 60, "the first member consumed")
+    a.kill()
+    a2 = Member(broker, "gsr", "static-restart", tmp_path / "a2", instance="member-a",
+                session_ms=10000)
+    members.append(a2)
+    wait_for_assignments([a2], [2])
+    produce(broker.bootstrap, "static-restart", 100, 100)
+    wait_until(lambda: len(a2.records()) >= 100, 60, "the replacement consumed what was new")
+
+    assert broker.stop() == 0
+    broker.start()
+    produce(broker.bootstrap, "static-restart", 200, 100)
+    wait_until(lambda: len(a2.records()) >= 200 or a2.proc.poll() is not None, 60,
+               "the replacement to consume after the broker's restart")
+    stderr = Path(a2.out + ".stderr").read_text()
+    assert a2.proc.poll() is None, f"the consumer died after the broker's restart: {stderr[-2000:]}"
+    assert "FENCED" not in stderr, stderr[-2000:]
+    assert sorted(values(a2.records())) == list(range(100, 300))
+
+
 def test_reset_offsets_every_mode(start_broker, members, tmp_path):
     broker = start_broker(FAST)
     b = ["-b", broker.bootstrap]
