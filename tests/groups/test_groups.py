@@ -200,6 +200,12 @@ def test_static_member_rejoins_without_rebalancing_the_others(start_broker, memb
     assert len(a.events()) == events_before, f"the other member saw no rebalance: {a.events()[events_before:]}"
 
 
+def committed_total(broker, group, topic):
+    out = sluice_cli("group", "describe", group, "-b", broker.bootstrap).stdout
+    rows = [l.split() for l in out.splitlines() if l.startswith(topic)]
+    return sum(int(r[2]) for r in rows if r[2].isdigit())
+
+
 def test_a_replaced_static_member_keeps_its_identity_across_a_broker_restart(
         start_broker, members, tmp_path):
     """A static member's process is replaced (a new member id for the same instance id), then
@@ -214,6 +220,9 @@ def test_a_replaced_static_member_keeps_its_identity_across_a_broker_restart(
     wait_for_assignments([a], [2])
     produce(broker.bootstrap, "static-restart", 0, 100)
     wait_until(lambda: len(a.records()) >= 100, 60, "the first member consumed")
+    # Its records file is written before each commit: kill it only once the commits are in.
+    wait_until(lambda: committed_total(broker, "gsr", "static-restart") == 100, 30,
+               "the first member's commits")
     a.kill()
     a2 = Member(broker, "gsr", "static-restart", tmp_path / "a2", instance="member-a",
                 session_ms=10000)

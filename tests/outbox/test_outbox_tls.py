@@ -166,7 +166,7 @@ def test_postgres_tls_refusals_are_named(tls_postgres, pki, broker):
     assert code == 1 and wrong_name(out), out
     # `relay` without its certificate.
     code, out, _ = run_relay(pg_source(tls_postgres, user="relay", sslmode="require"), broker)
-    assert code == 1 and "certificate" in out, out
+    assert code == 1 and "requires a valid client certificate" in out, out
     # Settings that are wrong before anything is connected to: named, password not shown.
     code, out, _ = run_relay(
         f"postgres://postgres:hunter2@localhost:{tls_postgres.port}/shop?sslmode=verify-full",
@@ -180,6 +180,33 @@ def test_postgres_tls_refusals_are_named(tls_postgres, pki, broker):
     # Nothing half-done: the refused relays made no slot.
     with tls_postgres.connect("shop") as c:
         assert c.execute("SELECT count(*) FROM pg_replication_slots").fetchone()[0] == 0
+
+
+def test_postgres_prefer_falls_back_to_plain_when_the_handshake_fails(pki, broker, relays):
+    """libpq's prefer: a server that offers TLS but cannot complete a handshake (here it allows
+    only TLS 1.1, which rustls does not speak) is used without TLS; `require` is refused."""
+    pg = Postgres()
+    try:
+        cert, key = owned_by("postgres", [pki["server"], pki["server_key"]], pg.data)
+        with open(pg.data / "postgresql.conf", "a") as f:
+            f.write(f"\nssl = on\nssl_cert_file = '{cert}'\nssl_key_file = '{key}'\n"
+                    "ssl_min_protocol_version = 'TLSv1'\nssl_max_protocol_version = 'TLSv1.1'\n")
+        pg.start()
+        pg.create_database("shop")
+        with pg.connect("shop", autocommit=True) as c:
+            c.execute(OUTBOX_DDL)
+        code, out, _ = run_relay(pg_source(pg, sslmode="require"), broker)
+        assert code == 1 and "TLS handshake" in out, out
+        r = relays(Url(pg_source(pg)), broker, "--topic-prefix", "old.", name="prefer")
+        r.wait_state("active", 60)
+        ids = insert_rows(pg, 3)
+        got = read_topics(broker.bootstrap, ["old.order"], 3, 30)
+        assert sorted(p[4] for p in got) == sorted(ids), got
+        assert "connecting without it" in r.log()
+        assert not any(ssl for ssl, _ in encrypted_sessions(pg))
+        r.stop()
+    finally:
+        pg.close()
 
 
 MARIADB_SCHEMA = [

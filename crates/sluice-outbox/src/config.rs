@@ -241,23 +241,53 @@ impl OutboxConfig {
     }
 }
 
-/// The source address with its password hidden, for messages.
+/// The source address with its password hidden, for messages: the one in the credentials and
+/// a `password=` query parameter (which tokio-postgres and mysql_async both accept).
 pub fn redact(source: &str) -> String {
     let Some((scheme, rest)) = source.split_once("://") else {
         return source.to_string();
     };
-    let Some((userinfo, host)) = rest.split_once('@') else {
-        return source.to_string();
+    let rest = match rest.split_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _)) => format!("{user}:***@{host}"),
+            None => rest.to_string(),
+        },
+        None => rest.to_string(),
     };
-    match userinfo.split_once(':') {
-        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
-        None => source.to_string(),
-    }
+    let rest = match rest.split_once('?') {
+        Some((base, query)) => {
+            let query: Vec<String> = query
+                .split('&')
+                .map(|pair| match pair.split_once('=') {
+                    Some((key, _)) if key.eq_ignore_ascii_case("password") => {
+                        format!("{key}=***")
+                    }
+                    _ => pair.to_string(),
+                })
+                .collect();
+            format!("{base}?{}", query.join("&"))
+        }
+        None => rest,
+    };
+    format!("{scheme}://{rest}")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn passwords_are_hidden_in_messages() {
+        assert_eq!(
+            redact("postgres://app:secret@db:5432/shop?sslmode=require"),
+            "postgres://app:***@db:5432/shop?sslmode=require"
+        );
+        assert_eq!(
+            redact("postgres://app@db/shop?password=secret&sslmode=verify-full"),
+            "postgres://app@db/shop?password=***&sslmode=verify-full"
+        );
+        assert_eq!(redact("mysql://app@db/shop"), "mysql://app@db/shop");
+    }
 
     #[test]
     fn defaults_follow_debezium_and_the_slot_names_the_relay() {

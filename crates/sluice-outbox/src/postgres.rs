@@ -62,15 +62,17 @@ pub fn lease_key(slot: &str) -> i64 {
 
 impl PgSource {
     pub async fn connect(cfg: &OutboxConfig) -> Result<PgSource, OutboxError> {
-        let (url, tls) = DbTls::from_postgres_url(&cfg.source)?;
+        let (url, mut tls) = DbTls::from_postgres_url(&cfg.source)?;
         let mut pg = tokio_postgres::Config::from_str(&url)
             .map_err(|e| OutboxError::Setup(format!("--source {:?}: {e}", redact(&cfg.source))))?;
-        pg.ssl_mode(match tls.mode {
-            TlsMode::Disable => SslMode::Disable,
-            TlsMode::Prefer => SslMode::Prefer,
-            TlsMode::Require | TlsMode::VerifyCa | TlsMode::VerifyFull => SslMode::Require,
-        });
-        let connector = MakeRustlsConnect::new(tls.client_config()?);
+        if pg.get_ssl_mode() != SslMode::Prefer {
+            // The driver found an sslmode this did not (a URL it reads differently).
+            return Err(OutboxError::Setup(format!(
+                "--source {:?}: sslmode could not be read unambiguously; percent-encode the \
+                 password (a ? or @ in it)",
+                redact(&cfg.source)
+            )));
+        }
         pg.connect_timeout(Duration::from_secs(5))
             .keepalives(true)
             .keepalives_idle(Duration::from_secs(5))
@@ -79,7 +81,30 @@ impl PgSource {
             // The server must notice a vanished relay soon too: its backend holds the lease.
             .options(SESSION_OPTIONS)
             .application_name("sluice-outbox");
-        let (client, connection) = pg.connect(connector).await.map_err(|e| {
+        let connect = |pg: &mut tokio_postgres::Config, tls: &DbTls| {
+            pg.ssl_mode(match tls.mode {
+                TlsMode::Disable => SslMode::Disable,
+                TlsMode::Prefer => SslMode::Prefer,
+                TlsMode::Require | TlsMode::VerifyCa | TlsMode::VerifyFull => SslMode::Require,
+            });
+            let pg = pg.clone();
+            let config = tls.client_config();
+            async move { Ok::<_, OutboxError>(pg.connect(MakeRustlsConnect::new(config?)).await) }
+        };
+        let mut connected = connect(&mut pg, &tls).await?;
+        if tls.mode == TlsMode::Prefer
+            && connected
+                .as_ref()
+                .is_err_and(|e| e.to_string().contains("TLS handshake"))
+        {
+            // libpq's prefer: a server whose TLS handshake fails is tried again in plain.
+            if let Err(e) = &connected {
+                tracing::warn!(error = %describe_pg(e), "TLS to the database failed under sslmode=prefer: connecting without it");
+            }
+            tls.mode = TlsMode::Disable;
+            connected = connect(&mut pg, &tls).await?;
+        }
+        let (client, connection) = connected.map_err(|e| {
             OutboxError::Database(format!(
                 "cannot connect to {}: {}",
                 redact(&cfg.source),

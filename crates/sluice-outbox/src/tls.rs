@@ -139,6 +139,13 @@ impl DbTls {
                     ))
                 }
             };
+        if mode == TlsMode::Require && param(&params, "ssl-ca").is_some() {
+            return Err(setup(
+                source,
+                "ssl-mode=REQUIRED does not verify the server, so ssl-ca would be ignored: use \
+                 ssl-mode=VERIFY_IDENTITY (or VERIFY_CA) with it",
+            ));
+        }
         let tls = DbTls::checked(
             source,
             mode,
@@ -284,7 +291,7 @@ impl DbTls {
     }
 
     /// A name the presented certificate is valid for: a DNS name of its subjectAltName (a
-    /// wildcard's with a label in place of `*`), else an IP address of it, else its CN.
+    /// wildcard's with a label in place of `*`), else an IP address of it.
     fn presented_name(&self) -> Option<String> {
         let der = self
             .presented
@@ -314,12 +321,8 @@ impl DbTls {
                 }
             }
         }
-        ip.or_else(|| {
-            cert.subject()
-                .iter_common_name()
-                .next()
-                .and_then(|cn| cn.as_str().ok().map(str::to_string))
-        })
+        // Not the CN: webpki matches names against the subjectAltName only.
+        ip
     }
 }
 
@@ -344,10 +347,19 @@ fn read_certs(path: &std::path::Path) -> Result<Vec<CertificateDer<'static>>, Ou
 
 /// Splits `names` out of the URL's query: the URL without them (the other parameters kept as
 /// written) and their percent-decoded values.
+///
+/// The query starts at the first `?` after the credentials, which end at the first `@`, as
+/// tokio-postgres reads them: a `?` in a password is not the query (taking it for one left a
+/// `sslmode=require` behind for the driver while this read the default).
 fn take_params(source: &str, names: &[&str]) -> (String, Vec<(String, String)>) {
-    let Some((base, query)) = source.split_once('?') else {
+    let after_scheme = source.find("://").map_or(0, |i| i + 3);
+    let after_creds = source[after_scheme..]
+        .find('@')
+        .map_or(after_scheme, |i| after_scheme + i + 1);
+    let Some(mark) = source[after_creds..].find('?').map(|i| after_creds + i) else {
         return (source.to_string(), Vec::new());
     };
+    let (base, query) = (&source[..mark], &source[mark + 1..]);
     let mut kept = Vec::new();
     let mut taken = Vec::new();
     for pair in query.split('&').filter(|p| !p.is_empty()) {
@@ -512,6 +524,17 @@ mod tests {
     }
 
     #[test]
+    fn a_question_mark_in_the_password_is_not_the_query() {
+        let (rest, tls) =
+            DbTls::from_postgres_url("postgres://u:p?x@db/s?sslmode=require").unwrap();
+        assert_eq!(rest, "postgres://u:p?x@db/s");
+        assert_eq!(tls.mode, TlsMode::Require);
+        let (rest, tls) = DbTls::from_postgres_url("postgres://u:p?sslmode=disable@db/s").unwrap();
+        assert_eq!(rest, "postgres://u:p?sslmode=disable@db/s");
+        assert_eq!(tls.mode, TlsMode::Prefer);
+    }
+
+    #[test]
     fn bad_modes_and_missing_files_are_named() {
         let err = |s: &str| DbTls::from_postgres_url(s).unwrap_err().to_string();
         assert!(err("postgres://a:secret@db/x?sslmode=bogus").contains("sslmode=bogus"));
@@ -526,6 +549,7 @@ mod tests {
         assert!(mysql("mysql://a@db/x?ssl-mode=PREFERRED").contains("not supported"));
         assert!(mysql("mysql://a@db/x?ssl-mode=VERIFY_CA").contains("ssl-ca=FILE"));
         assert!(mysql("mysql://a@db/x?require_ssl=true").contains("ssl-mode=REQUIRED"));
+        assert!(mysql("mysql://a@db/x?ssl-mode=REQUIRED&ssl-ca=/etc/hosts").contains("ignored"));
         let (rest, tls) = DbTls::from_mysql_url("mysql://a@db/x?ssl-mode=required").unwrap();
         assert_eq!(rest, "mysql://a@db/x");
         assert_eq!(tls.mode, TlsMode::Require);

@@ -303,13 +303,13 @@ impl Session {
                 };
                 // An unknown user costs the same key derivation as a known one, so the
                 // answer's timing does not tell which users exist.
-                let ok = match users.any(&login.user) {
+                let ok = off_the_workers(|| match users.any(&login.user) {
                     Some(c) => c.verifies_password(&login.password),
                     None => {
                         let _ = unknown_user_plain().verifies_password(&login.password);
                         false
                     }
-                };
+                });
                 if !ok {
                     return AuthOutcome::Failed {
                         mechanism: "PLAIN",
@@ -392,6 +392,20 @@ impl Session {
                 reason: e.to_string(),
             },
         }
+    }
+}
+
+/// Runs a PLAIN login's key derivation (PBKDF2: thousands of hash rounds, milliseconds) as
+/// blocking work when on the multi-threaded runtime: the worker hands its other connections to
+/// another thread meanwhile, so a burst of PLAIN logins (every client reconnecting after a
+/// restart) does not hold up everyone's requests. SCRAM needs no derivation on the broker.
+fn off_the_workers<T>(derive: impl FnOnce() -> T) -> T {
+    let multi_threaded = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if multi_threaded {
+        tokio::task::block_in_place(derive)
+    } else {
+        derive()
     }
 }
 

@@ -187,9 +187,12 @@ impl MetadataNode {
     /// leader how far it has applied as soon as one is known (see [`super::wiped_voter`]).
     ///
     /// "As soon as": the leader may be reachable only briefly (a node added and made a voter
-    /// that stalls a moment later, while the leader dies). Asked on a timer, that window was
-    /// missed, the guard stayed up after the leader was gone, and the group had no majority
-    /// to elect a new one with: the node's metadata changes wake this task instead.
+    /// that stalls a moment later, while the leader dies). Asked on a 500 ms timer, that window
+    /// was missed, the guard stayed up after the leader was gone, and the group had no majority
+    /// to elect a new one with. The task now waits on the node's Raft metrics, which openraft
+    /// sends on every pass of its core loop (so also right after a leader's first append), or
+    /// 100 ms at most. (While undecided, before any voter answered, it still probes every
+    /// 500 ms.)
     async fn settle_vote_guard(self: Arc<Self>, shutdown: CancellationToken) {
         let guard = &self.vote_guard;
         let mut metrics = self.raft.metrics();
