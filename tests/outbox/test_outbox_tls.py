@@ -182,28 +182,37 @@ def test_postgres_tls_refusals_are_named(tls_postgres, pki, broker):
         assert c.execute("SELECT count(*) FROM pg_replication_slots").fetchone()[0] == 0
 
 
-def test_postgres_prefer_falls_back_to_plain_when_the_handshake_fails(pki, broker, relays):
-    """libpq's prefer: a server that offers TLS but cannot complete a handshake (here it allows
-    only TLS 1.1, which rustls does not speak) is used without TLS; `require` is refused."""
+@pytest.mark.parametrize("server", ["tls-1.1-only", "hostnossl-only"])
+def test_postgres_prefer_falls_back_to_plain(pki, broker, relays, server):
+    """libpq's prefer: a server that offers TLS but cannot complete a handshake (it allows only
+    TLS 1.1, which rustls does not speak), or that refuses encrypted sessions in pg_hba.conf
+    (`hostnossl` lines only), is used without TLS; `require` is refused by both."""
     pg = Postgres()
     try:
         cert, key = owned_by("postgres", [pki["server"], pki["server_key"]], pg.data)
         with open(pg.data / "postgresql.conf", "a") as f:
-            f.write(f"\nssl = on\nssl_cert_file = '{cert}'\nssl_key_file = '{key}'\n"
-                    "ssl_min_protocol_version = 'TLSv1'\nssl_max_protocol_version = 'TLSv1.1'\n")
+            f.write(f"\nssl = on\nssl_cert_file = '{cert}'\nssl_key_file = '{key}'\n")
+            if server == "tls-1.1-only":
+                f.write("ssl_min_protocol_version = 'TLSv1'\n"
+                        "ssl_max_protocol_version = 'TLSv1.1'\n")
+        if server == "hostnossl-only":
+            (pg.data / "pg_hba.conf").write_text(
+                "local all all trust\nhostnossl all all 127.0.0.1/32 trust\n")
         pg.start()
         pg.create_database("shop")
         with pg.connect("shop", autocommit=True) as c:
             c.execute(OUTBOX_DDL)
         code, out, _ = run_relay(pg_source(pg, sslmode="require"), broker)
-        assert code == 1 and "TLS handshake" in out, out
+        refused = "TLS handshake" if server == "tls-1.1-only" else "SSL encryption"
+        assert code == 1 and refused in out, out
         r = relays(Url(pg_source(pg)), broker, "--topic-prefix", "old.", name="prefer")
         r.wait_state("active", 60)
         ids = insert_rows(pg, 3)
         got = read_topics(broker.bootstrap, ["old.order"], 3, 30)
         assert sorted(p[4] for p in got) == sorted(ids), got
         assert "connecting without it" in r.log()
-        assert not any(ssl for ssl, _ in encrypted_sessions(pg))
+        sessions = encrypted_sessions(pg)
+        assert sessions and not any(ssl for ssl, _ in sessions), sessions
         r.stop()
     finally:
         pg.close()

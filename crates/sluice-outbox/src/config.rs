@@ -242,7 +242,7 @@ impl OutboxConfig {
 }
 
 /// The source address with its password hidden, for messages: the one in the credentials and
-/// a `password=` query parameter (which tokio-postgres and mysql_async both accept).
+/// a `password=` query parameter (which tokio-postgres accepts).
 pub fn redact(source: &str) -> String {
     let Some((scheme, rest)) = source.split_once("://") else {
         return source.to_string();

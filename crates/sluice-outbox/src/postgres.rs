@@ -60,6 +60,18 @@ pub fn lease_key(slot: &str) -> i64 {
     i64::from_ne_bytes(hash.to_ne_bytes())
 }
 
+/// Whether a session that failed under `sslmode=prefer` is tried again without TLS, as libpq
+/// does: the TLS handshake failed (the connector's I/O error, not tokio-postgres' own refusal
+/// of a setting), or the server refused the login of a session that was encrypted (28000:
+/// pg_hba.conf has no `hostssl`/`host` line for it).
+fn retry_plain(e: &tokio_postgres::Error, encrypted: bool) -> bool {
+    let handshake = e.to_string().contains("TLS handshake")
+        && std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>());
+    let refused_encrypted = encrypted
+        && e.code() == Some(&tokio_postgres::error::SqlState::INVALID_AUTHORIZATION_SPECIFICATION);
+    handshake || refused_encrypted
+}
+
 impl PgSource {
     pub async fn connect(cfg: &OutboxConfig) -> Result<PgSource, OutboxError> {
         let (url, mut tls) = DbTls::from_postgres_url(&cfg.source)?;
@@ -68,8 +80,8 @@ impl PgSource {
         if pg.get_ssl_mode() != SslMode::Prefer {
             // The driver found an sslmode this did not (a URL it reads differently).
             return Err(OutboxError::Setup(format!(
-                "--source {:?}: sslmode could not be read unambiguously; percent-encode the \
-                 password (a ? or @ in it)",
+                "--source {:?}: sslmode could not be read unambiguously; percent-encode any \
+                 ? or @ in the password and the parameters (%3F, %40)",
                 redact(&cfg.source)
             )));
         }
@@ -92,21 +104,30 @@ impl PgSource {
             async move { Ok::<_, OutboxError>(pg.connect(MakeRustlsConnect::new(config?)).await) }
         };
         let mut connected = connect(&mut pg, &tls).await?;
-        if tls.mode == TlsMode::Prefer
-            && connected
+        let mut tls_error = None;
+        if tls.mode == TlsMode::Prefer {
+            let encrypted = tls.handshook();
+            if let Some(e) = connected
                 .as_ref()
-                .is_err_and(|e| e.to_string().contains("TLS handshake"))
-        {
-            // libpq's prefer: a server whose TLS handshake fails is tried again in plain.
-            if let Err(e) = &connected {
+                .err()
+                .filter(|e| retry_plain(e, encrypted))
+            {
+                // libpq's prefer: a failed handshake, or a server that refuses the session
+                // once encrypted (pg_hba.conf with only `hostnossl` lines), is tried again in
+                // plain.
                 tracing::warn!(error = %describe_pg(e), "TLS to the database failed under sslmode=prefer: connecting without it");
+                tls_error = Some(describe_pg(e));
+                tls.mode = TlsMode::Disable;
+                connected = connect(&mut pg, &tls).await?;
             }
-            tls.mode = TlsMode::Disable;
-            connected = connect(&mut pg, &tls).await?;
         }
         let (client, connection) = connected.map_err(|e| {
+            let with_tls = tls_error
+                .as_ref()
+                .map(|t| format!(" (with TLS, first: {t})"))
+                .unwrap_or_default();
             OutboxError::Database(format!(
-                "cannot connect to {}: {}",
+                "cannot connect to {}: {}{with_tls}",
                 redact(&cfg.source),
                 describe_pg(&e)
             ))

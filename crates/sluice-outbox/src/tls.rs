@@ -57,8 +57,8 @@ pub struct DbTls {
     /// PEM files of a client certificate and its key (the server may ask for one).
     pub client_cert: Option<PathBuf>,
     pub client_key: Option<PathBuf>,
-    /// Under verify-ca, the certificate the server showed the control connection (whose
-    /// chain was verified): see [`DbTls::replication`].
+    /// The certificate the server showed the control connection (under verify-ca its chain
+    /// was verified): see [`DbTls::replication`] and [`DbTls::handshook`].
     presented: Arc<Mutex<Option<Vec<u8>>>>,
 }
 
@@ -225,9 +225,10 @@ impl DbTls {
             .with_safe_default_protocol_versions()
             .map_err(|e| OutboxError::Setup(format!("TLS: {e}")))?;
         let verifier: Arc<dyn ServerCertVerifier> = match self.mode {
-            TlsMode::Disable | TlsMode::Prefer | TlsMode::Require => {
-                Arc::new(Unverified(Arc::clone(&provider)))
-            }
+            TlsMode::Disable | TlsMode::Prefer | TlsMode::Require => Arc::new(Unverified(
+                Arc::clone(&provider),
+                Arc::clone(&self.presented),
+            )),
             TlsMode::VerifyCa | TlsMode::VerifyFull => {
                 let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
                     .build()
@@ -288,6 +289,15 @@ impl DbTls {
             client_cert_pem_path: self.client_cert.clone(),
             client_key_pem_path: self.client_key.clone(),
         }
+    }
+
+    /// Whether a server has shown a certificate to a connection made with these settings
+    /// (under `prefer`: whether the session was encrypted at all).
+    pub fn handshook(&self) -> bool {
+        self.presented
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .is_some()
     }
 
     /// A name the presented certificate is valid for: a DNS name of its subjectAltName (a
@@ -390,19 +400,24 @@ fn param<'a>(params: &'a [(String, String)], name: &str) -> Option<&'a str> {
 }
 
 /// `prefer` and `require`: encrypted, the peer not authenticated (libpq's meaning of them).
-/// Signatures are still checked, so the session key is the certificate's.
+/// Signatures are still checked, so the session key is the certificate's. The certificate is
+/// kept: it tells that the server did speak TLS ([`DbTls::handshook`]).
 #[derive(Debug)]
-struct Unverified(Arc<CryptoProvider>);
+struct Unverified(Arc<CryptoProvider>, Arc<Mutex<Option<Vec<u8>>>>);
 
 impl ServerCertVerifier for Unverified {
     fn verify_server_cert(
         &self,
-        _end_entity: &CertificateDer<'_>,
+        end_entity: &CertificateDer<'_>,
         _intermediates: &[CertificateDer<'_>],
         _server_name: &ServerName<'_>,
         _ocsp: &[u8],
         _now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
+        *self
+            .1
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(end_entity.to_vec());
         Ok(ServerCertVerified::assertion())
     }
 
