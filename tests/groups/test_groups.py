@@ -214,22 +214,24 @@ def test_a_replaced_static_member_keeps_its_identity_across_a_broker_restart(
     running consumer was then fenced (FENCED_INSTANCE_ID, fatal for librdkafka)."""
     broker = start_broker(FAST)
     create_topic(broker.bootstrap, "static-restart", 2)
-    a = Member(broker, "gsr", "static-restart", tmp_path / "a", instance="member-a",
-               session_ms=10000)
-    members.append(a)
-    wait_for_assignments([a], [2])
-    produce(broker.bootstrap, "static-restart", 0, 100)
-    wait_until(lambda: len(a.records()) >= 100, 60, "the first member consumed")
+
+    def member_a_consumes(out, first):
+        """A process of the static member `member-a`, once it has its partitions and the 100
+        records produced from `first` on."""
+        m = Member(broker, "gsr", "static-restart", tmp_path / out, instance="member-a",
+                   session_ms=10000)
+        members.append(m)
+        wait_for_assignments([m], [2])
+        produce(broker.bootstrap, "static-restart", first, 100)
+        wait_until(lambda: len(m.records()) >= 100, 60, f"{out} consumed")
+        return m
+
+    a = member_a_consumes("a", 0)
     # Its records file is written before each commit: kill it only once the commits are in.
     wait_until(lambda: committed_total(broker, "gsr", "static-restart") == 100, 30,
                "the first member's commits")
     a.kill()
-    a2 = Member(broker, "gsr", "static-restart", tmp_path / "a2", instance="member-a",
-                session_ms=10000)
-    members.append(a2)
-    wait_for_assignments([a2], [2])
-    produce(broker.bootstrap, "static-restart", 100, 100)
-    wait_until(lambda: len(a2.records()) >= 100, 60, "the replacement consumed what was new")
+    a2 = member_a_consumes("a2", 100)
 
     assert broker.stop() == 0
     broker.start()

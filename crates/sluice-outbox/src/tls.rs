@@ -224,25 +224,20 @@ impl DbTls {
         let builder = ClientConfig::builder_with_provider(Arc::clone(&provider))
             .with_safe_default_protocol_versions()
             .map_err(|e| OutboxError::Setup(format!("TLS: {e}")))?;
-        let verifier: Arc<dyn ServerCertVerifier> = match self.mode {
-            TlsMode::Disable | TlsMode::Prefer | TlsMode::Require => Arc::new(Unverified(
-                Arc::clone(&provider),
-                Arc::clone(&self.presented),
-            )),
-            TlsMode::VerifyCa | TlsMode::VerifyFull => {
-                let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
+        let chain = match self.mode {
+            TlsMode::Disable | TlsMode::Prefer | TlsMode::Require => None,
+            TlsMode::VerifyCa | TlsMode::VerifyFull => Some(
+                WebPkiServerVerifier::builder_with_provider(Arc::new(roots), Arc::clone(&provider))
                     .build()
-                    .map_err(|e| OutboxError::Setup(format!("TLS: {e}")))?;
-                if self.mode == TlsMode::VerifyCa {
-                    Arc::new(AnyHostName {
-                        inner: webpki,
-                        presented: Arc::clone(&self.presented),
-                    })
-                } else {
-                    webpki
-                }
-            }
+                    .map_err(|e| OutboxError::Setup(format!("TLS: {e}")))?,
+            ),
         };
+        let verifier = Arc::new(ServerCheck {
+            provider,
+            chain,
+            check_name: self.mode == TlsMode::VerifyFull,
+            presented: Arc::clone(&self.presented),
+        });
         let builder = builder
             .dangerous()
             .with_custom_certificate_verifier(verifier);
@@ -399,70 +394,21 @@ fn param<'a>(params: &'a [(String, String)], name: &str) -> Option<&'a str> {
         .map(|(_, v)| v.as_str())
 }
 
-/// `prefer` and `require`: encrypted, the peer not authenticated (libpq's meaning of them).
-/// Signatures are still checked, so the session key is the certificate's. The certificate is
-/// kept: it tells that the server did speak TLS ([`DbTls::handshook`]).
+/// How the server's certificate is taken, per mode: under `prefer` and `require` any is
+/// (encrypted, the peer not authenticated: libpq's meaning of them), under `verify-ca` its chain
+/// is verified and not its name, under `verify-full` both. The handshake's signatures are
+/// checked in every mode. The certificate shown is kept ([`DbTls::handshook`],
+/// [`DbTls::replication`]).
 #[derive(Debug)]
-struct Unverified(Arc<CryptoProvider>, Arc<Mutex<Option<Vec<u8>>>>);
-
-impl ServerCertVerifier for Unverified {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        *self
-            .1
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(end_entity.to_vec());
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
-}
-
-/// `verify-ca`: the chain is verified, the name in the certificate is not. The certificate
-/// is kept (see [`DbTls::replication`]).
-#[derive(Debug)]
-struct AnyHostName {
-    inner: Arc<WebPkiServerVerifier>,
+struct ServerCheck {
+    provider: Arc<CryptoProvider>,
+    /// The chain's verifier; `None`: the certificate is not verified.
+    chain: Option<Arc<WebPkiServerVerifier>>,
+    check_name: bool,
     presented: Arc<Mutex<Option<Vec<u8>>>>,
 }
 
-impl ServerCertVerifier for AnyHostName {
+impl ServerCertVerifier for ServerCheck {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -471,19 +417,18 @@ impl ServerCertVerifier for AnyHostName {
         ocsp: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        let verified =
-            match self
-                .inner
-                .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
-            {
-                Err(rustls::Error::InvalidCertificate(
-                    rustls::CertificateError::NotValidForName,
-                ))
-                | Err(rustls::Error::InvalidCertificate(
-                    rustls::CertificateError::NotValidForNameContext { .. },
-                )) => Ok(ServerCertVerified::assertion()),
-                other => other,
-            }?;
+        let verified = match &self.chain {
+            None => ServerCertVerified::assertion(),
+            Some(chain) => {
+                match chain.verify_server_cert(end_entity, intermediates, server_name, ocsp, now) {
+                    Err(rustls::Error::InvalidCertificate(
+                        rustls::CertificateError::NotValidForName
+                        | rustls::CertificateError::NotValidForNameContext { .. },
+                    )) if !self.check_name => ServerCertVerified::assertion(),
+                    other => other?,
+                }
+            }
+        };
         *self
             .presented
             .lock()
@@ -497,7 +442,12 @@ impl ServerCertVerifier for AnyHostName {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls12_signature(message, cert, dss)
+        crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
     }
 
     fn verify_tls13_signature(
@@ -506,11 +456,18 @@ impl ServerCertVerifier for AnyHostName {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls13_signature(message, cert, dss)
+        crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.inner.supported_verify_schemes()
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
     }
 }
 
