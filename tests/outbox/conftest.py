@@ -35,11 +35,13 @@ def postgres():
 
 
 class Relay:
-    """One `sluice outbox` process with /status and /metrics on its own port."""
+    """One `sluice outbox` process with /status and /metrics on its own port. `pg`: a database
+    fixture (its `url(db)` is the source) or a source URL."""
 
     def __init__(self, pg, broker, *extra, db="shop", name="relay"):
         self.metrics_port = free_port()
-        self.args = [str(SLUICE), "outbox", "--source", pg.url(db), "--table", "outbox",
+        source = pg if isinstance(pg, str) else pg.url(db)
+        self.args = [str(SLUICE), "outbox", "--source", source, "--table", "outbox",
                      "--brokers", broker.bootstrap, "--metrics-listen",
                      f"127.0.0.1:{self.metrics_port}", "--report-secs", "1", *extra]
         self.log_path = ARTIFACTS / f"{log_prefix()}outbox-{name}-{self.metrics_port}.log"

@@ -23,16 +23,6 @@ from outbox.workload import read_topics
 pytestmark = pytest.mark.timeout(240)
 
 
-class Url:
-    """A `--source` for the `relays` fixture, which asks its source for `url()`."""
-
-    def __init__(self, url):
-        self.text = url
-
-    def url(self, db=None):
-        return self.text
-
-
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory):
     """A CA, a server certificate for `localhost` only (not 127.0.0.1, so that the name check
@@ -128,7 +118,7 @@ def encrypted_sessions(pg):
 def test_postgres_over_verified_tls_with_and_without_a_client_certificate(
         tls_postgres, pki, broker, relays):
     # verify-full: the chain and the name (localhost) are checked.
-    r = relays(Url(pg_source(tls_postgres, sslmode="verify-full", sslrootcert=pki["ca"])),
+    r = relays(pg_source(tls_postgres, sslmode="verify-full", sslrootcert=pki["ca"]),
                broker, "--topic-prefix", "tls.", "--slot", "full", name="full")
     r.wait_state("active", 60)
     ids = insert_rows(tls_postgres, 5)
@@ -143,7 +133,7 @@ def test_postgres_over_verified_tls_with_and_without_a_client_certificate(
     # the chain but not the name (the certificate names localhost only).
     source = pg_source(tls_postgres, host="127.0.0.1", user="relay", sslmode="verify-ca",
                        sslrootcert=pki["ca"], sslcert=pki["client"], sslkey=pki["client_key"])
-    r = relays(Url(source), broker, "--topic-prefix", "tls.", "--slot", "client", name="client")
+    r = relays(source, broker, "--topic-prefix", "tls.", "--slot", "client", name="client")
     r.wait_state("active", 60)
     more = insert_rows(tls_postgres, 3)
     got = read_topics(broker.bootstrap, ["tls.order"], 8, 30)
@@ -205,7 +195,7 @@ def test_postgres_prefer_falls_back_to_plain(pki, broker, relays, server):
         code, out, _ = run_relay(pg_source(pg, sslmode="require"), broker)
         refused = "TLS handshake" if server == "tls-1.1-only" else "SSL encryption"
         assert code == 1 and refused in out, out
-        r = relays(Url(pg_source(pg)), broker, "--topic-prefix", "old.", name="prefer")
+        r = relays(pg_source(pg), broker, "--topic-prefix", "old.", name="prefer")
         r.wait_state("active", 60)
         ids = insert_rows(pg, 3)
         got = read_topics(broker.bootstrap, ["old.order"], 3, 30)
@@ -257,7 +247,7 @@ def test_mariadb_over_verified_tls_with_a_client_certificate(tls_mariadb, pki, b
     source = my_source(tls_mariadb, "x509", **{"ssl-mode": "VERIFY_IDENTITY",
                                                 "ssl-ca": pki["ca"], "ssl-cert": pki["client"],
                                                 "ssl-key": pki["client_key"]})
-    r = relays(Url(source), broker, "--topic-prefix", "tls.", "--slot", "mysqltls", name="x509")
+    r = relays(source, broker, "--topic-prefix", "tls.", "--slot", "mysqltls", name="x509")
     r.wait_state("active", 60)
     conn = tls_mariadb.connect("shop")
     ids = [str(uuid.uuid4()) for _ in range(4)]

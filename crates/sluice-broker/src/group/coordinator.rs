@@ -1462,7 +1462,7 @@ mod tests {
         // A restart replays the records in order.
         let mut replayed = Coordinator::new(config());
         for r in [&r1, &r2] {
-            replayed.apply(r, 100);
+            replayed.replay(r, 100);
         }
         assert_eq!(replayed.committed("g"), c.committed("g"));
         assert_eq!(
