@@ -6,9 +6,11 @@ import json
 import re
 import os
 import random
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -33,6 +35,19 @@ def log_prefix():
     current = os.environ.get("PYTEST_CURRENT_TEST", "")
     name = current.split("::")[-1].split(" ")[0]
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:100] + "--" if name else ""
+
+
+MIN_FREE_DISK_MB = 300
+
+
+def pytest_runtest_setup(item):
+    """Fails a test at once, saying why, when the disk holding the temporary directories is
+    nearly full: every broker would otherwise fail to start with a message that hides the cause
+    (seen in CI: one test filled the disk and the rest of the suite errored at setup)."""
+    free_mb = shutil.disk_usage(tempfile.gettempdir()).free // (1 << 20)
+    if free_mb < MIN_FREE_DISK_MB:
+        pytest.fail(f"only {free_mb} MB free on {tempfile.gettempdir()} (below {MIN_FREE_DISK_MB} MB): "
+                    "the disk is nearly full, not a failure of this test", pytrace=False)
 
 
 _taken_ports = set()

@@ -67,7 +67,7 @@ def test_bad_bench_arguments_are_refused(broker):
 
 
 def test_throughput_commands(broker):
-    r = sluice_cli("bench", "produce", "--brokers", broker.bootstrap, "--topic", "max", "--size", "1024", "--duration", "2")
+    r = sluice_cli("bench", "produce", "--brokers", broker.bootstrap, "--topic", "max", "--size", "128", "--duration", "0.5")
     produced = int(r.stdout.split(" records")[0].split()[-1])
     assert produced > 1000 and "errors" not in r.stdout, r.stdout
     r = sluice_cli("bench", "consume", "--brokers", broker.bootstrap, "--topic", "max")
