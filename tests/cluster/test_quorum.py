@@ -73,9 +73,13 @@ def test_admin_clients_outlive_the_metadata_leader(cluster):
     leader = wait_until(c.metadata_leader, 30, "a metadata leader")
     for i in c.ids:
         assert c.metadata(via=i).controller_id == i
-    # Both clients know only the metadata leader: it is the controller they cache.
+    # librdkafka caches as its controller the node that answered its last metadata request,
+    # from any broker it knows, and each names itself: in most runs that is the leader killed
+    # next (the case of the bug), but not in all (seen: 2 runs in 18), and such a run still
+    # tests a request passed on to the new leader. kafka-python looks for the controller on its
+    # first admin request, after the kill.
     rd = AdminClient({"bootstrap.servers": c.nodes[leader].bootstrap, **CLIENT_DEFAULTS})
-    assert rd.list_topics(timeout=10).controller_id == leader
+    rd.list_topics(timeout=10)
     kp = KafkaAdminClient(bootstrap_servers=c.nodes[leader].bootstrap, request_timeout_ms=10000)
     try:
         assert "before" in kp.list_topics()
