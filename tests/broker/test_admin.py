@@ -209,3 +209,51 @@ def test_cli_produce_and_consume(broker):
     assert r.returncode == 1 and "--acks" in r.stderr
     # Records produced by the CLI are ordinary records to a real client.
     assert len(consume_confluent(broker.bootstrap, "lines", 2, 500, timeout=10)) == 500
+
+
+def test_an_internal_topics_durability_configs_cannot_be_altered(broker):
+    """The transaction and group coordinators answer "durable" because their topics fsync
+    every write, and rebuild their state by reading the whole compacted partition: an
+    AlterConfigs that would turn off fsync, compaction or the infinite retention of an internal
+    topic is refused (INVALID_CONFIG, naming the config); its other configs may change."""
+    from confluent_kafka import Producer
+    p = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "pins"})
+    p.init_transactions(15)  # creates __transaction_state
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    res = ConfigResource(ConfigResource.Type.TOPIC, "__transaction_state")
+    for key, value, op in [("flush.mode", "interval", AlterConfigOpType.SET),
+                           ("cleanup.policy", "delete", AlterConfigOpType.SET),
+                           ("retention.ms", None, AlterConfigOpType.DELETE)]:
+        change = ConfigResource(ConfigResource.Type.TOPIC, "__transaction_state", incremental_configs=[
+            ConfigEntry(key, value, incremental_operation=op)])
+        with pytest.raises(KafkaException) as e:
+            admin.incremental_alter_configs([change])[change].result(15)
+        assert e.value.args[0].code() == 40 and key in e.value.args[0].str(), e.value.args[0].str()
+    ok = ConfigResource(ConfigResource.Type.TOPIC, "__transaction_state", incremental_configs=[
+        ConfigEntry("segment.bytes", "20971520", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([ok])[ok].result(15)
+    configs = admin.describe_configs([res])[res].result(15)
+    assert configs["segment.bytes"].value == "20971520"
+    assert (configs["flush.mode"].value, configs["cleanup.policy"].value) == ("sync", "compact")
+
+    # A whole-set AlterConfigs (v0, as kafka-python 2 sent it) that leaves the pinned configs
+    # out is refused too; kafka-python 3 fills in the topic's other dynamic configs first, so
+    # its whole-set change keeps them and is taken.
+    kp = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        whole = KConfigResource(ConfigResourceType.TOPIC, "__transaction_state", configs={"segment.bytes": "10485760"})
+        bare = kp._manager.run(kp._send_alter_configs_requests, [whole], False, False)
+        message = bare["topic"]["__transaction_state"]
+        assert "InvalidConfigurationError" in message and "flush.mode=sync" in message, message
+        filled = kp.alter_configs([whole], incremental=False)
+        assert filled["topic"]["__transaction_state"] == "OK", filled
+    finally:
+        kp.close()
+    configs = admin.describe_configs([res])[res].result(15)
+    assert configs["segment.bytes"].value == "10485760"
+    assert (configs["flush.mode"].value, configs["cleanup.policy"].value) == ("sync", "compact")
+
+    # Transactions still work, fsynced as before.
+    p.begin_transaction()
+    p.produce("pins-out", b"v")
+    p.commit_transaction(15)

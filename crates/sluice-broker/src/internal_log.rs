@@ -29,17 +29,21 @@ pub fn ensure_topic(
         .ok_or_else(|| BrokerError::InvalidRequest(format!("internal topic {name} not created")))
 }
 
+/// The configs of an internal topic that no AlterConfigs may change: its coordinator answers
+/// "durable" from `flush.mode=sync` and rebuilds its state from the whole compacted partition.
+pub const PINNED: [(&str, &str); 3] = [
+    ("cleanup.policy", "compact"),
+    ("flush.mode", "sync"),
+    ("retention.ms", "-1"),
+];
+
 /// An internal topic's configs: compacted, fsynced on every write, kept forever.
 pub fn topic_configs() -> std::collections::BTreeMap<String, String> {
-    [
-        ("cleanup.policy", "compact"),
-        ("segment.bytes", "104857600"),
-        ("flush.mode", "sync"),
-        ("retention.ms", "-1"),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect()
+    PINNED
+        .into_iter()
+        .chain([("segment.bytes", "104857600")])
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
 /// One record: a key and a value (`None` for a tombstone).

@@ -118,6 +118,38 @@ pub fn is_internal(name: &str) -> bool {
     name == crate::group::OFFSETS_TOPIC || name == crate::txn::TXN_TOPIC
 }
 
+/// Refuses overrides of an internal topic that drop or change one of the configs its
+/// coordinators' recovery depends on (`internal_log::PINNED`): every write fsynced (the
+/// transaction and group coordinators answer "durable" from it), compacted and kept forever
+/// (a coordinator rebuilds its state by reading the whole partition). Other configs, such as
+/// `segment.bytes`, may change.
+fn check_internal_pins(
+    name: &str,
+    configs: &std::collections::BTreeMap<String, String>,
+) -> Result<(), BrokerError> {
+    if !is_internal(name) {
+        return Ok(());
+    }
+    let pinned = crate::internal_log::PINNED;
+    match pinned
+        .iter()
+        .find(|(key, value)| configs.get(*key).map(String::as_str) != Some(*value))
+    {
+        None => Ok(()),
+        Some((key, value)) => Err(BrokerError::InvalidConfig(topic_config::ConfigError(
+            format!(
+                "{key} of the internal topic {name} stays {value} (the broker's recovery \
+                 depends on it); an AlterConfigs must keep {}",
+                pinned
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ))),
+    }
+}
+
 /// Checks a topic name by Kafka's rules.
 pub fn validate_topic_name(name: &str) -> Result<(), BrokerError> {
     let bad = |why: &str| {
@@ -430,7 +462,7 @@ impl Topics {
         if self.get(name).is_none() {
             return Err(BrokerError::UnknownTopic(name.to_string()));
         }
-        Ok(())
+        check_internal_pins(name, configs)
     }
 
     pub fn set_configs(
@@ -441,6 +473,7 @@ impl Topics {
     ) -> Result<(), BrokerError> {
         self.refuse_in_cluster(name)?;
         let config = topic_config::resolve(&configs, &self.defaults)?;
+        check_internal_pins(name, &configs)?;
         let _changes = self.changes.lock();
         let Some(topic) = self.get(name) else {
             return Err(BrokerError::UnknownTopic(name.to_string()));
@@ -666,6 +699,42 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(again.partition_count(), 1);
+    }
+
+    #[test]
+    fn an_internal_topic_keeps_its_durability_configs() {
+        let dir = tempfile::tempdir().unwrap();
+        let topics = open(dir.path());
+        let name = crate::txn::TXN_TOPIC;
+        crate::internal_log::ensure_topic(&topics, name, 1).unwrap();
+        let mut configs = crate::internal_log::topic_configs();
+        configs.insert("segment.bytes".into(), "2097152".into());
+        topics.check_configs(name, &configs).unwrap();
+        topics.set_configs(name, configs.clone(), false).unwrap();
+        for (key, changed) in [
+            ("flush.mode", Some("interval")),
+            ("cleanup.policy", Some("compact,delete")),
+            ("retention.ms", None),
+        ] {
+            let mut bad = configs.clone();
+            match changed {
+                Some(v) => bad.insert(key.into(), v.into()),
+                None => bad.remove(key),
+            };
+            for refused in [
+                topics.check_configs(name, &bad),
+                topics.set_configs(name, bad.clone(), false),
+            ] {
+                match refused {
+                    Err(BrokerError::InvalidConfig(e)) => assert!(e.0.starts_with(key), "{e:?}"),
+                    other => panic!("{key}: {other:?}"),
+                }
+            }
+        }
+        // An ordinary topic may change them.
+        topics.create("plain", 1, BTreeMap::new(), false).unwrap();
+        let interval = BTreeMap::from([("flush.mode".into(), "interval".into())]);
+        topics.set_configs("plain", interval, false).unwrap();
     }
 
     #[test]
