@@ -20,6 +20,7 @@ from conftest import wait_until
 from security.conftest import metric
 from security.test_cluster_acls import requests, stop_all
 from security.test_kafka_tools import configs
+from security.test_quotas import burst
 from security.test_sasl import read_frame, request
 
 pytestmark = pytest.mark.timeout(150)
@@ -203,13 +204,21 @@ def test_quotas_survive_a_full_cluster_restart(cluster):
     # A deletion is in the log too (made through node 2).
     kafka_configs(libs, n2, "--alter", "--delete-config", "consumer_byte_rate",
                   "--entity-type", "clients", "--entity-name", "noisy")
-    expected = {(("client-id", "noisy"),): {"producer_byte_rate": float(MB)}}
+    # And an address's connection creation rate (KIP-612).
+    kafka_configs(libs, n2, "--alter", "--add-config", "connection_creation_rate=2",
+                  "--entity-type", "ips", "--entity-name", "127.0.0.9")
+    expected = {(("client-id", "noisy"),): {"producer_byte_rate": float(MB)},
+                (("ip", "127.0.0.9"),): {"connection_creation_rate": 2.0}}
     wait_held_everywhere(c, expected)
 
     stop_all(c)
     c.start()
 
     wait_held_everywhere(c, expected)
+    # Every node's listener holds 127.0.0.9 to it, though it was set through node 2 only.
+    for node in c.nodes.values():
+        outcomes = [outcome for outcome, _ in burst(node.bootstrap, "127.0.0.9", 8)]
+        assert outcomes.count("answered") <= 3 and outcomes.count("closed") >= 5, (node.node_id, outcomes)
     for node in c.nodes.values():
         out = describe_noisy(libs, node)
         assert f"producer_byte_rate={float(MB)}" in out and "consumer_byte_rate" not in out, \

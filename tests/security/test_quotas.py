@@ -192,3 +192,86 @@ def test_request_percentage_holds_a_client_to_its_share_of_the_brokers_threads(q
     after = []
     sync_produce(b, "q-req-greedy", "greedy", 2, after, counts, "freed")
     assert not any(t > 0 for t in after) and counts["freed"] > counts["greedy"], counts
+
+
+def connect_and_ask(bootstrap, source, timeout=3.0):
+    """Opens a connection from the loopback address `source` and sends ApiVersions v0:
+    ("answered", seconds) or ("closed", seconds until the broker closed it)."""
+    import socket
+    import struct
+    host, port = bootstrap.rsplit(":", 1)
+    start = time.monotonic()
+    with socket.create_connection((host, int(port)), timeout=timeout, source_address=(source, 0)) as s:
+        header = struct.pack(">hhih", 18, 0, 1, 4) + b"test"
+        s.sendall(struct.pack(">i", len(header)) + header)
+        try:
+            data = s.recv(4)
+        except ConnectionResetError:
+            data = b""
+        return ("answered" if len(data) == 4 else "closed", time.monotonic() - start)
+
+
+def burst(bootstrap, source, n):
+    """`n` connections from `source` at once (threads), each as connect_and_ask."""
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(n) as pool:
+        return list(pool.map(lambda _: connect_and_ask(bootstrap, source), range(n)))
+
+
+def test_an_address_is_held_to_its_connection_creation_rate(quota_broker):
+    """KIP-612 ip quotas, set with kafka-configs.sh --entity-type ips: an address over its
+    connection_creation_rate has its new connections accepted and closed after the time it
+    owes (Kafka's delayed close), another address is not slowed, the default address's rate
+    covers every address without its own, and bad entities and keys are refused."""
+    libs = kafka_libs()
+    b = quota_broker
+    r = configs(libs, b.bootstrap, "--alter", "--add-config", "connection_creation_rate=2",
+                "--entity-type", "ips", "--entity-name", "127.0.0.2")
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = configs(libs, b.bootstrap, "--describe", "--entity-type", "ips", "--entity-name", "127.0.0.2")
+    assert r.returncode == 0 and "connection_creation_rate=2.0" in r.stdout, r.stdout + r.stderr
+
+    limited = burst(b.bootstrap, "127.0.0.2", 10)
+    answered = [t for outcome, t in limited if outcome == "answered"]
+    closed = [t for outcome, t in limited if outcome == "closed"]
+    # A second's worth (2) at once, and what the bucket refills while they connect.
+    assert 2 <= len(answered) <= 3 and len(closed) >= 7, limited
+    # Closed only after the delay it owes (up to half a second at 2/s), not at once.
+    assert min(closed) >= 0.1, limited
+    assert metric(b, "sluice_connections_refused_total", '{reason="connection_creation_rate"}') >= 7
+    # One at a time, each after the one before was closed, a client gets every other answer:
+    # the half second a closed connection waited refilled a token.
+    one_by_one = [connect_and_ask(b.bootstrap, "127.0.0.2")[0] for _ in range(6)]
+    assert 2 <= one_by_one.count("answered") <= 4, one_by_one
+    free = burst(b.bootstrap, "127.0.0.3", 10)
+    assert all(outcome == "answered" for outcome, _ in free), free
+
+    # The default address's rate covers 127.0.0.3; 127.0.0.2 keeps its own.
+    r = configs(libs, b.bootstrap, "--alter", "--add-config", "connection_creation_rate=1",
+                "--entity-type", "ips", "--entity-default")
+    assert r.returncode == 0, r.stdout + r.stderr
+    now_limited = burst(b.bootstrap, "127.0.0.3", 6)
+    assert sum(outcome == "answered" for outcome, _ in now_limited) <= 2, now_limited
+
+    # Bad input is refused with a message (by the tool or by the broker).
+    for args in (["--entity-type", "ips", "--entity-name", "not-an-address",
+                  "--add-config", "connection_creation_rate=1"],
+                 ["--entity-type", "ips", "--entity-name", "127.0.0.4", "--add-config", "producer_byte_rate=5"],
+                 ["--entity-type", "users", "--entity-name", "alice", "--add-config", "connection_creation_rate=5"]):
+        r = configs(libs, b.bootstrap, "--alter", *args)
+        out = (r.stdout + r.stderr).lower()
+        assert r.returncode != 0 or "invalid" in out or "error" in out, (args, r.stdout, r.stderr)
+    r = configs(libs, b.bootstrap, "--describe", "--entity-type", "ips", "--entity-name", "127.0.0.4")
+    assert "producer_byte_rate" not in r.stdout, r.stdout
+
+    # Kept across a restart (quotas.json), and removed with --delete-config.
+    b.kill()
+    b.start()
+    r = configs(libs, b.bootstrap, "--describe", "--entity-type", "ips", "--entity-name", "127.0.0.2")
+    assert "connection_creation_rate=2.0" in r.stdout, r.stdout + r.stderr
+    for entity in (["--entity-name", "127.0.0.2"], ["--entity-default"]):
+        r = configs(libs, b.bootstrap, "--alter", "--delete-config", "connection_creation_rate",
+                    "--entity-type", "ips", *entity)
+        assert r.returncode == 0, r.stdout + r.stderr
+    again = burst(b.bootstrap, "127.0.0.2", 10)
+    assert all(outcome == "answered" for outcome, _ in again), again

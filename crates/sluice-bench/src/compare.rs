@@ -273,6 +273,10 @@ pub fn install_kafka(version: &str, dir: &Path) -> Result<PathBuf, BenchError> {
         ])
         .arg(format!("-DoutputDirectory={}", libs.display()))
         .arg(format!("-Dmaven.repo.local={}", dir.join("m2").display()))
+        .arg("-Dstyle.color=never")
+        // Maven's output goes to stderr: stdout is the libs directory alone, which scripts read
+        // (its colour resets on stdout once put "\x1b[0m" before the path).
+        .stdout(std::process::Stdio::from(std::io::stderr()))
         .status()
         .map_err(|e| BenchError::io("running mvn (is Maven installed?)", e))?;
     if !status.success() {

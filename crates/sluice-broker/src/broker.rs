@@ -687,6 +687,11 @@ impl Service for Broker {
         self.metrics.connection_refused(reason);
     }
 
+    fn connection_creation_rate(&self, ip: std::net::IpAddr) -> Option<f64> {
+        self.client_quotas()
+            .connection_creation_rate(&ip.to_canonical().to_string())
+    }
+
     fn request_done(&self, api: ApiKey, elapsed: std::time::Duration) {
         self.metrics.observe_request(api, elapsed.as_secs_f64());
     }

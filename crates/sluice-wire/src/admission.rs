@@ -3,7 +3,10 @@
 //! overrides; over it the new connection is closed at once), and at most so many new
 //! connections per second across the broker (`max.connection.creation.rate`; over it
 //! accepting waits, as Kafka's acceptor does, so a reconnect storm is spread out instead of
-//! refused).
+//! refused); and, where the service sets one for an address (an `ip` quota, KIP-612), at most
+//! so many new connections per second from that address: over it the connection is accepted
+//! and closed after the time the address owes, as Kafka does, so that a client looping on
+//! reconnects is slowed, not spun.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -31,7 +34,13 @@ pub struct Admission {
     quotas: ConnectionQuotas,
     open: Mutex<HashMap<IpAddr, usize>>,
     pace: Mutex<Pace>,
+    /// One bucket per address that has an ip quota and connected lately.
+    per_ip_pace: Mutex<HashMap<IpAddr, Pace>>,
 }
+
+/// At most this many addresses' buckets are kept; past it, the full ones are dropped (a
+/// full bucket is what a new one would be), else the one idle longest.
+const MAX_IP_BUCKETS: usize = 10_000;
 
 /// A token bucket of one second's worth of connections.
 #[derive(Debug)]
@@ -67,6 +76,7 @@ impl Admission {
                 tokens: quotas.max_creation_rate.unwrap_or(0.0),
                 last: None,
             }),
+            per_ip_pace: Mutex::new(HashMap::new()),
             quotas,
         })
     }
@@ -83,6 +93,49 @@ impl Admission {
         });
         // At most one second's worth may be saved up (the burst Kafka's rate allows).
         pace.tokens = (pace.tokens + elapsed * rate).min(rate.max(1.0));
+        pace.last = Some(now);
+        if pace.tokens >= 1.0 {
+            pace.tokens -= 1.0;
+            Duration::ZERO
+        } else {
+            Duration::from_secs_f64((1.0 - pace.tokens) / rate)
+        }
+    }
+
+    /// How long a new connection from `ip`, whose address may open `rate` connections per
+    /// second, must be held before it is closed: zero when a token is there (which this takes)
+    /// and the connection goes ahead.
+    pub fn throttle_ip(&self, ip: IpAddr, rate: f64, now: Instant) -> Duration {
+        if !rate.is_finite() || rate <= 0.0 {
+            return Duration::ZERO;
+        }
+        let ip = ip.to_canonical();
+        let burst = rate.max(1.0);
+        let mut buckets = self.per_ip_pace.lock();
+        if buckets.len() >= MAX_IP_BUCKETS && !buckets.contains_key(&ip) {
+            buckets.retain(|_, pace| {
+                let idle = pace.last.map_or(f64::MAX, |last| {
+                    now.saturating_duration_since(last).as_secs_f64()
+                });
+                pace.tokens + idle * rate < burst
+            });
+            // All still owing: the one idle longest goes.
+            let oldest = buckets
+                .iter()
+                .min_by_key(|(_, pace)| pace.last)
+                .map(|(ip, _)| *ip);
+            if let Some(oldest) = oldest.filter(|_| buckets.len() >= MAX_IP_BUCKETS) {
+                buckets.remove(&oldest);
+            }
+        }
+        let pace = buckets.entry(ip).or_insert(Pace {
+            tokens: burst,
+            last: None,
+        });
+        let elapsed = pace.last.map_or(0.0, |last| {
+            now.saturating_duration_since(last).as_secs_f64()
+        });
+        pace.tokens = (pace.tokens + elapsed * rate).min(burst);
         pace.last = Some(now);
         if pace.tokens >= 1.0 {
             pace.tokens -= 1.0;
@@ -158,6 +211,32 @@ mod tests {
         let held: Vec<_> = (0..3).map(|_| admission.admit(ip("10.0.0.8"))).collect();
         assert!(held.iter().all(Result::is_ok));
         assert_eq!(admission.admit(ip("10.0.0.8")).err(), Some(3));
+    }
+
+    #[test]
+    fn an_address_over_its_rate_owes_time_and_others_do_not() {
+        let a = Admission::new(ConnectionQuotas::default());
+        let t0 = Instant::now();
+        let (one, two) = (ip("10.0.0.1"), ip("10.0.0.2"));
+        // A second's worth (2) at once, then the third owes half a second.
+        assert!(a.throttle_ip(one, 2.0, t0).is_zero());
+        assert!(a.throttle_ip(one, 2.0, t0).is_zero());
+        let owed = a.throttle_ip(one, 2.0, t0);
+        assert!(owed > Duration::from_millis(400) && owed <= Duration::from_millis(500));
+        assert!(
+            a.throttle_ip(two, 2.0, t0).is_zero(),
+            "another address has its own"
+        );
+        // `::ffff:10.0.0.1` is the same address.
+        assert!(!a.throttle_ip(ip("::ffff:10.0.0.1"), 2.0, t0).is_zero());
+        assert!(a
+            .throttle_ip(one, 2.0, t0 + Duration::from_secs(1))
+            .is_zero());
+        for i in 0..MAX_IP_BUCKETS + 10 {
+            let addr = IpAddr::from([10, 1, (i / 256) as u8, (i % 256) as u8]);
+            a.throttle_ip(addr, 2.0, t0 + Duration::from_secs(10));
+        }
+        assert_eq!(a.per_ip_pace.lock().len(), MAX_IP_BUCKETS, "bounded");
     }
 
     #[test]

@@ -130,6 +130,10 @@ pub trait Service: Send + Sync + 'static {
     fn tls_handshake_failed(&self) {}
     /// A new connection was closed at once: too many from its address (for metrics).
     fn connection_refused(&self, _reason: &'static str) {}
+    /// New connections per second that the address `ip` may open (its `ip` quota), if any.
+    fn connection_creation_rate(&self, _ip: std::net::IpAddr) -> Option<f64> {
+        None
+    }
 }
 
 /// A listener's current TLS configuration; replaced whole when its certificate files change,
@@ -169,6 +173,9 @@ pub struct Endpoint {
 /// A TLS handshake that takes longer is abandoned (a client that connects and says nothing
 /// must not hold a connection slot for long).
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The longest a connection over its address's creation rate is held before it is closed
+/// (such sockets hold no connection slot, so the time they may pile up is bounded).
+const MAX_DELAYED_CLOSE: Duration = Duration::from_secs(1);
 
 /// Bounds on what clients can make the server hold.
 #[derive(Debug, Clone)]
@@ -252,6 +259,24 @@ async fn accept_loop<S: Service>(
                 // Out to the draining below, as a shutdown while accepting does.
                 () = shutdown.cancelled() => break 'accepting,
                 () = tokio::time::sleep(wait) => {}
+            }
+        }
+        // Over its address's own rate, the connection is held for what the address owes,
+        // then closed (Kafka's delayed close): its client backs off instead of spinning.
+        if let Some(rate) = service.connection_creation_rate(addr.ip()) {
+            let owed = admission.throttle_ip(addr.ip(), rate, tokio::time::Instant::now());
+            if !owed.is_zero() {
+                tracing::debug!(%addr, rate, ?owed, "over the address's connection creation rate; closing after the delay");
+                service.connection_refused("connection_creation_rate");
+                let shutdown = shutdown.clone();
+                connections.spawn(async move {
+                    tokio::select! {
+                        () = shutdown.cancelled() => {}
+                        () = tokio::time::sleep(owed.min(MAX_DELAYED_CLOSE)) => {}
+                    }
+                    drop(stream);
+                });
+                continue;
             }
         }
         let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {

@@ -1,10 +1,12 @@
 //! AlterClientQuotas (KIP-546; `kafka-configs.sh --alter --add-config
 //! 'producer_byte_rate=1048576' --entity-type users --entity-name alice`): sets or removes the
-//! limits of user, client-id and user+client-id entities (a null name is the type's default).
-//! Needs AlterConfigs on the cluster. Each entry is checked on its own, INVALID_REQUEST with
-//! the reason: an unknown entity type or key, a type twice, `ip` entities (Sluice limits
-//! addresses with `max_connections_per_ip` instead), a value that is not a positive number
-//! (a percentage above 100 too), a key set twice in one entry.
+//! limits of user, client-id and user+client-id entities (a null name is the type's default),
+//! and the `connection_creation_rate` of ip entities (KIP-612; `--entity-type ips`), which
+//! the listeners enforce. Needs AlterConfigs on the cluster. Each entry is checked on its own,
+//! INVALID_REQUEST with the reason: an unknown entity type or key, a type twice, an ip with a
+//! user or client id, an ip name that is not an address, a key of the other kind of entity, a
+//! value that is not a positive number (a percentage above 100 too), a key set twice in one
+//! entry.
 
 use std::collections::BTreeMap;
 
@@ -13,7 +15,8 @@ use kafka_protocol::messages::alter_client_quotas_response::{EntityData, EntryDa
 use kafka_protocol::messages::{AlterClientQuotasRequest, AlterClientQuotasResponse, ResponseKind};
 use kafka_protocol::ResponseError;
 use sluice_cluster::metadata::{
-    quotas::QUOTA_KEYS, EntityName, QuotaEntity, QuotaValue, QuotaValues,
+    quotas::{CONNECTION_CREATION_RATE, QUOTA_KEYS},
+    EntityName, QuotaEntity, QuotaValue, QuotaValues,
 };
 use sluice_wire::Reply;
 
@@ -108,6 +111,7 @@ fn describe(entity: &QuotaEntity) -> String {
             .client_id
             .as_ref()
             .map(|c| format!("client-id={}", name(c))),
+        entity.ip.as_ref().map(|ip| format!("ip={}", name(ip))),
     ]
     .into_iter()
     .flatten()
@@ -119,23 +123,19 @@ fn check(entry: &RequestEntry) -> Result<Change, String> {
     let mut entity = QuotaEntity {
         user: None,
         client_id: None,
+        ip: None,
     };
     for c in &entry.entity {
         let name = match &c.entity_name {
             None => EntityName::Default,
             Some(n) if n.is_empty() => return Err("an entity name is empty".into()),
+            Some(n) if c.entity_type.as_str() == "ip" => EntityName::Named(address(n)?),
             Some(n) => EntityName::Named(n.to_string()),
         };
         let slot = match c.entity_type.as_str() {
             "user" => &mut entity.user,
             "client-id" => &mut entity.client_id,
-            "ip" => {
-                return Err(
-                    "ip quotas are not supported: limit addresses with max_connections_per_ip \
-                     and max_connection_creation_rate"
-                        .into(),
-                )
-            }
+            "ip" => &mut entity.ip,
             other => return Err(format!("unknown quota entity type '{other}'")),
         };
         if slot.replace(name).is_some() {
@@ -145,17 +145,31 @@ fn check(entry: &RequestEntry) -> Result<Change, String> {
             ));
         }
     }
-    if entity.user.is_none() && entity.client_id.is_none() {
-        return Err("the entity names no user or client id".into());
+    let is_ip = entity.ip.is_some();
+    if is_ip && (entity.user.is_some() || entity.client_id.is_some()) {
+        return Err("an ip entity cannot be combined with a user or client id".into());
     }
+    if !is_ip && entity.user.is_none() && entity.client_id.is_none() {
+        return Err("the entity names no user, client id or ip".into());
+    }
+    let keys: &[&str] = if is_ip {
+        &[CONNECTION_CREATION_RATE]
+    } else {
+        &QUOTA_KEYS
+    };
     let mut set = BTreeMap::new();
     let mut remove = Vec::new();
     for op in &entry.ops {
         let key = op.key.to_string();
-        if !QUOTA_KEYS.contains(&key.as_str()) {
+        if !keys.contains(&key.as_str()) {
+            let kind = if is_ip {
+                "an ip"
+            } else {
+                "a user or client id"
+            };
             return Err(format!(
-                "unknown quota key '{key}' (Sluice takes {})",
-                QUOTA_KEYS.join(", ")
+                "'{key}' is not a quota key of {kind} entity (Sluice takes {})",
+                keys.join(", ")
             ));
         }
         if set.contains_key(&key) || remove.contains(&key) {
@@ -174,4 +188,79 @@ fn check(entry: &RequestEntry) -> Result<Change, String> {
         set.insert(key, QuotaValue(op.value));
     }
     Ok((entity, set, remove))
+}
+
+/// An ip entity's name as the address it must be, in canonical form (`::ffff:10.0.0.7` is
+/// `10.0.0.7`), which is how the listeners look it up.
+fn address(name: &str) -> Result<String, String> {
+    name.parse::<std::net::IpAddr>()
+        .map(|ip| ip.to_canonical().to_string())
+        .map_err(|_| format!("ip entity name '{name}' is not an IP address"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::messages::alter_client_quotas_request::{EntityData, OpData};
+
+    fn entry(entity: &[(&str, Option<&str>)], key: &str, value: f64) -> RequestEntry {
+        RequestEntry::default()
+            .with_entity(
+                entity
+                    .iter()
+                    .map(|(t, n)| {
+                        EntityData::default()
+                            .with_entity_type(str_bytes(t))
+                            .with_entity_name(n.map(str_bytes))
+                    })
+                    .collect(),
+            )
+            .with_ops(vec![OpData::default()
+                .with_key(str_bytes(key))
+                .with_value(value)])
+    }
+
+    #[test]
+    fn ip_entities_take_an_address_and_only_the_connection_rate() {
+        let rate = CONNECTION_CREATION_RATE;
+        let (entity, set, _) = check(&entry(&[("ip", Some("::ffff:10.0.0.7"))], rate, 5.0))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(entity.ip, Some(EntityName::Named("10.0.0.7".into())));
+        assert_eq!(set.get(rate), Some(&QuotaValue(5.0)));
+        let (entity, _, _) =
+            check(&entry(&[("ip", None)], rate, 5.0)).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(entity.ip, Some(EntityName::Default));
+        for (bad, key, why) in [
+            (
+                vec![("ip", Some("host.example"))],
+                rate,
+                "is not an IP address",
+            ),
+            (
+                vec![("ip", Some("10.0.0.7")), ("user", Some("alice"))],
+                rate,
+                "cannot be combined",
+            ),
+            (
+                vec![("ip", Some("10.0.0.7"))],
+                "producer_byte_rate",
+                "not a quota key of an ip entity",
+            ),
+            (
+                vec![("user", Some("alice"))],
+                rate,
+                "not a quota key of a user or client id entity",
+            ),
+            (
+                vec![("ip", Some("10.0.0.7")), ("ip", None)],
+                rate,
+                "more than once",
+            ),
+        ] {
+            match check(&entry(&bad, key, 1.0)) {
+                Err(e) => assert!(e.contains(why), "{bad:?} {key}: {e}"),
+                Ok(_) => panic!("{bad:?} {key} was taken"),
+            }
+        }
+    }
 }

@@ -79,6 +79,13 @@ fn describe(entity: &QuotaEntity) -> Vec<EntityData> {
                 .with_entity_name(name(client)),
         );
     }
+    if let Some(ip) = &entity.ip {
+        out.push(
+            EntityData::default()
+                .with_entity_type(str_bytes("ip"))
+                .with_entity_name(name(ip)),
+        );
+    }
     out
 }
 
@@ -87,6 +94,7 @@ fn matches(entity: &QuotaEntity, components: &[ComponentData], strict: bool) -> 
     let part = |t: &str| match t {
         "user" => Some(entity.user.as_ref()),
         "client-id" => Some(entity.client_id.as_ref()),
+        "ip" => Some(entity.ip.as_ref()),
         _ => None,
     };
     let each = components.iter().all(|c| {
@@ -101,7 +109,9 @@ fn matches(entity: &QuotaEntity, components: &[ComponentData], strict: bool) -> 
             _ => true,
         }
     });
-    let types = usize::from(entity.user.is_some()) + usize::from(entity.client_id.is_some());
+    let types = usize::from(entity.user.is_some())
+        + usize::from(entity.client_id.is_some())
+        + usize::from(entity.ip.is_some());
     each && (!strict || types == components.len())
 }
 

@@ -99,6 +99,7 @@ impl Buckets {
                     QuotaEntity {
                         user: None,
                         client_id: None,
+                        ip: None,
                     },
                 )
             }
@@ -183,6 +184,7 @@ impl Broker {
         let bucket = QuotaEntity {
             user: named(entity.user, user),
             client_id: named(entity.client_id, client_id),
+            ip: None,
         };
         let now = self.clock.now_ms();
         let ms = self.quota_buckets.take(kind, bucket, rate, bytes, now);
@@ -205,6 +207,7 @@ mod tests {
         QuotaEntity {
             user: Some(EntityName::Named("alice".into())),
             client_id: None,
+            ip: None,
         }
     }
 
@@ -241,6 +244,7 @@ mod tests {
             let e = QuotaEntity {
                 user: None,
                 client_id: Some(EntityName::Named(format!("c{i}"))),
+                ip: None,
             };
             b.take(QuotaKind::Produce, e, 1e6, 1, 0);
         }
