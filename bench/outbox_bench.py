@@ -7,6 +7,8 @@
   relay/latency   writers commit at a fixed --rate rows/s (--rows-per-txn rows a transaction);
                   from just before each COMMIT to a read_committed consumer receiving the row:
                   AVG/P50/P90/P99/P99.9/max
+  relay/backlog   the relay's own pace: it stops, writers commit --backlog-seconds of outbox
+                  rows flat out, it starts again; rows/s from its start to all published
   direct/max      the source's own answer, for comparison: the same service publishing the
   direct/latency  events inside its business transaction with a Kafka transaction (a
                   transactional confluent-kafka producer per writer, begin / produce / commit
@@ -16,13 +18,16 @@
 Every business transaction bumps one aggregate's version and writes --max-rows-per-txn events
 (flat-out runs) or --rows-per-txn events (latency runs).
 PostgreSQL 15 (Debian's, tests/outbox/pg.py: initdb in a temporary directory, fsync and
-synchronous_commit on), Sluice (`target/release/sluice serve`, its default flush mode) and
+synchronous_commit on) or, with `--source mariadb`, MariaDB (Debian's, tests/outbox/mariadb.py:
+row-format binary log, its default durability: InnoDB flushes its log at each commit, the
+binary log is not fsynced), Sluice (`target/release/sluice serve`, its default flush mode) and
 `sluice outbox` all run here. Writes `--json FILE` if given.
 
-    python3 bench/outbox_bench.py [--seconds 60] [--rate 5000] [--rows-per-txn 5]
-                                  [--max-rows-per-txn 20] [--writers 4] [--json FILE]
+    python3 bench/outbox_bench.py [--source postgres|mariadb] [--seconds 60] [--rate 5000]
+                                  [--rows-per-txn 5] [--max-rows-per-txn 20] [--writers 4]
+                                  [--json FILE]
 
-Needs tests/.venv (psycopg, confluent-kafka) and scripts/db-env.
+Needs tests/.venv (psycopg, pymysql, confluent-kafka) and scripts/db-env.
 """
 
 import argparse
@@ -40,6 +45,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "tests"))
 from local_broker import LocalBroker, free_port  # noqa: E402
+from outbox.mariadb import MariaDB  # noqa: E402
 from outbox.pg import Postgres  # noqa: E402
 
 from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition  # noqa: E402
@@ -51,6 +57,16 @@ CREATE TABLE outbox (id uuid PRIMARY KEY, aggregatetype text NOT NULL,
 CREATE TABLE aggregates (id text PRIMARY KEY, version int NOT NULL);
 INSERT INTO aggregates SELECT 'agg-' || i, 0 FROM generate_series(0, 9999) i;
 """
+MARIADB_SCHEMA = [
+    "CREATE DATABASE shop",
+    "USE shop",
+    "CREATE TABLE shop.outbox (id CHAR(36) PRIMARY KEY, aggregatetype VARCHAR(255) NOT NULL, "
+    "aggregateid VARCHAR(255) NOT NULL, type VARCHAR(255) NOT NULL, payload BLOB) ENGINE=InnoDB",
+    "CREATE TABLE shop.aggregates (id VARCHAR(64) PRIMARY KEY, version INT NOT NULL) "
+    "ENGINE=InnoDB",
+    # seq_0_to_9999: MariaDB's Sequence engine.
+    "INSERT INTO shop.aggregates SELECT CONCAT('agg-', seq), 0 FROM seq_0_to_9999",
+]
 AGGREGATES = 10_000
 PARTITIONS = 3
 
@@ -145,8 +161,13 @@ class Writers:
             i += threads
             ids = [str(uuid.uuid4()) for _ in range(self.rows)]
             with conn.cursor() as cur:
-                cur.execute("UPDATE aggregates SET version = version + 1 WHERE id = %s "
-                            "RETURNING version", (agg,))
+                if isinstance(self.pg, MariaDB):
+                    # MariaDB has no UPDATE ... RETURNING; the row stays locked until COMMIT.
+                    cur.execute("UPDATE aggregates SET version = version + 1 WHERE id = %s", (agg,))
+                    cur.execute("SELECT version FROM aggregates WHERE id = %s", (agg,))
+                else:
+                    cur.execute("UPDATE aggregates SET version = version + 1 WHERE id = %s "
+                                "RETURNING version", (agg,))
                 version = cur.fetchone()[0]
                 payloads = [json.dumps({"aggregate": agg, "version": version, "event": k,
                                         "pad": "x" * 40}).encode() for k in range(self.rows)]
@@ -193,8 +214,12 @@ def latency_run(pg, mode, broker, topic, args):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--source", choices=["postgres", "mariadb"], default="postgres",
+                    help="the database the service writes to and the relay follows")
     ap.add_argument("--seconds", type=float, default=60, help="the flat-out runs' length")
     ap.add_argument("--latency-seconds", type=float, default=30)
+    ap.add_argument("--backlog-seconds", type=float, default=30,
+                    help="how long writers build the backlog the stopped relay then catches up on")
     ap.add_argument("--rate", type=int, default=5000, help="rows/s of the latency runs")
     ap.add_argument("--rows-per-txn", type=int, default=5, help="rows a transaction, latency runs")
     ap.add_argument("--max-rows-per-txn", type=int, default=20,
@@ -202,38 +227,54 @@ def main():
     ap.add_argument("--writers", type=int, default=4)
     ap.add_argument("--json")
     args = ap.parse_args()
-    if min(args.seconds, args.latency_seconds, args.rate, args.rows_per_txn, args.writers) <= 0:
-        ap.error("--seconds, --latency-seconds, --rate, --rows-per-txn and --writers must be > 0")
+    if min(args.seconds, args.latency_seconds, args.backlog_seconds, args.rate, args.rows_per_txn,
+           args.writers) <= 0:
+        ap.error("--seconds, --latency-seconds, --backlog-seconds, --rate, --rows-per-txn and "
+                 "--writers must be > 0")
 
     report = {"config": vars(args), "machine_cores": __import__("os").cpu_count()}
-    pg = Postgres().start()
     relay = None
+    if args.source == "mariadb":
+        pg = MariaDB().start()
+    else:
+        pg = Postgres().start()
     try:
-        pg.create_database("shop")
-        with pg.connect("shop", autocommit=True) as c:
-            c.execute(SCHEMA)
+        if args.source == "mariadb":
+            conn = pg.connect(None, autocommit=True)
+            with conn.cursor() as cur:
+                for sql in MARIADB_SCHEMA:
+                    cur.execute(sql)
+            conn.close()
+        else:
+            pg.create_database("shop")
+            with pg.connect("shop", autocommit=True) as c:
+                c.execute(SCHEMA)
         with LocalBroker(prefix="sluice-outbox-bench-") as broker:
             admin = AdminClient({"bootstrap.servers": broker.bootstrap})
             for t in ("bench.order", "bench.direct"):
                 admin.create_topics([NewTopic(t, PARTITIONS, 1)])[t].result(30)
             port = free_port()
             log = open(ROOT / "target" / "outbox-bench-relay.log", "wb")
-            relay = subprocess.Popen(
-                [str(ROOT / "target" / "release" / "sluice"), "outbox", "--source",
-                 pg.url("shop"), "--table", "outbox", "--brokers", broker.bootstrap,
-                 "--topic-prefix", "bench.", "--metrics-listen", f"127.0.0.1:{port}",
-                 "--report-secs", "5"], stdout=log, stderr=subprocess.STDOUT)
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=2) as r:
-                        if json.loads(r.read())["state"] == "active":
-                            break
-                except OSError:
-                    pass
-                if time.monotonic() > deadline or relay.poll() is not None:
-                    raise SystemExit("the relay did not become active (target/outbox-bench-relay.log)")
-                time.sleep(0.2)
+
+            def start_relay():
+                proc = subprocess.Popen(
+                    [str(ROOT / "target" / "release" / "sluice"), "outbox", "--source",
+                     pg.url("shop"), "--table", "outbox", "--brokers", broker.bootstrap,
+                     "--topic-prefix", "bench.", "--metrics-listen", f"127.0.0.1:{port}",
+                     "--report-secs", "5"], stdout=log, stderr=subprocess.STDOUT)
+                deadline = time.monotonic() + 60
+                while True:
+                    try:
+                        with urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=2) as r:
+                            if json.loads(r.read())["state"] == "active":
+                                return proc
+                    except OSError:
+                        pass
+                    if time.monotonic() > deadline or proc.poll() is not None:
+                        raise SystemExit("the relay did not become active (target/outbox-bench-relay.log)")
+                    time.sleep(0.2)
+
+            relay = start_relay()
 
             # relay/max
             before = relay_rows(port)
@@ -269,6 +310,28 @@ def main():
 
             report["relay_latency"] = latency_run(pg, "outbox", broker, "bench.order", args)
             print("relay/latency", json.dumps(report["relay_latency"]), flush=True)
+
+            # relay/backlog: the relay's own pace, whatever the writers can do. It stops (its
+            # position is in Sluice), writers commit a backlog, and it starts again and catches up.
+            relay.terminate()
+            relay.wait(20)
+            w = Writers(pg, "outbox", args.writers, args.max_rows_per_txn, None,
+                        args.backlog_seconds).run()
+            started = time.monotonic()
+            relay = start_relay()
+            active = time.monotonic()
+            at_active = relay_rows(port)
+            while relay_rows(port) < w.count and time.monotonic() < active + 300:
+                time.sleep(0.05)
+            done = time.monotonic()
+            # From the process's start: connecting, taking the lease and resuming are counted.
+            report["relay_backlog"] = {
+                "rows": w.count, "published": relay_rows(port),
+                "rows_per_sec_from_start": round(w.count / (done - started)),
+                "seconds_from_start": round(done - started, 2),
+                "seconds_to_active": round(active - started, 2),
+                "published_when_seen_active": at_active}
+            print("relay/backlog", json.dumps(report["relay_backlog"]), flush=True)
 
             w = Writers(pg, "direct", args.writers, args.max_rows_per_txn, None, args.seconds,
                         broker.bootstrap, "bench.direct").run()
