@@ -203,10 +203,10 @@ def connect_and_ask(bootstrap, source, timeout=3.0):
     start = time.monotonic()
     with socket.create_connection((host, int(port)), timeout=timeout, source_address=(source, 0)) as s:
         header = struct.pack(">hhih", 18, 0, 1, 4) + b"test"
-        s.sendall(struct.pack(">i", len(header)) + header)
         try:
+            s.sendall(struct.pack(">i", len(header)) + header)
             data = s.recv(4)
-        except ConnectionResetError:
+        except (BrokenPipeError, ConnectionResetError):
             data = b""
         return ("answered" if len(data) == 4 else "closed", time.monotonic() - start)
 
@@ -235,10 +235,11 @@ def test_an_address_is_held_to_its_connection_creation_rate(quota_broker):
     answered = [t for outcome, t in limited if outcome == "answered"]
     closed = [t for outcome, t in limited if outcome == "closed"]
     # A second's worth (2) at once, and what the bucket refills while they connect.
-    assert 2 <= len(answered) <= 3 and len(closed) >= 7, limited
-    # Closed only after the delay it owes (up to half a second at 2/s), not at once.
-    assert min(closed) >= 0.1, limited
-    assert metric(b, "sluice_connections_refused_total", '{reason="connection_creation_rate"}') >= 7
+    assert 2 <= len(answered) <= 4 and len(closed) >= 6, limited
+    # Closed after the delay owed (up to half a second at 2/s), not at once; one that arrived
+    # later owes less, so the median is checked.
+    assert sorted(closed)[len(closed) // 2] >= 0.2, limited
+    assert metric(b, "sluice_connections_refused_total", '{reason="connection_creation_rate"}') >= 6
     # One at a time, each after the one before was closed, a client gets every other answer:
     # the half second a closed connection waited refilled a token.
     one_by_one = [connect_and_ask(b.bootstrap, "127.0.0.2")[0] for _ in range(6)]
@@ -246,30 +247,34 @@ def test_an_address_is_held_to_its_connection_creation_rate(quota_broker):
     free = burst(b.bootstrap, "127.0.0.3", 10)
     assert all(outcome == "answered" for outcome, _ in free), free
 
-    # The default address's rate covers 127.0.0.3; 127.0.0.2 keeps its own.
-    r = configs(libs, b.bootstrap, "--alter", "--add-config", "connection_creation_rate=1",
-                "--entity-type", "ips", "--entity-default")
-    assert r.returncode == 0, r.stdout + r.stderr
+    # Bad input is refused, here by Kafka's tool before it sends anything (the broker's own
+    # checks of the same cases are unit tests: alter_client_quotas.rs).
+    for args, why in ((["--entity-type", "ips", "--entity-name", "not-an-address",
+                        "--add-config", "connection_creation_rate=1"], "valid IP"),
+                      (["--entity-type", "ips", "--entity-name", "127.0.0.4",
+                        "--add-config", "producer_byte_rate=5"], "producer_byte_rate"),
+                      (["--entity-type", "users", "--entity-name", "alice",
+                        "--add-config", "connection_creation_rate=5"], "connection_creation_rate")):
+        r = configs(libs, b.bootstrap, "--alter", *args)
+        assert r.returncode != 0 and why in r.stdout + r.stderr, (args, r.stdout, r.stderr)
+    r = configs(libs, b.bootstrap, "--describe", "--entity-type", "ips", "--entity-name", "127.0.0.4")
+    assert r.returncode == 0 and "producer_byte_rate" not in r.stdout, r.stdout + r.stderr
+
+    # The default address's rate covers 127.0.0.3; 127.0.0.2 keeps its own, and 127.0.0.1
+    # (where kafka-configs connects from) gets a high one of its own.
+    for entity, rate in ((["--entity-name", "127.0.0.1"], 1000), (["--entity-default"], 1)):
+        r = configs(libs, b.bootstrap, "--alter", "--add-config", f"connection_creation_rate={rate}",
+                    "--entity-type", "ips", *entity)
+        assert r.returncode == 0, r.stdout + r.stderr
     now_limited = burst(b.bootstrap, "127.0.0.3", 6)
     assert sum(outcome == "answered" for outcome, _ in now_limited) <= 2, now_limited
-
-    # Bad input is refused with a message (by the tool or by the broker).
-    for args in (["--entity-type", "ips", "--entity-name", "not-an-address",
-                  "--add-config", "connection_creation_rate=1"],
-                 ["--entity-type", "ips", "--entity-name", "127.0.0.4", "--add-config", "producer_byte_rate=5"],
-                 ["--entity-type", "users", "--entity-name", "alice", "--add-config", "connection_creation_rate=5"]):
-        r = configs(libs, b.bootstrap, "--alter", *args)
-        out = (r.stdout + r.stderr).lower()
-        assert r.returncode != 0 or "invalid" in out or "error" in out, (args, r.stdout, r.stderr)
-    r = configs(libs, b.bootstrap, "--describe", "--entity-type", "ips", "--entity-name", "127.0.0.4")
-    assert "producer_byte_rate" not in r.stdout, r.stdout
 
     # Kept across a restart (quotas.json), and removed with --delete-config.
     b.kill()
     b.start()
     r = configs(libs, b.bootstrap, "--describe", "--entity-type", "ips", "--entity-name", "127.0.0.2")
     assert "connection_creation_rate=2.0" in r.stdout, r.stdout + r.stderr
-    for entity in (["--entity-name", "127.0.0.2"], ["--entity-default"]):
+    for entity in (["--entity-name", "127.0.0.2"], ["--entity-default"], ["--entity-name", "127.0.0.1"]):
         r = configs(libs, b.bootstrap, "--alter", "--delete-config", "connection_creation_rate",
                     "--entity-type", "ips", *entity)
         assert r.returncode == 0, r.stdout + r.stderr

@@ -22,6 +22,16 @@ pub fn ensure_topic(
     partitions: i32,
 ) -> Result<Arc<Topic>, BrokerError> {
     if let Some(t) = topics.get(name) {
+        let overrides = t.overrides();
+        if let Some((key, value)) = PINNED
+            .iter()
+            .find(|(k, v)| overrides.get(*k).map(String::as_str) != Some(*v))
+        {
+            tracing::warn!(topic = name, key, expected = value, found = ?overrides.get(*key),
+                "an internal topic's config is not the one its coordinator relies on (changed \
+                 by an older version?): set it back with an AlterConfigs that keeps the pinned \
+                 values");
+        }
         return Ok(t);
     }
     topics

@@ -47,6 +47,17 @@ const MAX_IP_BUCKETS: usize = 10_000;
 struct Pace {
     tokens: f64,
     last: Option<Instant>,
+    /// The rate it was last taken at (per-address buckets: judged by it when swept).
+    rate_per_s: f64,
+}
+
+/// The longest wait a bucket answers: a rate near zero would otherwise ask for more seconds
+/// than a `Duration` holds.
+const MAX_WAIT: Duration = Duration::from_secs(3600);
+
+/// `seconds` as a wait, at most [`MAX_WAIT`].
+fn wait(seconds: f64) -> Duration {
+    Duration::try_from_secs_f64(seconds.min(MAX_WAIT.as_secs_f64())).unwrap_or(MAX_WAIT)
 }
 
 /// An admitted connection's place in its address's count, given back on drop.
@@ -75,6 +86,7 @@ impl Admission {
             pace: Mutex::new(Pace {
                 tokens: quotas.max_creation_rate.unwrap_or(0.0),
                 last: None,
+                rate_per_s: quotas.max_creation_rate.unwrap_or(0.0),
             }),
             per_ip_pace: Mutex::new(HashMap::new()),
             quotas,
@@ -98,7 +110,7 @@ impl Admission {
             pace.tokens -= 1.0;
             Duration::ZERO
         } else {
-            Duration::from_secs_f64((1.0 - pace.tokens) / rate)
+            wait((1.0 - pace.tokens) / rate)
         }
     }
 
@@ -113,11 +125,12 @@ impl Admission {
         let burst = rate.max(1.0);
         let mut buckets = self.per_ip_pace.lock();
         if buckets.len() >= MAX_IP_BUCKETS && !buckets.contains_key(&ip) {
+            // Each bucket judged at its own address's rate.
             buckets.retain(|_, pace| {
                 let idle = pace.last.map_or(f64::MAX, |last| {
                     now.saturating_duration_since(last).as_secs_f64()
                 });
-                pace.tokens + idle * rate < burst
+                pace.tokens + idle * pace.rate_per_s < pace.rate_per_s.max(1.0)
             });
             // All still owing: the one idle longest goes.
             let oldest = buckets
@@ -131,7 +144,9 @@ impl Admission {
         let pace = buckets.entry(ip).or_insert(Pace {
             tokens: burst,
             last: None,
+            rate_per_s: rate,
         });
+        pace.rate_per_s = rate;
         let elapsed = pace.last.map_or(0.0, |last| {
             now.saturating_duration_since(last).as_secs_f64()
         });
@@ -141,7 +156,7 @@ impl Admission {
             pace.tokens -= 1.0;
             Duration::ZERO
         } else {
-            Duration::from_secs_f64((1.0 - pace.tokens) / rate)
+            wait((1.0 - pace.tokens) / rate)
         }
     }
 
@@ -237,6 +252,9 @@ mod tests {
             a.throttle_ip(addr, 2.0, t0 + Duration::from_secs(10));
         }
         assert_eq!(a.per_ip_pace.lock().len(), MAX_IP_BUCKETS, "bounded");
+        // A rate near zero owes a bounded wait, not a panic.
+        a.throttle_ip(ip("10.9.9.9"), 1e-20, t0);
+        assert_eq!(a.throttle_ip(ip("10.9.9.9"), 1e-20, t0), MAX_WAIT);
     }
 
     #[test]

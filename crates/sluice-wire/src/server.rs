@@ -173,9 +173,11 @@ pub struct Endpoint {
 /// A TLS handshake that takes longer is abandoned (a client that connects and says nothing
 /// must not hold a connection slot for long).
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// The longest a connection over its address's creation rate is held before it is closed
-/// (such sockets hold no connection slot, so the time they may pile up is bounded).
+/// The longest a connection over its address's creation rate is held before it is closed.
 const MAX_DELAYED_CLOSE: Duration = Duration::from_secs(1);
+/// At most this many such connections are held at once per listener (they hold no connection
+/// slot); past it they are closed at once.
+const MAX_DELAYED_CLOSES: usize = 1024;
 
 /// Bounds on what clients can make the server hold.
 #[derive(Debug, Clone)]
@@ -235,6 +237,7 @@ async fn accept_loop<S: Service>(
     shutdown: CancellationToken,
 ) {
     let mut connections = tokio::task::JoinSet::new();
+    let delayed_closes = Arc::new(Semaphore::new(MAX_DELAYED_CLOSES));
     'accepting: loop {
         let accepted = tokio::select! {
             () = shutdown.cancelled() => break,
@@ -249,6 +252,33 @@ async fn accept_loop<S: Service>(
                 continue;
             }
         };
+        // Over its address's own rate, the connection is held for what the address owes,
+        // then closed (Kafka's delayed close): its client backs off instead of spinning. At
+        // most MAX_DELAYED_CLOSES are held at once (they take no connection slot); past that
+        // they are closed at once. Checked before the broker-wide rate, so that a throttled
+        // address does not use up the others' share.
+        if let Some(rate) = service.connection_creation_rate(addr.ip()) {
+            let owed = admission.throttle_ip(addr.ip(), rate, tokio::time::Instant::now());
+            if !owed.is_zero() {
+                tracing::debug!(%addr, rate, ?owed, "over the address's connection creation rate; closing after the delay");
+                service.connection_refused("connection_creation_rate");
+                if let Ok(held) = Arc::clone(&delayed_closes).try_acquire_owned() {
+                    let shutdown = shutdown.clone();
+                    connections.spawn(async move {
+                        tokio::select! {
+                            () = shutdown.cancelled() => {}
+                            () = tokio::time::sleep(owed.min(MAX_DELAYED_CLOSE)) => {}
+                        }
+                        drop(stream);
+                        drop(held);
+                    });
+                } else {
+                    drop(stream);
+                }
+                while connections.try_join_next().is_some() {}
+                continue;
+            }
+        }
         // Over the creation rate, the connection waits here (and the listener with it).
         loop {
             let wait = admission.wait_for_creation(tokio::time::Instant::now());
@@ -259,24 +289,6 @@ async fn accept_loop<S: Service>(
                 // Out to the draining below, as a shutdown while accepting does.
                 () = shutdown.cancelled() => break 'accepting,
                 () = tokio::time::sleep(wait) => {}
-            }
-        }
-        // Over its address's own rate, the connection is held for what the address owes,
-        // then closed (Kafka's delayed close): its client backs off instead of spinning.
-        if let Some(rate) = service.connection_creation_rate(addr.ip()) {
-            let owed = admission.throttle_ip(addr.ip(), rate, tokio::time::Instant::now());
-            if !owed.is_zero() {
-                tracing::debug!(%addr, rate, ?owed, "over the address's connection creation rate; closing after the delay");
-                service.connection_refused("connection_creation_rate");
-                let shutdown = shutdown.clone();
-                connections.spawn(async move {
-                    tokio::select! {
-                        () = shutdown.cancelled() => {}
-                        () = tokio::time::sleep(owed.min(MAX_DELAYED_CLOSE)) => {}
-                    }
-                    drop(stream);
-                });
-                continue;
             }
         }
         let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {

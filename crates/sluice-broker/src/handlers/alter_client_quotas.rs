@@ -185,6 +185,16 @@ fn check(entry: &RequestEntry) -> Result<Change, String> {
         if key == "request_percentage" && op.value > 100.0 * 1024.0 {
             return Err(format!("{key} {} is out of range", op.value));
         }
+        // An INT in Kafka: whole connections per second.
+        if key == CONNECTION_CREATION_RATE
+            && (op.value.fract() != 0.0 || op.value > f64::from(i32::MAX))
+        {
+            return Err(format!(
+                "{key} must be a whole number of connections per second from 1 to {}, not {}",
+                i32::MAX,
+                op.value
+            ));
+        }
         set.insert(key, QuotaValue(op.value));
     }
     Ok((entity, set, remove))
@@ -260,6 +270,12 @@ mod tests {
             match check(&entry(&bad, key, 1.0)) {
                 Err(e) => assert!(e.contains(why), "{bad:?} {key}: {e}"),
                 Ok(_) => panic!("{bad:?} {key} was taken"),
+            }
+        }
+        for value in [0.5, 1e-20, 2.5, 1e12] {
+            match check(&entry(&[("ip", None)], rate, value)) {
+                Err(e) => assert!(e.contains("whole number"), "{value}: {e}"),
+                Ok(_) => panic!("{value} was taken"),
             }
         }
     }

@@ -103,7 +103,14 @@ fn matches(entity: &QuotaEntity, components: &[ComponentData], strict: bool) -> 
         };
         match c.match_type {
             MATCH_EXACT => {
-                matches!(name, EntityName::Named(n) if Some(n.as_str()) == c._match.as_deref())
+                let wanted = c._match.as_deref().map(|m| {
+                    // Addresses are stored canonical (`::ffff:10.0.0.7` is `10.0.0.7`).
+                    match (c.entity_type.as_str(), m.parse::<std::net::IpAddr>()) {
+                        ("ip", Ok(ip)) => ip.to_canonical().to_string(),
+                        _ => m.to_string(),
+                    }
+                });
+                matches!(name, EntityName::Named(n) if Some(n) == wanted.as_ref())
             }
             MATCH_DEFAULT => *name == EntityName::Default,
             _ => true,

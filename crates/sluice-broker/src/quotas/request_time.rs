@@ -70,7 +70,7 @@ impl Broker {
     /// quotas; none at all without quotas).
     fn has_request_quota(&self, call: &Call) -> bool {
         let quotas = self.client_quotas();
-        if quotas.is_empty() {
+        if !quotas.has_client_entities() {
             return false;
         }
         let user = call.session.principal().map(|p| p.name).unwrap_or_default();

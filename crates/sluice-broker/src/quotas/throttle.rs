@@ -127,9 +127,10 @@ impl Buckets {
 }
 
 impl Broker {
-    /// Whether any quota is set (else nothing is counted).
+    /// Whether any user or client id quota is set (else nothing is counted; ip quotas are
+    /// the listeners').
     pub fn has_client_quotas(&self) -> bool {
-        !self.client_quotas().is_empty()
+        self.client_quotas().has_client_entities()
     }
 
     /// [`Broker::throttle`] for the request `call` carries; `bytes` is counted only when a

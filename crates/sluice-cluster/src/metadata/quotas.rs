@@ -1,7 +1,7 @@
 //! Client quotas as Kafka keeps them (KIP-546): per entity — a user, a client id, or a user
 //! and client id together, each named or the type's default — a set of limits
-//! (`producer_byte_rate`, `consumer_byte_rate`, ...); and per client address (an `ip` entity,
-//! named or the default, KIP-612) the rate at which it may open connections. Kept in the metadata log (and on a
+//! (`producer_byte_rate`, `consumer_byte_rate`, ...); and per client address (an `ip`
+//! entity, named or the default, KIP-612) the rate at which it may open connections. Kept in the metadata log (and on a
 //! single node in `data/meta/quotas.json`), indexed so that finding the quota of a request
 //! is a few hash lookups in Kafka's order of precedence.
 
@@ -62,17 +62,20 @@ pub const CONNECTION_CREATION_RATE: &str = "connection_creation_rate";
 #[serde(from = "Vec<ClientQuota>", into = "Vec<ClientQuota>")]
 pub struct ClientQuotas {
     by_entity: HashMap<QuotaEntity, QuotaValues>,
+    /// How many of them are user or client id entities (the rest are ip entities), so that
+    /// requests do no lookups when only ip quotas are set.
+    clients: usize,
 }
 
 impl From<Vec<ClientQuota>> for ClientQuotas {
     fn from(quotas: Vec<ClientQuota>) -> Self {
-        ClientQuotas {
-            by_entity: quotas
-                .into_iter()
-                .filter(|q| !q.values.is_empty())
-                .map(|q| (q.entity, q.values))
-                .collect(),
-        }
+        let by_entity: HashMap<QuotaEntity, QuotaValues> = quotas
+            .into_iter()
+            .filter(|q| !q.values.is_empty())
+            .map(|q| (q.entity, q.values))
+            .collect();
+        let clients = by_entity.keys().filter(|e| e.ip.is_none()).count();
+        ClientQuotas { by_entity, clients }
     }
 }
 
@@ -93,6 +96,11 @@ impl ClientQuotas {
         self.by_entity.is_empty()
     }
 
+    /// Whether any user or client id entity has limits (ip entities aside).
+    pub fn has_client_entities(&self) -> bool {
+        self.clients > 0
+    }
+
     pub fn get(&self, entity: &QuotaEntity) -> Option<&QuotaValues> {
         self.by_entity.get(entity)
     }
@@ -103,10 +111,14 @@ impl ClientQuotas {
 
     /// Replaces one entity's limits (empty: the entity has none any more).
     pub fn set(&mut self, entity: QuotaEntity, values: QuotaValues) {
-        if values.is_empty() {
-            self.by_entity.remove(&entity);
+        let is_client = entity.ip.is_none();
+        let (had, has) = if values.is_empty() {
+            (self.by_entity.remove(&entity).is_some(), false)
         } else {
-            self.by_entity.insert(entity, values);
+            (self.by_entity.insert(entity, values).is_some(), true)
+        };
+        if is_client {
+            self.clients = self.clients + usize::from(has) - usize::from(had);
         }
     }
 
@@ -115,7 +127,7 @@ impl ClientQuotas {
     /// user+default client, default user, client, default client), with the entity it came
     /// from.
     pub fn lookup(&self, user: &str, client_id: &str, key: &str) -> Option<(QuotaEntity, f64)> {
-        if self.by_entity.is_empty() {
+        if self.clients == 0 {
             return None;
         }
         let named = |s: &str| Some(EntityName::Named(s.to_string()));
@@ -144,7 +156,7 @@ impl ClientQuotas {
     /// The connection creation rate of the address `ip` (canonical text form): its own, else
     /// the default address's, as in Kafka.
     pub fn connection_creation_rate(&self, ip: &str) -> Option<f64> {
-        if self.by_entity.is_empty() {
+        if self.by_entity.len() == self.clients {
             return None;
         }
         [EntityName::Named(ip.to_string()), EntityName::Default]
@@ -237,7 +249,17 @@ mod tests {
         let rate = |v: f64| QuotaValues::from([(CONNECTION_CREATION_RATE.into(), QuotaValue(v))]);
         q.set(entity(Some("<default>"), None), self::rate(9.0));
         assert_eq!(q.connection_creation_rate("10.0.0.1"), None);
+        assert!(q.has_client_entities());
+        q.set(entity(Some("<default>"), None), BTreeMap::new());
+        assert!(!q.has_client_entities());
         q.set(ip(EntityName::Default), rate(5.0));
+        assert!(
+            !q.has_client_entities(),
+            "ip entities are not client entities"
+        );
+        q.set(entity(Some("<default>"), None), self::rate(9.0));
+        q.set(entity(Some("<default>"), None), self::rate(8.0));
+        assert!(q.has_client_entities());
         assert_eq!(q.connection_creation_rate("10.0.0.1"), Some(5.0));
         q.set(ip(EntityName::Named("10.0.0.1".into())), rate(2.0));
         assert_eq!(q.connection_creation_rate("10.0.0.1"), Some(2.0));
