@@ -75,7 +75,7 @@ def test_admin_clients_outlive_the_metadata_leader(cluster):
         assert c.metadata(via=i).controller_id == i
     # librdkafka caches as its controller the node that answered its last metadata request,
     # from any broker it knows, and each names itself: in most runs that is the leader killed
-    # next (the case of the bug), but not in all (seen: 2 runs in 18), and such a run still
+    # next (the case of the bug), but not in all (seen: 2 runs in 11), and such a run still
     # tests a request passed on to the new leader. kafka-python looks for the controller on its
     # first admin request, after the kill.
     rd = AdminClient({"bootstrap.servers": c.nodes[leader].bootstrap, **CLIENT_DEFAULTS})
