@@ -51,6 +51,25 @@ struct Pace {
     rate_per_s: f64,
 }
 
+impl Pace {
+    /// Refills at `rate_per_s` (at most one second's worth saved up: the burst Kafka's rates
+    /// allow) and takes a token: zero, or how long until one is there.
+    fn take(&mut self, rate_per_s: f64, now: Instant) -> Duration {
+        self.rate_per_s = rate_per_s;
+        let elapsed = self.last.map_or(0.0, |last| {
+            now.saturating_duration_since(last).as_secs_f64()
+        });
+        self.tokens = (self.tokens + elapsed * rate_per_s).min(rate_per_s.max(1.0));
+        self.last = Some(now);
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            Duration::ZERO
+        } else {
+            wait((1.0 - self.tokens) / rate_per_s)
+        }
+    }
+}
+
 /// The longest wait a bucket answers: a rate near zero would otherwise ask for more seconds
 /// than a `Duration` holds.
 const MAX_WAIT: Duration = Duration::from_secs(3600);
@@ -99,19 +118,7 @@ impl Admission {
         let Some(rate) = self.quotas.max_creation_rate.filter(|r| *r > 0.0) else {
             return Duration::ZERO;
         };
-        let mut pace = self.pace.lock();
-        let elapsed = pace.last.map_or(0.0, |last| {
-            now.saturating_duration_since(last).as_secs_f64()
-        });
-        // At most one second's worth may be saved up (the burst Kafka's rate allows).
-        pace.tokens = (pace.tokens + elapsed * rate).min(rate.max(1.0));
-        pace.last = Some(now);
-        if pace.tokens >= 1.0 {
-            pace.tokens -= 1.0;
-            Duration::ZERO
-        } else {
-            wait((1.0 - pace.tokens) / rate)
-        }
+        self.pace.lock().take(rate, now)
     }
 
     /// How long a new connection from `ip`, whose address may open `rate` connections per
@@ -146,18 +153,7 @@ impl Admission {
             last: None,
             rate_per_s: rate,
         });
-        pace.rate_per_s = rate;
-        let elapsed = pace.last.map_or(0.0, |last| {
-            now.saturating_duration_since(last).as_secs_f64()
-        });
-        pace.tokens = (pace.tokens + elapsed * rate).min(burst);
-        pace.last = Some(now);
-        if pace.tokens >= 1.0 {
-            pace.tokens -= 1.0;
-            Duration::ZERO
-        } else {
-            wait((1.0 - pace.tokens) / rate)
-        }
+        pace.take(rate, now)
     }
 
     /// Counts a connection from `ip`, or refuses it (with the limit it would exceed).
