@@ -689,7 +689,7 @@ impl Service for Broker {
 
     fn connection_creation_rate(&self, ip: std::net::IpAddr) -> Option<f64> {
         self.client_quotas()
-            .connection_creation_rate(&ip.to_canonical().to_string())
+            .connection_creation_rate(&sluice_cluster::metadata::quotas::ip_entity_name(ip))
     }
 
     fn request_done(&self, api: ApiKey, elapsed: std::time::Duration) {

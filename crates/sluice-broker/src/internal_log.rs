@@ -23,11 +23,8 @@ pub fn ensure_topic(
 ) -> Result<Arc<Topic>, BrokerError> {
     if let Some(t) = topics.get(name) {
         let overrides = t.overrides();
-        if let Some((key, value)) = PINNED
-            .iter()
-            .find(|(k, v)| overrides.get(*k).map(String::as_str) != Some(*v))
-        {
-            tracing::warn!(topic = name, key, expected = value, found = ?overrides.get(*key),
+        if let Some((key, value)) = unpinned(&overrides) {
+            tracing::warn!(topic = name, key, expected = value, found = ?overrides.get(key),
                 "an internal topic's config is not the one its coordinator relies on (changed \
                  by an older version?): set it back with an AlterConfigs that keeps the pinned \
                  values");
@@ -46,6 +43,15 @@ pub const PINNED: [(&str, &str); 3] = [
     ("flush.mode", "sync"),
     ("retention.ms", "-1"),
 ];
+
+/// The first pinned config that `configs` drops or changes, with the value it must have.
+pub fn unpinned(
+    configs: &std::collections::BTreeMap<String, String>,
+) -> Option<(&'static str, &'static str)> {
+    PINNED
+        .into_iter()
+        .find(|(key, value)| configs.get(*key).map(String::as_str) != Some(*value))
+}
 
 /// An internal topic's configs: compacted, fsynced on every write, kept forever.
 pub fn topic_configs() -> std::collections::BTreeMap<String, String> {

@@ -131,10 +131,7 @@ fn check_internal_pins(
         return Ok(());
     }
     let pinned = crate::internal_log::PINNED;
-    match pinned
-        .iter()
-        .find(|(key, value)| configs.get(*key).map(String::as_str) != Some(*value))
-    {
+    match crate::internal_log::unpinned(configs) {
         None => Ok(()),
         Some((key, value)) => Err(BrokerError::InvalidConfig(topic_config::ConfigError(
             format!(

@@ -204,7 +204,7 @@ fn check(entry: &RequestEntry) -> Result<Change, String> {
 /// `10.0.0.7`), which is how the listeners look it up.
 fn address(name: &str) -> Result<String, String> {
     name.parse::<std::net::IpAddr>()
-        .map(|ip| ip.to_canonical().to_string())
+        .map(sluice_cluster::metadata::quotas::ip_entity_name)
         .map_err(|_| format!("ip entity name '{name}' is not an IP address"))
 }
 

@@ -106,7 +106,7 @@ fn matches(entity: &QuotaEntity, components: &[ComponentData], strict: bool) -> 
                 let wanted = c._match.as_deref().map(|m| {
                     // Addresses are stored canonical (`::ffff:10.0.0.7` is `10.0.0.7`).
                     match (c.entity_type.as_str(), m.parse::<std::net::IpAddr>()) {
-                        ("ip", Ok(ip)) => ip.to_canonical().to_string(),
+                        ("ip", Ok(ip)) => sluice_cluster::metadata::quotas::ip_entity_name(ip),
                         _ => m.to_string(),
                     }
                 });

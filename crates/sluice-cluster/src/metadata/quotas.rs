@@ -57,6 +57,12 @@ pub const QUOTA_KEYS: [&str; 3] = [
 /// from one address (KIP-612).
 pub const CONNECTION_CREATION_RATE: &str = "connection_creation_rate";
 
+/// An address as ip entities name it: canonical text (`::ffff:10.0.0.7` is `10.0.0.7`), the
+/// form quotas are stored under and the listeners look them up by.
+pub fn ip_entity_name(ip: std::net::IpAddr) -> String {
+    ip.to_canonical().to_string()
+}
+
 /// Every entity's limits.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(from = "Vec<ClientQuota>", into = "Vec<ClientQuota>")]
