@@ -190,3 +190,42 @@ def test_a_voter_added_at_run_time_comes_back_wiped_and_does_not_vote_a_topic_aw
     time.sleep(6)               # elections between 2 and 3
     c.nodes[y].start(wait=False)
     assert_late_survives(c)
+
+
+def test_a_voter_that_started_before_the_others_votes_once_it_holds_its_leaders_entries(cluster):
+    """Seen in CI (test_quorum.py, 2026-11-27): node 1 started before the others listened, so
+    nobody answered its probe and it could not tell a new group from one it had been wiped out
+    of; it held its votes until it could ask a leader how far the group had applied. The first
+    leader died before node 1 asked it (its question waited for a 500 ms timer): node 1 then
+    refused every vote, and the two nodes left never elected anyone (20 s, and 18 terms later,
+    still none). A node that has applied an entry of its leader's term holds every entry the
+    group committed, so it votes again from then on, whatever happens to that leader.
+
+    This run kills the leader once node 1 has applied a topic created in its term; the old code
+    failed only when the kill came before node 1's next timer, so not in every run."""
+    c = cluster(3, start=False)
+    first, *others = c.ids
+    c.nodes[first].start(wait=False)
+    time.sleep(1.0)             # its probe: nobody listens yet
+    for i in others:
+        c.nodes[i].start(wait=False)
+    c.wait_ready(c.ids)         # registered: a topic can be placed
+    leader = c.metadata_leader(via=first)
+    if leader == first:
+        pytest.skip("node 1 answered the others' probes as empty and was elected: not the case")
+    admin = AdminClient({**CLIENT_DEFAULTS, "bootstrap.servers": c.nodes[leader].bootstrap})
+    for f in admin.create_topics([NewTopic("made-in-the-first-term", 1, 1)]).values():
+        f.result(timeout=30)
+    wait_until(lambda: "made-in-the-first-term" in c.metadata(via=first).topics, 30,
+               f"node {first} to apply the topic")
+    c.kill(leader)
+    (other,) = [i for i in others if i != leader]
+    new = wait_until(lambda: c.metadata_leader(via=other) not in (None, leader)
+                     and c.metadata_leader(via=other), 20, "a new metadata leader")
+    assert new in (first, other)
+    # The group works: a topic made now is listed by both.
+    admin = AdminClient({**CLIENT_DEFAULTS, "bootstrap.servers": c.nodes[new].bootstrap})
+    for f in admin.create_topics([NewTopic("made-after", 1, 1)]).values():
+        f.result(timeout=30)
+    for i in (first, other):
+        wait_until(lambda: "made-after" in c.metadata(via=i).topics, 30, f"node {i} to list made-after")

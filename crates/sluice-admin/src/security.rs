@@ -20,7 +20,7 @@ use crate::error::{ApiError, ApiJson};
 use crate::AppState;
 
 /// Iterations of new credentials made here (as `sluice user create`).
-const ITERATIONS: u32 = 8192;
+const ITERATIONS: u32 = sluice_auth::DEFAULT_ITERATIONS;
 
 #[derive(Debug, Serialize)]
 pub struct UserRow {

@@ -28,7 +28,7 @@ mod scram_message;
 
 pub use credential::{apply_changes, salted_password, validate, ScramCredential};
 pub use error::{AclError, AuthError, CertError, CredentialError, RuleError};
-pub use mechanism::{SaslMechanism, ScramMechanism};
+pub use mechanism::{SaslMechanism, ScramMechanism, DEFAULT_ITERATIONS, SALT_BYTES};
 pub use plain::{parse_plain, PlainLogin};
 pub use principal::{subject_dn, validity, PrincipalMapper};
 pub use scram_client::ScramClient;

@@ -16,6 +16,13 @@ pub enum ScramMechanism {
 const MIN_ITERATIONS: u32 = 4096;
 const MAX_ITERATIONS: u32 = 16384;
 
+/// The strength of the credentials Sluice makes itself (`sluice user create`, the console), and
+/// of what an unknown user is shown during a SCRAM exchange: a login attempt must not tell an
+/// unknown user from one created with the defaults by the iterations or the salt's length.
+pub const DEFAULT_ITERATIONS: u32 = 8192;
+/// Bytes of a salt that Sluice draws (see [`DEFAULT_ITERATIONS`]).
+pub const SALT_BYTES: usize = 24;
+
 impl ScramMechanism {
     /// Every SCRAM mechanism, in Kafka's type order (for DescribeUserScramCredentials).
     pub const ALL: [ScramMechanism; 2] = [ScramMechanism::Sha256, ScramMechanism::Sha512];

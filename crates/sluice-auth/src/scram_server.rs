@@ -21,7 +21,7 @@ use subtle::{Choice, ConstantTimeEq};
 
 use crate::credential::ScramCredential;
 use crate::error::AuthError;
-use crate::mechanism::ScramMechanism;
+use crate::mechanism::{ScramMechanism, DEFAULT_ITERATIONS, SALT_BYTES};
 use crate::primitives::{hash, hmac, xor};
 use crate::scram_message::{
     attribute, decode_base64, decode_saslname, encode_base64, expect_attribute, invalid,
@@ -169,21 +169,23 @@ impl ScramServer {
         ))
     }
 
-    /// A credential for a user that does not exist: a salt that looks like any other and
-    /// keys that no proof matches (the check is also masked by `user_exists`).
+    /// A credential for a user that does not exist: a salt that looks like any other (the
+    /// length of the salts Sluice draws), the iterations of Sluice's own credentials, and keys
+    /// that no proof matches (the check is also masked by `user_exists`).
     fn unknown_user_credential(&self, user: &str) -> ScramCredential {
         let key = self
             .unknown_user_secret
             .as_deref()
             .unwrap_or(self.server_nonce.as_bytes());
-        let salt = hmac(self.mechanism, key, user.as_bytes());
+        let mut salt = hmac(self.mechanism, key, user.as_bytes());
+        salt.truncate(SALT_BYTES);
         let zeros = vec![0u8; self.mechanism.hash_len_bytes()];
         ScramCredential {
             mechanism: self.mechanism,
             salt,
             stored_key: zeros.clone(),
             server_key: zeros,
-            iterations: self.mechanism.min_iterations(),
+            iterations: DEFAULT_ITERATIONS,
         }
     }
 
@@ -500,12 +502,43 @@ mod tests {
         };
         let text = String::from_utf8(server_first.clone()).unwrap();
         assert!(text.starts_with(&format!("r=abc{RFC_SERVER_NONCE},s=")));
-        assert!(text.ends_with(",i=4096"));
+        assert!(text.ends_with(&format!(",i={DEFAULT_ITERATIONS}")));
         let client_final = client.server_first(&server_first).unwrap();
         assert_eq!(
             server.step(&client_final, &rfc_lookup),
             Err(AuthError::BadCredentials)
         );
+    }
+
+    /// The salt's length and the iterations are those of a credential made with Sluice's
+    /// defaults, for both mechanisms: they do not tell an unknown user from a real one.
+    #[test]
+    fn an_unknown_user_looks_like_one_made_with_the_defaults() {
+        let attributes =
+            |mechanism: ScramMechanism, lookup: &dyn Fn(&str) -> Option<ScramCredential>| {
+                let mut server = ScramServer::new(mechanism, "nonce".into());
+                let ScramStep::Challenge(first) = server.step(b"n,,n=alice,r=abc", lookup).unwrap()
+                else {
+                    panic!("expected a challenge");
+                };
+                let text = String::from_utf8(first).unwrap();
+                let mut parts = text.split(',').skip(1);
+                let salt = parts.next().unwrap().strip_prefix("s=").unwrap().to_owned();
+                let iterations = parts.next().unwrap().to_owned();
+                (decode_base64(&salt, "salt").unwrap().len(), iterations)
+            };
+        for mechanism in ScramMechanism::ALL {
+            let made = ScramCredential::from_password(
+                mechanism,
+                "pencil",
+                [7u8; SALT_BYTES],
+                DEFAULT_ITERATIONS,
+            );
+            let real = attributes(mechanism, &|_: &str| Some(made.clone()));
+            let unknown = attributes(mechanism, &|_: &str| None);
+            assert_eq!(real, (SALT_BYTES, format!("i={DEFAULT_ITERATIONS}")));
+            assert_eq!(unknown, real, "{mechanism:?}");
+        }
     }
 
     #[test]

@@ -17,6 +17,7 @@ pub mod ids;
 pub mod metadata;
 pub mod peer;
 pub mod placement;
+pub mod probe;
 pub mod raft;
 pub mod reassignment;
 pub mod replica;

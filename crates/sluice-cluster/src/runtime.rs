@@ -454,25 +454,15 @@ impl InternalHandler for ClusterNode {
     }
 }
 
-/// How long a probe waits for a connection: a refusal comes back at once from a host that is
-/// up; anything slower is not evidence of a dead process.
-const PROBE_TIMEOUT: Duration = Duration::from_millis(300);
-
 impl ClusterNode {
-    /// On the controller: whether `node`'s process is gone, asked by connecting to its internal
-    /// listener. A refused connection means that nothing listens there, so its session ends at
-    /// once and it is fenced without waiting for the session timeout (a SIGKILLed or crashed
-    /// process; a dead machine or a cut link answers nothing, and waits for the session).
+    /// On the controller: whether `node`'s process is gone ([`crate::probe`]). If so, its
+    /// session ends at once and it is fenced without waiting for the session timeout.
     async fn probe(&self, node: NodeId) {
         let addr = match self.state().state.nodes.get(&node) {
             Some(n) if !n.fenced => n.registration.internal_addr.clone(),
             _ => return,
         };
-        let refused = matches!(
-            tokio::time::timeout(PROBE_TIMEOUT, tokio::net::TcpStream::connect(&addr)).await,
-            Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused
-        );
-        if !refused {
+        if !crate::probe::refuses_connections(&addr).await {
             return;
         }
         tracing::info!(%node, %addr, "node refuses connections: its session ends now");

@@ -22,7 +22,7 @@ pub enum UserCommand {
         #[arg(long, short = 'm')]
         mechanism: Option<String>,
         /// PBKDF2 iterations, 4096 to 16384
-        #[arg(long, default_value_t = 8192)]
+        #[arg(long, default_value_t = sluice_auth::DEFAULT_ITERATIONS)]
         iterations: u32,
     },
     /// Delete a user (all its credentials, or one --mechanism's)

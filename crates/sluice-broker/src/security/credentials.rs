@@ -46,10 +46,12 @@ impl LocalUsers {
     }
 }
 
-/// 24 bytes of salt from the operating system's random source (through UUID v4).
+/// [`sluice_auth::SALT_BYTES`] bytes of salt from the operating system's random source
+/// (through UUID v4).
 pub fn fresh_salt() -> Vec<u8> {
     let mut salt = uuid::Uuid::new_v4().as_bytes().to_vec();
-    salt.extend_from_slice(&uuid::Uuid::new_v4().as_bytes()[..8]);
+    salt.extend_from_slice(uuid::Uuid::new_v4().as_bytes());
+    salt.truncate(sluice_auth::SALT_BYTES);
     salt
 }
 

@@ -415,10 +415,10 @@ fn unknown_user_plain() -> &'static ScramCredential {
     static DUMMY: std::sync::OnceLock<ScramCredential> = std::sync::OnceLock::new();
     DUMMY.get_or_init(|| ScramCredential {
         mechanism: ScramMechanism::Sha512,
-        salt: vec![0; 24],
+        salt: vec![0; sluice_auth::SALT_BYTES],
         stored_key: vec![0; 64],
         server_key: vec![0; 64],
-        iterations: 8192,
+        iterations: sluice_auth::DEFAULT_ITERATIONS,
     })
 }
 

@@ -160,10 +160,7 @@ pub async fn serve<H: InternalHandler>(
                         if e.kind() != std::io::ErrorKind::UnexpectedEof {
                             tracing::debug!(%peer, error = %e, "internal connection closed");
                         }
-                        if let Some(node) = heartbeats {
-                            handler.heartbeats_closed(node);
-                        }
-                        return;
+                        break;
                     }
                 };
                 match &request {
@@ -173,8 +170,11 @@ pub async fn serve<H: InternalHandler>(
                 }
                 let response = handler.handle(request).await;
                 if write_frame(&mut stream, &response).await.is_err() {
-                    return;
+                    break;
                 }
+            }
+            if let Some(node) = heartbeats {
+                handler.heartbeats_closed(node);
             }
         });
     }

@@ -192,16 +192,37 @@ impl MetadataNode {
     /// to elect a new one with. The task now waits on the node's Raft metrics, which openraft
     /// sends on every pass of its core loop (so also right after a leader's first append), or
     /// 100 ms at most. (While undecided, before any voter answered, it still probes every
-    /// 500 ms.)
+    /// 500 ms.) At every change it first checks whether this log already holds the group's
+    /// (an applied entry of the followed leader's term): then the guard is lifted for good.
     async fn settle_vote_guard(self: Arc<Self>, shutdown: CancellationToken) {
         let guard = &self.vote_guard;
         let mut metrics = self.raft.metrics();
         let mut tick = tokio::time::interval(Duration::from_millis(500));
         loop {
+            // Checked on every change of the metrics, not only when a vote request comes: by
+            // then this node may have left the leader's term (its own candidacy).
+            let holds = {
+                let m = metrics.borrow_and_update();
+                super::wiped_voter::holds_the_groups_log(&m.vote, m.last_applied.as_ref())
+            };
+            if holds {
+                guard.open();
+                tracing::info!("this node has applied an entry of its leader's term: voting again");
+                return;
+            }
             if guard.is_undecided() {
-                tokio::select! {
+                let ticked = tokio::select! {
                     _ = shutdown.cancelled() => return,
-                    _ = tick.tick() => {}
+                    _ = tick.tick() => true,
+                    changed = metrics.changed() => {
+                        if changed.is_err() {
+                            return; // the Raft node stopped
+                        }
+                        false
+                    }
+                };
+                if !ticked {
+                    continue;
                 }
                 let leader = self.raft.metrics().borrow().current_leader;
                 if leader.is_some_and(|l| l != self.id) {

@@ -12,7 +12,16 @@
 //!        one has applied past the bootstrap entry ───▶ no bootstrap; refuse every vote until
 //!                                                      a leader is known, then until this log
 //!                                                      reaches what that leader had applied
+//!   at any time: this node has applied an entry of the term of the leader it follows
+//!                                                  ───▶ vote again, for good
 //! ```
+//! The last rule: a leader's log holds every entry committed before its term (Raft's leader
+//! completeness), and an applied entry of its term is committed after all of them, so a log
+//! that has applied one holds them all. Without it, a node that started first on a new
+//! cluster (nobody answered its probe, so it could not tell a new group from one it was wiped
+//! out of) waited to ask the first leader how far it had applied; when that leader died before
+//! it asked (seen in CI, 300 ms after the election), it refused every vote, and the two left
+//! could never elect anyone.
 //! Every node that starts with an empty store does this, not only the voters its `--cluster`
 //! lists: a node made a voter at run time (AddRaftVoter) is a voter in the group's membership,
 //! which a wiped node no longer knows. Learners never vote, so the guard costs them nothing; a
@@ -28,6 +37,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use openraft::raft::VoteResponse;
+use openraft::{LogId, Vote};
 use serde::{Deserialize, Serialize};
 
 use super::network::{InternalRequest, InternalResponse};
@@ -126,7 +136,8 @@ impl VoteGuard {
         self.undecided.store(false, Ordering::Release);
     }
 
-    /// A new group: vote freely.
+    /// A new group, or a log that holds the group's (see [`holds_the_groups_log`]): vote
+    /// freely.
     pub fn open(&self) {
         self.until.store(0, Ordering::Release);
         self.undecided.store(false, Ordering::Release);
@@ -157,12 +168,18 @@ impl VoteGuard {
                 last_log_id: None,
             })
         };
-        if self.undecided.load(Ordering::Acquire) {
-            return refuse();
-        }
         let until = self.until.load(Ordering::Acquire);
-        if until == 0 {
+        let undecided = self.undecided.load(Ordering::Acquire);
+        if !undecided && until == 0 {
             return None;
+        }
+        if holds_the_groups_log(&metrics.vote, metrics.last_applied.as_ref()) {
+            self.open();
+            tracing::info!("this node has applied an entry of its leader's term: voting again");
+            return None;
+        }
+        if undecided {
+            return refuse();
         }
         if self.leader_heard.load(Ordering::Acquire)
             && metrics.last_log_index.is_some_and(|last| last >= until)
@@ -176,5 +193,52 @@ impl VoteGuard {
             return None;
         }
         refuse()
+    }
+}
+
+/// Whether a log that has applied up to `last_applied` holds every entry the metadata group
+/// has committed, by Raft's rules: `vote` is a leader's, granted by a quorum (committed), and
+/// the applied entry was appended by that leader in its term. That leader's log holds every
+/// entry committed before its term, and this log is a prefix of it up to that entry.
+pub fn holds_the_groups_log(vote: &Vote<u64>, last_applied: Option<&LogId<u64>>) -> bool {
+    vote.is_committed() && last_applied.is_some_and(|applied| applied.leader_id == vote.leader_id)
+}
+
+#[cfg(test)]
+mod tests {
+    use openraft::{CommittedLeaderId, LogId, Vote};
+
+    use super::holds_the_groups_log;
+
+    fn entry(term: u64, leader: u64, index: u64) -> LogId<u64> {
+        LogId::new(CommittedLeaderId::new(term, leader), index)
+    }
+
+    #[test]
+    fn an_entry_of_the_followed_leaders_term_shows_the_log_is_the_groups() {
+        assert!(holds_the_groups_log(
+            &Vote::new_committed(3, 2),
+            Some(&entry(3, 2, 9))
+        ));
+    }
+
+    #[test]
+    fn anything_less_does_not() {
+        // Nothing applied; only entries of an older term (they may lack later commits); a
+        // vote not (yet) granted by a quorum; an entry of another leader of the same term
+        // cannot exist, but would not count either.
+        assert!(!holds_the_groups_log(&Vote::new_committed(3, 2), None));
+        assert!(!holds_the_groups_log(
+            &Vote::new_committed(3, 2),
+            Some(&entry(2, 1, 9))
+        ));
+        assert!(!holds_the_groups_log(
+            &Vote::new(3, 2),
+            Some(&entry(3, 2, 9))
+        ));
+        assert!(!holds_the_groups_log(
+            &Vote::new_committed(3, 2),
+            Some(&entry(3, 1, 9))
+        ));
     }
 }
