@@ -121,11 +121,13 @@ def test_a_wrong_password_is_refused_logged_and_counted(sasl_broker, mechanism):
 
 
 def test_kafka_python_gets_an_error_for_an_unknown_user(sasl_broker):
-    with pytest.raises(Exception):
+    # kafka-python 3 logs each refused login and retries the bootstrap until
+    # bootstrap_timeout_ms (30 s by default), then raises KafkaTimeoutError.
+    with pytest.raises(kafka.errors.KafkaError):
         p = kafka.KafkaProducer(bootstrap_servers=sasl_broker.address("SASL_PLAINTEXT"),
                                 security_protocol="SASL_PLAINTEXT", sasl_mechanism="SCRAM-SHA-256",
                                 sasl_plain_username="mallory", sasl_plain_password="x" * 12,
-                                max_block_ms=5_000)
+                                max_block_ms=5_000, bootstrap_timeout_ms=4_000)
         p.send("t", b"x").get(timeout=10)
     assert "SASL authentication failed" in sasl_broker.log()
 
