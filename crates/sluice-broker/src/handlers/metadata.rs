@@ -278,11 +278,19 @@ fn in_cluster(
     // but librdkafka retires a broker that leaves this list while a coordinator request may
     // still wait on it, and that request then hangs (librdkafka #5511): kept, it fails over.
     // A node without this client's listener is left out, as Kafka does.
+    //
+    // This node too before its own registration is applied (the first moments after a start):
+    // Metadata names it the controller, and a client that finds no such broker in the list
+    // holds its admin requests until its next refresh (librdkafka: CreateTopics timed out
+    // after 30 s on a cluster started a moment before).
+    let me = replication.node().registration();
+    let unregistered = (!state.nodes.contains_key(&me.node)).then_some(me);
     let brokers = state
         .nodes
         .values()
-        .filter_map(|n| {
-            let r = &n.registration;
+        .map(|n| &n.registration)
+        .chain(unregistered)
+        .filter_map(|r| {
             let (host, port) = r.endpoint(listener)?;
             Some(
                 MetadataResponseBroker::default()
