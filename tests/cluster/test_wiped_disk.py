@@ -198,8 +198,9 @@ def test_a_voter_that_started_before_the_others_votes_once_it_holds_its_leaders_
     of; it held its votes until it could ask a leader how far the group had applied. The first
     leader died before node 1 asked it (its question waited for a 500 ms timer): node 1 then
     refused every vote, and the two nodes left never elected anyone (20 s, and 18 terms later,
-    still none). A node that has applied an entry of its leader's term holds every entry the
-    group committed, so it votes again from then on, whatever happens to that leader.
+    still none). A node that saw its leader's election (and refused to vote in it) and has
+    applied an entry of that leader's term holds every entry the group committed, so it votes
+    again from then on, whatever happens to that leader.
 
     This run kills the leader once node 1 has applied a topic created in its term; the old code
     failed only when the kill came before node 1's next timer, so not in every run."""
@@ -210,7 +211,7 @@ def test_a_voter_that_started_before_the_others_votes_once_it_holds_its_leaders_
     for i in others:
         c.nodes[i].start(wait=False)
     c.wait_ready(c.ids)         # registered: a topic can be placed
-    leader = c.metadata_leader(via=first)
+    leader = wait_until(lambda: c.metadata_leader(via=first), 30, f"node {first} to know a leader")
     if leader == first:
         pytest.skip("node 1 answered the others' probes as empty and was elected: not the case")
     admin = AdminClient({**CLIENT_DEFAULTS, "bootstrap.servers": c.nodes[leader].bootstrap})

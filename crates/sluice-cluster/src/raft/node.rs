@@ -203,11 +203,14 @@ impl MetadataNode {
             // then this node may have left the leader's term (its own candidacy).
             let holds = {
                 let m = metrics.borrow_and_update();
-                super::wiped_voter::holds_the_groups_log(&m.vote, m.last_applied.as_ref())
+                guard.holds_the_groups_log(&m.vote, m.last_applied.as_ref())
             };
             if holds {
                 guard.open();
-                tracing::info!("this node has applied an entry of its leader's term: voting again");
+                tracing::info!(
+                    "this node has applied an entry of the term of a leader elected without it: \
+                     voting again"
+                );
                 return;
             }
             if guard.is_undecided() {
@@ -529,13 +532,15 @@ impl InternalHandler for MetadataNode {
             InternalRequest::Append(rpc) => {
                 InternalResponse::Append(self.raft.append_entries(rpc).await)
             }
-            InternalRequest::Vote(rpc) => match self.vote_guard.refusal(&self.raft) {
-                Some(refused) => {
-                    tracing::debug!(candidate = ?rpc.vote, "vote refused: this node's metadata log is still being refilled");
-                    InternalResponse::Vote(Ok(refused))
+            InternalRequest::Vote(rpc) => {
+                match self.vote_guard.refusal(&self.raft, rpc.vote.leader_id.term) {
+                    Some(refused) => {
+                        tracing::debug!(candidate = ?rpc.vote, "vote refused: this node's metadata log is still being refilled");
+                        InternalResponse::Vote(Ok(refused))
+                    }
+                    None => InternalResponse::Vote(self.raft.vote(rpc).await),
                 }
-                None => InternalResponse::Vote(self.raft.vote(rpc).await),
-            },
+            }
             InternalRequest::LogState => {
                 InternalResponse::LogState(super::wiped_voter::LogState::of(&self.raft))
             }

@@ -12,16 +12,21 @@
 //!        one has applied past the bootstrap entry ───▶ no bootstrap; refuse every vote until
 //!                                                      a leader is known, then until this log
 //!                                                      reaches what that leader had applied
-//!   at any time: this node has applied an entry of the term of the leader it follows
+//!   at any time: this node follows a leader whose election it saw and refused to vote in
+//!   (since it started), and has applied an entry of that leader's term
 //!                                                  ───▶ vote again, for good
 //! ```
-//! The last rule: a leader's log holds every entry committed before its term (Raft's leader
-//! completeness), and an applied entry of its term is committed after all of them, so a log
-//! that has applied one holds them all. Without it, a node that started first on a new
-//! cluster (nobody answered its probe, so it could not tell a new group from one it was wiped
-//! out of) waited to ask the first leader how far it had applied; when that leader died before
-//! it asked (seen in CI, 300 ms after the election), it refused every vote, and the two left
-//! could never elect anyone.
+//! The last rule: that leader was elected by a quorum without this node, so by Raft's leader
+//! completeness its log holds every entry committed with this node's help before the wipe
+//! (such an entry's quorum and the electing quorum share a node that still has it); its own
+//! entries follow them, and an applied entry of its term proves this log matches it that far.
+//! A leader elected before this node started (perhaps with its vote, and then acknowledged by
+//! it in the same term) proves nothing: entries of that term after the applied one may have
+//! been committed with this node's lost acknowledgements. Without the rule, a node that
+//! started first on a new cluster (nobody answered its probe, so it could not tell a new group
+//! from one it was wiped out of) waited to ask the first leader how far it had applied; when
+//! that leader died before it asked (seen in CI, 300 ms after the election), it refused every
+//! vote, and the two left could never elect anyone.
 //! Every node that starts with an empty store does this, not only the voters its `--cluster`
 //! lists: a node made a voter at run time (AddRaftVoter) is a voter in the group's membership,
 //! which a wiped node no longer knows. Learners never vote, so the guard costs them nothing; a
@@ -32,7 +37,7 @@
 //! directory ids (KIP-853). Not covered: a node whose `--cluster` lists no other voter (a
 //! one-voter group that lost its store has nothing left to protect).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -121,7 +126,13 @@ pub struct VoteGuard {
     /// A leader (elected without this node's vote) has said how far it had applied, and
     /// `until` covers it.
     leader_heard: AtomicBool,
+    /// The terms of the vote requests refused since this node started (the newest
+    /// [`REFUSED_TERMS_KEPT`]): elections held without this node.
+    refused_terms: parking_lot::Mutex<BTreeSet<u64>>,
 }
+
+/// How many refused terms [`VoteGuard`] remembers.
+const REFUSED_TERMS_KEPT: usize = 64;
 
 impl VoteGuard {
     /// Refuses every vote until [`VoteGuard::decide`].
@@ -158,10 +169,26 @@ impl VoteGuard {
         self.until.load(Ordering::Acquire) != 0 && !self.leader_heard.load(Ordering::Acquire)
     }
 
-    /// The answer to a vote request while the guard holds (`None` once it is lifted, for good).
-    pub fn refusal(&self, raft: &MetaRaft) -> Option<VoteResponse<u64>> {
+    /// Whether this log holds every entry the group committed (the module's last rule).
+    pub fn holds_the_groups_log(
+        &self,
+        vote: &Vote<u64>,
+        last_applied: Option<&LogId<u64>>,
+    ) -> bool {
+        applied_in_the_leaders_term(vote, last_applied)
+            && self.refused_terms.lock().contains(&vote.leader_id.term)
+    }
+
+    /// The answer to a vote request for `term` while the guard holds (`None` once it is
+    /// lifted, for good).
+    pub fn refusal(&self, raft: &MetaRaft, term: u64) -> Option<VoteResponse<u64>> {
         let metrics = raft.metrics().borrow().clone();
         let refuse = || {
+            let mut terms = self.refused_terms.lock();
+            terms.insert(term);
+            while terms.len() > REFUSED_TERMS_KEPT {
+                terms.pop_first();
+            }
             Some(VoteResponse {
                 vote: metrics.vote,
                 vote_granted: false,
@@ -173,9 +200,9 @@ impl VoteGuard {
         if !undecided && until == 0 {
             return None;
         }
-        if holds_the_groups_log(&metrics.vote, metrics.last_applied.as_ref()) {
+        if self.holds_the_groups_log(&metrics.vote, metrics.last_applied.as_ref()) {
             self.open();
-            tracing::info!("this node has applied an entry of its leader's term: voting again");
+            tracing::info!("this node has applied an entry of the term of a leader elected without it: voting again");
             return None;
         }
         if undecided {
@@ -196,11 +223,10 @@ impl VoteGuard {
     }
 }
 
-/// Whether a log that has applied up to `last_applied` holds every entry the metadata group
-/// has committed, by Raft's rules: `vote` is a leader's, granted by a quorum (committed), and
-/// the applied entry was appended by that leader in its term. That leader's log holds every
-/// entry committed before its term, and this log is a prefix of it up to that entry.
-pub fn holds_the_groups_log(vote: &Vote<u64>, last_applied: Option<&LogId<u64>>) -> bool {
+/// Half of the module's last rule: `vote` is a leader's, granted by a quorum (committed), and
+/// the applied entry was appended by that leader in its term. (The other half: this node saw
+/// that leader's election and did not vote in it.)
+pub fn applied_in_the_leaders_term(vote: &Vote<u64>, last_applied: Option<&LogId<u64>>) -> bool {
     vote.is_committed() && last_applied.is_some_and(|applied| applied.leader_id == vote.leader_id)
 }
 
@@ -208,7 +234,7 @@ pub fn holds_the_groups_log(vote: &Vote<u64>, last_applied: Option<&LogId<u64>>)
 mod tests {
     use openraft::{CommittedLeaderId, LogId, Vote};
 
-    use super::holds_the_groups_log;
+    use super::{applied_in_the_leaders_term as holds_the_groups_log, VoteGuard};
 
     fn entry(term: u64, leader: u64, index: u64) -> LogId<u64> {
         LogId::new(CommittedLeaderId::new(term, leader), index)
@@ -240,5 +266,19 @@ mod tests {
             &Vote::new_committed(3, 2),
             Some(&entry(3, 1, 9))
         ));
+    }
+
+    /// A leader elected before this node started (no refused vote request of its term) does
+    /// not count: this node may have acknowledged entries of that term before its wipe.
+    #[test]
+    fn only_a_leader_elected_without_this_node_counts() {
+        let guard = VoteGuard::default();
+        let vote = Vote::new_committed(3, 2);
+        let applied = LogId::new(CommittedLeaderId::new(3, 2), 9);
+        assert!(!guard.holds_the_groups_log(&vote, Some(&applied)));
+        guard.refused_terms.lock().insert(2);
+        assert!(!guard.holds_the_groups_log(&vote, Some(&applied)));
+        guard.refused_terms.lock().insert(3);
+        assert!(guard.holds_the_groups_log(&vote, Some(&applied)));
     }
 }
