@@ -99,7 +99,7 @@ def test_the_controller_metadata_names_is_in_its_broker_list_from_the_first_answ
     """Metadata names the answering node as the controller. In the first moments after a start,
     before the node's own registration was applied, its broker list lacked it, and librdkafka
     then held admin requests for a controller it could not find: a CreateTopics sent right
-    after a cluster started timed out after 30 s (2 runs in 8 of a test that did so). Every
+    after a cluster started timed out after 30 s (3 runs in 7 of a draft test that did so). Every
     answer, from the first, lists the node it names."""
     c = cluster(3, start=False)
     for node in c.nodes.values():

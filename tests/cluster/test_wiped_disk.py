@@ -197,7 +197,7 @@ def test_a_voter_that_started_before_the_others_votes_once_it_holds_its_leaders_
     nobody answered its probe and it could not tell a new group from one it had been wiped out
     of; it held its votes until it could ask a leader how far the group had applied. The first
     leader died before node 1 asked it (its question waited for a 500 ms timer): node 1 then
-    refused every vote, and the two nodes left never elected anyone (20 s, and 18 terms later,
+    refused every vote, and the two nodes left never elected anyone (20 s, and about 30 terms later,
     still none). A node that saw its leader's election (and refused to vote in it) and has
     applied an entry of that leader's term holds every entry the group committed, so it votes
     again from then on, whatever happens to that leader.

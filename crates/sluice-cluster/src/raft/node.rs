@@ -201,16 +201,11 @@ impl MetadataNode {
         loop {
             // Checked on every change of the metrics, not only when a vote request comes: by
             // then this node may have left the leader's term (its own candidacy).
-            let holds = {
+            let lifted = {
                 let m = metrics.borrow_and_update();
-                guard.holds_the_groups_log(&m.vote, m.last_applied.as_ref())
+                guard.lift_if_it_holds_the_groups_log(&m.vote, m.last_applied.as_ref())
             };
-            if holds {
-                guard.open();
-                tracing::info!(
-                    "this node has applied an entry of the term of a leader elected without it: \
-                     voting again"
-                );
+            if lifted {
                 return;
             }
             if guard.is_undecided() {

@@ -179,6 +179,22 @@ impl VoteGuard {
             && self.refused_terms.lock().contains(&vote.leader_id.term)
     }
 
+    /// Lifts the guard for good if [`VoteGuard::holds_the_groups_log`]; whether it did.
+    pub fn lift_if_it_holds_the_groups_log(
+        &self,
+        vote: &Vote<u64>,
+        last_applied: Option<&LogId<u64>>,
+    ) -> bool {
+        if !self.holds_the_groups_log(vote, last_applied) {
+            return false;
+        }
+        self.open();
+        tracing::info!(
+            "this node has applied an entry of the term of a leader elected without it: voting again"
+        );
+        true
+    }
+
     /// The answer to a vote request for `term` while the guard holds (`None` once it is
     /// lifted, for good).
     pub fn refusal(&self, raft: &MetaRaft, term: u64) -> Option<VoteResponse<u64>> {
@@ -200,9 +216,7 @@ impl VoteGuard {
         if !undecided && until == 0 {
             return None;
         }
-        if self.holds_the_groups_log(&metrics.vote, metrics.last_applied.as_ref()) {
-            self.open();
-            tracing::info!("this node has applied an entry of the term of a leader elected without it: voting again");
+        if self.lift_if_it_holds_the_groups_log(&metrics.vote, metrics.last_applied.as_ref()) {
             return None;
         }
         if undecided {
