@@ -90,15 +90,6 @@ impl MetadataNode {
     ) -> Result<Arc<MetadataNode>, StartError> {
         let log = LogStore::open(&config.dir)?;
         let (state_machine, applied) = StateMachine::open(&config.dir)?;
-        let raft_config = Config {
-            cluster_name: "sluice-metadata".into(),
-            heartbeat_interval: config.heartbeat_interval_ms,
-            election_timeout_min: config.election_timeout_min_ms,
-            election_timeout_max: config.election_timeout_max_ms,
-            ..Default::default()
-        }
-        .validate()
-        .map_err(|e| StartError::Config(e.to_string()))?;
         let fresh = {
             let mut probe = log.clone();
             use openraft::storage::RaftLogStorage;
@@ -108,6 +99,18 @@ impl MetadataNode {
                 .map_err(|e| StartError::Raft(e.to_string()))?;
             state.last_log_id.is_none() && applied.borrow().last_applied.is_none()
         };
+        let raft_config = Config {
+            cluster_name: "sluice-metadata".into(),
+            heartbeat_interval: config.heartbeat_interval_ms,
+            election_timeout_min: config.election_timeout_min_ms,
+            election_timeout_max: config.election_timeout_max_ms,
+            // An empty store may be a wiped one: no candidacy until the vote guard (below)
+            // has settled that it is not, or that this log holds the group's again.
+            enable_elect: !fresh,
+            ..Default::default()
+        }
+        .validate()
+        .map_err(|e| StartError::Config(e.to_string()))?;
         let pool = Arc::new(ConnectionPool::default());
         let raft = MetaRaft::new(
             config.node_id,
@@ -152,7 +155,10 @@ impl MetadataNode {
                 }
             }
         }
-        let settle = vote_guard.is_undecided() || vote_guard.waits_for_leader();
+        let settle = vote_guard.holds();
+        if !settle {
+            raft.runtime_config().elect(true);
+        }
         let node = Arc::new(MetadataNode {
             id: config.node_id,
             raft,
@@ -184,7 +190,9 @@ impl MetadataNode {
 
     /// For a voter that started with an empty store: asks the other voters every 500 ms until
     /// one answers (then bootstraps a new group or holds its votes), and, holding, asks the
-    /// leader how far it has applied as soon as one is known (see [`super::wiped_voter`]).
+    /// leader how far it has applied as soon as one is known, then lifts the guard as soon as
+    /// this log reaches that (see [`super::wiped_voter`]). Only then may this node stand as a
+    /// candidate: the Raft node starts with elections off when its store is empty.
     ///
     /// "As soon as": the leader may be reachable only briefly (a node added and made a voter
     /// that stalls a moment later, while the leader dies). Asked on a 500 ms timer, that window
@@ -193,19 +201,28 @@ impl MetadataNode {
     /// sends on every pass of its core loop (so also right after a leader's first append), or
     /// 100 ms at most. (While undecided, before any voter answered, it still probes every
     /// 500 ms.) At every change it first checks whether this log already holds the group's
-    /// (an applied entry of the followed leader's term): then the guard is lifted for good.
+    /// (an applied entry of the followed leader's term), or is refilled: then the guard is
+    /// lifted for good.
     async fn settle_vote_guard(self: Arc<Self>, shutdown: CancellationToken) {
+        self.hold_until_settled(&shutdown).await;
+        if !self.vote_guard.holds() {
+            self.raft.runtime_config().elect(true);
+        }
+    }
+
+    async fn hold_until_settled(&self, shutdown: &CancellationToken) {
         let guard = &self.vote_guard;
         let mut metrics = self.raft.metrics();
         let mut tick = tokio::time::interval(Duration::from_millis(500));
         loop {
             // Checked on every change of the metrics, not only when a vote request comes: by
-            // then this node may have left the leader's term (its own candidacy).
+            // then this node may have left the leader's term (another's candidacy).
             let lifted = {
                 let m = metrics.borrow_and_update();
                 guard.lift_if_it_holds_the_groups_log(&m.vote, m.last_applied.as_ref())
+                    || guard.lift_if_refilled(m.last_log_index)
             };
-            if lifted {
+            if lifted || !guard.holds() {
                 return;
             }
             if guard.is_undecided() {
@@ -253,31 +270,32 @@ impl MetadataNode {
                     }
                 }
             }
-            if !guard.waits_for_leader() {
-                return;
+            if guard.waits_for_leader() {
+                let leader = metrics
+                    .borrow_and_update()
+                    .current_leader
+                    .filter(|l| *l != self.id);
+                let asked = match leader.and_then(|l| Some((l, self.address_of(l)?))) {
+                    Some((leader, addr)) => {
+                        super::wiped_voter::log_state(&self.pool, leader, &addr)
+                            .await
+                            .and_then(|s| s.last_applied_index)
+                            .map(|applied| (leader, applied))
+                    }
+                    None => None,
+                };
+                if let Some((leader, applied)) = asked {
+                    tracing::info!(
+                        leader,
+                        applied,
+                        "the metadata leader is known: voting again once this log reaches its applied index"
+                    );
+                    guard.leader_applied(applied);
+                    continue;
+                }
             }
-            let leader = metrics
-                .borrow_and_update()
-                .current_leader
-                .filter(|l| *l != self.id);
-            let asked = match leader.and_then(|l| Some((l, self.address_of(l)?))) {
-                Some((leader, addr)) => super::wiped_voter::log_state(&self.pool, leader, &addr)
-                    .await
-                    .and_then(|s| s.last_applied_index)
-                    .map(|applied| (leader, applied)),
-                None => None,
-            };
-            if let Some((leader, applied)) = asked {
-                tracing::info!(
-                    leader,
-                    applied,
-                    "the metadata leader is known: voting again once this log reaches its applied index"
-                );
-                guard.leader_applied(applied);
-                return;
-            }
-            // No leader yet, or it did not answer: wait for the next change (a leader's first
-            // append changes the metrics), at most 100 ms.
+            // No leader yet, it did not answer, or the log is still being refilled: wait for
+            // the next change (a leader's append changes the metrics), at most 100 ms.
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 changed = metrics.changed() => {
@@ -533,7 +551,13 @@ impl InternalHandler for MetadataNode {
                         tracing::debug!(candidate = ?rpc.vote, "vote refused: this node's metadata log is still being refilled");
                         InternalResponse::Vote(Ok(refused))
                     }
-                    None => InternalResponse::Vote(self.raft.vote(rpc).await),
+                    None => {
+                        // Lifted by this request: this node may stand as a candidate again.
+                        if !self.vote_guard.holds() {
+                            self.raft.runtime_config().elect(true);
+                        }
+                        InternalResponse::Vote(self.raft.vote(rpc).await)
+                    }
                 }
             }
             InternalRequest::LogState => {

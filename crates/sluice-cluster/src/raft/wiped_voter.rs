@@ -1,8 +1,10 @@
 //! A metadata voter that starts with an empty store while the group already exists (its disk
 //! was wiped or replaced) has forgotten its log and its vote. Raft counted both: an entry it
 //! helped commit may now be on a minority only, and its vote for a candidate that lacks that
-//! entry would elect a leader that loses it. Such a voter votes again only once a leader
-//! elected without it has brought it up to what that leader had applied.
+//! entry would elect a leader that loses it. Such a voter votes again, and stands as a
+//! candidate again, only once a leader elected without it has brought it up to what that
+//! leader had applied. (Its own candidacy: with a log refilled part of the way, a lagging
+//! voter's vote and its own would make it leader without the entries it lost.)
 //!
 //! ```text
 //!   start, store empty, a voter ─▶ ask the other voters (LogState, 1 s)
@@ -160,6 +162,31 @@ impl VoteGuard {
         self.leader_heard.store(true, Ordering::Release);
     }
 
+    /// Whether votes (and this node's own candidacy) are held back.
+    pub fn holds(&self) -> bool {
+        self.undecided.load(Ordering::Acquire) || self.until.load(Ordering::Acquire) != 0
+    }
+
+    /// Lifts the guard for good if a leader has said how far it had applied and this log
+    /// (ending at `last_log_index`) reaches that; whether it is lifted now.
+    pub fn lift_if_refilled(&self, last_log_index: Option<u64>) -> bool {
+        let until = self.until.load(Ordering::Acquire);
+        if until == 0 {
+            return !self.undecided.load(Ordering::Acquire);
+        }
+        if !self.leader_heard.load(Ordering::Acquire)
+            || last_log_index.is_none_or(|last| last < until)
+        {
+            return false;
+        }
+        self.until.store(0, Ordering::Release);
+        tracing::info!(
+            index = until,
+            "the metadata log is refilled up to what the group's leader had applied: voting again"
+        );
+        true
+    }
+
     pub fn is_undecided(&self) -> bool {
         self.undecided.load(Ordering::Acquire)
     }
@@ -222,15 +249,7 @@ impl VoteGuard {
         if undecided {
             return refuse();
         }
-        if self.leader_heard.load(Ordering::Acquire)
-            && metrics.last_log_index.is_some_and(|last| last >= until)
-        {
-            self.until.store(0, Ordering::Release);
-            tracing::info!(
-                index = until,
-                "the metadata log is refilled up to what the group's leader had applied: \
-                 voting again"
-            );
+        if self.lift_if_refilled(metrics.last_log_index) {
             return None;
         }
         refuse()
@@ -294,5 +313,26 @@ mod tests {
         assert!(!guard.holds_the_groups_log(&vote, Some(&applied)));
         guard.refused_terms.lock().insert(3);
         assert!(guard.holds_the_groups_log(&vote, Some(&applied)));
+    }
+
+    /// Refilled means: a leader has answered, and this log reaches both what it had applied
+    /// and what the voters said at the start.
+    #[test]
+    fn the_guard_lifts_once_a_leader_answered_and_the_log_reaches_its_applied_index() {
+        let guard = VoteGuard::default();
+        assert!(!guard.holds());
+        guard.undecided();
+        assert!(guard.holds());
+        assert!(!guard.lift_if_refilled(Some(100)));
+        guard.hold_until(5);
+        assert!(guard.holds());
+        // No leader has answered yet: the voters' answers at the start may all be stale.
+        assert!(!guard.lift_if_refilled(Some(100)));
+        guard.leader_applied(9);
+        assert!(!guard.lift_if_refilled(None));
+        assert!(!guard.lift_if_refilled(Some(8)));
+        assert!(guard.holds());
+        assert!(guard.lift_if_refilled(Some(9)));
+        assert!(!guard.holds());
     }
 }
