@@ -25,9 +25,10 @@ class Api:
         self.token = token
         self._doc = None
 
-    def call(self, method, path, body=None, raw=None, content_type="application/json", token=None):
+    def call(self, method, path, body=None, raw=None, content_type="application/json", token=None,
+             headers=None):
         data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
-        req = urllib.request.Request(self.base + path, data=data, method=method)
+        req = urllib.request.Request(self.base + path, data=data, method=method, headers=headers or {})
         if data is not None:
             req.add_header("Content-Type", content_type)
         tok = token or self.token
@@ -431,6 +432,35 @@ def test_admin_token(start_broker):
     with urllib.request.urlopen(urllib.request.Request(b.admin_url + "/metrics",
                                                        headers={"Authorization": "Bearer " + token}), timeout=5) as r:
         assert b"sluice_connections" in r.read()
+
+
+def test_a_web_page_cannot_use_an_open_admin_port(api, broker):
+    """An open admin port (no token: loopback only) must not serve a web page the browser was
+    tricked into reaching: by DNS rebinding (the page's own name, resolved again to 127.0.0.1:
+    the browser then sends that name as Host) or by a cross-site form post (Origin names the
+    page). Both are refused with 403 and change nothing; local names and the console's own
+    origin work."""
+    port = api.base.rsplit(":", 1)[1]
+    rebound = {"Host": f"attacker.example:{port}"}
+    for method, path, body in [("GET", "/api/topics", None), ("GET", "/metrics", None),
+                               ("POST", "/api/topics", {"name": "rebound", "partitions": 1})]:
+        status, err = api.call(method, path, body, headers=rebound)
+        assert status == 403 and "attacker.example" in err["error"] and "Host" in err["error"], (path, err)
+    for host in [f"localhost:{port}", f"127.0.0.1:{port}", f"LOCALHOST.:{port}"]:
+        assert api.call("GET", "/api/topics", headers={"Host": host})[0] == 200, host
+    # A form a page posts cross-site: text/plain needs no preflight, and the browser names the page.
+    cross = {"Origin": "http://attacker.example"}
+    status, err = api.call("POST", "/api/topics", {"name": "forged", "partitions": 1}, headers=cross,
+                           content_type="text/plain")
+    assert status == 403 and "cross-site" in err["error"], err
+    status, err = api.call("DELETE", "/api/topics/forged", headers={"Origin": f"http://127.0.0.1:{int(port) + 1}"})
+    assert status == 403, err
+    assert kafka_partitions(broker.bootstrap, "forged") is None
+    assert kafka_partitions(broker.bootstrap, "rebound") is None
+    # The console's own requests name its origin.
+    own = {"Origin": api.base}
+    assert api.call("POST", "/api/topics", {"name": "own-origin", "partitions": 1}, headers=own)[0] == 201
+    assert kafka_partitions(broker.bootstrap, "own-origin") == 1
 
 
 def serve_fails(*flags, env=None):

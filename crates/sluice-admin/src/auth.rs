@@ -232,6 +232,16 @@ pub async fn require_token(
     // With the authorizer on, a port without a token still needs a login (a SCRAM user):
     // otherwise every local process would be a super user.
     let open = state.token.is_none() && !state.broker.config().security.authorizer.enabled;
+    if let Some(refused) = crate::origin::refusal(
+        request.method(),
+        request.headers(),
+        open,
+        state.tls,
+        &state.local_names,
+    ) {
+        tracing::warn!(peer = ?peer, method = %request.method(), path = request.uri().path(), reason = %refused.message, "admin request refused");
+        return refused.into_response();
+    }
     let mut request = request;
     match header.as_deref() {
         Some(h) if h.starts_with("Bearer ") => match &state.token {

@@ -6,7 +6,9 @@
 //!   message browser ([`messages`]), consumer groups ([`groups`]), other clusters
 //!   ([`clusters`]); every error is JSON ([`error`]);
 //! - Prometheus `/metrics` and `/health`;
-//! - an optional admin token guarding all but the static files and `/health` ([`auth`]).
+//! - an optional admin token guarding all but the static files and `/health` ([`auth`]);
+//!   requests a web page made a browser send (DNS rebinding, cross-site changes) are refused
+//!   ([`origin`]).
 
 pub mod auth;
 pub mod clusters;
@@ -16,6 +18,7 @@ pub mod groups;
 pub mod history;
 pub mod messages;
 pub mod openapi;
+pub mod origin;
 pub mod overview;
 pub mod security;
 pub mod tls_listener;
@@ -49,6 +52,8 @@ pub struct AppState {
     pub admin_address: String,
     /// The port speaks HTTPS (a SCRAM user's password may then be sent with HTTP basic).
     pub tls: bool,
+    /// The names an open port answers to ([`origin`]).
+    pub local_names: origin::LocalNames,
 }
 
 impl AppState {
@@ -61,6 +66,7 @@ impl AppState {
             token: token.map(AdminToken::new),
             admin_address,
             tls: false,
+            local_names: origin::LocalNames::of_this_machine(),
         }
     }
 

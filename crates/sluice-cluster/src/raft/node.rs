@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -71,6 +72,10 @@ pub struct MetadataNode {
     pool: Arc<ConnectionPool>,
     /// Holds this node's votes back after it started with an empty store in an existing group.
     vote_guard: super::wiped_voter::VoteGuard,
+    /// The metadata directory (for the guard's marker file).
+    dir: PathBuf,
+    /// The guard's marker file is there (see [`super::wiped_voter::mark`]).
+    marked: AtomicBool,
 }
 
 impl std::fmt::Debug for MetadataNode {
@@ -99,6 +104,11 @@ impl MetadataNode {
                 .map_err(|e| StartError::Raft(e.to_string()))?;
             state.last_log_id.is_none() && applied.borrow().last_applied.is_none()
         };
+        // A node that stopped while its guard held (its log refilled part of the way) is
+        // guarded again: that log may still lack entries the group committed with its lost
+        // acknowledgements.
+        let marked = super::wiped_voter::marked(&config.dir);
+        let guarded = fresh || marked;
         let raft_config = Config {
             cluster_name: "sluice-metadata".into(),
             heartbeat_interval: config.heartbeat_interval_ms,
@@ -106,7 +116,7 @@ impl MetadataNode {
             election_timeout_max: config.election_timeout_max_ms,
             // An empty store may be a wiped one: no candidacy until the vote guard (below)
             // has settled that it is not, or that this log holds the group's again.
-            enable_elect: !fresh,
+            enable_elect: !guarded,
             ..Default::default()
         }
         .validate()
@@ -125,7 +135,7 @@ impl MetadataNode {
         let vote_guard = super::wiped_voter::VoteGuard::default();
         // Every node with an empty store, voter or not: a node made a voter at run time
         // (AddRaftVoter) is one in the group's membership though `--cluster` does not list it.
-        if fresh {
+        if guarded {
             let alone = voter && config.voters.keys().all(|id| *id == config.node_id);
             let probe = if alone {
                 Probe::New
@@ -143,7 +153,7 @@ impl MetadataNode {
                     );
                     vote_guard.hold_until(index);
                 }
-                Probe::New if voter => initialize(&raft, &config.voters).await?,
+                Probe::New if voter && fresh => initialize(&raft, &config.voters).await?,
                 Probe::New => {}
                 Probe::Unreached => {
                     tracing::info!(
@@ -155,8 +165,24 @@ impl MetadataNode {
                 }
             }
         }
+        let learner_addr = match (&config.learner_addr, voter) {
+            (_, true) => None,
+            (Some(addr), false) => Some(addr.clone()),
+            (None, false) => {
+                return Err(StartError::Config(format!(
+                    "node {} is not a voter and has no internal listener to join with",
+                    config.node_id
+                )))
+            }
+        };
         let settle = vote_guard.holds();
-        if !settle {
+        if settle {
+            // Written (and synced) before the internal listener serves anything.
+            super::wiped_voter::mark(&config.dir)?;
+        } else {
+            if marked {
+                super::wiped_voter::unmark(&config.dir)?;
+            }
             raft.runtime_config().elect(true);
         }
         let node = Arc::new(MetadataNode {
@@ -167,17 +193,13 @@ impl MetadataNode {
             propose_timeout: config.propose_timeout,
             pool,
             vote_guard,
+            dir: config.dir.clone(),
+            marked: AtomicBool::new(settle),
         });
         if settle {
             tokio::spawn(Arc::clone(&node).settle_vote_guard(shutdown.clone()));
         }
-        if !voter {
-            let addr = config.learner_addr.clone().ok_or_else(|| {
-                StartError::Config(format!(
-                    "node {} is not a voter and has no internal listener to join with",
-                    config.node_id
-                ))
-            })?;
+        if let Some(addr) = learner_addr {
             tokio::spawn(Arc::clone(&node).join_as_learner(addr, shutdown.clone()));
         }
         let stopping = Arc::clone(&node);
@@ -206,7 +228,19 @@ impl MetadataNode {
     async fn settle_vote_guard(self: Arc<Self>, shutdown: CancellationToken) {
         self.hold_until_settled(&shutdown).await;
         if !self.vote_guard.holds() {
-            self.raft.runtime_config().elect(true);
+            self.guard_lifted();
+        }
+    }
+
+    /// The guard no longer holds: this node may stand as a candidate, and a restart no longer
+    /// guards it.
+    fn guard_lifted(&self) {
+        self.raft.runtime_config().elect(true);
+        if self.marked.swap(false, Ordering::AcqRel) {
+            if let Err(e) = super::wiped_voter::unmark(&self.dir) {
+                // Only costs a guarded restart (it asks a leader again).
+                tracing::warn!(error = %e, "cannot remove the vote guard's marker file");
+            }
         }
     }
 
@@ -553,8 +587,8 @@ impl InternalHandler for MetadataNode {
                     }
                     None => {
                         // Lifted by this request: this node may stand as a candidate again.
-                        if !self.vote_guard.holds() {
-                            self.raft.runtime_config().elect(true);
+                        if self.marked.load(Ordering::Acquire) && !self.vote_guard.holds() {
+                            self.guard_lifted();
                         }
                         InternalResponse::Vote(self.raft.vote(rpc).await)
                     }

@@ -34,12 +34,16 @@
 //! which a wiped node no longer knows. Learners never vote, so the guard costs them nothing; a
 //! node that a leader reaches while it waits for answers knows the group exists.
 //!
+//! The guard lasts across restarts: a node that stops while it holds (its log refilled part of
+//! the way, so no longer empty) finds a marker file at its next start and is guarded again.
+//!
 //! A new group forms only with a majority of its voters up, so waiting for one of them to
 //! answer costs a first start nothing but the wait. KRaft closes the same hole with voter
 //! directory ids (KIP-853). Not covered: a node whose `--cluster` lists no other voter (a
 //! one-voter group that lost its store has nothing left to protect).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -118,6 +122,32 @@ pub async fn log_state(pool: &ConnectionPool, id: u64, addr: &str) -> Option<Log
     }
 }
 
+/// The file whose presence in the metadata directory says the guard held when the node
+/// stopped: a node restarted before its log was refilled is guarded again, though its store
+/// is no longer empty.
+const MARKER: &str = "vote-guard";
+
+pub fn marked(dir: &Path) -> bool {
+    dir.join(MARKER).exists()
+}
+
+/// Writes the marker, durably (file and directory synced).
+pub fn mark(dir: &Path) -> std::io::Result<()> {
+    let path = dir.join(MARKER);
+    let file = std::fs::File::create(&path)?;
+    file.sync_all()?;
+    std::fs::File::open(dir)?.sync_all()
+}
+
+/// Removes the marker, durably.
+pub fn unmark(dir: &Path) -> std::io::Result<()> {
+    match std::fs::remove_file(dir.join(MARKER)) {
+        Ok(()) => std::fs::File::open(dir)?.sync_all(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 /// The vote guard of a voter that started with an empty store.
 #[derive(Debug, Default)]
 pub struct VoteGuard {
@@ -131,35 +161,57 @@ pub struct VoteGuard {
     /// The terms of the vote requests refused since this node started (the newest
     /// [`REFUSED_TERMS_KEPT`]): elections held without this node.
     refused_terms: parking_lot::Mutex<BTreeSet<u64>>,
+    /// Lifted for good: nothing raises the guard again (the guard task and the vote handler
+    /// run at once; a probe answer that arrives after a lift must not undo it).
+    lifted: AtomicBool,
+    /// Held by every change of the fields above, so that a change and a lift do not
+    /// interleave.
+    changing: parking_lot::Mutex<()>,
 }
 
 /// How many refused terms [`VoteGuard`] remembers.
 const REFUSED_TERMS_KEPT: usize = 64;
 
 impl VoteGuard {
-    /// Refuses every vote until [`VoteGuard::decide`].
+    /// Refuses every vote until another voter answers (unless lifted already).
     pub fn undecided(&self) {
-        self.undecided.store(true, Ordering::Release);
+        let _changing = self.changing.lock();
+        if !self.lifted.load(Ordering::Acquire) {
+            self.undecided.store(true, Ordering::Release);
+        }
     }
 
     /// The group exists and had applied up to `index` (as far as the voters that answered
-    /// know): hold votes until a leader is heard from and this log reaches both.
+    /// know): hold votes until a leader is heard from and this log reaches both (unless
+    /// lifted already).
     pub fn hold_until(&self, index: u64) {
-        self.until.fetch_max(index.max(1), Ordering::AcqRel);
-        self.undecided.store(false, Ordering::Release);
+        let _changing = self.changing.lock();
+        if !self.lifted.load(Ordering::Acquire) {
+            self.until.fetch_max(index.max(1), Ordering::AcqRel);
+            self.undecided.store(false, Ordering::Release);
+        }
     }
 
     /// A new group, or a log that holds the group's (see [`holds_the_groups_log`]): vote
-    /// freely.
+    /// freely, for good.
     pub fn open(&self) {
+        let _changing = self.changing.lock();
+        self.lift();
+    }
+
+    fn lift(&self) {
+        self.lifted.store(true, Ordering::Release);
         self.until.store(0, Ordering::Release);
         self.undecided.store(false, Ordering::Release);
     }
 
     /// The current leader had applied up to `index` when asked.
     pub fn leader_applied(&self, index: u64) {
-        self.until.fetch_max(index.max(1), Ordering::AcqRel);
-        self.leader_heard.store(true, Ordering::Release);
+        let _changing = self.changing.lock();
+        if !self.lifted.load(Ordering::Acquire) {
+            self.until.fetch_max(index.max(1), Ordering::AcqRel);
+            self.leader_heard.store(true, Ordering::Release);
+        }
     }
 
     /// Whether votes (and this node's own candidacy) are held back.
@@ -170,6 +222,7 @@ impl VoteGuard {
     /// Lifts the guard for good if a leader has said how far it had applied and this log
     /// (ending at `last_log_index`) reaches that; whether it is lifted now.
     pub fn lift_if_refilled(&self, last_log_index: Option<u64>) -> bool {
+        let _changing = self.changing.lock();
         let until = self.until.load(Ordering::Acquire);
         if until == 0 {
             return !self.undecided.load(Ordering::Acquire);
@@ -179,7 +232,7 @@ impl VoteGuard {
         {
             return false;
         }
-        self.until.store(0, Ordering::Release);
+        self.lift();
         tracing::info!(
             index = until,
             "the metadata log is refilled up to what the group's leader had applied: voting again"
@@ -334,5 +387,35 @@ mod tests {
         assert!(guard.holds());
         assert!(guard.lift_if_refilled(Some(9)));
         assert!(!guard.holds());
+    }
+
+    /// Once lifted, an answer that arrives late (a probe's, a leader's) raises nothing again.
+    #[test]
+    fn a_lifted_guard_stays_lifted() {
+        let guard = VoteGuard::default();
+        guard.undecided();
+        guard.open();
+        guard.hold_until(7);
+        guard.undecided();
+        guard.leader_applied(9);
+        assert!(!guard.holds());
+        assert!(!guard.waits_for_leader());
+        let refilled = VoteGuard::default();
+        refilled.hold_until(3);
+        refilled.leader_applied(5);
+        assert!(refilled.lift_if_refilled(Some(5)));
+        refilled.hold_until(8);
+        assert!(!refilled.holds());
+    }
+
+    #[test]
+    fn the_marker_outlives_a_restart_until_removed() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        assert!(!super::marked(dir.path()));
+        super::mark(dir.path()).expect("marked");
+        assert!(super::marked(dir.path()));
+        super::unmark(dir.path()).expect("unmarked");
+        assert!(!super::marked(dir.path()));
+        super::unmark(dir.path()).expect("removing a missing marker is not an error");
     }
 }

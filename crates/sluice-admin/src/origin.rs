@@ -1,0 +1,263 @@
+//! Requests a web page made a browser send. Two checks, before any login:
+//!
+//! - **DNS rebinding.** An open admin port (no token, no authorizer: it listens on loopback
+//!   only) answers anyone on the machine. A web page can still reach it: its own host name,
+//!   resolved again to 127.0.0.1 after the page loaded, makes the browser treat the port as
+//!   the page's own origin, so the page may read the answers and send any request. The
+//!   browser sends that host name in `Host`, so an open port answers only a `Host` that is an
+//!   IP address, `localhost` (or a name under `.localhost`), or this machine's own host name
+//!   (which a page cannot make the browser resolve elsewhere); anything else gets 403. A port
+//!   with a token or logins needs no such check: the page does not have the credentials.
+//! - **Cross-site requests.** A page may send a form or a plain-text POST to any origin
+//!   without asking, and the browser attaches HTTP basic credentials it has cached for that
+//!   origin. So a request that changes something (any method but GET, HEAD and OPTIONS) whose
+//!   `Origin` names another origin than `Host` gets 403, unless it carries a bearer token
+//!   (which a browser never attaches by itself). Clients that are not browsers send no
+//!   `Origin`, and the console's own requests name its origin.
+
+use axum::http::{header, HeaderMap, Method, StatusCode};
+
+use crate::error::ApiError;
+
+/// The names an open port answers to besides IP addresses and `localhost`.
+#[derive(Debug, Clone, Default)]
+pub struct LocalNames {
+    names: Vec<String>,
+}
+
+impl LocalNames {
+    /// This machine's host name (from the kernel), and its first label.
+    pub fn of_this_machine() -> LocalNames {
+        let name = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        LocalNames::with(name.trim())
+    }
+
+    pub fn with(host_name: &str) -> LocalNames {
+        let full = normalized(host_name);
+        let mut names = Vec::new();
+        if !full.is_empty() {
+            if let Some((short, _)) = full.split_once('.') {
+                names.push(short.to_string());
+            }
+            names.push(full);
+        }
+        LocalNames { names }
+    }
+
+    /// Whether a `Host` header (`name`, `name:port`, `[v6]:port`) names this machine in a way
+    /// no web page can redirect.
+    pub fn trusts(&self, host: &str) -> bool {
+        let name = normalized(host_name(host));
+        name.parse::<std::net::IpAddr>().is_ok()
+            || name == "localhost"
+            || name.ends_with(".localhost")
+            || self.names.contains(&name)
+    }
+}
+
+fn normalized(name: &str) -> String {
+    name.trim().trim_end_matches('.').to_ascii_lowercase()
+}
+
+/// The host part of a `Host` header or of an origin's authority.
+fn host_name(authority: &str) -> &str {
+    if let Some(rest) = authority.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or(rest);
+    }
+    match authority.rsplit_once(':') {
+        Some((name, port)) if port.chars().all(|c| c.is_ascii_digit()) => name,
+        _ => authority,
+    }
+}
+
+/// `authority` with its scheme's default port made explicit, lower-cased.
+fn with_port(authority: &str, default_port: u16) -> String {
+    let authority = authority.trim().to_ascii_lowercase();
+    let has_port = match authority.rsplit_once(':') {
+        Some((name, port)) => {
+            !port.is_empty()
+                && port.chars().all(|c| c.is_ascii_digit())
+                && (!name.starts_with('[') || name.ends_with(']'))
+        }
+        None => false,
+    };
+    if has_port {
+        authority
+    } else {
+        format!("{authority}:{default_port}")
+    }
+}
+
+/// The refusal for a request a web page may have made, if it is one (see the module).
+/// `open`: the port takes requests without a login. `tls`: it speaks HTTPS.
+pub fn refusal(
+    method: &Method,
+    headers: &HeaderMap,
+    open: bool,
+    tls: bool,
+    names: &LocalNames,
+) -> Option<ApiError> {
+    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
+    if open {
+        match host {
+            Some(host) if names.trusts(host) => {}
+            Some(host) => {
+                return Some(ApiError::new(
+                    StatusCode::FORBIDDEN,
+                    format!(
+                        "Host '{host}' refused: an admin port without a token answers only \
+                         localhost, IP addresses and this machine's name (a web page could \
+                         otherwise reach it through its own name; set an admin token to use \
+                         other names)"
+                    ),
+                ))
+            }
+            // HTTP/1.0 without Host: not a browser.
+            None => {}
+        }
+    }
+    if matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS) {
+        return None;
+    }
+    let bearer = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("Bearer "));
+    let origin = headers.get(header::ORIGIN)?;
+    if bearer {
+        return None;
+    }
+    let origin = origin.to_str().unwrap_or("null");
+    let own_scheme = if tls { "https" } else { "http" };
+    let same = match (origin.split_once("://"), host) {
+        (Some((scheme, authority)), Some(host)) => {
+            let port = if scheme.eq_ignore_ascii_case("https") {
+                443
+            } else {
+                80
+            };
+            let own_port = if tls { 443 } else { 80 };
+            scheme.eq_ignore_ascii_case(own_scheme)
+                && with_port(authority, port) == with_port(host, own_port)
+        }
+        _ => false,
+    };
+    (!same).then(|| {
+        ApiError::new(
+            StatusCode::FORBIDDEN,
+            format!(
+                "cross-site request refused: Origin '{origin}' is not this admin port ({own_scheme}://{})",
+                host.unwrap_or("?")
+            ),
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::{HeaderMap, HeaderValue, Method};
+
+    use super::{refusal, LocalNames};
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.insert(*name, HeaderValue::from_static(value));
+        }
+        map
+    }
+
+    #[test]
+    fn an_open_port_answers_local_names_only() {
+        let names = LocalNames::with("bank-host-7.example.net");
+        for host in [
+            "127.0.0.1:8080",
+            "127.0.0.1",
+            "[::1]:8080",
+            "localhost:8080",
+            "LOCALHOST.",
+            "console.localhost:8080",
+            "bank-host-7:8080",
+            "bank-host-7.example.net:8080",
+            "10.0.0.5:8080",
+        ] {
+            assert!(names.trusts(host), "{host}");
+        }
+        for host in [
+            "attacker.example:8080",
+            "localhost.attacker.example",
+            "127.0.0.1.attacker.example:8080",
+            "bank-host-7.attacker.example",
+        ] {
+            assert!(!names.trusts(host), "{host}");
+        }
+        let get = Method::GET;
+        let rebound = headers(&[("host", "attacker.example:8080")]);
+        assert!(refusal(&get, &rebound, true, false, &names).is_some());
+        // With a login required the page has no credentials: not checked.
+        assert!(refusal(&get, &rebound, false, false, &names).is_none());
+        let local = headers(&[("host", "127.0.0.1:8080")]);
+        assert!(refusal(&get, &local, true, false, &names).is_none());
+    }
+
+    #[test]
+    fn a_change_from_another_origin_is_refused_unless_it_carries_a_bearer_token() {
+        let names = LocalNames::default();
+        let post = Method::POST;
+        let cross = headers(&[
+            ("host", "127.0.0.1:8080"),
+            ("origin", "http://attacker.example"),
+        ]);
+        let error = refusal(&post, &cross, true, false, &names).expect("refused");
+        assert!(
+            error.message.contains("attacker.example"),
+            "{}",
+            error.message
+        );
+        // Also where logins are needed: a browser attaches cached basic credentials.
+        assert!(refusal(&Method::DELETE, &cross, false, false, &names).is_some());
+        let null = headers(&[("host", "127.0.0.1:8080"), ("origin", "null")]);
+        assert!(refusal(&post, &null, false, false, &names).is_some());
+        let other_port = headers(&[
+            ("host", "127.0.0.1:8080"),
+            ("origin", "http://127.0.0.1:3000"),
+        ]);
+        assert!(refusal(&post, &other_port, true, false, &names).is_some());
+        let other_scheme = headers(&[
+            ("host", "127.0.0.1:8443"),
+            ("origin", "http://127.0.0.1:8443"),
+        ]);
+        assert!(refusal(&post, &other_scheme, false, true, &names).is_some());
+        // Reading is not refused for its origin (the browser keeps the answer from the page).
+        assert!(refusal(&Method::GET, &cross, true, false, &names).is_none());
+        let bearer = headers(&[
+            ("host", "127.0.0.1:8080"),
+            ("origin", "http://attacker.example"),
+            ("authorization", "Bearer t"),
+        ]);
+        assert!(refusal(&post, &bearer, false, false, &names).is_none());
+    }
+
+    #[test]
+    fn the_consoles_own_requests_and_non_browser_clients_pass() {
+        let names = LocalNames::default();
+        let post = Method::POST;
+        for (host, origin, tls) in [
+            ("127.0.0.1:8080", "http://127.0.0.1:8080", false),
+            ("localhost", "http://localhost:80", false),
+            ("LocalHost:8080", "http://localhost:8080", false),
+            ("[::1]:8443", "https://[::1]:8443", true),
+            ("127.0.0.1", "https://127.0.0.1", true),
+        ] {
+            let mut map = HeaderMap::new();
+            map.insert("host", HeaderValue::from_str(host).unwrap());
+            map.insert("origin", HeaderValue::from_str(origin).unwrap());
+            assert!(
+                refusal(&post, &map, true, tls, &names).is_none(),
+                "{host} {origin}"
+            );
+        }
+        let cli = headers(&[("host", "127.0.0.1:8080")]);
+        assert!(refusal(&post, &cli, true, false, &names).is_none());
+    }
+}
