@@ -230,3 +230,29 @@ def test_a_voter_that_started_before_the_others_votes_once_it_holds_its_leaders_
         f.result(timeout=30)
     for i in (first, other):
         wait_until(lambda: "made-after" in c.metadata(via=i).topics, 30, f"node {i} to list made-after")
+
+
+def test_a_node_stopped_while_its_vote_guard_held_is_guarded_again_until_refilled(cluster):
+    """A wiped node's vote guard used to live in memory only: stopped part of the way through its
+    refill, it came back with a store that was no longer empty and voted (and stood) at once,
+    with a log that could lack what the group had committed with its lost acknowledgements. A
+    guarded node now keeps a marker file (`cluster/vote-guard`) until its guard lifts. Here the
+    marker is left in a stopped follower's directory, as a stop mid-refill would leave it: the
+    node must start guarded, then lift the guard once a leader has refilled it, remove the
+    marker, and serve the cluster's metadata."""
+    c = cluster(3)
+    c.create_topic("kept", 1, replication_factor=3)
+    leader = wait_until(c.metadata_leader, 30, "a metadata leader")
+    node = next(i for i in c.ids if i != leader)
+    c.nodes[node].kill()
+    marker = c.nodes[node].data_dir / "cluster" / "vote-guard"
+    assert marker.parent.is_dir(), f"no metadata directory at {marker.parent}"
+    marker.touch()
+    c.nodes[node].start(wait=False)
+    c.wait_ready([node])
+    wait_until(lambda: not marker.exists(), 30, "the guard to lift and its marker to go")
+    log = c.nodes[node].log()
+    assert "stopped while its vote guard held" in log, "the marker was not read at start"
+    assert "refilled up to what the group's leader had applied" in log or \
+        "elected without it: voting again" in log, "the guard was not lifted by a refill"
+    assert "kept" in c.metadata(via=node).topics

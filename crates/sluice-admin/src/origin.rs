@@ -13,7 +13,10 @@
 //!   origin. So a request that changes something (any method but GET, HEAD and OPTIONS) whose
 //!   `Origin` names another origin than `Host` gets 403, unless it carries a bearer token
 //!   (which a browser never attaches by itself). Clients that are not browsers send no
-//!   `Origin`, and the console's own requests name its origin.
+//!   `Origin`, and the console's own requests name its origin. Behind a reverse proxy the
+//!   origin it names in `X-Forwarded-Host` (and `X-Forwarded-Proto`) counts as the port's own:
+//!   a page cannot add those headers to a request the browser sends without asking first
+//!   (and the port answers no CORS preflight).
 
 use axum::http::{header, HeaderMap, Method, StatusCode};
 
@@ -67,6 +70,14 @@ fn host_name(authority: &str) -> &str {
     match authority.rsplit_once(':') {
         Some((name, port)) if port.chars().all(|c| c.is_ascii_digit()) => name,
         _ => authority,
+    }
+}
+
+fn default_port(scheme: &str) -> u16 {
+    if scheme.eq_ignore_ascii_case("https") {
+        443
+    } else {
+        80
     }
 }
 
@@ -129,19 +140,30 @@ pub fn refusal(
     }
     let origin = origin.to_str().unwrap_or("null");
     let own_scheme = if tls { "https" } else { "http" };
-    let same = match (origin.split_once("://"), host) {
-        (Some((scheme, authority)), Some(host)) => {
-            let port = if scheme.eq_ignore_ascii_case("https") {
-                443
-            } else {
-                80
-            };
-            let own_port = if tls { 443 } else { 80 };
-            scheme.eq_ignore_ascii_case(own_scheme)
-                && with_port(authority, port) == with_port(host, own_port)
-        }
-        _ => false,
-    };
+    // The port itself, and the origin a reverse proxy in front of it says it serves (a page
+    // cannot add these headers to a request it may send without asking).
+    let forwarded = headers
+        .get("x-forwarded-host")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(',').next())
+        .map(|forwarded_host| {
+            let scheme = headers
+                .get("x-forwarded-proto")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.split(',').next())
+                .map_or(own_scheme, str::trim);
+            (scheme, forwarded_host.trim())
+        });
+    let same = origin.split_once("://").is_some_and(|(scheme, authority)| {
+        host.map(|host| (own_scheme, host))
+            .into_iter()
+            .chain(forwarded)
+            .any(|(own_scheme, own_authority)| {
+                scheme.eq_ignore_ascii_case(own_scheme)
+                    && with_port(authority, default_port(scheme))
+                        == with_port(own_authority, default_port(own_scheme))
+            })
+    });
     (!same).then(|| {
         ApiError::new(
             StatusCode::FORBIDDEN,
@@ -259,5 +281,33 @@ mod tests {
         }
         let cli = headers(&[("host", "127.0.0.1:8080")]);
         assert!(refusal(&post, &cli, true, false, &names).is_none());
+    }
+
+    /// Behind a reverse proxy that ends TLS: the browser names the proxy's origin, the proxy
+    /// says which one it serves.
+    #[test]
+    fn a_reverse_proxys_forwarded_origin_counts() {
+        let names = LocalNames::default();
+        let post = Method::POST;
+        let proxied = headers(&[
+            ("host", "127.0.0.1:8080"),
+            ("origin", "https://console.bank.example"),
+            ("x-forwarded-host", "console.bank.example"),
+            ("x-forwarded-proto", "https"),
+        ]);
+        assert!(refusal(&post, &proxied, false, false, &names).is_none());
+        let other = headers(&[
+            ("host", "127.0.0.1:8080"),
+            ("origin", "https://attacker.example"),
+            ("x-forwarded-host", "console.bank.example"),
+            ("x-forwarded-proto", "https"),
+        ]);
+        assert!(refusal(&post, &other, false, false, &names).is_some());
+        let wrong_scheme = headers(&[
+            ("host", "127.0.0.1:8080"),
+            ("origin", "https://console.bank.example"),
+            ("x-forwarded-host", "console.bank.example"),
+        ]);
+        assert!(refusal(&post, &wrong_scheme, false, false, &names).is_some());
     }
 }

@@ -143,13 +143,23 @@ impl MetadataNode {
                 super::wiped_voter::probe(&pool, config.node_id, &config.voters).await
             };
             match probe {
-                Probe::Exists(index) => {
+                Probe::Exists(index) if fresh => {
                     tracing::warn!(
                         node = config.node_id,
                         committed = index,
                         "this node's metadata store is empty but the group exists (a wiped \
                          disk?): it does not vote until a leader has brought its log up to the \
                          group's"
+                    );
+                    vote_guard.hold_until(index);
+                }
+                Probe::Exists(index) => {
+                    tracing::warn!(
+                        node = config.node_id,
+                        committed = index,
+                        "this node stopped while its vote guard held (its metadata log was \
+                         being refilled): it does not vote until a leader has brought its log \
+                         up to the group's"
                     );
                     vote_guard.hold_until(index);
                 }
