@@ -28,7 +28,7 @@ PARTITIONS = 6
 PER_PARTITION = 500
 TOTAL = PARTITIONS * PER_PARTITION
 PACE_S = 0.002           # "processing" time per record: slow enough that rebalances land mid-stream
-COMMIT_EVERY_S = 1.0     # periodic commits are rare, so each revoke commit carries real work
+COMMIT_EVERY_S = 2.5     # periodic commits are rare, so each revoke commit carries real work
 WORKER_LIMIT_S = 100     # no consumer thread runs longer than this
 
 
