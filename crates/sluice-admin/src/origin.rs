@@ -50,7 +50,7 @@ impl LocalNames {
     /// Whether a `Host` header (`name`, `name:port`, `[v6]:port`) names this machine in a way
     /// no web page can redirect.
     pub fn trusts(&self, host: &str) -> bool {
-        let name = normalized(host_name(host));
+        let name = normalized(split_authority(host).0);
         name.parse::<std::net::IpAddr>().is_ok()
             || name == "localhost"
             || name.ends_with(".localhost")
@@ -62,41 +62,34 @@ fn normalized(name: &str) -> String {
     name.trim().trim_end_matches('.').to_ascii_lowercase()
 }
 
-/// The host part of a `Host` header or of an origin's authority.
-fn host_name(authority: &str) -> &str {
+/// A `Host` header's or an origin's host (an IPv6 address without its brackets) and port, if
+/// it names one.
+fn split_authority(authority: &str) -> (&str, Option<&str>) {
+    let is_port = |p: &str| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit());
     if let Some(rest) = authority.strip_prefix('[') {
-        return rest.split(']').next().unwrap_or(rest);
+        return match rest.split_once(']') {
+            Some((host, tail)) => (host, tail.strip_prefix(':').filter(|p| is_port(p))),
+            None => (rest, None),
+        };
     }
     match authority.rsplit_once(':') {
-        Some((name, port)) if port.chars().all(|c| c.is_ascii_digit()) => name,
-        _ => authority,
+        Some((host, port)) if is_port(port) => (host, Some(port)),
+        _ => (authority, None),
     }
 }
 
-fn default_port(scheme: &str) -> u16 {
-    if scheme.eq_ignore_ascii_case("https") {
+/// Host and port of `authority`, the scheme's default port filled in, for comparing.
+fn endpoint(scheme: &str, authority: &str) -> (String, u16) {
+    let (host, port) = split_authority(authority.trim());
+    let default = if scheme.eq_ignore_ascii_case("https") {
         443
     } else {
         80
-    }
-}
-
-/// `authority` with its scheme's default port made explicit, lower-cased.
-fn with_port(authority: &str, default_port: u16) -> String {
-    let authority = authority.trim().to_ascii_lowercase();
-    let has_port = match authority.rsplit_once(':') {
-        Some((name, port)) => {
-            !port.is_empty()
-                && port.chars().all(|c| c.is_ascii_digit())
-                && (!name.starts_with('[') || name.ends_with(']'))
-        }
-        None => false,
     };
-    if has_port {
-        authority
-    } else {
-        format!("{authority}:{default_port}")
-    }
+    (
+        normalized(host),
+        port.and_then(|p| p.parse().ok()).unwrap_or(default),
+    )
 }
 
 /// The refusal for a request a web page may have made, if it is one (see the module).
@@ -160,8 +153,7 @@ pub fn refusal(
             .chain(forwarded)
             .any(|(own_scheme, own_authority)| {
                 scheme.eq_ignore_ascii_case(own_scheme)
-                    && with_port(authority, default_port(scheme))
-                        == with_port(own_authority, default_port(own_scheme))
+                    && endpoint(scheme, authority) == endpoint(own_scheme, own_authority)
             })
     });
     (!same).then(|| {

@@ -278,6 +278,9 @@ impl VoteGuard {
     /// The answer to a vote request for `term` while the guard holds (`None` once it is
     /// lifted, for good).
     pub fn refusal(&self, raft: &MetaRaft, term: u64) -> Option<VoteResponse<u64>> {
+        if !self.holds() {
+            return None; // the common case: no copy of the metrics
+        }
         let metrics = raft.metrics().borrow().clone();
         let refuse = || {
             let mut terms = self.refused_terms.lock();
