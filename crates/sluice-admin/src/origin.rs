@@ -14,7 +14,8 @@
 //!   `Origin` names another origin than `Host` gets 403, unless it carries a bearer token
 //!   (which a browser never attaches by itself). Clients that are not browsers send no
 //!   `Origin`, and the console's own requests name its origin. Behind a reverse proxy the
-//!   origin it names in `X-Forwarded-Host` (and `X-Forwarded-Proto`) counts as the port's own:
+//!   origin it names in `X-Forwarded-Host` (and `X-Forwarded-Proto`), or in the standard
+//!   `Forwarded` header's `host` (and `proto`), counts as the port's own:
 //!   a page cannot add those headers to a request the browser sends without asking first
 //!   (and the port answers no CORS preflight).
 
@@ -92,6 +93,87 @@ fn endpoint(scheme: &str, authority: &str) -> (String, u16) {
     )
 }
 
+/// The first value of a comma-separated header, trimmed (empty if the header is).
+fn first_value<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    let value = headers.get(name)?.to_str().ok()?;
+    value.split(',').next().map(str::trim)
+}
+
+/// The origin (scheme, authority) named by `X-Forwarded-Host` and `X-Forwarded-Proto`. An
+/// empty host names none; an empty proto names a scheme no origin has.
+fn x_forwarded(headers: &HeaderMap, own_scheme: &str) -> Option<(String, String)> {
+    let host = first_value(headers, "x-forwarded-host").filter(|h| !h.is_empty())?;
+    let scheme = match headers.get("x-forwarded-proto") {
+        None => own_scheme,
+        Some(_) => first_value(headers, "x-forwarded-proto").unwrap_or(""),
+    };
+    Some((scheme.to_string(), host.to_string()))
+}
+
+/// The origin named by the standard `Forwarded` header (RFC 7239) of the proxy nearest the
+/// client: its first element's `host` and `proto` parameters. Values may be quoted strings
+/// (which may hold `,`, `;` and backslash escapes). A malformed element, a parameter given
+/// twice (RFC 7239 section 4) or an empty host names no origin; an empty proto names a
+/// scheme no origin has.
+fn forwarded(headers: &HeaderMap, own_scheme: &str) -> Option<(String, String)> {
+    let value = headers.get("forwarded")?.to_str().ok()?;
+    let (mut host, mut proto) = (None, None);
+    for (name, value) in first_forwarded_element(value)? {
+        let slot = match name.as_str() {
+            "host" => &mut host,
+            "proto" => &mut proto,
+            _ => continue,
+        };
+        if slot.replace(value).is_some() {
+            return None;
+        }
+    }
+    let host = host.filter(|h| !h.is_empty())?;
+    Some((proto.unwrap_or_else(|| own_scheme.to_string()), host))
+}
+
+/// The `name=value` pairs of a `Forwarded` header's first element: names lower-cased,
+/// quoted values unquoted. `None` if it is malformed (a pair without `=`, an unclosed quote).
+fn first_forwarded_element(header: &str) -> Option<Vec<(String, String)>> {
+    let mut pairs = Vec::new();
+    let mut chars = header.chars();
+    loop {
+        let mut name = String::new();
+        let mut value = String::new();
+        let mut in_value = false;
+        let mut end_of_element = true;
+        while let Some(c) = chars.next() {
+            match c {
+                '"' if in_value => loop {
+                    match chars.next()? {
+                        '"' => break,
+                        '\\' => value.push(chars.next()?),
+                        other => value.push(other),
+                    }
+                },
+                '=' if !in_value => in_value = true,
+                ';' => {
+                    end_of_element = false;
+                    break;
+                }
+                ',' => break,
+                c if in_value => value.push(c),
+                c => name.push(c),
+            }
+        }
+        let name = name.trim().to_ascii_lowercase();
+        if !name.is_empty() || in_value {
+            if !in_value || name.is_empty() {
+                return None;
+            }
+            pairs.push((name, value.trim().to_string()));
+        }
+        if end_of_element {
+            return Some(pairs);
+        }
+    }
+}
+
 /// The refusal for a request a web page may have made, if it is one (see the module).
 /// `open`: the port takes requests without a login. `tls`: it speaks HTTPS.
 pub fn refusal(
@@ -133,27 +215,16 @@ pub fn refusal(
     }
     let origin = origin.to_str().unwrap_or("null");
     let own_scheme = if tls { "https" } else { "http" };
-    // The port itself, and the origin a reverse proxy in front of it says it serves (a page
+    // The port itself, and the origins a reverse proxy in front of it says it serves (a page
     // cannot add these headers to a request it may send without asking).
-    let forwarded = headers
-        .get("x-forwarded-host")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(',').next())
-        .map(|forwarded_host| {
-            let scheme = headers
-                .get("x-forwarded-proto")
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.split(',').next())
-                .map_or(own_scheme, str::trim);
-            (scheme, forwarded_host.trim())
-        });
+    let own = host.map(|host| (own_scheme.to_string(), host.to_string()));
     let same = origin.split_once("://").is_some_and(|(scheme, authority)| {
-        host.map(|host| (own_scheme, host))
-            .into_iter()
-            .chain(forwarded)
+        own.into_iter()
+            .chain(x_forwarded(headers, own_scheme))
+            .chain(forwarded(headers, own_scheme))
             .any(|(own_scheme, own_authority)| {
-                scheme.eq_ignore_ascii_case(own_scheme)
-                    && endpoint(scheme, authority) == endpoint(own_scheme, own_authority)
+                scheme.eq_ignore_ascii_case(&own_scheme)
+                    && endpoint(scheme, authority) == endpoint(&own_scheme, &own_authority)
             })
     });
     (!same).then(|| {
@@ -301,5 +372,78 @@ mod tests {
             ("x-forwarded-host", "console.bank.example"),
         ]);
         assert!(refusal(&post, &wrong_scheme, false, false, &names).is_some());
+        // RFC 7239: the first (nearest the client) element's host and proto.
+        let standard = headers(&[
+            ("host", "127.0.0.1:8080"),
+            ("origin", "https://console.bank.example"),
+            (
+                "forwarded",
+                "for=192.0.2.60;Proto=https;host=\"console.bank.example\", for=10.0.0.1;host=inner",
+            ),
+        ]);
+        assert!(refusal(&post, &standard, false, false, &names).is_none());
+        let standard_other = headers(&[
+            ("host", "127.0.0.1:8080"),
+            ("origin", "https://attacker.example"),
+            (
+                "forwarded",
+                "for=192.0.2.60;proto=https;host=console.bank.example",
+            ),
+        ]);
+        assert!(refusal(&post, &standard_other, false, false, &names).is_some());
+        let standard_no_proto = headers(&[
+            ("host", "127.0.0.1:8080"),
+            ("origin", "https://console.bank.example"),
+            ("forwarded", "host=console.bank.example"),
+        ]);
+        assert!(refusal(&post, &standard_no_proto, false, false, &names).is_some());
+        let post_with = |pairs: &[(&'static str, &'static str)]| {
+            let mut all = vec![
+                ("host", "127.0.0.1:8080"),
+                ("origin", "https://console.bank.example"),
+            ];
+            all.extend_from_slice(pairs);
+            refusal(&post, &headers(&all), false, false, &names).is_none()
+        };
+        // A quoted value may hold ';' and ',': it is one value, not more pairs.
+        assert!(!post_with(&[(
+            "forwarded",
+            "for=\"x;host=console.bank.example;proto=https\""
+        )]));
+        assert!(post_with(&[(
+            "forwarded",
+            "for=\"[2001:db8::1]:4711\";proto=https;host=\"console.bank.\\example\""
+        )]));
+        // A parameter given twice, an empty host, an empty proto, a malformed pair: no origin.
+        assert!(!post_with(&[(
+            "forwarded",
+            "host=console.bank.example;host=other;proto=https"
+        )]));
+        assert!(!post_with(&[("forwarded", "host=;proto=https")]));
+        assert!(!post_with(&[(
+            "forwarded",
+            "host=console.bank.example;proto="
+        )]));
+        assert!(!post_with(&[(
+            "forwarded",
+            "proto=https;host=console.bank.example;junk"
+        )]));
+        assert!(!post_with(&[(
+            "forwarded",
+            "proto=https;host=\"console.bank.example"
+        )]));
+        // The same rules for X-Forwarded-*: an empty proto is no scheme, an empty host no origin.
+        assert!(!post_with(&[
+            ("x-forwarded-host", "console.bank.example"),
+            ("x-forwarded-proto", " ")
+        ]));
+        assert!(!post_with(&[
+            ("x-forwarded-host", ""),
+            ("x-forwarded-proto", "https")
+        ]));
+        assert!(post_with(&[
+            ("x-forwarded-host", " console.bank.example , inner"),
+            ("x-forwarded-proto", "https,http")
+        ]));
     }
 }

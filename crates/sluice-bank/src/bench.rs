@@ -71,6 +71,9 @@ pub struct RunReport {
     pub drained: bool,
     pub faults: Vec<String>,
     pub processor_restarts: u32,
+    /// With `--faults` and two processors or more: whether the kept-down processor's
+    /// partitions were assigned to another processor while it was down.
+    pub hand_over_seen: bool,
     pub checker: Verdict,
 }
 
@@ -210,9 +213,20 @@ impl rdkafka::producer::ProducerContext for Failures {
 
 #[derive(Debug, Clone, Copy)]
 enum Fault {
+    /// SIGKILLed and started again at once (within its session timeout: it takes its
+    /// partitions back).
     Processor,
+    /// SIGKILLed and kept down past its session timeout, so its partitions move to the other
+    /// processors, which rebuild them while its last transaction may still be open.
+    ProcessorHandOver,
     Broker,
 }
+
+/// How long a processor stays down in a hand-over fault: the processors' session timeout
+/// (10 s) plus time for the group to move its partitions and the others to work them. A
+/// broker restart meanwhile starts the session timer again (the coordinator reloads the
+/// group), so it starts this time again too.
+const HAND_OVER_DOWN: Duration = Duration::from_secs(16);
 
 struct Processors {
     exe: PathBuf,
@@ -222,6 +236,13 @@ struct Processors {
     commit_records: usize,
     dir: PathBuf,
     children: Vec<Option<Child>>,
+    /// Processors kept down until then (a hand-over fault).
+    down_until: Vec<Option<std::time::Instant>>,
+    /// A processor kept down, the partitions it held, and how many `ASSIGNED` lines each
+    /// processor's log had when it went down.
+    handed: Option<(usize, Vec<i32>, Vec<usize>)>,
+    /// Whether another processor was assigned one of the kept-down processor's partitions.
+    hand_over_seen: bool,
     restarts: u32,
 }
 
@@ -251,9 +272,20 @@ impl Processors {
         Ok(())
     }
 
-    /// Restarts processors that ended on their own (an error; they are meant to run).
+    /// Restarts processors that ended on their own (an error; they are meant to run), and
+    /// those whose time down is over.
     fn supervise(&mut self) -> Result<(), BankError> {
+        let now = crate::clock::now();
         for i in 0..self.children.len() {
+            match self.down_until[i] {
+                Some(until) if now < until => continue,
+                Some(_) => {
+                    // Whatever the others were assigned meanwhile is in their logs.
+                    self.watch_hand_over();
+                    self.down_until[i] = None;
+                }
+                None => {}
+            }
             let ended = match self.children[i].as_mut() {
                 Some(c) => matches!(c.try_wait(), Ok(Some(_))),
                 None => true,
@@ -271,6 +303,72 @@ impl Processors {
             let _ = c.kill();
             let _ = c.wait();
         }
+    }
+
+    /// SIGKILLs a processor and keeps it down for `down`, watching for its partitions to be
+    /// assigned to another processor.
+    fn kill_for(&mut self, index: usize, down: Duration) {
+        self.kill(index);
+        self.down_until[index] = Some(crate::clock::now() + down);
+        let held = self.assignments(index).pop().unwrap_or_default();
+        let seen = (0..self.children.len())
+            .map(|i| self.assignments(i).len())
+            .collect();
+        self.handed = Some((index, held, seen));
+    }
+
+    /// Keeps a processor that is kept down down for `down` from now (the broker restarted:
+    /// its session starts again).
+    fn hold_again(&mut self, down: Duration) {
+        let until = crate::clock::now() + down;
+        for d in self.down_until.iter_mut().flatten() {
+            *d = (*d).max(until);
+        }
+    }
+
+    /// The partition lists of a processor's `ASSIGNED` lines, oldest first.
+    fn assignments(&self, index: usize) -> Vec<Vec<i32>> {
+        let log = std::fs::read_to_string(self.dir.join(format!("processor-{index}.log")))
+            .unwrap_or_default();
+        log.lines()
+            .filter_map(|l| l.strip_prefix("ASSIGNED ["))
+            .map(|rest| {
+                rest.trim_end_matches(']')
+                    .split(',')
+                    .filter_map(|p| p.trim().parse().ok())
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// Notes whether another processor has been assigned a partition of the one kept down.
+    fn watch_hand_over(&mut self) {
+        let Some((victim, held, seen)) = &self.handed else {
+            return;
+        };
+        let taken = (0..self.children.len()).filter(|i| i != victim).any(|i| {
+            self.assignments(i)
+                .iter()
+                .skip(seen.get(i).copied().unwrap_or(0))
+                .any(|parts| parts.iter().any(|p| held.contains(p)))
+        });
+        self.hand_over_seen |= taken;
+    }
+
+    /// Whether the processor kept down (if any) has been assigned partitions since it
+    /// returned.
+    fn kept_down_one_reassigned(&self) -> bool {
+        self.handed.as_ref().is_none_or(|(victim, _, seen)| {
+            self.assignments(*victim)
+                .iter()
+                .skip(seen.get(*victim).copied().unwrap_or(0))
+                .any(|parts| !parts.is_empty())
+        })
+    }
+
+    /// Whether no processor is being kept down.
+    fn all_up(&self) -> bool {
+        self.down_until.iter().all(Option::is_none)
     }
 
     fn kill_all(&mut self) {
@@ -317,6 +415,9 @@ fn run_once(
         commit_records: cfg.commit_records,
         dir: dir.to_path_buf(),
         children: (0..k).map(|_| None).collect(),
+        down_until: vec![None; k as usize],
+        handed: None,
+        hand_over_seen: false,
         restarts: 0,
     };
     for i in 0..k as usize {
@@ -363,8 +464,10 @@ fn run_once(
     let generator = std::thread::spawn(move || crate::generator::run(&gen_cfg));
 
     // Faults at random moments of the run: two processor SIGKILLs and, with a local broker,
-    // one broker SIGKILL and restart. A fault still due when the load ends (a slow restart
-    // delayed the plan) is made then, so every run has all of them.
+    // one broker SIGKILL and restart. With two processors or more the first killed one stays
+    // down past its session timeout (a hand-over: the others take its partitions under load,
+    // and give them back when it returns). A fault still due when the load ends (a slow
+    // restart delayed the plan) is made then, so every run has all of them.
     let start = crate::clock::now();
     let mut rng = Rng::new(cfg.seed ^ 0x5eed);
     let mut plan: Vec<(Duration, Fault)> = Vec::new();
@@ -373,7 +476,12 @@ fn run_once(
             cfg.duration
                 .mul_f64(lo + (hi - lo) * (rng.below(1000) as f64 / 1000.0))
         };
-        plan.push((at(&mut rng, 0.15, 0.35), Fault::Processor));
+        let first = if k >= 2 {
+            Fault::ProcessorHandOver
+        } else {
+            Fault::Processor
+        };
+        plan.push((at(&mut rng, 0.15, 0.35), first));
         if broker.is_some() {
             plan.push((at(&mut rng, 0.4, 0.6), Fault::Broker));
         }
@@ -389,6 +497,7 @@ fn run_once(
                 match (fault, broker.as_deref_mut()) {
                     (Fault::Broker, Some(b)) => {
                         b.crash_and_restart(Duration::from_millis(500))?;
+                        procs.hold_again(HAND_OVER_DOWN);
                         faults.push(format!(
                             "{t:.1}s: broker SIGKILLed, back after {:.1}s",
                             start.elapsed().as_secs_f64() - t
@@ -399,6 +508,15 @@ fn run_once(
                         let victim = rng.below(u64::from(k)) as usize;
                         procs.kill(victim);
                         faults.push(format!("{t:.1}s: processor {victim} SIGKILLed"));
+                    }
+                    (Fault::ProcessorHandOver, _) => {
+                        let victim = rng.below(u64::from(k)) as usize;
+                        procs.kill_for(victim, HAND_OVER_DOWN);
+                        faults.push(format!(
+                            "{t:.1}s: processor {victim} SIGKILLed, kept down {}s past its \
+                             last broker restart (its partitions move to the others)",
+                            HAND_OVER_DOWN.as_secs()
+                        ));
                     }
                 }
             }
@@ -427,7 +545,8 @@ fn run_once(
             acknowledged.iter().all(|id| o.first_steps.contains(id))
                 && o.debited.iter().all(|id| o.credited.contains(id))
         };
-        if done {
+        // A processor kept down is back, and assigned again, before the run ends.
+        if done && procs.all_up() && procs.kept_down_one_reassigned() {
             break true;
         }
         if crate::clock::now() > drain_by {
@@ -437,6 +556,8 @@ fn run_once(
         std::thread::sleep(Duration::from_millis(50));
     };
     let restarts = procs.restarts;
+    procs.watch_hand_over();
+    let hand_over_seen = procs.hand_over_seen;
     procs.kill_all();
     stop.store(true, Ordering::SeqCst);
     match monitor.join() {
@@ -513,6 +634,7 @@ fn run_once(
         drained,
         faults,
         processor_restarts: restarts,
+        hand_over_seen,
         checker: verdict,
     })
 }
