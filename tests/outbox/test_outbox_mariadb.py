@@ -12,7 +12,8 @@ import pytest
 from conftest import wait_until
 from outbox.conftest import run_relay
 from outbox.mariadb import MariaDB
-from outbox.workload import Writers, check, read_topics, setup_aggregates, table_truth
+from outbox.workload import (Writers, check, deleted_after_restart, read_topics,
+                             setup_aggregates, table_truth)
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -152,3 +153,33 @@ def test_rows_written_before_the_first_publish_survive_a_relay_restart(mariadb, 
     r.wait_state("active", 60)
     got = read_topics(broker.bootstrap, ["shop.order"], 5, 30)
     assert sorted(g[4] for g in got) == sorted(ids), got
+
+
+def test_rows_published_but_not_yet_deleted_when_the_relay_dies_are_deleted_after_its_restart(
+        mariadb, broker, relays):
+    """--delete-published: a relay whose DELETE of a published batch fails (here a trigger
+    refuses deletes) publishes nothing more and says why; SIGKILLed then, its successor reads
+    the change log again from the batch's start, deletes the published rows, publishes the
+    rest once, and empties the table."""
+    setup_aggregates(mariadb, "shop", 10)
+
+    def run(*sql):
+        conn = mariadb.connect("shop")
+        try:
+            with conn.cursor() as cur:
+                for q in sql:
+                    cur.execute(q)
+                rows = cur.fetchall()
+            conn.commit()
+            return rows
+        finally:
+            conn.close()
+
+    run("CREATE TABLE faults (refuse_deletes BOOL NOT NULL)",
+        "INSERT INTO faults VALUES (TRUE)",
+        "CREATE TRIGGER refuse_deletes BEFORE DELETE ON outbox FOR EACH ROW "
+        "BEGIN IF (SELECT refuse_deletes FROM faults) THEN "
+        "SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'the test refuses deletes'; END IF; END")
+    deleted_after_restart(mariadb, broker, relays, TOPICS,
+                          lambda: run("SELECT count(*) FROM outbox")[0][0],
+                          lambda: run("UPDATE faults SET refuse_deletes = FALSE"))

@@ -14,7 +14,8 @@ from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, 
 
 from conftest import wait_until
 from outbox.conftest import run_relay
-from outbox.workload import Writers, check, read_topics, setup_aggregates, table_truth
+from outbox.workload import (Writers, check, deleted_after_restart, read_topics,
+                             setup_aggregates, table_truth)
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -111,6 +112,39 @@ def test_delete_published_empties_the_table_and_a_restart_resumes_without_duplic
     assert len(ids) == len(set(ids)) == len(committed) + 1, \
         f"{len(ids)} records, {len(set(ids))} distinct, {len(committed) + 1} rows committed"
     assert committed <= set(ids)
+
+
+def test_rows_published_but_not_yet_deleted_when_the_relay_dies_are_deleted_after_its_restart(
+        postgres, broker, relays):
+    """--delete-published: a relay whose DELETE of a published batch fails (here a trigger
+    refuses deletes) publishes nothing more and says why; SIGKILLed then, its successor reads
+    the change log again from the batch's start, deletes the published rows, publishes the
+    rest once, and empties the table."""
+    setup_aggregates(postgres, "shop", 10)
+    with postgres.connect("shop", autocommit=True) as c:
+        c.execute("CREATE TABLE faults (refuse_deletes boolean NOT NULL)")
+        c.execute("INSERT INTO faults VALUES (true)")
+        c.execute("""CREATE FUNCTION refuse_deletes() RETURNS trigger LANGUAGE plpgsql AS $$
+                     BEGIN
+                       IF (SELECT refuse_deletes FROM faults) THEN
+                         RAISE EXCEPTION 'the test refuses deletes';
+                       END IF;
+                       RETURN OLD;
+                     END $$""")
+        c.execute("CREATE TRIGGER refuse_deletes BEFORE DELETE ON outbox FOR EACH ROW "
+                  "EXECUTE FUNCTION refuse_deletes()")
+
+    def left():
+        with postgres.connect("shop", autocommit=True) as c:
+            return c.execute("SELECT count(*) FROM outbox").fetchone()[0]
+
+    def allow_deletes():
+        with postgres.connect("shop", autocommit=True) as c:
+            c.execute("UPDATE faults SET refuse_deletes = false")
+
+    deleted_after_restart(postgres, broker, relays, TOPICS, left, allow_deletes)
+
+
 
 
 # --- bad input -------------------------------------------------------------------------------

@@ -229,3 +229,31 @@ def check(truth, versions, published, writers=None):
             problems.append(f"aggregate {agg}: {len(vs)} versions published, table says "
                             f"{versions.get(agg)}")
     return problems
+
+
+def deleted_after_restart(db, broker, relays, topics, left, allow_deletes):
+    """The --delete-published crash test of both sources (see its callers): `left()` counts
+    the outbox table's rows, `allow_deletes()` lifts the fault that refuses deletes."""
+    from conftest import wait_until
+    r = relays(db, broker, "--topic-prefix", "shop.", "--delete-published")
+    r.wait_state("active", 60)
+    writers = Writers(db, threads=2, aggregates=10, rollback=0.1).start(60, 60)
+    writers.join()
+    committed = set(writers.committed)
+    assert committed, "the writers committed nothing"
+    wait_until(lambda: "the test refuses deletes" in ((r.status() or {}).get("last_error") or ""),
+               30, f"the relay to report its failing delete: {r.log()[-2000:]}")
+    # Some rows were published (the batch whose delete failed), none deleted.
+    assert read_topics(broker.bootstrap, topics, 1, 30), "nothing was published"
+    assert left() == len(committed), f"{left()} rows in the table, {len(committed)} committed"
+    r.kill()
+    allow_deletes()
+    r = relays(db, broker, "--topic-prefix", "shop.", "--delete-published", name="again")
+    r.wait_state("active", 60)
+    wait_until(lambda: left() == 0, 30,
+               f"the restarted relay to delete the published rows: {r.log()[-2000:]}")
+    published = read_topics(broker.bootstrap, topics, len(committed), 30)
+    ids = [p[4] for p in published]
+    assert len(ids) == len(set(ids)) == len(committed), \
+        f"{len(ids)} records, {len(set(ids))} distinct, {len(committed)} rows committed"
+    assert set(ids) == committed

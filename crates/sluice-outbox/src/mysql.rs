@@ -310,8 +310,15 @@ impl MySqlSource {
     }
 
     /// Starts reading the binary log after `resume` (`FILE:OFFSET`), or at its current end
-    /// when nothing was published yet.
-    pub async fn stream(&mut self, resume: Option<&str>) -> Result<MySqlStream, OutboxError> {
+    /// when nothing was published yet; transactions ending at or before `skip_through` (the
+    /// position number of the last published one, if `resume` is earlier) are skipped as
+    /// published, their row ids kept for `take_skipped` if `keep_skipped`.
+    pub async fn stream(
+        &mut self,
+        resume: Option<&str>,
+        skip_through: Option<u64>,
+        keep_skipped: bool,
+    ) -> Result<MySqlStream, OutboxError> {
         let (file, offset) = match resume.and_then(parse_position) {
             Some(p) => p,
             None => {
@@ -365,9 +372,15 @@ impl MySqlSource {
             first_rotate: true,
             file,
             open: None,
-            resume: if resume.is_some() { resume_number } else { 0 },
+            resume: match (resume, skip_through) {
+                (Some(_), Some(through)) => through.max(resume_number),
+                (Some(_), None) => resume_number,
+                (None, _) => 0,
+            },
             started,
             seen: resume_number,
+            keep_skipped,
+            skipped: Vec::new(),
         })
     }
 }
@@ -394,6 +407,9 @@ pub struct MySqlStream {
     started: (u64, String),
     /// The position of the last event read.
     seen: u64,
+    /// Whether to keep the ids of the rows of transactions skipped as published.
+    keep_skipped: bool,
+    pub(crate) skipped: Vec<String>,
 }
 
 impl MySqlStream {
@@ -420,7 +436,11 @@ impl MySqlStream {
                 }
             })?;
         let txn = self.event(&event)?;
-        Ok(txn.filter(|t| t.end > self.resume))
+        Ok(crate::row::unless_published(
+            txn,
+            self.resume,
+            self.keep_skipped.then_some(&mut self.skipped),
+        ))
     }
 
     fn event(&mut self, event: &Event) -> Result<Option<SourceTxn>, OutboxError> {

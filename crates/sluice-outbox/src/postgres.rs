@@ -403,10 +403,17 @@ impl PgSource {
         }
     }
 
-    /// Starts the change stream after `resume` (the end of the last published transaction),
-    /// or at the slot's confirmed position when nothing was published yet. The slot is told
-    /// `resume` as flushed, never more, until the relay reports more.
-    pub async fn stream(&self, resume: Option<u64>) -> Result<PgStream, OutboxError> {
+    /// Starts the change stream after `start` (the end of the last published transaction,
+    /// or an earlier one to read the last batch again), or at the slot's confirmed position
+    /// when nothing was published yet; transactions ending at or before `skip_through` are
+    /// skipped as published (their row ids kept for `take_skipped` if `keep_skipped`). The
+    /// slot is told `start` as flushed, never more, until the relay reports more.
+    pub async fn stream(
+        &self,
+        start: Option<u64>,
+        skip_through: Option<u64>,
+        keep_skipped: bool,
+    ) -> Result<PgStream, OutboxError> {
         let host = match self.pg.get_hosts().first() {
             Some(Host::Tcp(h)) => h.clone(),
             _ => {
@@ -421,7 +428,8 @@ impl PgSource {
             .get_password()
             .map(|p| String::from_utf8_lossy(p).into_owned())
             .unwrap_or_default();
-        let start = Lsn::from_u64(resume.unwrap_or(0));
+        let resume = skip_through.or(start).unwrap_or(0);
+        let start = Lsn::from_u64(start.unwrap_or(0));
         let tls = self.tls.replication(&host);
         let config = ReplicationConfig::new(
             host,
@@ -451,7 +459,9 @@ impl PgSource {
         Ok(PgStream {
             client,
             decoder: Decoder::new(&self.cfg),
-            resume: resume.unwrap_or(0),
+            resume,
+            keep_skipped,
+            skipped: Vec::new(),
         })
     }
 }
@@ -462,6 +472,9 @@ pub struct PgStream {
     decoder: Decoder,
     /// Transactions ending at or before this were published already.
     resume: u64,
+    /// Whether to keep the ids of the rows of transactions skipped as published.
+    keep_skipped: bool,
+    pub(crate) skipped: Vec<String>,
 }
 
 impl PgStream {
@@ -477,7 +490,11 @@ impl PgStream {
                 OutboxError::Stream("the database ended the replication stream".into())
             })?;
         let txn = self.decoder.event(event)?;
-        Ok(txn.filter(|t| t.end > self.resume))
+        Ok(crate::row::unless_published(
+            txn,
+            self.resume,
+            self.keep_skipped.then_some(&mut self.skipped),
+        ))
     }
 
     /// Tells the database everything up to `end` is published: it may drop that WAL.

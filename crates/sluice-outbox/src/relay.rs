@@ -106,7 +106,7 @@ async fn session(
     let progress_topic = cfg.progress_topic();
     sink.ensure_topics(&[progress_topic.as_str()]).await?;
     let progress = block_in_place(|| sink.read_progress())?;
-    let mut published = progress.as_ref().map_or(0, |p| p.rows);
+    let published = progress.as_ref().map_or(0, |p| p.rows);
     match &progress {
         Some(p) => {
             tracing::info!(position = %p.position, rows = p.rows, "resuming after the committed position")
@@ -115,7 +115,19 @@ async fn session(
     }
     // The stream starts at the later of the two (the slot may be ahead: confirm_idle).
     let slot_position = source.start_position().await?;
-    let mut stream = source.stream(progress.as_ref()).await?;
+    // With --delete-published the last batch is read again (and skipped as published): a
+    // relay stopped between its commit and its delete deletes its rows now.
+    let mut stream = source
+        .stream(progress.as_ref(), cfg.delete_published)
+        .await?;
+    // What is committed before the next batch: rows, and the position (or the slot's).
+    let mut before = Before {
+        rows: published,
+        position: progress
+            .as_ref()
+            .map(|p| (p.end, p.position.clone()))
+            .or_else(|| (!cfg.is_mysql()).then(|| (slot_position, String::new()))),
+    };
     stats.set_position(
         slot_position.max(progress.as_ref().map_or(0, |p| p.end)),
         progress
@@ -132,8 +144,10 @@ async fn session(
                 position,
                 rows: 0,
                 source: cfg.source_identity(),
+                batch_start: None,
             };
             block_in_place(|| sink.publish(&[], &first))?;
+            before.position = Some((first.end, first.position));
         }
     }
     stats.activations.fetch_add(1, Ordering::Relaxed);
@@ -143,6 +157,18 @@ async fn session(
     let mut batch: Vec<SourceTxn> = Vec::new();
     let mut batch_rows = 0usize;
     loop {
+        let skipped = stream.take_skipped();
+        if !skipped.is_empty() {
+            // A failure ends the session before anything is confirmed past these rows, as a
+            // failed delete of a batch does: nothing more is published until deletes work.
+            let ids: Vec<&str> = skipped.iter().map(String::as_str).collect();
+            let deleted = source.delete(&ids).await?;
+            tracing::info!(
+                rows = skipped.len(),
+                deleted,
+                "deleted the rows of a transaction published before this session"
+            );
+        }
         stats.wal_end.store(stream.server_end(), Ordering::Relaxed);
         stats.pending_rows.store(
             u64::try_from(batch_rows + stream.pending_rows()).unwrap_or(u64::MAX),
@@ -187,17 +213,27 @@ async fn session(
             &mut sink,
             &mut stream,
             &batch,
-            published,
+            &before,
             stats,
         )
         .await?;
+        if let Some(last) = batch.last() {
+            before.position = Some((last.end, last.position.clone()));
+        }
         if let Some(why) = refused {
             return Err(OutboxError::Row(why));
         }
-        published += u64::try_from(batch_rows).unwrap_or(u64::MAX);
+        before.rows += u64::try_from(batch_rows).unwrap_or(u64::MAX);
         batch.clear();
         batch_rows = 0;
     }
+}
+
+/// What Sluice has committed before a batch: rows published in all, and the position (end,
+/// as the database writes it) where reading the change log again shows the batch.
+struct Before {
+    rows: u64,
+    position: Option<(u64, String)>,
 }
 
 async fn publish(
@@ -206,7 +242,7 @@ async fn publish(
     sink: &mut Sink,
     stream: &mut ChangeStream,
     batch: &[SourceTxn],
-    published_before: u64,
+    before: &Before,
     stats: &Stats,
 ) -> Result<(), OutboxError> {
     let Some(last) = batch.last() else {
@@ -216,15 +252,17 @@ async fn publish(
     let progress = Progress {
         end: last.end,
         position: last.position.clone(),
-        rows: published_before + u64::try_from(rows).unwrap_or(u64::MAX),
+        rows: before.rows + u64::try_from(rows).unwrap_or(u64::MAX),
         source: cfg.source_identity(),
+        batch_start: before.position.clone(),
     };
     match publish_txns(sink, batch, &progress).await {
         Ok(()) => {}
         // A row Sluice refuses: the transactions before its own are published one by one,
         // then the relay stops before it.
         Err(OutboxError::Row(why)) if batch.len() > 1 => {
-            let mut rows_so_far = published_before;
+            let mut rows_so_far = before.rows;
+            let mut start = before.position.clone();
             for txn in batch {
                 rows_so_far += u64::try_from(txn.rows.len()).unwrap_or(u64::MAX);
                 let one = Progress {
@@ -232,8 +270,10 @@ async fn publish(
                     position: txn.position.clone(),
                     rows: rows_so_far,
                     source: cfg.source_identity(),
+                    batch_start: start.replace((txn.end, txn.position.clone())),
                 };
                 publish_txns(sink, std::slice::from_ref(txn), &one).await?;
+                delete_published(cfg, source, std::slice::from_ref(txn)).await?;
                 stream.confirm(txn.end);
                 stats.set_position(txn.end, cfg.is_mysql().then_some(txn.position.as_str()));
             }
@@ -242,6 +282,9 @@ async fn publish(
         }
         Err(e) => return Err(e),
     }
+    // Deleted before the database may let that WAL go: a relay stopped in between reads the
+    // batch again after its restart and deletes its rows then.
+    delete_published(cfg, source, batch).await?;
     // Sluice has the rows and the position: the database may let that WAL go.
     stream.confirm(last.end);
     stats.set_position(last.end, cfg.is_mysql().then_some(last.position.as_str()));
@@ -257,11 +300,23 @@ async fn publish(
         crate::clock::now_us().saturating_sub(last.commit_time_us),
         Ordering::Relaxed,
     );
-    if cfg.delete_published {
-        let ids: Vec<&str> = batch
-            .iter()
-            .flat_map(|t| t.rows.iter().filter_map(|r| r.id.as_deref()))
-            .collect();
+    Ok(())
+}
+
+/// With `--delete-published`, deletes the rows of `txns` from the outbox table.
+async fn delete_published(
+    cfg: &OutboxConfig,
+    source: &mut Source,
+    txns: &[SourceTxn],
+) -> Result<(), OutboxError> {
+    if !cfg.delete_published {
+        return Ok(());
+    }
+    let ids: Vec<&str> = txns
+        .iter()
+        .flat_map(|t| t.rows.iter().filter_map(|r| r.id.as_deref()))
+        .collect();
+    if !ids.is_empty() {
         source.delete(&ids).await?;
     }
     Ok(())

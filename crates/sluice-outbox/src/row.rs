@@ -50,6 +50,23 @@ pub struct SourceTxn {
     pub unpublishable: Option<String>,
 }
 
+/// `txn` unless it ends at or before `published_through` (published already); the ids of a
+/// skipped transaction's rows go to `skipped` when given.
+pub fn unless_published(
+    txn: Option<SourceTxn>,
+    published_through: u64,
+    skipped: Option<&mut Vec<String>>,
+) -> Option<SourceTxn> {
+    let txn = txn?;
+    if txn.end > published_through {
+        return Some(txn);
+    }
+    if let Some(skipped) = skipped {
+        skipped.extend(txn.rows.into_iter().filter_map(|r| r.id));
+    }
+    None
+}
+
 /// The topic for an aggregatetype: the prefix and the value, which must be a legal Kafka
 /// topic name (letters, digits, `.`, `_`, `-`; at most 249 characters).
 pub fn topic_for(prefix: &str, aggregatetype: &str) -> Result<String, String> {
@@ -88,6 +105,37 @@ pub fn unroutable(row_id: Option<&str>, why: &str) -> OutboxError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn txn(end: u64, ids: &[&str]) -> SourceTxn {
+        SourceTxn {
+            end,
+            position: end.to_string(),
+            commit_time_us: 0,
+            rows: ids
+                .iter()
+                .map(|id| OutboxRow {
+                    id: Some(id.to_string()),
+                    topic: "t".into(),
+                    key: None,
+                    payload: None,
+                    headers: Vec::new(),
+                })
+                .collect(),
+            unpublishable: None,
+        }
+    }
+
+    #[test]
+    fn published_transactions_are_skipped_and_their_ids_kept_when_asked() {
+        let mut skipped = Vec::new();
+        assert!(unless_published(Some(txn(10, &["a", "b"])), 10, Some(&mut skipped)).is_none());
+        assert!(unless_published(Some(txn(5, &["c"])), 10, None).is_none());
+        assert_eq!(skipped, ["a", "b"]);
+        let later = unless_published(Some(txn(11, &["d"])), 10, Some(&mut skipped));
+        assert_eq!(later.map(|t| t.end), Some(11));
+        assert_eq!(skipped, ["a", "b"]);
+        assert!(unless_published(None, 10, Some(&mut skipped)).is_none());
+    }
 
     #[test]
     fn topics_are_the_prefix_and_the_aggregatetype() {

@@ -34,6 +34,12 @@ pub struct Progress {
     /// The database it is a position in (`OutboxConfig::source_identity`).
     #[serde(default)]
     pub source: String,
+    /// Where reading the change log again shows this batch's transactions (the position
+    /// committed before it), so a relay with `--delete-published` that stopped between the
+    /// commit and the delete can delete the batch's rows after its restart. `end` and
+    /// position as above.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_start: Option<(u64, String)>,
 }
 
 /// Records delivery failures so a failed commit can say which row Sluice refused.
@@ -407,4 +413,25 @@ fn too_large(row: &OutboxRow) -> OutboxError {
         row.size(),
         row.topic
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Progress;
+
+    /// A position a relay wrote before `batch_start` existed still reads (none: nothing to
+    /// read again), and one with it survives the round trip.
+    #[test]
+    fn progress_records_with_and_without_the_batch_start_read() {
+        let old: Progress =
+            serde_json::from_str(r#"{"end":42,"position":"0/2A","rows":7,"source":"pg"}"#)
+                .expect("an older record");
+        assert_eq!(old.batch_start, None);
+        let new = Progress {
+            batch_start: Some((40, "0/28".into())),
+            ..old
+        };
+        let text = serde_json::to_string(&new).expect("encodes");
+        assert_eq!(serde_json::from_str::<Progress>(&text).ok(), Some(new));
+    }
 }

@@ -78,14 +78,34 @@ impl Source {
         }
     }
 
-    pub async fn stream(&mut self, resume: Option<&Progress>) -> Result<ChangeStream, OutboxError> {
+    /// The change stream after the committed position `resume`. With `reread_last_batch`
+    /// it starts where that batch began instead, and hands the ids of the transactions it
+    /// skips as published to [`ChangeStream::take_skipped`] (`--delete-published`: a relay
+    /// stopped between a batch's commit and its delete deletes the rows then).
+    pub async fn stream(
+        &mut self,
+        resume: Option<&Progress>,
+        reread_last_batch: bool,
+    ) -> Result<ChangeStream, OutboxError> {
+        let batch_start = resume
+            .filter(|_| reread_last_batch)
+            .and_then(|p| p.batch_start.as_ref());
+        let skip_through = resume.map(|p| p.end);
         match self {
-            Source::Postgres(pg) => Ok(ChangeStream::Postgres(Box::new(
-                pg.stream(resume.map(|p| p.end)).await?,
-            ))),
-            Source::MySql(my) => Ok(ChangeStream::MySql(Box::new(
-                my.stream(resume.map(|p| p.position.as_str())).await?,
-            ))),
+            Source::Postgres(pg) => {
+                let start = batch_start.map(|b| b.0).or(skip_through);
+                Ok(ChangeStream::Postgres(Box::new(
+                    pg.stream(start, skip_through, reread_last_batch).await?,
+                )))
+            }
+            Source::MySql(my) => {
+                let start = batch_start
+                    .map(|b| b.1.as_str())
+                    .or(resume.map(|p| p.position.as_str()));
+                Ok(ChangeStream::MySql(Box::new(
+                    my.stream(start, skip_through, reread_last_batch).await?,
+                )))
+            }
         }
     }
 }
@@ -102,6 +122,15 @@ impl ChangeStream {
         match self {
             ChangeStream::Postgres(s) => s.confirm(end),
             ChangeStream::MySql(s) => s.confirm(end),
+        }
+    }
+
+    /// The ids of rows in transactions read again and skipped as published (see
+    /// [`Source::stream`]); empty unless asked for.
+    pub fn take_skipped(&mut self) -> Vec<String> {
+        match self {
+            ChangeStream::Postgres(s) => std::mem::take(&mut s.skipped),
+            ChangeStream::MySql(s) => std::mem::take(&mut s.skipped),
         }
     }
 
