@@ -145,8 +145,6 @@ def test_rows_published_but_not_yet_deleted_when_the_relay_dies_are_deleted_afte
     deleted_after_restart(postgres, broker, relays, TOPICS, left, allow_deletes)
 
 
-
-
 # --- bad input -------------------------------------------------------------------------------
 
 

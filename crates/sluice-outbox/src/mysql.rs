@@ -377,6 +377,7 @@ impl MySqlSource {
                 (Some(_), None) => resume_number,
                 (None, _) => 0,
             },
+            last_end: started.clone(),
             started,
             seen: resume_number,
             keep_skipped,
@@ -388,6 +389,8 @@ impl MySqlSource {
 struct OpenTxn {
     rows: Vec<OutboxRow>,
     unpublishable: Option<String>,
+    /// The end of the transaction before it (see `MySqlStream::last_end`).
+    begin: (u64, String),
 }
 
 pub struct MySqlStream {
@@ -407,6 +410,9 @@ pub struct MySqlStream {
     started: (u64, String),
     /// The position of the last event read.
     seen: u64,
+    /// The end of the last transaction read (any table's; the stream's start before the
+    /// first): reading from there shows the next transaction whole.
+    last_end: (u64, String),
     /// Whether to keep the ids of the rows of transactions skipped as published.
     keep_skipped: bool,
     pub(crate) skipped: Vec<String>,
@@ -467,6 +473,7 @@ impl MySqlStream {
                     self.open = Some(OpenTxn {
                         rows: Vec::new(),
                         unpublishable: None,
+                        begin: self.last_end.clone(),
                     });
                 } else if sql.eq_ignore_ascii_case("COMMIT") {
                     return Ok(self.finish(end, header.timestamp()));
@@ -521,10 +528,14 @@ impl MySqlStream {
     }
 
     fn finish(&mut self, end: u64, timestamp: u32) -> Option<SourceTxn> {
+        let number = position_number(&self.file, end);
+        let position = format!("{}:{end}", self.file);
+        self.last_end = (number, position.clone());
         let open = self.open.take()?;
         Some(SourceTxn {
-            end: position_number(&self.file, end),
-            position: format!("{}:{end}", self.file),
+            end: number,
+            position,
+            begin: Some(open.begin),
             commit_time_us: i64::from(timestamp) * 1_000_000,
             rows: open.rows,
             unpublishable: open.unpublishable,

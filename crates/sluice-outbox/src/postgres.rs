@@ -591,6 +591,7 @@ impl Decoder {
                     position: crate::stats::lsn_text(end_lsn.as_u64()),
                     commit_time_us: commit_time_micros.saturating_add(PG_EPOCH_US),
                     rows: open.rows,
+                    begin: None,
                     unpublishable: open.unpublishable,
                 }))
             }

@@ -254,10 +254,13 @@ async fn publish(
         position: last.position.clone(),
         rows: before.rows + u64::try_from(rows).unwrap_or(u64::MAX),
         source: cfg.source_identity(),
-        batch_start: before.position.clone(),
+        batch_start: batch
+            .first()
+            .and_then(|t| t.begin.clone())
+            .or_else(|| before.position.clone()),
     };
-    match publish_txns(sink, batch, &progress).await {
-        Ok(()) => {}
+    let deleted_each = match publish_txns(sink, batch, &progress).await {
+        Ok(()) => false,
         // A row Sluice refuses: the transactions before its own are published one by one,
         // then the relay stops before it.
         Err(OutboxError::Row(why)) if batch.len() > 1 => {
@@ -265,12 +268,13 @@ async fn publish(
             let mut start = before.position.clone();
             for txn in batch {
                 rows_so_far += u64::try_from(txn.rows.len()).unwrap_or(u64::MAX);
+                let previous = start.replace((txn.end, txn.position.clone()));
                 let one = Progress {
                     end: txn.end,
                     position: txn.position.clone(),
                     rows: rows_so_far,
                     source: cfg.source_identity(),
-                    batch_start: start.replace((txn.end, txn.position.clone())),
+                    batch_start: txn.begin.clone().or(previous),
                 };
                 publish_txns(sink, std::slice::from_ref(txn), &one).await?;
                 delete_published(cfg, source, std::slice::from_ref(txn)).await?;
@@ -279,12 +283,15 @@ async fn publish(
             }
             // Every transaction went through on its own: the refusal did not last.
             tracing::warn!(%why, "a batch was refused, but each of its transactions was taken");
+            true
         }
         Err(e) => return Err(e),
-    }
+    };
     // Deleted before the database may let that WAL go: a relay stopped in between reads the
     // batch again after its restart and deletes its rows then.
-    delete_published(cfg, source, batch).await?;
+    if !deleted_each {
+        delete_published(cfg, source, batch).await?;
+    }
     // Sluice has the rows and the position: the database may let that WAL go.
     stream.confirm(last.end);
     stats.set_position(last.end, cfg.is_mysql().then_some(last.position.as_str()));
@@ -317,7 +324,15 @@ async fn delete_published(
         .flat_map(|t| t.rows.iter().filter_map(|r| r.id.as_deref()))
         .collect();
     if !ids.is_empty() {
-        source.delete(&ids).await?;
+        let deleted = source.delete(&ids).await?;
+        if deleted < u64::try_from(ids.len()).unwrap_or(u64::MAX) {
+            // A trigger, a row-level security policy or a service that deleted them first.
+            tracing::warn!(
+                published = ids.len(),
+                deleted,
+                "fewer published rows were deleted than published"
+            );
+        }
     }
     Ok(())
 }

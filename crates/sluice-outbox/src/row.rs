@@ -45,6 +45,10 @@ pub struct SourceTxn {
     /// When the database committed it, in microseconds since the Unix epoch.
     pub commit_time_us: i64,
     pub rows: Vec<OutboxRow>,
+    /// Where reading the change log again shows it (end and position of the transaction
+    /// before it), where the source knows (MySQL; PostgreSQL's server starts decoding where
+    /// its slot needs anyway, so the relay uses the previous batch's end there).
+    pub begin: Option<(u64, String)>,
     /// Why a row of it cannot be published (it routes to no topic, say): the rows before it
     /// are published, then the relay stops.
     pub unpublishable: Option<String>,
@@ -121,6 +125,7 @@ mod tests {
                     headers: Vec::new(),
                 })
                 .collect(),
+            begin: None,
             unpublishable: None,
         }
     }
