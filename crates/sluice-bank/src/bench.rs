@@ -243,6 +243,8 @@ struct Processors {
     handed: Option<(usize, Vec<i32>, Vec<usize>)>,
     /// Whether another processor was assigned one of the kept-down processor's partitions.
     hand_over_seen: bool,
+    /// The commands topic's partition count.
+    partitions: usize,
     restarts: u32,
 }
 
@@ -356,13 +358,14 @@ impl Processors {
     }
 
     /// Whether the processor kept down (if any) has been assigned partitions since it
-    /// returned.
+    /// returned (or, with more processors than partitions, assigned at all: it may get none).
     fn kept_down_one_reassigned(&self) -> bool {
+        let more_processors = self.children.len() > self.partitions;
         self.handed.as_ref().is_none_or(|(victim, _, seen)| {
             self.assignments(*victim)
                 .iter()
                 .skip(seen.get(*victim).copied().unwrap_or(0))
-                .any(|parts| !parts.is_empty())
+                .any(|parts| !parts.is_empty() || more_processors)
         })
     }
 
@@ -418,6 +421,7 @@ fn run_once(
         down_until: vec![None; k as usize],
         handed: None,
         hand_over_seen: false,
+        partitions: usize::try_from(cfg.partitions).unwrap_or(0),
         restarts: 0,
     };
     for i in 0..k as usize {
@@ -505,7 +509,12 @@ fn run_once(
                     }
                     (Fault::Broker, None) => {}
                     (Fault::Processor, _) => {
-                        let victim = rng.below(u64::from(k)) as usize;
+                        // One that is running (not the one a hand-over keeps down).
+                        let up: Vec<usize> = (0..k as usize)
+                            .filter(|&i| procs.down_until[i].is_none())
+                            .collect();
+                        let pick = rng.below(up.len().max(1) as u64) as usize;
+                        let victim = up.get(pick).copied().unwrap_or(0);
                         procs.kill(victim);
                         faults.push(format!("{t:.1}s: processor {victim} SIGKILLed"));
                     }
