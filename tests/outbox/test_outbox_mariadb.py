@@ -157,10 +157,8 @@ def test_rows_written_before_the_first_publish_survive_a_relay_restart(mariadb, 
 
 def test_rows_published_but_not_yet_deleted_when_the_relay_dies_are_deleted_after_its_restart(
         mariadb, broker, relays):
-    """--delete-published: a relay whose DELETE of a published batch fails (here a trigger
-    refuses deletes) publishes nothing more and says why; SIGKILLed then, its successor reads
-    the change log again from the batch's start, deletes the published rows, publishes the
-    rest once, and empties the table."""
+    """The PostgreSQL test of the same name against MariaDB's binary log (a SIGNAL in a
+    trigger refuses the deletes): workload.deleted_after_restart."""
     setup_aggregates(mariadb, "shop", 10)
 
     def run(*sql):

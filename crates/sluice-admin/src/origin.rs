@@ -103,9 +103,10 @@ fn first_value<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 /// empty host names none; an empty proto names a scheme no origin has.
 fn x_forwarded(headers: &HeaderMap, own_scheme: &str) -> Option<(String, String)> {
     let host = first_value(headers, "x-forwarded-host").filter(|h| !h.is_empty())?;
-    let scheme = match headers.get("x-forwarded-proto") {
-        None => own_scheme,
-        Some(_) => first_value(headers, "x-forwarded-proto").unwrap_or(""),
+    let scheme = if headers.contains_key("x-forwarded-proto") {
+        first_value(headers, "x-forwarded-proto").unwrap_or("")
+    } else {
+        own_scheme
     };
     Some((scheme.to_string(), host.to_string()))
 }

@@ -382,10 +382,7 @@ impl Processors {
 
     fn assigned_lines(&self) -> usize {
         (0..self.children.len())
-            .filter(|i| {
-                std::fs::read_to_string(self.dir.join(format!("processor-{i}.log")))
-                    .is_ok_and(|s| s.contains("ASSIGNED"))
-            })
+            .filter(|&i| !self.assignments(i).is_empty())
             .count()
     }
 }

@@ -106,7 +106,6 @@ async fn session(
     let progress_topic = cfg.progress_topic();
     sink.ensure_topics(&[progress_topic.as_str()]).await?;
     let progress = block_in_place(|| sink.read_progress())?;
-    let published = progress.as_ref().map_or(0, |p| p.rows);
     match &progress {
         Some(p) => {
             tracing::info!(position = %p.position, rows = p.rows, "resuming after the committed position")
@@ -122,7 +121,7 @@ async fn session(
         .await?;
     // What is committed before the next batch: rows, and the position (or the slot's).
     let mut before = Before {
-        rows: published,
+        rows: progress.as_ref().map_or(0, |p| p.rows),
         position: progress
             .as_ref()
             .map(|p| (p.end, p.position.clone()))
