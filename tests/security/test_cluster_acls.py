@@ -63,6 +63,14 @@ def stop_all(c):
 def acl_cluster(cluster):
     """3 nodes (PLAINTEXT first, SASL_PLAINTEXT for clients), users admin and alice, then the
     authorizer on with admin the only super user."""
+    c = start_acl_cluster(cluster)
+    yield c
+    for node in c.nodes.values():       # closed while the nodes still run (no reconnect noise)
+        node.__dict__.pop("admin_clients", None)
+
+
+def start_acl_cluster(cluster, extra=()):
+    """acl_cluster's cluster; `extra`: more flags for every node once the authorizer is on."""
     c = cluster(3, start=False)
     for node in c.nodes.values():
         with_sasl_listener(node)
@@ -71,7 +79,7 @@ def acl_cluster(cluster):
         create_user(c.nodes[1], user, password)
     stop_all(c)
     for node in c.nodes.values():
-        node.extra += AUTHORIZER
+        node.extra += AUTHORIZER + list(extra)
         node.admin_login = ("admin", PASSWORDS["admin"])   # the admin port needs a login now
     c.start()
     for node in c.nodes.values():       # the users are known everywhere
@@ -80,9 +88,7 @@ def acl_cluster(cluster):
     # ... and every node is unfenced again (the restart fenced them until their heartbeats).
     wait_until(lambda: c.unfenced(admin(c.nodes[1])) == set(c.nodes), 20,
                f"all nodes unfenced ({c.describe()})")
-    yield c
-    for node in c.nodes.values():       # closed while the nodes still run (no reconnect noise)
-        node.__dict__.pop("admin_clients", None)
+    return c
 
 
 def node_ips(c):

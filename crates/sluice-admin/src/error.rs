@@ -55,7 +55,8 @@ impl From<BrokerError> for ApiError {
             | BrokerError::InvalidReplicationFactor(_)
             | BrokerError::InvalidReplicaAssignment(_)
             | BrokerError::InvalidConfig(_)
-            | BrokerError::InvalidRequest(_) => StatusCode::BAD_REQUEST,
+            | BrokerError::InvalidRequest(_)
+            | BrokerError::MessageTooLarge(_) => StatusCode::BAD_REQUEST,
             BrokerError::InvalidTxnState(_) => StatusCode::CONFLICT,
             BrokerError::NotAuthorized(..) => StatusCode::FORBIDDEN,
             BrokerError::Log(l) if !l.is_storage() => StatusCode::BAD_REQUEST,

@@ -26,6 +26,9 @@ pub enum BrokerError {
     InvalidConfig(#[from] ConfigError),
     #[error("{0}")]
     InvalidRequest(String),
+    /// A batch larger than the topic's `max.message.bytes` (as another node refused it).
+    #[error("{0}")]
+    MessageTooLarge(String),
     /// The ACLs do not allow the operation on the resource (TOPIC_, GROUP_, CLUSTER_ or
     /// TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
     #[error("not authorized: {1}")]
@@ -78,6 +81,7 @@ impl BrokerError {
             BrokerError::InvalidReplicaAssignment(_) => ResponseError::InvalidReplicaAssignment,
             BrokerError::InvalidConfig(_) => ResponseError::InvalidConfig,
             BrokerError::InvalidRequest(_) => ResponseError::InvalidRequest,
+            BrokerError::MessageTooLarge(_) => ResponseError::MessageTooLarge,
             BrokerError::NotAuthorized(error, _) => *error,
             BrokerError::NodeNotRegistered(_) => ResponseError::BrokerIdNotRegistered,
             BrokerError::PolicyViolation(_) => ResponseError::PolicyViolation,

@@ -1,7 +1,7 @@
-//! Writing one record from outside the Kafka protocol (the console's "produce a test
-//! record"): encoded as a batch and appended through the same checks as an acks=all Produce
-//! request, and answered as one is: once the record is committed (below the high watermark:
-//! on disk under `flush.mode=sync`, and held by the in-sync replicas in a cluster).
+//! Writing records from outside the Kafka protocol (the console's "produce a test record", the
+//! audit log's topic): encoded as a batch and appended through the same checks as an acks=all
+//! Produce request, and answered as one is: once the records are committed (below the high
+//! watermark: on disk under `flush.mode=sync`, and held by the in-sync replicas in a cluster).
 
 use std::sync::Arc;
 
@@ -51,47 +51,68 @@ impl Broker {
         partition: i32,
         record: NewRecord,
     ) -> Result<Published, BrokerError> {
+        self.publish_batch(topic, partition, vec![record])
+    }
+
+    /// Appends `records` (at least one) as one batch to a partition of an existing topic:
+    /// consecutive offsets from the returned one, committed together.
+    pub fn publish_batch(
+        &self,
+        topic: &str,
+        partition: i32,
+        records: Vec<NewRecord>,
+    ) -> Result<Published, BrokerError> {
         if crate::topics::is_internal(topic) {
             return Err(BrokerError::InvalidTopic(format!(
                 "{topic} is internal; only the broker writes to it"
             )));
         }
+        if records.is_empty() {
+            return Err(BrokerError::InvalidRequest("a batch of no records".into()));
+        }
         let p = self.partition_of(topic, partition)?;
         let config = p.config();
-        if config.compact && record.key.is_none() {
+        if config.compact && records.iter().any(|r| r.key.is_none()) {
             return Err(BrokerError::InvalidRequest(
                 "a compacted topic needs a key on every record".into(),
             ));
         }
-        let kafka_record = Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: 0,
-            sequence: -1,
-            timestamp: record.timestamp_ms.unwrap_or_else(|| self.clock.now_ms()),
-            key: record.key,
-            value: record.value,
-            headers: record
-                .headers
-                .into_iter()
-                .map(|(k, v)| (StrBytes::from_string(k), v))
-                .collect(),
-        };
+        let now_ms = self.clock.now_ms();
+        let kafka_records: Vec<Record> = records
+            .into_iter()
+            .zip(0i64..)
+            .map(|(record, offset)| Record {
+                transactional: false,
+                control: false,
+                delete_horizon: false,
+                partition_leader_epoch: -1,
+                producer_id: -1,
+                producer_epoch: -1,
+                timestamp_type: TimestampType::Creation,
+                offset,
+                // The batch's base sequence is the first record's (-1: no producer id); the
+                // encoder keeps records in one batch while offset - sequence stays the same.
+                sequence: i32::try_from(offset).unwrap_or(i32::MAX).wrapping_sub(1),
+                timestamp: record.timestamp_ms.unwrap_or(now_ms),
+                key: record.key,
+                value: record.value,
+                headers: record
+                    .headers
+                    .into_iter()
+                    .map(|(k, v)| (StrBytes::from_string(k), v))
+                    .collect(),
+            })
+            .collect();
         let mut buf = BytesMut::new();
         RecordBatchEncoder::encode(
             &mut buf,
-            std::slice::from_ref(&kafka_record),
+            &kafka_records,
             &RecordEncodeOptions {
                 version: 2,
                 compression: Compression::None,
             },
         )
-        .map_err(|e| BrokerError::InvalidRequest(format!("cannot encode the record: {e:#}")))?;
+        .map_err(|e| BrokerError::InvalidRequest(format!("cannot encode the records: {e:#}")))?;
         let validated = validate_produce(&buf, config.max_message_bytes).map_err(LogError::from)?;
         let info = p.append(validated, true)?;
         Ok(Published {
@@ -99,5 +120,43 @@ impl Broker {
             offset: info.base_offset.0,
             committed: (Arc::clone(&p), info.last_offset.plus(1)),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::broker_with_records;
+
+    fn value(v: &str) -> NewRecord {
+        NewRecord {
+            value: Some(Bytes::from(v.to_string())),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_batch_is_one_append_of_consecutive_offsets() {
+        let (_dir, broker) = broker_with_records("t", 2);
+        let batch = broker
+            .publish_batch("t", 0, vec![value("a"), value("b"), value("c")])
+            .expect("publish a batch");
+        // One append: its first offset and the end it waits on span the three records.
+        assert_eq!((batch.offset, batch.committed.1), (2, Offset(5)));
+        let next = broker.publish("t", 0, value("d")).expect("publish");
+        assert_eq!((next.offset, next.committed.1), (5, Offset(6)));
+    }
+
+    #[test]
+    fn an_empty_batch_or_an_internal_topic_is_refused() {
+        let (_dir, broker) = broker_with_records("t", 0);
+        assert!(matches!(
+            broker.publish_batch("t", 0, Vec::new()),
+            Err(BrokerError::InvalidRequest(_))
+        ));
+        assert!(matches!(
+            broker.publish("__consumer_offsets", 0, value("x")),
+            Err(BrokerError::InvalidTopic(_))
+        ));
     }
 }

@@ -2,6 +2,7 @@
 //! node holds no replica of is read on its leader (peer call `Browse`); a record is written by
 //! the partition's leader (peer call `Publish`) and answered once it is committed, as an
 //! acks=all Produce is, so the console never reports a record that a failover can take back.
+//! The audit log's topic writes its queued events the same way, as one batch (`PublishBatch`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -90,7 +91,8 @@ impl PublishAsk {
 pub(crate) fn refused(node: NodeId, refused: PeerRefused) -> BrokerError {
     let message = format!("node {node}: {}", refused.message);
     match refused.code {
-        Some(1) | Some(2) | Some(10) | Some(42) => BrokerError::InvalidRequest(message),
+        Some(10) => BrokerError::MessageTooLarge(message),
+        Some(1) | Some(2) | Some(42) => BrokerError::InvalidRequest(message),
         Some(87) => BrokerError::PolicyViolation(message),
         Some(3) => BrokerError::UnknownTopic(message),
         Some(17) => BrokerError::InvalidTopic(message),
@@ -188,12 +190,32 @@ impl Broker {
         partition: i32,
         record: NewRecord,
     ) -> Result<Landed, BrokerError> {
+        self.publish_batch_at_leader(topic, partition, vec![record])
+            .await
+    }
+
+    /// As [`Broker::publish_at_leader`], several records (at least one) as one batch: where the
+    /// first landed.
+    pub async fn publish_batch_at_leader(
+        &self,
+        topic: &str,
+        partition: i32,
+        records: Vec<NewRecord>,
+    ) -> Result<Landed, BrokerError> {
         let leader = match self.placement(topic, partition)?.0 {
-            Leader::Me => return self.publish_committed(topic, partition, record).await,
+            Leader::Me => return self.publish_committed(topic, partition, records).await,
             Leader::Other(leader) => leader,
             Leader::Nobody => return Err(offline(topic, partition)),
         };
-        let call = PeerCall::Publish(PublishAsk::new(topic, partition, &record));
+        let call = match records.as_slice() {
+            [record] => PeerCall::Publish(PublishAsk::new(topic, partition, record)),
+            _ => PeerCall::PublishBatch(
+                records
+                    .iter()
+                    .map(|r| PublishAsk::new(topic, partition, r))
+                    .collect(),
+            ),
+        };
         let landed = self
             .ask_peer(leader, &call, COMMIT_WAIT + Duration::from_secs(5))
             .await
@@ -202,14 +224,15 @@ impl Broker {
             .map_err(|e| BrokerError::ControllerUnavailable(format!("node {leader} answered {e}")))
     }
 
-    /// Writes `record` on a partition this node leads and waits until it is committed.
+    /// Writes `records` as one batch on a partition this node leads and waits until they are
+    /// committed.
     pub(crate) async fn publish_committed(
         &self,
         topic: &str,
         partition: i32,
-        record: NewRecord,
+        records: Vec<NewRecord>,
     ) -> Result<Landed, BrokerError> {
-        let published = self.publish(topic, partition, record)?;
+        let published = self.publish_batch(topic, partition, records)?;
         let landed = (published.partition, published.offset);
         match tokio::time::timeout(COMMIT_WAIT, published.committed()).await {
             Ok(outcome) => outcome.map(|()| landed),
@@ -220,6 +243,32 @@ impl Broker {
                 COMMIT_WAIT.as_secs()
             ))),
         }
+    }
+
+    /// A peer's `PublishBatch`: every record names the same partition.
+    pub(crate) async fn publish_asked_batch(
+        &self,
+        asks: Vec<PublishAsk>,
+    ) -> Result<Landed, BrokerError> {
+        let mut target: Option<(String, i32)> = None;
+        let mut records = Vec::with_capacity(asks.len());
+        for ask in asks {
+            let (topic, partition, record) = ask.record()?;
+            match &target {
+                None => target = Some((topic, partition)),
+                Some((t, p)) if *t == topic && *p == partition => {}
+                Some((t, p)) => {
+                    return Err(BrokerError::InvalidRequest(format!(
+                        "a batch for {t}-{p} holds a record for {topic}-{partition}"
+                    )))
+                }
+            }
+            records.push(record);
+        }
+        let Some((topic, partition)) = target else {
+            return Err(BrokerError::InvalidRequest("a batch of no records".into()));
+        };
+        self.publish_committed(&topic, partition, records).await
     }
 }
 

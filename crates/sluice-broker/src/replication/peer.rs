@@ -96,6 +96,9 @@ pub(crate) enum PeerCall {
     /// A console's test record for a partition the receiver leads, answered with its
     /// (partition, offset) once committed.
     Publish(PublishAsk),
+    /// Records for one partition the receiver leads, written as one batch (the audit log's
+    /// topic), answered with the first one's (partition, offset) once committed.
+    PublishBatch(Vec<PublishAsk>),
 }
 
 /// Why a peer gave no answer: the Kafka error it refused with, or none if it was not reached.
@@ -220,11 +223,15 @@ impl Broker {
             PeerCall::Publish(ask) => {
                 let landed = match ask.record() {
                     Ok((topic, partition, record)) => {
-                        self.publish_committed(&topic, partition, record).await
+                        self.publish_committed(&topic, partition, vec![record])
+                            .await
                     }
                     Err(e) => Err(e),
                 };
                 return answered(landed);
+            }
+            PeerCall::PublishBatch(asks) => {
+                return answered(self.publish_asked_batch(asks).await);
             }
             PeerCall::Groups => return answered(Ok(self.group_reports_here())),
             PeerCall::LogEnds { partitions } => {

@@ -1,19 +1,24 @@
 //! The audit log's topic sink (`audit_log_topic`): every security event as one record, the
 //! event's JSON as the value and the node's id as the key, on partition 0 of a topic of one
 //! partition (so the events of every node are in one order), with the cluster's default
-//! replication factor. The topic is created when the first event comes; a record that cannot
-//! be written (no leader, not committed in time) is dropped and counted as a full queue is,
-//! and said in the log at most every 30 s.
+//! replication factor. The topic is created when the first event comes. The events waiting
+//! in the queue are written together, as one batch (up to [`BATCH_EVENTS`] events or
+//! [`BATCH_BYTES`] of JSON): one commit round trip for all of them, so a flood of refused
+//! requests reaches the topic instead of overflowing the queue. A batch the topic refuses as
+//! too large is written again one event at a time. A record that cannot be written (no leader,
+//! not committed in time) is dropped and counted as a full queue is, and said in the log at
+//! most every 30 s.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use kafka_protocol::error::ResponseError;
 use tokio_util::sync::CancellationToken;
 
 use crate::broker::Broker;
 use crate::error::BrokerError;
 use crate::publish::NewRecord;
-use crate::security::audit::AuditEvent;
+use crate::security::audit::{AuditEvent, AuditLog};
 
 impl Broker {
     /// Starts producing the audit events to their topic, if `audit_log_topic` is set.
@@ -26,7 +31,7 @@ impl Broker {
             let mut created = false;
             let mut warned_ms = i64::MIN;
             loop {
-                let event = tokio::select! {
+                let first = tokio::select! {
                     () = shutdown.cancelled() => {
                         // What is still queued is lost with the process: counted, not silent.
                         while events.try_recv().is_ok() {
@@ -39,16 +44,26 @@ impl Broker {
                         None => return,
                     },
                 };
-                let written = async {
-                    if !created {
-                        broker.ensure_audit_topic(&topic).await?;
-                        created = true;
-                    }
-                    broker.write_audit_record(&topic, &event).await
+                let batch = waiting_batch(&broker.audit, first, &mut events);
+                let count = batch.len();
+                if count == 0 {
+                    continue;
                 }
-                .await;
-                if let Err(e) = written {
-                    broker.audit.count_dropped();
+                let mut written = Ok(());
+                if !created {
+                    written = broker
+                        .ensure_audit_topic(&topic)
+                        .await
+                        .map_err(|e| (e, count));
+                    created = written.is_ok();
+                }
+                if written.is_ok() {
+                    written = broker.write_audit_records(&topic, batch).await;
+                }
+                if let Err((e, lost)) = written {
+                    for _ in 0..lost {
+                        broker.audit.count_dropped();
+                    }
                     if matches!(e, BrokerError::UnknownTopic(_)) {
                         // Deleted meanwhile: made again with the next event.
                         created = false;
@@ -56,7 +71,7 @@ impl Broker {
                     let now = broker.now_ms();
                     if now.saturating_sub(warned_ms) >= 30_000 {
                         warned_ms = now;
-                        tracing::warn!(%topic, error = %e, "an audit event could not be written to its topic (dropped and counted; said at most every 30 s)");
+                        tracing::warn!(%topic, error = %e, lost, "audit events could not be written to their topic (dropped and counted; said at most every 30 s)");
                     }
                 }
             }
@@ -86,20 +101,135 @@ impl Broker {
         }
     }
 
-    async fn write_audit_record(&self, topic: &str, event: &AuditEvent) -> Result<(), BrokerError> {
-        let value = serde_json::to_vec(event)
-            .map_err(|e| BrokerError::InvalidRequest(format!("an audit event as JSON: {e}")))?;
-        self.publish_at_leader(
-            topic,
-            0,
-            NewRecord {
-                key: Some(bytes::Bytes::from(self.config.node_id.to_string())),
-                value: Some(bytes::Bytes::from(value)),
-                headers: Vec::new(),
-                timestamp_ms: None,
-            },
-        )
-        .await
-        .map(|_| ())
+    /// Writes `events` as one batch; when the topic refuses it as too large, one at a time.
+    /// On failure: the last error and how many events were not written.
+    async fn write_audit_records(
+        &self,
+        topic: &str,
+        values: Vec<Vec<u8>>,
+    ) -> Result<(), (BrokerError, usize)> {
+        let count = values.len();
+        let records: Vec<NewRecord> = values
+            .into_iter()
+            .map(|value| self.audit_record(value))
+            .collect();
+        let single = records.len() == 1;
+        match self
+            .publish_batch_at_leader(topic, 0, records.clone())
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if !single && e.response_error() == ResponseError::MessageTooLarge => {
+                let mut failed = None;
+                for record in records {
+                    if let Err(e) = self.publish_at_leader(topic, 0, record).await {
+                        failed = Some(match failed {
+                            None => (e, 1),
+                            Some((_, n)) => (e, n + 1),
+                        });
+                    }
+                }
+                failed.map_or(Ok(()), Err)
+            }
+            Err(e) => Err((e, count)),
+        }
+    }
+
+    fn audit_record(&self, value: Vec<u8>) -> NewRecord {
+        NewRecord {
+            key: Some(bytes::Bytes::from(self.config.node_id.to_string())),
+            value: Some(bytes::Bytes::from(value)),
+            headers: Vec::new(),
+            timestamp_ms: None,
+        }
+    }
+}
+
+/// At most this many events are written as one batch.
+pub const BATCH_EVENTS: usize = 2_000;
+/// A batch stops growing once its events' JSON reaches this size (under Kafka's default
+/// `max.message.bytes`, 1 MiB).
+pub const BATCH_BYTES: usize = 512 * 1024;
+
+/// `first` and the events queued behind it as JSON, up to [`BATCH_EVENTS`] or [`BATCH_BYTES`].
+/// An event that cannot be put in JSON (none can fail today) is counted as dropped.
+fn waiting_batch(
+    audit: &AuditLog,
+    first: AuditEvent,
+    events: &mut tokio::sync::mpsc::Receiver<AuditEvent>,
+) -> Vec<Vec<u8>> {
+    let mut batch = Vec::new();
+    let mut bytes = 0;
+    let mut next = Some(first);
+    while let Some(event) = next {
+        match serde_json::to_vec(&event) {
+            Ok(value) => {
+                bytes += value.len();
+                batch.push(value);
+            }
+            Err(_) => audit.count_dropped(),
+        }
+        if batch.len() >= BATCH_EVENTS || bytes >= BATCH_BYTES {
+            break;
+        }
+        next = events.try_recv().ok();
+    }
+    batch
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn denial(name: &str) -> AuditEvent {
+        AuditEvent::AuthorizationDenied {
+            time_ms: 1,
+            principal: "User:mallory".into(),
+            peer: "127.0.0.1:1".into(),
+            api: "Metadata".into(),
+            operation: "Describe",
+            resource_type: "topic",
+            resource_name: name.into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn the_queued_events_are_taken_in_order_up_to_the_batch_limit() {
+        let (sender, mut receiver) = tokio::sync::mpsc::channel(BATCH_EVENTS * 2);
+        for i in 0..BATCH_EVENTS + 5 {
+            sender.try_send(denial(&format!("t{i}"))).expect("queued");
+        }
+        let audit = AuditLog::off();
+        let first = waiting_batch(&audit, denial("first"), &mut receiver);
+        assert_eq!(first.len(), BATCH_EVENTS);
+        let names: Vec<String> = first[..3]
+            .iter()
+            .map(|v| {
+                let e: serde_json::Value = serde_json::from_slice(v).expect("json");
+                e["resource_name"].as_str().unwrap_or_default().to_string()
+            })
+            .collect();
+        assert_eq!(names, ["first", "t0", "t1"]);
+        // The rest (6 events) comes with the next one.
+        let second = waiting_batch(&audit, denial("next"), &mut receiver);
+        assert_eq!(second.len(), 7);
+        assert!(receiver.try_recv().is_err());
+    }
+
+    #[tokio::test]
+    async fn a_batch_stops_growing_at_its_byte_limit() {
+        let (sender, mut receiver) = tokio::sync::mpsc::channel(BATCH_EVENTS);
+        let long = "x".repeat(BATCH_BYTES / 4);
+        for _ in 0..10 {
+            sender.try_send(denial(&long)).expect("queued");
+        }
+        let batch = waiting_batch(&AuditLog::off(), denial(&long), &mut receiver);
+        // Each event is a little over a quarter of the limit: the fourth one passes it.
+        assert_eq!(batch.len(), 4);
+        assert!(audit_bytes(&batch) >= BATCH_BYTES);
+    }
+
+    fn audit_bytes(batch: &[Vec<u8>]) -> usize {
+        batch.iter().map(Vec::len).sum()
     }
 }
