@@ -39,6 +39,17 @@ def call(b, path, ca, method="GET", body=None, user=None, token=None, scheme="ht
         return e.code, e.read().decode()
 
 
+def admin_denials(b, ca):
+    """sluice_authorization_denials_total{api="admin-http"} on the HTTPS admin port."""
+    status, text = call(b, "/metrics", ca, token=TOKEN)
+    assert status == 200, text
+    for line in text.splitlines():
+        key, _, value = line.rpartition(" ")
+        if key == 'sluice_authorization_denials_total{api="admin-http"}':
+            return float(value)
+    return 0.0
+
+
 @pytest.fixture
 def https_broker(start_secure, tls_files):
     b = start_secure(extra=[*tls_flags(tls_files), "--admin-tls", "true", "--admin-token", TOKEN,
@@ -61,8 +72,11 @@ def test_https_admin_port_with_token_and_scram_users(https_broker, tls_files):
     status, text = call(b, "/api/topics", ca, user=("alice", "nope"))
     assert status == 401 and "wrong user name or password" in text
     # alice has no ACL: 403 naming what she needs; the topic list is empty, as Metadata's.
+    denied_before = admin_denials(b, ca)
     status, text = call(b, "/api/overview", ca, user=("alice", "alice-secret"))
     assert status == 403 and "Describe on the cluster" in text, text
+    # ... counted with the Kafka APIs' denials, under api="admin-http".
+    assert admin_denials(b, ca) == denied_before + 1
     assert call(b, "/api/topics", ca, user=("alice", "alice-secret")) == (200, [])
     sluice_cli("acl", "add", "--allow-principal", "User:alice", "--operation", "Describe",
                "--cluster", "-b", b.bootstrap)

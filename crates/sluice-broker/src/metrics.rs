@@ -35,6 +35,28 @@ impl EncodeLabelValue for ApiName {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DenialLabels {
+    api: DeniedApi,
+}
+
+/// Where a denied request came in: a Kafka API ("Fetch"), or the admin port ("admin-http":
+/// the console and the HTTP API).
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+enum DeniedApi {
+    Kafka(ApiKey),
+    AdminHttp,
+}
+
+impl EncodeLabelValue for DeniedApi {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        match self {
+            DeniedApi::Kafka(api) => write!(encoder, "{api:?}"),
+            DeniedApi::AdminHttp => encoder.write_str("admin-http"),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PartitionLabels {
     topic: String,
     partition: String,
@@ -70,7 +92,7 @@ pub struct Metrics {
     /// SASL logins, by outcome (`success`, `failure`).
     authentications: Family<OutcomeLabels, Counter>,
     tls_handshake_failures: Counter,
-    authorization_denials: Family<ApiLabels, Counter>,
+    authorization_denials: Family<DenialLabels, Counter>,
     connections_refused: Family<ReasonLabels, Counter>,
     throttled: Family<QuotaLabels, Counter>,
 }
@@ -193,9 +215,11 @@ impl Metrics {
             .inc();
     }
 
-    pub fn authorization_denied(&self, api: ApiKey) {
+    /// A denial by the ACLs, of a Kafka API's request or (`None`) of the admin port's.
+    pub fn authorization_denied(&self, api: Option<ApiKey>) {
+        let api = api.map_or(DeniedApi::AdminHttp, DeniedApi::Kafka);
         self.authorization_denials
-            .get_or_create(&ApiLabels { api: ApiName(api) })
+            .get_or_create(&DenialLabels { api })
             .inc();
     }
 }
@@ -246,7 +270,7 @@ pub fn render(broker: &Broker) -> String {
     );
     registry.register(
         "authorization_denials",
-        "Requests (or parts of them) the ACLs denied, by API",
+        "Requests (or parts of them) the ACLs denied, by Kafka API (admin-http: the admin port)",
         m.authorization_denials.clone(),
     );
     let audit_dropped = Counter::<u64>::default();

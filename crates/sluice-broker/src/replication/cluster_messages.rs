@@ -19,6 +19,9 @@ use crate::publish::NewRecord;
 
 /// How long a console's write waits to be committed before it answers 504.
 pub const COMMIT_WAIT: Duration = Duration::from_secs(30);
+/// How a node answers a peer call it cannot read (`peer::answer_peer`): a call an earlier
+/// version does not know.
+pub(super) const OLDER_NODE_REFUSAL: &str = "unreadable peer call";
 /// How long a console waits for another node's browse.
 const BROWSE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -92,8 +95,8 @@ pub(crate) fn refused(node: NodeId, refused: PeerRefused) -> BrokerError {
     let message = format!("node {node}: {}", refused.message);
     match refused.code {
         Some(10) => BrokerError::MessageTooLarge(message),
-        Some(1) | Some(2) | Some(42) => BrokerError::InvalidRequest(message),
-        Some(87) => BrokerError::PolicyViolation(message),
+        Some(1) | Some(2) | Some(42) | Some(87) => BrokerError::InvalidRequest(message),
+        Some(44) => BrokerError::PolicyViolation(message),
         Some(3) => BrokerError::UnknownTopic(message),
         Some(17) => BrokerError::InvalidTopic(message),
         Some(6) => BrokerError::NotLeader(message),
@@ -207,15 +210,33 @@ impl Broker {
             Leader::Other(leader) => leader,
             Leader::Nobody => return Err(offline(topic, partition)),
         };
-        let call = match records.as_slice() {
-            [record] => PeerCall::Publish(PublishAsk::new(topic, partition, record)),
-            _ => PeerCall::PublishBatch(
-                records
-                    .iter()
-                    .map(|r| PublishAsk::new(topic, partition, r))
-                    .collect(),
-            ),
+        let asks: Vec<PublishAsk> = records
+            .iter()
+            .map(|r| PublishAsk::new(topic, partition, r))
+            .collect();
+        let call = match <[PublishAsk; 1]>::try_from(asks) {
+            Ok([ask]) => return self.ask_publish(leader, PeerCall::Publish(ask)).await,
+            Err(asks) => PeerCall::PublishBatch(asks),
         };
+        match self.ask_publish(leader, call).await {
+            Err(BrokerError::ControllerUnavailable(message))
+                if message.contains(OLDER_NODE_REFUSAL) =>
+            {
+                // A node of an earlier version (a rolling upgrade) knows only `Publish`: one
+                // record per call, in order, stopping at the first refusal.
+                let mut first = None;
+                for record in &records {
+                    let call = PeerCall::Publish(PublishAsk::new(topic, partition, record));
+                    let landed = self.ask_publish(leader, call).await?;
+                    first.get_or_insert(landed);
+                }
+                first.ok_or_else(|| BrokerError::InvalidRequest("a batch of no records".into()))
+            }
+            answered => answered,
+        }
+    }
+
+    async fn ask_publish(&self, leader: NodeId, call: PeerCall) -> Result<Landed, BrokerError> {
         let landed = self
             .ask_peer(leader, &call, COMMIT_WAIT + Duration::from_secs(5))
             .await

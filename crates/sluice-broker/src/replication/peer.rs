@@ -11,6 +11,7 @@
 //!   admin console ──────────── Groups ───────────▶ every live node (the groups it coordinates)
 //!   admin console ──────────── Browse ───────────▶ a partition's leader (no replica here)
 //!   admin console ──────────── Publish ──────────▶ a partition's leader (answer once committed)
+//!   audit log's topic ──────── PublishBatch ─────▶ its partition's leader (answer once committed)
 //! ```
 //! Each answer comes once its writes are committed, so a coordinator that moves on has nothing
 //! a failover could take back. A refused call answers the Kafka error the caller acts on
@@ -25,7 +26,7 @@ use sluice_cluster::runtime::ClusterNode;
 use sluice_cluster::NodeId;
 use sluice_log::Marker;
 
-use super::cluster_messages::PublishAsk;
+use super::cluster_messages::{PublishAsk, OLDER_NODE_REFUSAL};
 use crate::broker::Broker;
 use crate::browse::BrowseRequest;
 use crate::txn::state::PendingOffset;
@@ -195,7 +196,7 @@ impl Broker {
     /// Answers a call another node sent here.
     async fn answer_peer(self: Arc<Self>, body: String) -> Result<String, String> {
         let call: PeerCall =
-            serde_json::from_str(&body).map_err(|e| format!("unreadable peer call: {e}"))?;
+            serde_json::from_str(&body).map_err(|e| format!("{OLDER_NODE_REFUSAL}: {e}"))?;
 
         let outcome = match call {
             PeerCall::Report { lag_of } => {

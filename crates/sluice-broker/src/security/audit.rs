@@ -120,7 +120,12 @@ impl AuditLog {
 
     /// Counts an event a sink could not take.
     pub(crate) fn count_dropped(&self) {
-        self.dropped.fetch_add(1, Ordering::Relaxed);
+        self.count_dropped_n(1);
+    }
+
+    pub(crate) fn count_dropped_n(&self, n: usize) {
+        self.dropped
+            .fetch_add(u64::try_from(n).unwrap_or(u64::MAX), Ordering::Relaxed);
     }
 
     /// Appends to `path` (created if missing) from a writer thread.

@@ -61,9 +61,7 @@ impl Broker {
                     written = broker.write_audit_records(&topic, batch).await;
                 }
                 if let Err((e, lost)) = written {
-                    for _ in 0..lost {
-                        broker.audit.count_dropped();
-                    }
+                    broker.audit.count_dropped_n(lost);
                     if matches!(e, BrokerError::UnknownTopic(_)) {
                         // Deleted meanwhile: made again with the next event.
                         created = false;
@@ -101,8 +99,10 @@ impl Broker {
         }
     }
 
-    /// Writes `events` as one batch; when the topic refuses it as too large, one at a time.
-    /// On failure: the last error and how many events were not written.
+    /// Writes `values` (events as JSON) as one batch; when the topic refuses it as too large,
+    /// one at a time, stopping at the first refusal. On failure: the error and how many events
+    /// were not written (or not known to be: a leader that did not answer in time may still
+    /// commit them).
     async fn write_audit_records(
         &self,
         topic: &str,
@@ -113,23 +113,18 @@ impl Broker {
             .into_iter()
             .map(|value| self.audit_record(value))
             .collect();
-        let single = records.len() == 1;
         match self
             .publish_batch_at_leader(topic, 0, records.clone())
             .await
         {
             Ok(_) => Ok(()),
-            Err(e) if !single && e.response_error() == ResponseError::MessageTooLarge => {
-                let mut failed = None;
-                for record in records {
+            Err(e) if count > 1 && e.response_error() == ResponseError::MessageTooLarge => {
+                for (written, record) in records.into_iter().enumerate() {
                     if let Err(e) = self.publish_at_leader(topic, 0, record).await {
-                        failed = Some(match failed {
-                            None => (e, 1),
-                            Some((_, n)) => (e, n + 1),
-                        });
+                        return Err((e, count - written));
                     }
                 }
-                failed.map_or(Ok(()), Err)
+                Ok(())
             }
             Err(e) => Err((e, count)),
         }
@@ -227,6 +222,36 @@ mod tests {
         // Each event is a little over a quarter of the limit: the fourth one passes it.
         assert_eq!(batch.len(), 4);
         assert!(audit_bytes(&batch) >= BATCH_BYTES);
+    }
+
+    #[tokio::test]
+    async fn a_batch_too_large_for_the_topic_is_written_one_event_at_a_time() {
+        let (_dir, broker) = crate::test_support::broker_with_records("other", 0);
+        let configs = BTreeMap::from([("max.message.bytes".to_string(), "1000".to_string())]);
+        broker
+            .topics()
+            .create("audit", 1, configs, false)
+            .expect("create the topic");
+        // Three events of ~300 bytes fit one by one, not together.
+        let values: Vec<Vec<u8>> = (0..3)
+            .map(|i| serde_json::to_vec(&denial(&format!("{i}{}", "x".repeat(100)))))
+            .collect::<Result<_, _>>()
+            .expect("json");
+        assert!(values.iter().all(|v| v.len() < 900));
+        assert!(matches!(
+            broker.write_audit_records("audit", values.clone()).await,
+            Ok(())
+        ));
+        let next = broker
+            .publish_batch("audit", 0, vec![broker.audit_record(values[0].clone())])
+            .expect("publish");
+        assert_eq!(next.offset, 3, "the three events were written, one each");
+        // One that is too large on its own is not written, and counted as not written.
+        let huge = serde_json::to_vec(&denial(&"y".repeat(2_000))).expect("json");
+        let refused = broker
+            .write_audit_records("audit", vec![values[1].clone(), huge, values[2].clone()])
+            .await;
+        assert!(matches!(refused, Err((_, 2))), "{refused:?}");
     }
 
     fn audit_bytes(batch: &[Vec<u8>]) -> usize {

@@ -216,9 +216,7 @@ impl Check<'_> {
             Some((cut, _)) => &name[..cut],
             None => name,
         };
-        if let Some(api) = self.api {
-            self.broker.metrics.authorization_denied(api);
-        }
+        self.broker.metrics.authorization_denied(self.api);
         let api = self
             .api
             .map_or_else(|| "admin-http".to_string(), |a| format!("{a:?}"));
