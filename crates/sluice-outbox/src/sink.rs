@@ -112,6 +112,8 @@ impl Sink {
             .set("linger.ms", "1")
             // The broker's and topic's limits decide what is too large, not the client's.
             .set("message.max.bytes", "67108864")
+            // Set, not left to the default, so that a refusal can name it (`too_large`).
+            .set("batch.size", PRODUCER_BATCH_BYTES.to_string())
             // Keys land where Kafka's Java producer puts them.
             .set("partitioner", "murmur2_random")
             .create_with_context(Deliveries::default())
@@ -404,20 +406,67 @@ impl Sink {
     }
 }
 
+/// The most one produce request's batch for a partition holds (librdkafka's `batch.size`).
+const PRODUCER_BATCH_BYTES: usize = 1_000_000;
+
 fn too_large(row: &OutboxRow) -> OutboxError {
+    // Kafka checks whole batches: a row smaller than the topic's limit may still be refused
+    // when the batch holding it (rows of the same partition, sent together) is not.
+    let cause = if row.size() >= PRODUCER_BATCH_BYTES {
+        String::new()
+    } else {
+        format!(
+            ", or the batch it was sent in is (Kafka checks whole batches; the relay sends a \
+             partition's rows in batches of up to {PRODUCER_BATCH_BYTES} bytes)"
+        )
+    };
     OutboxError::Row(format!(
-        "outbox {} ({} bytes) is larger than topic {} takes (its max.message.bytes, or the \
-         broker's message.max.bytes); the relay stops before it (it was not published, and \
-         nothing after it is): raise the topic's limit or make the row smaller",
+        "outbox {} ({} bytes) is larger than topic {} takes{cause} (its max.message.bytes, or \
+         the broker's message.max.bytes); the relay stops before it (it was not published, and \
+         nothing after it is): raise the topic's limit{} or make the row smaller",
         row.describe(),
         row.size(),
-        row.topic
+        row.topic,
+        if cause.is_empty() {
+            String::new()
+        } else {
+            format!(" (to {PRODUCER_BATCH_BYTES} bytes or more)")
+        },
     ))
 }
 
 #[cfg(test)]
 mod tests {
-    use super::Progress;
+    use super::{too_large, Progress, PRODUCER_BATCH_BYTES};
+    use crate::row::OutboxRow;
+
+    fn row(bytes: usize) -> OutboxRow {
+        OutboxRow {
+            id: Some("r1".into()),
+            topic: "shop.order".into(),
+            key: None,
+            payload: Some(vec![0; bytes]),
+            headers: Vec::new(),
+        }
+    }
+
+    /// A row smaller than a batch may have been refused for its batch: the message says so and
+    /// how far to raise the limit; one larger than any batch was refused for itself.
+    #[test]
+    fn a_refusal_names_the_batch_when_the_row_is_smaller_than_one() {
+        let small = too_large(&row(1_000)).to_string();
+        assert!(small.contains("row id r1 (1000 bytes) is larger than topic shop.order takes, or the batch it was sent in is"), "{small}");
+        assert!(
+            small.contains(&format!("to {PRODUCER_BATCH_BYTES} bytes or more")),
+            "{small}"
+        );
+        let big = too_large(&row(PRODUCER_BATCH_BYTES)).to_string();
+        assert!(
+            big.contains("is larger than topic shop.order takes (its max.message.bytes"),
+            "{big}"
+        );
+        assert!(!big.contains("batch"), "{big}");
+    }
 
     /// A position a relay wrote before `batch_start` existed still reads (none: nothing to
     /// read again), and one with it survives the round trip.
