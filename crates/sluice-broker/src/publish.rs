@@ -5,11 +5,10 @@
 
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
-use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use bytes::Bytes;
+use kafka_protocol::records::Compression;
+use sluice_client::records::encode_batch;
+use sluice_client::OutRecord;
 use sluice_log::{validate_produce, LogError, Offset};
 
 use crate::broker::Broker;
@@ -78,41 +77,17 @@ impl Broker {
             ));
         }
         let now_ms = self.clock.now_ms();
-        let kafka_records: Vec<Record> = records
+        let records: Vec<OutRecord> = records
             .into_iter()
-            .zip(0i64..)
-            .map(|(record, offset)| Record {
-                transactional: false,
-                control: false,
-                delete_horizon: false,
-                partition_leader_epoch: -1,
-                producer_id: -1,
-                producer_epoch: -1,
-                timestamp_type: TimestampType::Creation,
-                offset,
-                // The batch's base sequence is the first record's (-1: no producer id); the
-                // encoder keeps records in one batch while offset - sequence stays the same.
-                sequence: i32::try_from(offset).unwrap_or(i32::MAX).wrapping_sub(1),
-                timestamp: record.timestamp_ms.unwrap_or(now_ms),
-                key: record.key,
-                value: record.value,
-                headers: record
-                    .headers
-                    .into_iter()
-                    .map(|(k, v)| (StrBytes::from_string(k), v))
-                    .collect(),
+            .map(|r| OutRecord {
+                key: r.key,
+                value: r.value,
+                headers: r.headers,
+                timestamp_ms: r.timestamp_ms.unwrap_or(now_ms),
             })
             .collect();
-        let mut buf = BytesMut::new();
-        RecordBatchEncoder::encode(
-            &mut buf,
-            &kafka_records,
-            &RecordEncodeOptions {
-                version: 2,
-                compression: Compression::None,
-            },
-        )
-        .map_err(|e| BrokerError::InvalidRequest(format!("cannot encode the records: {e:#}")))?;
+        let buf = encode_batch(&records, Compression::None)
+            .map_err(|e| BrokerError::InvalidRequest(format!("cannot encode the records: {e}")))?;
         let validated = validate_produce(&buf, config.max_message_bytes).map_err(LogError::from)?;
         let info = p.append(validated, true)?;
         Ok(Published {
