@@ -178,17 +178,24 @@ def test_a_missing_table_or_column_is_named(postgres, broker):
         assert c.execute("SELECT count(*) FROM pg_replication_slots").fetchone()[0] == 0
 
 
-def test_a_row_sluice_cannot_take_stops_the_relay_before_it(postgres, broker, relays):
-    """A payload larger than its topic takes, and an aggregatetype that is no topic name: the
-    relay stops with the row's id and publishes nothing from that row on; the rows before it
-    are published once."""
-    # The relay's first start makes the slot: rows committed before it are not in the stream.
+def slot_and_limited_topic(postgres, broker, relays, max_message_bytes):
+    """Starts and stops a relay (its first start makes the slot: rows committed before it are
+    not in the stream), then creates topic shop.order with the given max.message.bytes;
+    returns the admin client."""
     first_start = relays(postgres, broker, "--topic-prefix", "shop.")
     first_start.wait_state("active", 60)
     first_start.stop()
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    admin.create_topics([NewTopic("shop.order", 1, 1,
-                                  config={"max.message.bytes": "2000"})])["shop.order"].result(30)
+    admin.create_topics([NewTopic("shop.order", 1, 1, config={
+        "max.message.bytes": str(max_message_bytes)})])["shop.order"].result(30)
+    return admin
+
+
+def test_a_row_sluice_cannot_take_stops_the_relay_before_it(postgres, broker, relays):
+    """A payload larger than its topic takes, and an aggregatetype that is no topic name: the
+    relay stops with the row's id and publishes nothing from that row on; the rows before it
+    are published once."""
+    admin = slot_and_limited_topic(postgres, broker, relays, 2000)
     first, big, after = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
     with postgres.connect("shop") as c:
         c.execute("INSERT INTO outbox VALUES (%s, 'order', 'a', 't', %s)", (first, b'small'))
@@ -224,12 +231,7 @@ def test_small_rows_refused_as_a_batch_are_named_so_and_published_once_the_limit
     that the batch may be the cause and how far to raise the limit (not only that the row is
     too large, which the operator would find untrue); once the limit is raised every row comes,
     once."""
-    first_start = relays(postgres, broker, "--topic-prefix", "shop.")
-    first_start.wait_state("active", 60)
-    first_start.stop()
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    admin.create_topics([NewTopic("shop.order", 1, 1,
-                                  config={"max.message.bytes": "20000"})])["shop.order"].result(30)
+    admin = slot_and_limited_topic(postgres, broker, relays, 20000)
     ids = [uuid.uuid4() for _ in range(200)]
     with postgres.connect("shop") as c:
         for i in ids:   # 200 rows of 1,000 bytes in one transaction: one partition's batch
