@@ -103,8 +103,7 @@ impl Access {
     }
 
     /// `Ok` when the user may `operation` the resource; else 403 naming what is needed (a
-    /// denial is logged and audited as the Kafka API's are; the per-API metric does not
-    /// count it).
+    /// denial is logged, audited and counted as the Kafka API's are, under `api="admin-http"`).
     pub fn require(
         &self,
         state: &AppState,

@@ -410,9 +410,10 @@ impl Sink {
 const PRODUCER_BATCH_BYTES: usize = 1_000_000;
 
 fn too_large(row: &OutboxRow) -> OutboxError {
-    // Kafka checks whole batches: a row smaller than the topic's limit may still be refused
-    // when the batch holding it (rows of the same partition, sent together) is not.
-    let cause = if row.size() >= PRODUCER_BATCH_BYTES {
+    // Kafka checks whole batches: a row within the topic's limit is still refused when the
+    // batch holding it (rows of the same partition, sent together) is larger than the limit.
+    // A row near a batch's size travels alone: then it is the row (1 KiB for the framing).
+    let cause = if row.size() + 1024 >= PRODUCER_BATCH_BYTES {
         String::new()
     } else {
         format!(

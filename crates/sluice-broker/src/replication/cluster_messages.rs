@@ -198,7 +198,8 @@ impl Broker {
     }
 
     /// As [`Broker::publish_at_leader`], several records (at least one) as one batch: where the
-    /// first landed.
+    /// first landed. A leader of an earlier version cannot read the batch call (a rolling
+    /// upgrade): its refusal is told by [`unknown_to_the_leader`], and nothing was written.
     pub async fn publish_batch_at_leader(
         &self,
         topic: &str,
@@ -210,33 +211,15 @@ impl Broker {
             Leader::Other(leader) => leader,
             Leader::Nobody => return Err(offline(topic, partition)),
         };
-        let asks: Vec<PublishAsk> = records
+        let mut asks: Vec<PublishAsk> = records
             .iter()
             .map(|r| PublishAsk::new(topic, partition, r))
             .collect();
-        let call = match <[PublishAsk; 1]>::try_from(asks) {
-            Ok([ask]) => return self.ask_publish(leader, PeerCall::Publish(ask)).await,
-            Err(asks) => PeerCall::PublishBatch(asks),
+        let call = if asks.len() == 1 {
+            PeerCall::Publish(asks.remove(0))
+        } else {
+            PeerCall::PublishBatch(asks)
         };
-        match self.ask_publish(leader, call).await {
-            Err(BrokerError::ControllerUnavailable(message))
-                if message.contains(OLDER_NODE_REFUSAL) =>
-            {
-                // A node of an earlier version (a rolling upgrade) knows only `Publish`: one
-                // record per call, in order, stopping at the first refusal.
-                let mut first = None;
-                for record in &records {
-                    let call = PeerCall::Publish(PublishAsk::new(topic, partition, record));
-                    let landed = self.ask_publish(leader, call).await?;
-                    first.get_or_insert(landed);
-                }
-                first.ok_or_else(|| BrokerError::InvalidRequest("a batch of no records".into()))
-            }
-            answered => answered,
-        }
-    }
-
-    async fn ask_publish(&self, leader: NodeId, call: PeerCall) -> Result<Landed, BrokerError> {
         let landed = self
             .ask_peer(leader, &call, COMMIT_WAIT + Duration::from_secs(5))
             .await
@@ -291,6 +274,12 @@ impl Broker {
         };
         self.publish_committed(&topic, partition, records).await
     }
+}
+
+/// Whether the leader refused a call because its version does not know it (nothing was done):
+/// send the records one [`Broker::publish_at_leader`] at a time instead.
+pub fn unknown_to_the_leader(e: &BrokerError) -> bool {
+    matches!(e, BrokerError::ControllerUnavailable(m) if m.contains(OLDER_NODE_REFUSAL))
 }
 
 pub(super) fn offline(topic: &str, partition: i32) -> BrokerError {

@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use crate::broker::Broker;
 use crate::error::BrokerError;
 use crate::publish::NewRecord;
+use crate::replication::cluster_messages::unknown_to_the_leader;
 use crate::security::audit::{AuditEvent, AuditLog};
 
 impl Broker {
@@ -99,8 +100,9 @@ impl Broker {
         }
     }
 
-    /// Writes `values` (events as JSON) as one batch; when the topic refuses it as too large,
-    /// one at a time, stopping at the first refusal. On failure: the error and how many events
+    /// Writes `values` (events as JSON) as one batch; when the topic refuses it as too large
+    /// (or the leader, of an earlier version, cannot read a batch), one at a time, stopping at
+    /// the first refusal. On failure: the error and how many events
     /// were not written (or not known to be: a leader that did not answer in time may still
     /// commit them).
     async fn write_audit_records(
@@ -118,7 +120,11 @@ impl Broker {
             .await
         {
             Ok(_) => Ok(()),
-            Err(e) if count > 1 && e.response_error() == ResponseError::MessageTooLarge => {
+            Err(e)
+                if count > 1
+                    && (e.response_error() == ResponseError::MessageTooLarge
+                        || unknown_to_the_leader(&e)) =>
+            {
                 for (written, record) in records.into_iter().enumerate() {
                     if let Err(e) = self.publish_at_leader(topic, 0, record).await {
                         return Err((e, count - written));
