@@ -29,7 +29,6 @@ impl Broker {
         };
         let broker = Arc::clone(self);
         tokio::spawn(async move {
-            let mut created = false;
             let mut warned_ms = i64::MIN;
             loop {
                 let first = tokio::select! {
@@ -50,23 +49,14 @@ impl Broker {
                 if count == 0 {
                     continue;
                 }
-                let mut written = Ok(());
-                if !created {
-                    written = broker
-                        .ensure_audit_topic(&topic)
-                        .await
-                        .map_err(|e| (e, count));
-                    created = written.is_ok();
-                }
-                if written.is_ok() {
-                    written = broker.write_audit_records(&topic, batch).await;
-                }
+                // Made when the first event comes, and again if it was deleted meanwhile
+                // (a lookup in the metadata when it exists).
+                let written = match broker.ensure_audit_topic(&topic).await {
+                    Ok(()) => broker.write_audit_records(&topic, batch).await,
+                    Err(e) => Err((e, count)),
+                };
                 if let Err((e, lost)) = written {
                     broker.audit.count_dropped_n(lost);
-                    if matches!(e, BrokerError::UnknownTopic(_)) {
-                        // Deleted meanwhile: made again with the next event.
-                        created = false;
-                    }
                     let now = broker.now_ms();
                     if now.saturating_sub(warned_ms) >= 30_000 {
                         warned_ms = now;
@@ -102,9 +92,8 @@ impl Broker {
 
     /// Writes `values` (events as JSON) as one batch; when the topic refuses it as too large
     /// (or the leader, of an earlier version, cannot read a batch), one at a time, stopping at
-    /// the first refusal. On failure: the error and how many events
-    /// were not written (or not known to be: a leader that did not answer in time may still
-    /// commit them).
+    /// the first refusal. On failure: the error and how many events were not written (or not
+    /// known to be: a leader that did not answer in time may still commit them).
     async fn write_audit_records(
         &self,
         topic: &str,
