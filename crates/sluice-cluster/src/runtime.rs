@@ -68,6 +68,7 @@ impl ClusterNode {
         clock: Arc<dyn Clock>,
         shutdown: CancellationToken,
     ) -> Result<Arc<ClusterNode>, StartError> {
+        let transport = Arc::clone(&config.metadata.transport);
         let metadata = MetadataNode::start(config.metadata, shutdown.clone()).await?;
         let node = Arc::new(ClusterNode {
             registration: config.registration,
@@ -80,6 +81,7 @@ impl ClusterNode {
         });
         tokio::spawn(network::serve(
             listener,
+            transport,
             Arc::clone(&node),
             shutdown.clone(),
         ));

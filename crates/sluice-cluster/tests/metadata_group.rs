@@ -33,6 +33,7 @@ async fn start(
     let node = MetadataNode::start(config, stop.clone()).await.unwrap();
     tokio::spawn(sluice_cluster::raft::network::serve(
         listener,
+        Arc::default(),
         Arc::clone(&node),
         stop.clone(),
     ));

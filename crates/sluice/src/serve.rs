@@ -242,6 +242,12 @@ async fn join_cluster(
         settings.broker.data_dir.join("cluster"),
     );
     metadata.learner_addr = learner.then(|| internal.clone());
+    if let Some(tls) = &settings.internal_tls {
+        let configs = tls.load()?;
+        metadata.transport = Arc::new(sluice_cluster::raft::transport::Transport::tls(configs));
+        tls.clone()
+            .watch(Arc::clone(&metadata.transport), shutdown.clone());
+    }
     let config = ClusterConfig {
         registration: NodeRegistration {
             node: sluice_cluster::NodeId(me),
@@ -280,7 +286,8 @@ async fn join_cluster(
     .await
     .context("starting the cluster node")?;
     broker.join_cluster(node, shutdown)?;
-    tracing::info!(node = me, voters = voters.len(), %internal, learner, "joined the cluster");
+    let internal_tls = settings.internal_tls.is_some();
+    tracing::info!(node = me, voters = voters.len(), %internal, internal_tls, learner, "joined the cluster");
     Ok(())
 }
 

@@ -115,6 +115,17 @@ pub struct Settings {
     /// (it hosts replicas; the voters keep the metadata): its internal listener, HOST:PORT
     #[arg(long, env = "SLUICE_INTERNAL_LISTEN")]
     pub internal_listen: Option<String>,
+    /// In a cluster: mutual TLS on the internal listener (Raft and the nodes' calls to each
+    /// other): this node's certificate chain (PEM, leaf first), naming its internal address
+    #[arg(long, env = "SLUICE_INTERNAL_TLS_CERT_FILE")]
+    pub internal_tls_cert_file: Option<PathBuf>,
+    /// The private key (PEM) of internal_tls_cert_file
+    #[arg(long, env = "SLUICE_INTERNAL_TLS_KEY_FILE")]
+    pub internal_tls_key_file: Option<PathBuf>,
+    /// The authorities (PEM) every node's internal certificate must chain to: whoever holds a
+    /// certificate they signed is taken for a node of the cluster
+    #[arg(long, env = "SLUICE_INTERNAL_TLS_CA_FILE")]
+    pub internal_tls_ca_file: Option<PathBuf>,
     /// This node's rack: replicas of a partition go to distinct racks when nodes have one
     #[arg(long, env = "SLUICE_RACK")]
     pub rack: Option<String>,
@@ -236,6 +247,8 @@ pub struct Resolved {
     pub cluster: Option<std::collections::BTreeMap<i32, String>>,
     /// This node's internal listener when `cluster` does not list it (a learner).
     pub internal_listen: Option<String>,
+    /// Mutual TLS on the internal listener.
+    pub internal_tls: Option<crate::internal_tls::InternalTlsSettings>,
     pub rack: Option<String>,
     pub cluster_session_timeout_ms: i64,
     /// 0: off.
@@ -578,6 +591,9 @@ impl Settings {
             node_id,
             cluster,
             internal_listen,
+            internal_tls_cert_file,
+            internal_tls_key_file,
+            internal_tls_ca_file,
             rack,
             cluster_session_timeout_ms,
             leader_balance_interval_ms,
@@ -805,6 +821,17 @@ impl Settings {
                 }
                 None => None,
             },
+            internal_tls: crate::internal_tls::InternalTlsSettings::resolve(
+                self.internal_tls_cert_file,
+                self.internal_tls_key_file,
+                self.internal_tls_ca_file,
+                cluster.is_some(),
+                std::time::Duration::from_millis(match self.tls_reload_interval_ms {
+                    Some(ms) if ms < 100 => bail!("tls_reload_interval_ms must be at least 100"),
+                    Some(ms) => ms,
+                    None => 10_000,
+                }),
+            )?,
             cluster,
             internal_listen,
             rack: self.rack.filter(|r| !r.is_empty()),

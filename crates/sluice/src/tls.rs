@@ -90,38 +90,15 @@ impl TlsSettings {
 
     /// Reads the files and builds the server configuration.
     pub fn load(&self) -> anyhow::Result<Arc<ServerConfig>> {
-        let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&self.certificate)
-            .with_context(|| format!("tls_cert_file {}", self.certificate.display()))?
-            .collect::<Result<_, _>>()
-            .with_context(|| format!("tls_cert_file {}", self.certificate.display()))?;
-        let Some(leaf) = chain.first() else {
-            bail!(
-                "tls_cert_file {} holds no certificate (PEM 'BEGIN CERTIFICATE')",
-                self.certificate.display()
-            );
-        };
-        check_validity(leaf, &self.certificate)?;
-        let key = PrivateKeyDer::from_pem_file(&self.key)
-            .with_context(|| format!("tls_key_file {} (PEM private key)", self.key.display()))?;
+        let chain = load_chain(&self.certificate, "tls_cert_file")?;
+        let key = load_key(&self.key, "tls_key_file")?;
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let builder = ServerConfig::builder_with_provider(Arc::clone(&provider))
             .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
             .context("TLS 1.2 and 1.3")?;
         let builder = match (&self.client_ca, self.client_auth) {
             (Some(ca), auth) if auth != ClientAuth::None => {
-                let mut roots = RootCertStore::empty();
-                for cert in CertificateDer::pem_file_iter(ca)
-                    .with_context(|| format!("tls_client_ca_file {}", ca.display()))?
-                {
-                    let cert =
-                        cert.with_context(|| format!("tls_client_ca_file {}", ca.display()))?;
-                    roots
-                        .add(cert)
-                        .with_context(|| format!("tls_client_ca_file {}", ca.display()))?;
-                }
-                if roots.is_empty() {
-                    bail!("tls_client_ca_file {} holds no certificate", ca.display());
-                }
+                let roots = load_roots(ca, "tls_client_ca_file")?;
                 let verifier =
                     WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
                 let verifier = if auth == ClientAuth::Requested {
@@ -161,62 +138,119 @@ impl TlsSettings {
     pub fn watch_with(
         self,
         shutdown: CancellationToken,
-        install: impl Fn(Arc<ServerConfig>) + Send + 'static,
+        install: impl Fn(Arc<ServerConfig>) + Send + Sync + 'static,
     ) {
-        tokio::spawn(async move {
-            let mut seen = self.stamps();
-            let mut tick = tokio::time::interval(self.reload_interval);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tokio::select! {
-                    () = shutdown.cancelled() => return,
-                    _ = tick.tick() => {}
-                }
-                let now = self.stamps();
-                if now == seen {
-                    continue;
-                }
-                seen = now;
-                let settings = self.clone();
-                match tokio::task::spawn_blocking(move || settings.load()).await {
-                    Ok(Ok(config)) => {
-                        install(config);
-                        tracing::info!(certificate = %self.certificate.display(), "TLS certificate reloaded");
-                    }
-                    Ok(Err(e)) => tracing::error!(
-                        error = format!("{e:#}"),
-                        "the changed TLS files cannot be used; the previous certificate stays"
-                    ),
-                    Err(e) => tracing::error!(error = %e, "reloading TLS files failed"),
-                }
-            }
-        });
-    }
-
-    fn stamps(&self) -> Vec<Option<SystemTime>> {
-        [
+        let files = [
             Some(&self.certificate),
             Some(&self.key),
             self.client_ca.as_ref(),
         ]
         .into_iter()
         .flatten()
-        .map(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok())
-        .collect()
+        .cloned()
+        .collect();
+        let interval = self.reload_interval;
+        watch_files(files, interval, shutdown, move || {
+            install(self.load()?);
+            tracing::info!(certificate = %self.certificate.display(), "TLS certificate reloaded");
+            Ok(())
+        });
     }
+}
+
+/// Calls `reload` (on a blocking thread) whenever the modification time of one of `files`
+/// changes; an error is logged, and whatever the last successful call installed stays.
+pub fn watch_files(
+    files: Vec<PathBuf>,
+    interval: Duration,
+    shutdown: CancellationToken,
+    reload: impl Fn() -> anyhow::Result<()> + Send + Sync + 'static,
+) {
+    let stamps = move |files: &[PathBuf]| -> Vec<Option<SystemTime>> {
+        files
+            .iter()
+            .map(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok())
+            .collect()
+    };
+    let reload = Arc::new(reload);
+    tokio::spawn(async move {
+        let mut seen = stamps(&files);
+        let mut tick = tokio::time::interval(interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            let now = stamps(&files);
+            if now == seen {
+                continue;
+            }
+            seen = now;
+            let reload = Arc::clone(&reload);
+            match tokio::task::spawn_blocking(move || reload()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::error!(
+                    error = format!("{e:#}"),
+                    "the changed TLS files cannot be used; the previous certificate stays"
+                ),
+                Err(e) => tracing::error!(error = %e, "reloading TLS files failed"),
+            }
+        }
+    });
+}
+
+/// A PEM certificate chain, leaf first, whose leaf is valid now; `setting` names the file in
+/// errors.
+pub fn load_chain(path: &Path, setting: &str) -> anyhow::Result<Vec<CertificateDer<'static>>> {
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
+        .with_context(|| format!("{setting} {}", path.display()))?
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("{setting} {}", path.display()))?;
+    let Some(leaf) = chain.first() else {
+        bail!(
+            "{setting} {} holds no certificate (PEM 'BEGIN CERTIFICATE')",
+            path.display()
+        );
+    };
+    check_validity(leaf, path, setting)?;
+    Ok(chain)
+}
+
+/// A PEM private key (PKCS#8, PKCS#1 or SEC1).
+pub fn load_key(path: &Path, setting: &str) -> anyhow::Result<PrivateKeyDer<'static>> {
+    PrivateKeyDer::from_pem_file(path)
+        .with_context(|| format!("{setting} {} (PEM private key)", path.display()))
+}
+
+/// The PEM authorities in `path` (at least one).
+pub fn load_roots(path: &Path, setting: &str) -> anyhow::Result<RootCertStore> {
+    let mut roots = RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(path)
+        .with_context(|| format!("{setting} {}", path.display()))?
+    {
+        let cert = cert.with_context(|| format!("{setting} {}", path.display()))?;
+        roots
+            .add(cert)
+            .with_context(|| format!("{setting} {}", path.display()))?;
+    }
+    if roots.is_empty() {
+        bail!("{setting} {} holds no certificate", path.display());
+    }
+    Ok(roots)
 }
 
 /// Refuses a certificate that is expired or not yet valid.
 #[allow(clippy::disallowed_methods)] // the binary checks the certificate against the wall clock
-fn check_validity(leaf: &CertificateDer<'_>, path: &Path) -> anyhow::Result<()> {
+fn check_validity(leaf: &CertificateDer<'_>, path: &Path, setting: &str) -> anyhow::Result<()> {
     let (not_before, not_after) = sluice_auth::validity(leaf.as_ref())
-        .with_context(|| format!("tls_cert_file {}", path.display()))?;
+        .with_context(|| format!("{setting} {}", path.display()))?;
     let now = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64);
     if now > not_after {
         bail!(
-            "tls_cert_file {}: the certificate expired {} s ago (not after {} in Unix time)",
+            "{setting} {}: the certificate expired {} s ago (not after {} in Unix time)",
             path.display(),
             now - not_after,
             not_after
@@ -224,7 +258,7 @@ fn check_validity(leaf: &CertificateDer<'_>, path: &Path) -> anyhow::Result<()> 
     }
     if now < not_before {
         bail!(
-            "tls_cert_file {}: the certificate is not valid yet (not before {} in Unix time)",
+            "{setting} {}: the certificate is not valid yet (not before {} in Unix time)",
             path.display(),
             not_before
         );

@@ -14,6 +14,7 @@ pub mod node;
 pub mod pool;
 pub mod quorum;
 pub mod state_machine;
+pub mod transport;
 pub mod voters;
 pub mod wiped_voter;
 

@@ -1,7 +1,8 @@
 //! The internal listener's protocol: length-prefixed JSON frames, one request and its response
 //! at a time per connection. It carries the metadata group's Raft RPCs and what nodes ask of
 //! the metadata leader, and the brokers' own calls to each other ([`crate::peer`]). (Partition
-//! data does not travel here: followers use the Kafka Fetch API.)
+//! data does not travel here: followers use the Kafka Fetch API.) The bytes go over plain TCP
+//! or mutual TLS ([`super::transport`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,10 +17,11 @@ use openraft::raft::{
 };
 use openraft::BasicNode;
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpListener;
 
 use super::pool::ConnectionPool;
+use super::transport::{looks_like_tls, InternalStream, Transport};
 use super::{CommandOutcome, MetaTypes, MetadataCommand};
 use crate::ids::NodeId;
 use crate::metadata::NodeRegistration;
@@ -110,7 +112,10 @@ pub trait InternalHandler: Send + Sync + 'static {
     fn heartbeats_closed(self: Arc<Self>, _node: NodeId) {}
 }
 
-async fn write_frame<T: Serialize>(stream: &mut TcpStream, value: &T) -> std::io::Result<()> {
+async fn write_frame<T: Serialize>(
+    stream: &mut (impl AsyncWrite + Unpin),
+    value: &T,
+) -> std::io::Result<()> {
     let json = serde_json::to_vec(value).map_err(std::io::Error::other)?;
     let mut frame = Vec::with_capacity(json.len() + 4);
     frame.extend_from_slice(&(json.len() as u32).to_be_bytes());
@@ -118,8 +123,17 @@ async fn write_frame<T: Serialize>(stream: &mut TcpStream, value: &T) -> std::io
     stream.write_all(&frame).await
 }
 
-async fn read_frame<T: for<'de> Deserialize<'de>>(stream: &mut TcpStream) -> std::io::Result<T> {
-    let len = stream.read_u32().await? as usize;
+async fn read_frame<T: for<'de> Deserialize<'de>>(
+    stream: &mut (impl AsyncRead + Unpin),
+) -> std::io::Result<T> {
+    let first = stream.read_u32().await?;
+    let len = first as usize;
+    if len > MAX_FRAME_BYTES && looks_like_tls(first) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            "a TLS handshake: the peer has internal_tls_* settings and this node has none",
+        ));
+    }
     if len > MAX_FRAME_BYTES {
         return Err(std::io::Error::other(format!("frame of {len} bytes")));
     }
@@ -131,6 +145,7 @@ async fn read_frame<T: for<'de> Deserialize<'de>>(stream: &mut TcpStream) -> std
 /// Serves the internal listener until `shutdown` fires.
 pub async fn serve<H: InternalHandler>(
     listener: TcpListener,
+    transport: Arc<Transport>,
     handler: Arc<H>,
     shutdown: tokio_util::sync::CancellationToken,
 ) {
@@ -139,14 +154,26 @@ pub async fn serve<H: InternalHandler>(
             () = shutdown.cancelled() => return,
             accepted = listener.accept() => accepted,
         };
-        let Ok((mut stream, peer)) = accepted else {
+        let Ok((tcp, peer)) = accepted else {
             tokio::time::sleep(Duration::from_millis(50)).await;
             continue;
         };
-        let _ = stream.set_nodelay(true);
         let handler = Arc::clone(&handler);
+        let transport = Arc::clone(&transport);
         let shutdown = shutdown.clone();
         tokio::spawn(async move {
+            let handshake = tokio::select! {
+                () = shutdown.cancelled() => return,
+                s = transport.accept(tcp) => s,
+            };
+            let mut stream = match handshake {
+                Ok(s) => s,
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return,
+                Err(e) => {
+                    transport.log_refusal(peer, &e);
+                    return;
+                }
+            };
             // Whose heartbeats this connection carries: when it closes, that node may be gone.
             let mut heartbeats: Option<NodeId> = None;
             loop {
@@ -156,6 +183,10 @@ pub async fn serve<H: InternalHandler>(
                 };
                 let request = match request {
                     Ok(r) => r,
+                    Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                        transport.log_refusal(peer, &e);
+                        break;
+                    }
                     Err(e) => {
                         if e.kind() != std::io::ErrorKind::UnexpectedEof {
                             tracing::debug!(%peer, error = %e, "internal connection closed");
@@ -182,15 +213,25 @@ pub async fn serve<H: InternalHandler>(
 
 /// A connection to one peer's internal listener, opened on first use and again after an
 /// error.
-#[derive(Debug)]
 pub struct PeerClient {
     addr: String,
-    stream: Option<TcpStream>,
+    transport: Arc<Transport>,
+    stream: Option<InternalStream>,
+}
+
+impl std::fmt::Debug for PeerClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PeerClient({}, {:?})", self.addr, self.transport)
+    }
 }
 
 impl PeerClient {
-    pub fn new(addr: String) -> PeerClient {
-        PeerClient { addr, stream: None }
+    pub fn new(addr: String, transport: Arc<Transport>) -> PeerClient {
+        PeerClient {
+            addr,
+            transport,
+            stream: None,
+        }
     }
 
     /// Sends `request` and waits for the answer, for at most `timeout`.
@@ -201,9 +242,7 @@ impl PeerClient {
     ) -> std::io::Result<InternalResponse> {
         let result = tokio::time::timeout(timeout, async {
             if self.stream.is_none() {
-                let stream = TcpStream::connect(&self.addr).await?;
-                stream.set_nodelay(true)?;
-                self.stream = Some(stream);
+                self.stream = Some(self.transport.connect(&self.addr).await?);
             }
             let stream = self
                 .stream

@@ -35,6 +35,8 @@ pub struct MetadataConfig {
     pub propose_timeout: Duration,
     /// This node's internal listener when it is not a voter: it joins as a learner.
     pub learner_addr: Option<String>,
+    /// How connections to the other nodes are made (and the internal listener's are taken).
+    pub transport: Arc<super::transport::Transport>,
 }
 
 impl MetadataConfig {
@@ -48,6 +50,7 @@ impl MetadataConfig {
             election_timeout_max_ms: 800,
             propose_timeout: Duration::from_secs(5),
             learner_addr: None,
+            transport: Arc::default(),
         }
     }
 }
@@ -121,7 +124,7 @@ impl MetadataNode {
         }
         .validate()
         .map_err(|e| StartError::Config(e.to_string()))?;
-        let pool = Arc::new(ConnectionPool::default());
+        let pool = Arc::new(ConnectionPool::new(Arc::clone(&config.transport)));
         let raft = MetaRaft::new(
             config.node_id,
             Arc::new(raft_config),

@@ -6,21 +6,32 @@
 //! load that connect, plus the accept on the other side, could exceed its 100 ms budget).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
 
 use super::network::{InternalRequest, InternalResponse, PeerClient};
+use super::transport::Transport;
 
 /// At most this many idle connections are kept per address.
 const IDLE_PER_ADDRESS: usize = 8;
 
 #[derive(Debug, Default)]
 pub struct ConnectionPool {
+    transport: Arc<Transport>,
     idle: Mutex<HashMap<String, Vec<PeerClient>>>,
 }
 
 impl ConnectionPool {
+    /// A pool whose connections go over `transport`.
+    pub fn new(transport: Arc<Transport>) -> ConnectionPool {
+        ConnectionPool {
+            transport,
+            idle: Mutex::default(),
+        }
+    }
+
     /// Sends `request` to `addr` and waits at most `timeout` for the answer.
     pub async fn call(
         &self,
@@ -29,7 +40,8 @@ impl ConnectionPool {
         timeout: Duration,
     ) -> std::io::Result<InternalResponse> {
         let idle = self.idle.lock().get_mut(addr).and_then(Vec::pop);
-        let mut client = idle.unwrap_or_else(|| PeerClient::new(addr.to_string()));
+        let mut client =
+            idle.unwrap_or_else(|| PeerClient::new(addr.to_string(), Arc::clone(&self.transport)));
         let answer = client.call(request, timeout).await;
         if answer.is_ok() {
             let mut idle = self.idle.lock();

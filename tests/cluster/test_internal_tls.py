@@ -1,0 +1,184 @@
+"""Mutual TLS on the internal listener (`--internal-tls-cert-file`, `--internal-tls-key-file`,
+`--internal-tls-ca-file`). The internal listener takes metadata proposals, Raft votes and the
+nodes' calls to each other: without TLS anyone who reaches its port can change the cluster (an
+ACL, a user, a topic), whatever the Kafka listeners require.
+
+A 3-node cluster whose nodes hold certificates of one authority elects, replicates acks=all
+writes and fails over as a plain one does; a caller without a certificate, or with one of
+another authority, is closed on without an answer and logged; a renewed certificate is loaded
+without a restart, an unusable one is refused and the previous one kept; bad settings stop
+`serve` with a message naming them."""
+
+import datetime
+import json
+import os
+import socket
+import ssl
+import struct
+import subprocess
+import time
+
+import pytest
+import trustme
+
+from conftest import SLUICE, free_port, wait_until
+
+from .checker import OK, History
+from .workload import drain_and_check, produce_records
+
+pytestmark = pytest.mark.timeout(180)
+
+TOPIC = "internal-tls"
+
+
+def write_cert(ca, directory, name, **issue):
+    """A certificate for 127.0.0.1 (chain, key) issued by `ca`, as PEM files in `directory`."""
+    cert = ca.issue_cert("127.0.0.1", common_name=name, **issue)
+    files = {"cert": directory / f"{name}.pem", "key": directory / f"{name}.key"}
+    with open(files["cert"], "wb") as f:
+        for blob in cert.cert_chain_pems:
+            f.write(blob.bytes())
+    cert.private_key_pem.write_to_path(str(files["key"]))
+    return files
+
+
+def internal_tls_flags(files, ca_file):
+    return ["--internal-tls-cert-file", str(files["cert"]), "--internal-tls-key-file", str(files["key"]),
+            "--internal-tls-ca-file", str(ca_file)]
+
+
+def frame(request):
+    body = json.dumps(request).encode()
+    return struct.pack(">I", len(body)) + body
+
+
+def answer_to(sock, request):
+    """What the listener answers to one frame: the bytes it sends back (an answer is a frame
+    naming the request's kind), b'' when it closes or refuses the TLS session."""
+    sock.settimeout(15)
+    try:
+        sock.sendall(frame(request))
+        return sock.recv(4096)
+    except (ssl.SSLError, ConnectionResetError, BrokenPipeError):
+        return b""
+
+
+def stranger_answers(address, context=None):
+    """Asks the internal listener at `address` for the metadata leader's read index, in the
+    clear (`context` None) or over TLS with `context`."""
+    host, port = address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as raw:
+        if context is None:
+            return answer_to(raw, "ReadIndex")
+        try:
+            with context.wrap_socket(raw, server_hostname=host) as tls:
+                return answer_to(tls, "ReadIndex")
+        except (ssl.SSLError, ConnectionResetError):
+            return b""      # refused during the handshake (TLS 1.2)
+
+
+def acked(c, count, history):
+    sends = produce_records(c.bootstrap, TOPIC, history, count)
+    assert all(s.status == OK for s in sends), [(s.value, s.status, s.error) for s in sends if s.status != OK][:5]
+
+
+def test_a_cluster_over_mutual_tls_replicates_fails_over_and_refuses_strangers(cluster, tmp_path):
+    ca = trustme.CA()
+    ca_file = tmp_path / "cluster-ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    files = write_cert(ca, tmp_path, "node")
+    c = cluster(3, extra=internal_tls_flags(files, ca_file) + ["--tls-reload-interval-ms", "200"])
+    for i in c.ids:
+        assert "internal_tls=true" in c.node(i).log(), c.node(i).log()[-2000:]
+
+    # Replication, the controller and failover all run over the internal listener.
+    c.create_topic(TOPIC, 3, replication_factor=3, config={"min.insync.replicas": "2"})
+    history = History()
+    acked(c, 50, history)
+    leader = c.wait_for_leader(TOPIC, 0)
+    c.kill(leader)
+    c.wait_for_leader(TOPIC, 0, not_node=leader, timeout=20)
+    acked(c, 50, history)
+    c.restart(leader)
+    c.wait_in_sync(TOPIC, timeout=30)
+
+    # Strangers: no certificate, or one of another authority, get no answer.
+    target = c.node(c.metadata_leader()).internal_address
+    # (A plain caller gets a TLS alert, 0x15, and the connection closes.)
+    answer = stranger_answers(target)
+    assert b"ReadIndex" not in answer, f"a plain caller was answered: {answer}"
+    no_cert = ssl.create_default_context(cafile=str(ca_file))
+    answer = stranger_answers(target, no_cert)
+    assert b"ReadIndex" not in answer, f"a caller without a certificate was answered: {answer}"
+    other = trustme.CA()
+    mallory = write_cert(other, tmp_path, "mallory")
+    foreign = ssl.create_default_context(cafile=str(ca_file))
+    foreign.load_cert_chain(str(mallory["cert"]), str(mallory["key"]))
+    answer = stranger_answers(target, foreign)
+    assert b"ReadIndex" not in answer, f"a certificate of another authority was answered: {answer}"
+    # ... while a holder of the cluster's authority is (the same bytes, the right certificate).
+    member = ssl.create_default_context(cafile=str(ca_file))
+    member.load_cert_chain(str(files["cert"]), str(files["key"]))
+    answer = stranger_answers(target, member)
+    assert b"ReadIndex" in answer, answer
+    node = c.node(c.metadata_leader())
+    wait_until(lambda: "internal listener: connection refused" in node.log(), 10,
+               "the refusals to be logged")
+
+    # A renewed certificate (same authority) is loaded without a restart; new connections use it.
+    renewed = write_cert(ca, tmp_path, "renewed")
+    for kind in ("cert", "key"):
+        os.replace(renewed[kind], files[kind])
+    for i in c.ids:
+        wait_until(lambda: "internal listener's TLS certificate reloaded" in c.node(i).log(), 15,
+                   f"node {i} to reload its internal certificate")
+    follower = next(i for i in c.ids if i != c.leader_of(TOPIC, 0))
+    c.restart(follower)
+    c.wait_in_sync(TOPIC, timeout=30)
+    acked(c, 50, history)
+
+    # An unusable file is refused and the previous certificate stays.
+    files["key"].write_text("not a key\n")
+    for i in c.ids:
+        wait_until(lambda: "cannot be used; the previous certificate stays" in c.node(i).log(), 15,
+                   f"node {i} to refuse the broken key")
+    acked(c, 20, history)
+
+    result = drain_and_check(c, TOPIC, history, "internal-tls")
+    assert result.valid, str(result)
+
+
+def serve_refusal(tmp_path, flags, cluster=True):
+    """Runs `serve` with `flags`; it must exit at once with an error: its stderr."""
+    port = free_port()
+    cmd = [str(SLUICE), "serve", "--data-dir", str(tmp_path / "data"), "--listen", f"127.0.0.1:{free_port()}",
+           "--admin-listen", f"127.0.0.1:{free_port()}"]
+    if cluster:
+        cmd += ["--node-id", "1", "--cluster", f"1@127.0.0.1:{port}"]
+    run = subprocess.run(cmd + flags, capture_output=True, text=True, timeout=60)
+    assert run.returncode != 0, f"serve started with {flags}: {run.stdout[-500:]}"
+    return run.stderr
+
+
+def test_bad_internal_tls_settings_stop_serve_with_a_message(tmp_path):
+    ca = trustme.CA()
+    ca_file = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    good = write_cert(ca, tmp_path, "node")
+    flags = internal_tls_flags(good, ca_file)
+
+    assert "internal_tls_ca_file" in serve_refusal(tmp_path, flags[:4])
+    assert "need cluster" in serve_refusal(tmp_path, flags, cluster=False)
+    missing = tmp_path / "missing.pem"
+    err = serve_refusal(tmp_path, ["--internal-tls-cert-file", str(missing)] + flags[2:])
+    assert "internal_tls_cert_file" in err and "missing.pem" in err, err
+    past = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(days=2)
+    expired = write_cert(ca, tmp_path, "expired", not_before=past - datetime.timedelta(days=30),
+                         not_after=past)
+    err = serve_refusal(tmp_path, internal_tls_flags(expired, ca_file))
+    assert "internal_tls_cert_file" in err and "expired" in err, err
+    other = write_cert(trustme.CA(), tmp_path, "other")
+    err = serve_refusal(tmp_path, ["--internal-tls-cert-file", str(good["cert"]),
+                                   "--internal-tls-key-file", str(other["key"]),
+                                   "--internal-tls-ca-file", str(ca_file)])
+    assert "internal_tls_key_file" in err, err
