@@ -30,11 +30,23 @@ impl std::fmt::Debug for Connection {
 }
 
 impl Connection {
-    /// Connects and negotiates API versions (ApiVersions v3, falling back to v0, KIP-511).
+    /// Connects and negotiates API versions (ApiVersions v3, falling back to v0, KIP-511),
+    /// secured as the process is configured ([`crate::security::configure`]).
     pub async fn connect(
         addr: &str,
         client_id: &str,
         timeout: Duration,
+    ) -> Result<Connection, ClientError> {
+        let security = crate::security::process_default();
+        Connection::connect_with(addr, client_id, timeout, &security).await
+    }
+
+    /// As [`Connection::connect`], secured with `security` instead of the process's default.
+    pub async fn connect_with(
+        addr: &str,
+        client_id: &str,
+        timeout: Duration,
+        security: &crate::security::ConnectionSecurity,
     ) -> Result<Connection, ClientError> {
         let stream = tokio::time::timeout(timeout, TcpStream::connect(addr))
             .await
@@ -50,7 +62,12 @@ impl Connection {
             addr: addr.to_string(),
             source,
         })?;
-        let stream = crate::security::open(stream, addr).await?;
+        let stream = tokio::time::timeout(timeout, crate::security::open(stream, addr, security))
+            .await
+            .map_err(|_| ClientError::Timeout {
+                addr: addr.to_string(),
+                timeout_ms: timeout.as_millis() as u64,
+            })??;
         let mut conn = Connection {
             addr: addr.to_string(),
             stream,
@@ -75,7 +92,7 @@ impl Connection {
             .iter()
             .map(|k| (k.api_key, (k.min_version, k.max_version)))
             .collect();
-        crate::security::login(&mut conn).await?;
+        crate::security::login(&mut conn, security).await?;
         Ok(conn)
     }
 

@@ -49,12 +49,21 @@ pub struct ClientSecurity {
     pub sasl: Option<SaslLogin>,
 }
 
-struct Prepared {
-    tls: Option<Arc<rustls::ClientConfig>>,
-    sasl: Option<SaslLogin>,
+/// How one connection is secured: TLS with this configuration, a SASL login, both or neither.
+/// [`configure`] sets the process's default; [`crate::Connection::connect_with`] takes one of
+/// its own (a broker's follower fetching from a leader over its inter-broker listener).
+#[derive(Debug, Clone, Default)]
+pub struct ConnectionSecurity {
+    pub tls: Option<Arc<rustls::ClientConfig>>,
+    pub sasl: Option<SaslLogin>,
 }
 
-static SECURITY: OnceLock<Arc<Prepared>> = OnceLock::new();
+static SECURITY: OnceLock<Arc<ConnectionSecurity>> = OnceLock::new();
+
+/// The process's default security (none until [`configure`]).
+pub(crate) fn process_default() -> Arc<ConnectionSecurity> {
+    SECURITY.get().cloned().unwrap_or_default()
+}
 
 /// Sets how every later connection of this process connects. Once only.
 pub fn configure(security: ClientSecurity) -> Result<(), ClientError> {
@@ -84,17 +93,21 @@ pub fn configure(security: ClientSecurity) -> Result<(), ClientError> {
         None
     };
     SECURITY
-        .set(Arc::new(Prepared {
+        .set(Arc::new(ConnectionSecurity {
             tls,
             sasl: security.sasl,
         }))
         .map_err(|_| ClientError::Security("the client's security is already set".into()))
 }
 
-/// `tcp` as this process connects: wrapped in TLS when configured (checking the broker's
-/// certificate against `host`).
-pub(crate) async fn open(tcp: TcpStream, addr: &str) -> Result<Box<dyn Stream>, ClientError> {
-    let Some(config) = tls_config() else {
+/// `tcp` wrapped in TLS when `security` says so (checking the broker's certificate against
+/// the host of `addr`).
+pub(crate) async fn open(
+    tcp: TcpStream,
+    addr: &str,
+    security: &ConnectionSecurity,
+) -> Result<Box<dyn Stream>, ClientError> {
+    let Some(config) = security.tls.clone() else {
         return Ok(Box::new(tcp));
     };
     let stream = TlsConnector::from(config)
@@ -127,17 +140,20 @@ pub(crate) fn server_name(
         .map_err(|e| ClientError::Security(format!("{host}: {e}")))
 }
 
-/// Logs in on a new connection (after its ApiVersions) when SASL is configured.
-pub(crate) async fn login(conn: &mut Connection) -> Result<(), ClientError> {
-    let Some(login) = sasl_login() else {
+/// Logs in on a new connection (after its ApiVersions) when `security` has a SASL login.
+pub(crate) async fn login(
+    conn: &mut Connection,
+    security: &ConnectionSecurity,
+) -> Result<(), ClientError> {
+    let Some(login) = &security.sasl else {
         return Ok(());
     };
-    let r = conn.call(&handshake_request(&login), 1, 1).await?;
-    check_handshake(&login, &r)?;
-    let (mut exchange, mut token) = LoginExchange::start(&login);
+    let r = conn.call(&handshake_request(login), 1, 1).await?;
+    check_handshake(login, &r)?;
+    let (mut exchange, mut token) = LoginExchange::start(login);
     loop {
         let r = conn.call(&authenticate_request(token), 0, 1).await?;
-        match exchange.next(&login, &r)? {
+        match exchange.next(login, &r)? {
             Some(next) => token = next,
             None => return Ok(()),
         }

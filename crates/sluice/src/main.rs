@@ -7,6 +7,7 @@ mod cluster_cmd;
 mod consume_cmd;
 mod every_node;
 mod group_cmd;
+mod inter_broker;
 mod internal_tls;
 mod log_limit;
 mod outbox_cmd;

@@ -285,7 +285,11 @@ async fn join_cluster(
     )
     .await
     .context("starting the cluster node")?;
-    broker.join_cluster(node, shutdown)?;
+    let inter_broker = match settings.inter_broker.clone() {
+        Some(inter_broker) => inter_broker.start(shutdown.clone())?,
+        None => Arc::default(),
+    };
+    broker.join_cluster(node, inter_broker, shutdown)?;
     let internal_tls = settings.internal_tls.is_some();
     tracing::info!(node = me, voters = voters.len(), %internal, internal_tls, learner, "joined the cluster");
     Ok(())

@@ -126,6 +126,29 @@ pub struct Settings {
     /// certificate they signed is taken for a node of the cluster
     #[arg(long, env = "SLUICE_INTERNAL_TLS_CA_FILE")]
     pub internal_tls_ca_file: Option<PathBuf>,
+    /// In a cluster: the listener (by name) followers fetch from on the leaders, Kafka's
+    /// inter.broker.listener.name [default: the first listener]
+    #[arg(long, env = "SLUICE_INTER_BROKER_LISTENER_NAME")]
+    pub inter_broker_listener_name: Option<String>,
+    /// When that listener speaks TLS: the authorities (PEM) its certificates must chain to
+    /// [default: internal_tls_ca_file]; followers present internal_tls_cert_file
+    #[arg(long, env = "SLUICE_INTER_BROKER_TLS_CA_FILE")]
+    pub inter_broker_tls_ca_file: Option<PathBuf>,
+    /// When that listener speaks SASL: the mechanism followers log in with
+    /// [default: SCRAM-SHA-512]
+    #[arg(long, env = "SLUICE_INTER_BROKER_SASL_MECHANISM")]
+    pub inter_broker_sasl_mechanism: Option<String>,
+    /// When that listener speaks SASL: the user followers log in as (it needs ClusterAction)
+    #[arg(long, env = "SLUICE_INTER_BROKER_SASL_USERNAME")]
+    pub inter_broker_sasl_username: Option<String>,
+    /// When that listener speaks SASL: that user's password (prefer the environment or the
+    /// settings file to a flag, which other users can see in the process list)
+    #[arg(
+        long,
+        env = "SLUICE_INTER_BROKER_SASL_PASSWORD",
+        hide_env_values = true
+    )]
+    pub inter_broker_sasl_password: Option<String>,
     /// This node's rack: replicas of a partition go to distinct racks when nodes have one
     #[arg(long, env = "SLUICE_RACK")]
     pub rack: Option<String>,
@@ -249,6 +272,8 @@ pub struct Resolved {
     pub internal_listen: Option<String>,
     /// Mutual TLS on the internal listener.
     pub internal_tls: Option<crate::internal_tls::InternalTlsSettings>,
+    /// Where and how followers fetch from leaders (a cluster only).
+    pub inter_broker: Option<crate::inter_broker::InterBrokerSettings>,
     pub rack: Option<String>,
     pub cluster_session_timeout_ms: i64,
     /// 0: off.
@@ -594,6 +619,11 @@ impl Settings {
             internal_tls_cert_file,
             internal_tls_key_file,
             internal_tls_ca_file,
+            inter_broker_listener_name,
+            inter_broker_tls_ca_file,
+            inter_broker_sasl_mechanism,
+            inter_broker_sasl_username,
+            inter_broker_sasl_password,
             rack,
             cluster_session_timeout_ms,
             leader_balance_interval_ms,
@@ -796,6 +826,31 @@ impl Settings {
             }),
             _ => None,
         };
+        let reload_interval = std::time::Duration::from_millis(match self.tls_reload_interval_ms {
+            Some(ms) if ms < 100 => bail!("tls_reload_interval_ms must be at least 100"),
+            Some(ms) => ms,
+            None => 10_000,
+        });
+        let internal_tls = crate::internal_tls::InternalTlsSettings::resolve(
+            self.internal_tls_cert_file,
+            self.internal_tls_key_file,
+            self.internal_tls_ca_file,
+            cluster.is_some(),
+            reload_interval,
+        )?;
+        let inter_broker = crate::inter_broker::InterBrokerSettings::resolve(
+            crate::inter_broker::Given {
+                listener_name: self.inter_broker_listener_name.filter(|n| !n.is_empty()),
+                tls_ca_file: self.inter_broker_tls_ca_file,
+                sasl_mechanism: self.inter_broker_sasl_mechanism,
+                sasl_username: self.inter_broker_sasl_username,
+                sasl_password: self.inter_broker_sasl_password,
+            },
+            &listeners,
+            cluster.is_some(),
+            internal_tls.as_ref(),
+            reload_interval,
+        )?;
         Ok(Resolved {
             broker,
             listeners,
@@ -821,17 +876,8 @@ impl Settings {
                 }
                 None => None,
             },
-            internal_tls: crate::internal_tls::InternalTlsSettings::resolve(
-                self.internal_tls_cert_file,
-                self.internal_tls_key_file,
-                self.internal_tls_ca_file,
-                cluster.is_some(),
-                std::time::Duration::from_millis(match self.tls_reload_interval_ms {
-                    Some(ms) if ms < 100 => bail!("tls_reload_interval_ms must be at least 100"),
-                    Some(ms) => ms,
-                    None => 10_000,
-                }),
-            )?,
+            internal_tls,
+            inter_broker,
             cluster,
             internal_listen,
             rack: self.rack.filter(|r| !r.is_empty()),

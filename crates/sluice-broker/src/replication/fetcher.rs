@@ -17,7 +17,7 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::{BrokerId, FetchRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use sluice_client::Connection;
+use sluice_client::{ClientError, Connection};
 use sluice_cluster::NodeId;
 use sluice_log::{FlushMode, LeaderEpoch, Offset};
 use tokio_util::sync::CancellationToken;
@@ -40,6 +40,7 @@ pub(super) async fn run(
     broker: Arc<Broker>,
     leader: NodeId,
     addr: String,
+    inter_broker: Arc<super::inter_broker::InterBroker>,
     shutdown: CancellationToken,
 ) {
     let me = broker.node_id();
@@ -57,14 +58,21 @@ pub(super) async fn run(
             return;
         }
         if connection.is_none() {
-            match Connection::connect(
+            match Connection::connect_with(
                 &addr,
                 &format!("sluice-replica-{me}"),
                 Duration::from_secs(10),
+                &inter_broker.security(),
             )
             .await
             {
                 Ok(c) => connection = Some(c),
+                Err(e @ (ClientError::Security(_) | ClientError::Kafka { .. })) => {
+                    // A TLS handshake or a SASL login the leader refused: no network blip.
+                    tracing::warn!(%leader, %addr, error = %e, "the leader refused this follower's connection");
+                    pause(&shutdown, REFUSED_BACKOFF).await;
+                    continue;
+                }
                 Err(e) => {
                     tracing::debug!(%leader, error = %e, "cannot reach the leader");
                     pause(&shutdown, RETRY).await;

@@ -17,6 +17,7 @@ pub mod cluster_groups;
 pub mod cluster_messages;
 mod coordinators;
 mod fetcher;
+pub mod inter_broker;
 pub mod leader_fetch;
 pub mod node_report;
 pub(crate) mod peer;
@@ -63,6 +64,8 @@ pub struct Replication {
     /// registered again: it may have lost what it wrote in them (what no fsync covered), so it
     /// does not write in them again; the controller gives it a new epoch when it registers.
     inherited: Mutex<Option<HashMap<(uuid::Uuid, i32), i32>>>,
+    /// Where and how this node's followers fetch.
+    inter_broker: Arc<inter_broker::InterBroker>,
     shutdown: CancellationToken,
 }
 
@@ -170,6 +173,7 @@ impl Broker {
     pub fn join_cluster(
         self: &Arc<Self>,
         node: Arc<ClusterNode>,
+        inter_broker: Arc<inter_broker::InterBroker>,
         shutdown: CancellationToken,
     ) -> Result<(), BrokerError> {
         for topic in self.topics.list() {
@@ -187,6 +191,7 @@ impl Broker {
             following: tokio::sync::watch::Sender::new(false),
             had_session: Default::default(),
             inherited: Mutex::new(None),
+            inter_broker,
             shutdown: shutdown.clone(),
         });
         self.replication
@@ -446,14 +451,4 @@ fn min_insync(configs: &std::collections::BTreeMap<String, String>, replicas: us
         .get(crate::topic_config::MIN_INSYNC_REPLICAS)
         .and_then(|v| v.parse::<usize>().ok())
         .unwrap_or(replicas / 2 + 1)
-}
-
-/// The Kafka listener of `node`, as it registered.
-fn kafka_addr(state: &ClusterState, node: NodeId) -> Option<String> {
-    state.nodes.get(&node).map(|n| {
-        format!(
-            "{}:{}",
-            n.registration.kafka_host, n.registration.kafka_port
-        )
-    })
 }

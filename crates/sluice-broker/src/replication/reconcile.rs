@@ -7,7 +7,7 @@ use std::sync::Arc;
 use sluice_cluster::metadata::ClusterState;
 use sluice_cluster::NodeId;
 
-use super::{fetcher, kafka_addr, min_insync, LAG_TIME_MAX_MS};
+use super::{fetcher, min_insync, LAG_TIME_MAX_MS};
 use crate::broker::Broker;
 use crate::partition::Partition;
 
@@ -71,13 +71,14 @@ impl Broker {
             if fetchers.contains_key(&leader) {
                 continue;
             }
-            let Some(addr) = kafka_addr(state, leader) else {
+            let Some(addr) = replication.inter_broker.address(state, leader) else {
                 continue;
             };
             let task = tokio::spawn(fetcher::run(
                 Arc::clone(self),
                 leader,
                 addr,
+                Arc::clone(&replication.inter_broker),
                 replication.shutdown.clone(),
             ));
             fetchers.insert(leader, task);
