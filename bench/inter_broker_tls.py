@@ -92,7 +92,7 @@ def one_round(args, mode, files):
         report = Path(tempfile.mkdtemp()) / "e2e.json"
         bench(args, "e2e", *common, "--topic", "e2e", "--size", "128", "--rate", "10000",
               "--duration", str(args.seconds), "--no-floor", "--quiet", "--json", str(report))
-        run = json.loads(report.read_text())["runs"][0]
+        run = json.loads(report.read_text())["series"][0]["runs"][0]
         lat = run["latency"]
         return {"mode": mode, "produce_msg_per_s": throughput, "e2e_p50_us": lat["p50_us"],
                 "e2e_p99_us": lat["p99_us"], "e2e_lost": run["lost"]}

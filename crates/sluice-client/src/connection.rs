@@ -80,7 +80,10 @@ impl Connection {
         let request = ApiVersionsRequest::default()
             .with_client_software_name(StrBytes::from_static_str("sluice-client"))
             .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
-        let mut response: ApiVersionsResponse = conn.exchange(&request, 3).await?;
+        let mut response: ApiVersionsResponse = conn
+            .exchange(&request, 3)
+            .await
+            .map_err(crate::security::refused_session)?;
         if response.error_code == 35 {
             response = conn.exchange(&ApiVersionsRequest::default(), 0).await?;
         }

@@ -117,6 +117,21 @@ pub(crate) async fn open(
     Ok(Box::new(stream))
 }
 
+/// A TLS error on a connection's first exchange as [`ClientError::Security`]: under TLS 1.3
+/// the client's handshake ends before the broker checks the client's certificate, so a broker
+/// that refuses it says so with an alert the first read meets, not during `open`.
+pub(crate) fn refused_session(e: ClientError) -> ClientError {
+    if let ClientError::Io { addr, source } = &e {
+        if let Some(tls) = source
+            .get_ref()
+            .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        {
+            return ClientError::Security(format!("TLS with {addr}: {tls}"));
+        }
+    }
+    e
+}
+
 /// The TLS settings every connection of this process uses, if it speaks TLS.
 pub(crate) fn tls_config() -> Option<Arc<rustls::ClientConfig>> {
     SECURITY.get().and_then(|s| s.tls.clone())

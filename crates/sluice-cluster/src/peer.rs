@@ -31,7 +31,6 @@ pub enum PeerError {
 
 /// Idle connections to the other nodes' internal listeners (several per node, so that calls
 /// to one node do not wait on each other), and this node's handler.
-#[derive(Default)]
 pub struct Peers {
     pool: ConnectionPool,
     handler: OnceLock<PeerHandler>,
@@ -44,6 +43,14 @@ impl std::fmt::Debug for Peers {
 }
 
 impl Peers {
+    /// Calls go over `transport` (the internal listener's: plain or mutual TLS).
+    pub fn new(transport: Arc<crate::raft::transport::Transport>) -> Peers {
+        Peers {
+            pool: ConnectionPool::new(transport),
+            handler: OnceLock::new(),
+        }
+    }
+
     /// Installs the handler of calls arriving here (once; later calls are ignored).
     pub fn set_handler(&self, handler: PeerHandler) {
         let _ = self.handler.set(handler);

@@ -69,6 +69,7 @@ impl ClusterNode {
         shutdown: CancellationToken,
     ) -> Result<Arc<ClusterNode>, StartError> {
         let transport = Arc::clone(&config.metadata.transport);
+        let peers = Peers::new(Arc::clone(&transport));
         let metadata = MetadataNode::start(config.metadata, shutdown.clone()).await?;
         let node = Arc::new(ClusterNode {
             registration: config.registration,
@@ -77,7 +78,7 @@ impl ClusterNode {
             controller: tokio::sync::Mutex::new(None),
             clock,
             confirmed_live_ms: std::sync::atomic::AtomicI64::new(i64::MIN),
-            peers: Peers::default(),
+            peers,
         });
         tokio::spawn(network::serve(
             listener,

@@ -51,6 +51,7 @@ impl InterBrokerSettings {
         listeners: &[Listener],
         clustered: bool,
         internal_tls: Option<&InternalTlsSettings>,
+        client_certificates_required: bool,
         reload_interval: Duration,
     ) -> anyhow::Result<Option<InterBrokerSettings>> {
         let Given {
@@ -99,6 +100,14 @@ impl InterBrokerSettings {
                     )
                 })?;
             let certificate = internal_tls.map(|t| (t.certificate.clone(), t.key.clone()));
+            if certificate.is_none() && client_certificates_required {
+                bail!(
+                    "followers fetch over the {name} listener, which requires client certificates \
+                     (tls_client_auth = required): give the nodes internal_tls_cert_file, \
+                     internal_tls_key_file and internal_tls_ca_file (the followers present that \
+                     certificate)"
+                );
+            }
             (Some(authority), certificate)
         } else {
             if tls_ca_file.is_some() {

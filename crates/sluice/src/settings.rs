@@ -826,11 +826,9 @@ impl Settings {
             }),
             _ => None,
         };
-        let reload_interval = std::time::Duration::from_millis(match self.tls_reload_interval_ms {
-            Some(ms) if ms < 100 => bail!("tls_reload_interval_ms must be at least 100"),
-            Some(ms) => ms,
-            None => 10_000,
-        });
+        // Checked below, and by TlsSettings::resolve, only where some TLS file is watched.
+        let reload_ms = self.tls_reload_interval_ms.unwrap_or(10_000);
+        let reload_interval = std::time::Duration::from_millis(reload_ms);
         let internal_tls = crate::internal_tls::InternalTlsSettings::resolve(
             self.internal_tls_cert_file,
             self.internal_tls_key_file,
@@ -849,8 +847,15 @@ impl Settings {
             &listeners,
             cluster.is_some(),
             internal_tls.as_ref(),
+            tls.as_ref()
+                .is_some_and(|t| t.client_auth == crate::tls::ClientAuth::Required),
             reload_interval,
         )?;
+        let watched =
+            internal_tls.is_some() || inter_broker.as_ref().is_some_and(|i| i.authority.is_some());
+        if watched && reload_ms < 100 {
+            bail!("tls_reload_interval_ms must be at least 100");
+        }
         Ok(Resolved {
             broker,
             listeners,

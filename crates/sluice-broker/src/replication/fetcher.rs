@@ -47,6 +47,8 @@ pub(super) async fn run(
     let mut connection: Option<Connection> = None;
     // The error of the last fetch the leader refused whole, while it keeps refusing.
     let mut refused: Option<i16> = None;
+    // Why the leader last refused this follower's connection, while it keeps refusing.
+    let mut refused_connection: Option<String> = None;
     tracing::info!(%leader, %addr, "replica fetcher started");
     loop {
         if shutdown.is_cancelled() {
@@ -66,10 +68,18 @@ pub(super) async fn run(
             )
             .await
             {
-                Ok(c) => connection = Some(c),
+                Ok(c) => {
+                    connection = Some(c);
+                    refused_connection = None;
+                }
                 Err(e @ (ClientError::Security(_) | ClientError::Kafka { .. })) => {
                     // A TLS handshake or a SASL login the leader refused: no network blip.
-                    tracing::warn!(%leader, %addr, error = %e, "the leader refused this follower's connection");
+                    // Logged once per change of reason, not at every retry.
+                    let reason = e.to_string();
+                    if refused_connection.as_ref() != Some(&reason) {
+                        tracing::warn!(%leader, %addr, error = %reason, "the leader refused this follower's connection");
+                        refused_connection = Some(reason);
+                    }
                     pause(&shutdown, REFUSED_BACKOFF).await;
                     continue;
                 }

@@ -14,6 +14,8 @@ pub struct InterBroker {
     /// The listener followers fetch from; `None`: each leader's first listener.
     listener: Option<String>,
     security: RwLock<Arc<ConnectionSecurity>>,
+    /// The leaders already logged as having no listener of that name (once each).
+    warned: parking_lot::Mutex<std::collections::HashSet<NodeId>>,
 }
 
 impl InterBroker {
@@ -21,6 +23,7 @@ impl InterBroker {
         InterBroker {
             listener,
             security: RwLock::new(Arc::new(security)),
+            warned: Default::default(),
         }
     }
 
@@ -47,6 +50,9 @@ impl InterBroker {
         match registration.listeners.iter().find(|l| &l.name == name) {
             Some(l) => Some(format!("{}:{}", l.host, l.port)),
             None => {
+                if !self.warned.lock().insert(node) {
+                    return None;
+                }
                 tracing::warn!(
                     %node,
                     listener = %name,

@@ -17,7 +17,8 @@ use super::transport::Transport;
 /// At most this many idle connections are kept per address.
 const IDLE_PER_ADDRESS: usize = 8;
 
-#[derive(Debug, Default)]
+/// No `Default`: a pool is made with the node's transport, never a plain one by accident.
+#[derive(Debug)]
 pub struct ConnectionPool {
     transport: Arc<Transport>,
     idle: Mutex<HashMap<String, Vec<PeerClient>>>,
