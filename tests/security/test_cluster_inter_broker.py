@@ -109,6 +109,39 @@ def test_followers_fetch_over_an_ssl_listener_with_the_node_certificate(cluster,
     assert result.valid, str(result)
 
 
+def test_a_follower_whose_certificate_the_leader_refuses_copies_nothing_and_says_why(cluster, tmp_path):
+    """The REPLICATION listeners take client certificates of another authority only: every
+    follower's TLS session is refused (under TLS 1.3 by an alert after the handshake), each
+    follower names the refusal once per leader, and an acks=all write that needs a follower is
+    never acknowledged."""
+    files = write_files(tmp_path)
+    other = trustme.CA()
+    other_ca = tmp_path / "other-ca.pem"
+    other.cert_pem.write_to_path(str(other_ca))
+    flags = ["--tls-cert-file", str(files["cert"]), "--tls-key-file", str(files["key"]),
+             "--tls-client-auth", "required", "--tls-client-ca-file", str(other_ca),
+             "--internal-tls-cert-file", str(files["cert"]), "--internal-tls-key-file", str(files["key"]),
+             "--internal-tls-ca-file", str(files["ca"]), "--inter-broker-listener-name", "REPLICATION"]
+    c = cluster(3, extra=flags, start=False)
+    for node in c.nodes.values():
+        with_listener(node, "REPLICATION", "SSL")
+    c.start()
+    topic = "refused-followers"
+    c.create_topic(topic, 1, replication_factor=3, config={"min.insync.replicas": "2"})
+    history = History()
+    sends = produce_records(c.bootstrap, topic, history, 5, timeout_s=12,
+                            conf={"message.timeout.ms": 8000, "request.timeout.ms": 8000})
+    assert not [s for s in sends if s.status == OK], "acknowledged although no follower can copy"
+    leader = c.wait_for_leader(topic, 0)
+    refusal = "the leader refused this follower's connection"
+    for i in c.ids:
+        if i == leader:
+            continue
+        lines = [line for line in c.nodes[i].log().splitlines() if refusal in line]
+        assert len(lines) == 1, f"node {i} logged the refusal {len(lines)} times: {lines[:3]}"
+        assert "TLS" in lines[0], lines[0]
+
+
 def sasl_ssl(node, files, user, **extra):
     return {"bootstrap.servers": f"127.0.0.1:{node.secure_port}", "security.protocol": "SASL_SSL",
             "ssl.ca.location": str(files["ca"]), "sasl.mechanism": "SCRAM-SHA-512",
