@@ -16,6 +16,11 @@ use crate::metadata_store::MetadataStore;
 use crate::producer_ids::ProducerIds;
 use crate::topics::{Topic, Topics};
 
+/// At most this many `authorization denied` lines per window (the rest are counted in
+/// `sluice_authorization_denials_total` and written to the audit log, not logged).
+const DENIAL_LINES_PER_WINDOW: u32 = 100;
+const DENIAL_WINDOW_MS: i64 = 10_000;
+
 pub struct Broker {
     pub(crate) config: BrokerConfig,
     pub(crate) cluster_id: String,
@@ -47,6 +52,8 @@ pub struct Broker {
     pub(crate) failed_logins: crate::security::failures::FailedLogins,
     /// Security events (logins, user changes), when `audit_log_file` is set.
     pub(crate) audit: crate::security::audit::AuditLog,
+    /// How many refusals the log shows (every one is counted and audited).
+    pub(crate) denial_log: crate::security::log_budget::LogBudget,
     /// Drawn at start: makes an unknown SCRAM user's challenge stable, like a real one's.
     pub(crate) unknown_user_secret: [u8; 32],
     /// Metrics of components running beside the broker (the outbox relay), appended to
@@ -166,6 +173,10 @@ impl Broker {
             failed_logins: Default::default(),
             unknown_user_secret: random_secret(),
             audit,
+            denial_log: crate::security::log_budget::LogBudget::new(
+                DENIAL_LINES_PER_WINDOW,
+                DENIAL_WINDOW_MS,
+            ),
             me: me.clone(),
         });
         if !broker.config.clustered {

@@ -15,6 +15,7 @@ mod partitions;
 mod produce_cmd;
 mod reassign_cmd;
 mod remove_node_cmd;
+mod secret;
 mod security_args;
 mod serve;
 mod settings;

@@ -110,7 +110,10 @@ pub async fn run(settings: Resolved) -> anyhow::Result<()> {
     let scheme = if admin_tls.is_some() { "https" } else { "http" };
     let admin_state = sluice_admin::AppState::new(
         Arc::clone(&broker),
-        settings.admin_token.as_deref(),
+        settings
+            .admin_token
+            .as_ref()
+            .map(crate::secret::Secret::expose),
         format!("{scheme}://{}", admin.local_addr()?),
     )
     .with_tls(admin_tls.is_some());

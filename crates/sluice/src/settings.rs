@@ -95,7 +95,7 @@ pub struct Settings {
     /// admin listener is not on loopback. Prefer the environment variable to the flag (other
     /// users can read a process's arguments).
     #[arg(long, env = "SLUICE_ADMIN_TOKEN", hide_env_values = true)]
-    pub admin_token: Option<String>,
+    pub admin_token: Option<crate::secret::Secret>,
     /// The admin port (console, admin API, /metrics) speaks HTTPS with tls_cert_file and
     /// tls_key_file [default: false]
     #[arg(long, env = "SLUICE_ADMIN_TLS")]
@@ -148,7 +148,7 @@ pub struct Settings {
         env = "SLUICE_INTER_BROKER_SASL_PASSWORD",
         hide_env_values = true
     )]
-    pub inter_broker_sasl_password: Option<String>,
+    pub inter_broker_sasl_password: Option<crate::secret::Secret>,
     /// This node's rack: replicas of a partition go to distinct racks when nodes have one
     #[arg(long, env = "SLUICE_RACK")]
     pub rack: Option<String>,
@@ -259,7 +259,7 @@ pub struct Resolved {
     /// Set when a listener speaks TLS.
     pub tls: Option<crate::tls::TlsSettings>,
     pub admin_listen: SocketAddr,
-    pub admin_token: Option<String>,
+    pub admin_token: Option<crate::secret::Secret>,
     /// The admin port's TLS (the Kafka listeners' certificate, no client certificates).
     pub admin_tls: Option<crate::tls::TlsSettings>,
     pub limits: Limits,
@@ -806,7 +806,7 @@ impl Settings {
             .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080)));
         let admin_token = self.admin_token.filter(|t| !t.is_empty());
         if let Some(t) = &admin_token {
-            if t.len() < 16 {
+            if t.expose().len() < 16 {
                 bail!("admin_token must be at least 16 characters");
             }
         }
@@ -842,7 +842,9 @@ impl Settings {
                 tls_ca_file: self.inter_broker_tls_ca_file,
                 sasl_mechanism: self.inter_broker_sasl_mechanism,
                 sasl_username: self.inter_broker_sasl_username,
-                sasl_password: self.inter_broker_sasl_password,
+                sasl_password: self
+                    .inter_broker_sasl_password
+                    .map(crate::secret::Secret::into_inner),
             },
             &listeners,
             cluster.is_some(),

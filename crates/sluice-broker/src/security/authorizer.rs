@@ -14,6 +14,7 @@ use sluice_auth::acl::{Operation, Requester, ResourceType, CLUSTER_NAME};
 
 use super::acls::AclSnapshot;
 use super::audit::AuditEvent;
+use super::log_budget::Admit;
 use super::session::Principal;
 use crate::broker::Broker;
 use crate::handlers::Call;
@@ -220,15 +221,33 @@ impl Check<'_> {
         let api = self
             .api
             .map_or_else(|| "admin-http".to_string(), |a| format!("{a:?}"));
-        tracing::info!(
-            principal = %self.principal,
-            peer = %self.peer,
-            api = %api,
-            operation = operation.name(),
-            resource = resource.name(),
-            name,
-            "authorization denied"
-        );
+        let admit = self.broker.denial_log.take(self.broker.liveness_ms());
+        if let Admit::Log { skipped } = admit {
+            if skipped > 0 {
+                tracing::info!(
+                    skipped,
+                    "authorization denials not logged in the last window (each is counted in \
+                     sluice_authorization_denials_total and written to the audit log)"
+                );
+            }
+        }
+        if admit != Admit::Skip {
+            tracing::info!(
+                principal = %self.principal,
+                peer = %self.peer,
+                api = %api,
+                operation = operation.name(),
+                resource = resource.name(),
+                name,
+                "authorization denied"
+            );
+        }
+        if admit == Admit::Last {
+            tracing::info!(
+                "more authorization denials in this 10 s window are not logged (they are counted \
+                 in sluice_authorization_denials_total and written to the audit log)"
+            );
+        }
         self.broker.audit.record(AuditEvent::AuthorizationDenied {
             time_ms: self.broker.clock.now_ms(),
             principal: self.principal.clone(),

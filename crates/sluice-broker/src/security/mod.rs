@@ -17,6 +17,7 @@ mod audit_topic;
 pub mod authorizer;
 pub mod credentials;
 pub mod failures;
+pub mod log_budget;
 pub mod session;
 
 use std::sync::Arc;
