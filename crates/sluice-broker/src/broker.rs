@@ -17,7 +17,7 @@ use crate::producer_ids::ProducerIds;
 use crate::topics::{Topic, Topics};
 
 /// At most this many `authorization denied` lines per window (the rest are counted in
-/// `sluice_authorization_denials_total` and written to the audit log, not logged).
+/// `sluice_authorization_denials_total`, and audited when an audit log is set, not logged).
 const DENIAL_LINES_PER_WINDOW: u32 = 100;
 const DENIAL_WINDOW_MS: i64 = 10_000;
 

@@ -14,7 +14,7 @@ pub struct InterBroker {
     /// The listener followers fetch from; `None`: each leader's first listener.
     listener: Option<String>,
     security: RwLock<Arc<ConnectionSecurity>>,
-    /// The leaders already logged as having no listener of that name (once each).
+    /// The leaders logged as having no listener of that name (once each, until they have one).
     warned: parking_lot::Mutex<std::collections::HashSet<NodeId>>,
 }
 
@@ -48,7 +48,10 @@ impl InterBroker {
             ));
         };
         match registration.listeners.iter().find(|l| &l.name == name) {
-            Some(l) => Some(format!("{}:{}", l.host, l.port)),
+            Some(l) => {
+                self.warned.lock().remove(&node);
+                Some(format!("{}:{}", l.host, l.port))
+            }
             None => {
                 if !self.warned.lock().insert(node) {
                     return None;

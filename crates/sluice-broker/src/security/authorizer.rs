@@ -222,12 +222,13 @@ impl Check<'_> {
             .api
             .map_or_else(|| "admin-http".to_string(), |a| format!("{a:?}"));
         let admit = self.broker.denial_log.take(self.broker.liveness_ms());
-        if let Admit::Log { skipped } = admit {
+        if let Admit::Log { skipped } | Admit::Last { skipped } = admit {
             if skipped > 0 {
                 tracing::info!(
                     skipped,
                     "authorization denials not logged in the last window (each is counted in \
-                     sluice_authorization_denials_total and written to the audit log)"
+                     sluice_authorization_denials_total, and written to the audit log when one \
+                     is set)"
                 );
             }
         }
@@ -242,10 +243,10 @@ impl Check<'_> {
                 "authorization denied"
             );
         }
-        if admit == Admit::Last {
+        if let Admit::Last { .. } = admit {
             tracing::info!(
-                "more authorization denials in this 10 s window are not logged (they are counted \
-                 in sluice_authorization_denials_total and written to the audit log)"
+                "more authorization denials in this window are not logged (they are counted in \
+                 sluice_authorization_denials_total, and written to the audit log when one is set)"
             );
         }
         self.broker.audit.record(AuditEvent::AuthorizationDenied {

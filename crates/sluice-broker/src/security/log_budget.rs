@@ -9,8 +9,8 @@ use parking_lot::Mutex;
 pub enum Admit {
     /// Log it; `skipped` lines were left out since the last one logged.
     Log { skipped: u64 },
-    /// Log it, and say that the rest of this window's lines are left out.
-    Last,
+    /// Log it (`skipped` as above), and say that the rest of this window's lines are left out.
+    Last { skipped: u64 },
     /// Leave it out.
     Skip,
 }
@@ -47,7 +47,9 @@ impl LogBudget {
                 skipped: std::mem::take(skipped),
             }
         } else if *used == self.per_window {
-            Admit::Last
+            Admit::Last {
+                skipped: std::mem::take(skipped),
+            }
         } else {
             *skipped += 1;
             Admit::Skip
@@ -64,15 +66,24 @@ mod tests {
         let budget = LogBudget::new(3, 1_000);
         assert_eq!(budget.take(0), Admit::Log { skipped: 0 });
         assert_eq!(budget.take(10), Admit::Log { skipped: 0 });
-        assert_eq!(budget.take(20), Admit::Last);
+        assert_eq!(budget.take(20), Admit::Last { skipped: 0 });
         assert_eq!(budget.take(30), Admit::Skip);
         assert_eq!(budget.take(999), Admit::Skip);
         // The next window logs again and reports the two left out.
         assert_eq!(budget.take(1_000), Admit::Log { skipped: 2 });
         assert_eq!(budget.take(1_001), Admit::Log { skipped: 0 });
         // A clock set back starts a window too.
-        assert_eq!(budget.take(1_002), Admit::Last);
+        assert_eq!(budget.take(1_002), Admit::Last { skipped: 0 });
         assert_eq!(budget.take(1_003), Admit::Skip);
         assert_eq!(budget.take(500), Admit::Log { skipped: 1 });
+    }
+
+    #[test]
+    fn a_budget_of_one_line_still_reports_what_it_left_out() {
+        let budget = LogBudget::new(1, 1_000);
+        assert_eq!(budget.take(0), Admit::Last { skipped: 0 });
+        assert_eq!(budget.take(1), Admit::Skip);
+        assert_eq!(budget.take(2), Admit::Skip);
+        assert_eq!(budget.take(1_000), Admit::Last { skipped: 2 });
     }
 }

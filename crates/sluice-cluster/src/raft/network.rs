@@ -29,10 +29,6 @@ use crate::metadata::NodeRegistration;
 /// Frames larger than this close the connection.
 const MAX_FRAME_BYTES: usize = 64 << 20;
 
-/// Connections that may be in their TLS handshake at once; more are closed at once (a flood of
-/// half-open connections must not hold a task and a socket each for the handshake's 10 s).
-const MAX_HANDSHAKES: usize = 64;
-
 #[derive(Debug, Serialize, Deserialize)]
 pub enum InternalRequest {
     Append(AppendEntriesRequest<MetaTypes>),
@@ -153,7 +149,6 @@ pub async fn serve<H: InternalHandler>(
     handler: Arc<H>,
     shutdown: tokio_util::sync::CancellationToken,
 ) {
-    let handshakes = Arc::new(tokio::sync::Semaphore::new(MAX_HANDSHAKES));
     loop {
         let accepted = tokio::select! {
             () = shutdown.cancelled() => return,
@@ -161,15 +156,6 @@ pub async fn serve<H: InternalHandler>(
         };
         let Ok((tcp, peer)) = accepted else {
             tokio::time::sleep(Duration::from_millis(50)).await;
-            continue;
-        };
-        let Ok(permit) = Arc::clone(&handshakes).try_acquire_owned() else {
-            transport.log_refusal(
-                peer,
-                &std::io::Error::other(format!(
-                    "{MAX_HANDSHAKES} connections are in their handshake already"
-                )),
-            );
             continue;
         };
         let handler = Arc::clone(&handler);
@@ -180,7 +166,6 @@ pub async fn serve<H: InternalHandler>(
                 () = shutdown.cancelled() => return,
                 s = transport.accept(tcp) => s,
             };
-            drop(permit);
             let mut stream = match handshake {
                 Ok(s) => s,
                 Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return,

@@ -20,6 +20,12 @@ use tokio_rustls::rustls::server::WebPkiClientVerifier;
 use tokio_rustls::rustls::{self, ClientConfig, RootCertStore, ServerConfig};
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 
+/// Connections one address may have in their TLS handshake at once, and all addresses
+/// together: a flood of half-open connections must neither hold a task and a socket each for
+/// the handshake's 10 s without bound, nor, from one address, shut the nodes out.
+const HANDSHAKES_PER_ADDRESS: usize = 32;
+const HANDSHAKES: usize = 1024;
+
 /// A connection's byte stream, plain or TLS.
 pub trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
@@ -77,6 +83,8 @@ impl TlsConfigs {
 #[derive(Default)]
 pub struct Transport {
     tls: Option<RwLock<TlsConfigs>>,
+    /// Connections in their handshake, by peer address.
+    handshaking: Arc<Mutex<std::collections::HashMap<IpAddr, usize>>>,
     /// When a refused connection was last logged, and how many were not logged since.
     refusals: Mutex<(Option<tokio::time::Instant>, u64)>,
 }
@@ -102,6 +110,7 @@ impl Transport {
     pub fn tls(configs: TlsConfigs) -> Transport {
         Transport {
             tls: Some(RwLock::new(configs)),
+            handshaking: Arc::default(),
             refusals: Mutex::default(),
         }
     }
@@ -119,12 +128,14 @@ impl Transport {
     }
 
     /// The accepted `tcp` as this transport speaks it: after the TLS handshake, in which the
-    /// peer must present a certificate of the cluster's authority.
+    /// peer must present a certificate of the cluster's authority. Refused at once when its
+    /// address (or everyone) has too many connections in their handshake already.
     pub async fn accept(&self, tcp: TcpStream) -> std::io::Result<InternalStream> {
         let _ = tcp.set_nodelay(true);
         let Some(tls) = &self.tls else {
             return Ok(Box::new(tcp));
         };
+        let _slot = HandshakeSlot::take(&self.handshaking, tcp.peer_addr()?.ip())?;
         let acceptor = TlsAcceptor::from(Arc::clone(&tls.read().server));
         match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
             Ok(Ok(stream)) => Ok(Box::new(stream)),
@@ -182,6 +193,49 @@ impl Transport {
     }
 }
 
+/// One connection's place among those in their handshake, given back when dropped.
+struct HandshakeSlot {
+    table: Arc<Mutex<std::collections::HashMap<IpAddr, usize>>>,
+    ip: IpAddr,
+}
+
+impl HandshakeSlot {
+    fn take(
+        table: &Arc<Mutex<std::collections::HashMap<IpAddr, usize>>>,
+        ip: IpAddr,
+    ) -> std::io::Result<HandshakeSlot> {
+        let mut counts = table.lock();
+        let total: usize = counts.values().sum();
+        let mine = counts.entry(ip).or_insert(0);
+        if *mine >= HANDSHAKES_PER_ADDRESS || total >= HANDSHAKES {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                format!(
+                    "too many connections in their handshake ({} from this address, {total} in all)",
+                    *mine
+                ),
+            ));
+        }
+        *mine += 1;
+        Ok(HandshakeSlot {
+            table: Arc::clone(table),
+            ip,
+        })
+    }
+}
+
+impl Drop for HandshakeSlot {
+    fn drop(&mut self) {
+        let mut counts = self.table.lock();
+        if let Some(n) = counts.get_mut(&self.ip) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                counts.remove(&self.ip);
+            }
+        }
+    }
+}
+
 /// The name the listener at `addr` must prove in its certificate: its IP address, or its host
 /// name.
 fn server_name(addr: &str) -> std::io::Result<ServerName<'static>> {
@@ -227,6 +281,22 @@ mod tests {
             ServerName::try_from("node-1.example").unwrap()
         );
         assert!(server_name("bad name:1").is_err());
+    }
+
+    #[test]
+    fn one_address_cannot_take_every_handshake_slot() {
+        let table = Arc::default();
+        let a = IpAddr::from([10, 0, 0, 1]);
+        let b = IpAddr::from([10, 0, 0, 2]);
+        let held: Vec<_> = (0..HANDSHAKES_PER_ADDRESS)
+            .map(|_| HandshakeSlot::take(&table, a).unwrap())
+            .collect();
+        assert!(HandshakeSlot::take(&table, a).is_err());
+        let other = HandshakeSlot::take(&table, b).unwrap();
+        drop(held);
+        drop(other);
+        assert!(table.lock().is_empty(), "every slot is given back");
+        assert!(HandshakeSlot::take(&table, a).is_ok());
     }
 
     #[test]
