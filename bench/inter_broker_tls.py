@@ -24,27 +24,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-import trustme
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 os.environ.setdefault("SLUICE_BIN", str(ROOT / "target" / "release" / "sluice"))
 
 from cluster.harness import cluster_port, scratch_cluster  # noqa: E402
+from conftest import cluster_certificates  # noqa: E402
 
 SLUICE = Path(os.environ["SLUICE_BIN"])
-
-
-def certificates(directory):
-    ca = trustme.CA()
-    cert = ca.issue_cert("127.0.0.1", common_name="node")
-    files = {"ca": directory / "ca.pem", "cert": directory / "node.pem", "key": directory / "node.key"}
-    ca.cert_pem.write_to_path(str(files["ca"]))
-    with open(files["cert"], "wb") as f:
-        for blob in cert.cert_chain_pems:
-            f.write(blob.bytes())
-    cert.private_key_pem.write_to_path(str(files["key"]))
-    return files
 
 
 def secure(node, files):
@@ -103,7 +90,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=2, help="rounds per mode (A-B-B-A order)")
     ap.add_argument("--seconds", type=int, default=8)
     args = ap.parse_args()
-    files = certificates(Path(tempfile.mkdtemp(prefix="sluice-ibtls-certs-")))
+    files = cluster_certificates(Path(tempfile.mkdtemp(prefix="sluice-ibtls-certs-")))
     order = []
     for r in range(args.rounds):
         order += ["plain", "tls"] if r % 2 == 0 else ["tls", "plain"]

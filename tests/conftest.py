@@ -79,6 +79,27 @@ def free_port():
         return s.getsockname()[1]
 
 
+def write_cert(ca, directory, name, **issue):
+    """A certificate for 127.0.0.1 with common name `name`, issued by the trustme `ca`: its
+    chain and key as PEM files in `directory`, {"cert": path, "key": path}."""
+    cert = ca.issue_cert("127.0.0.1", common_name=name, **issue)
+    files = {"cert": directory / f"{name}.pem", "key": directory / f"{name}.key"}
+    with open(files["cert"], "wb") as f:
+        for blob in cert.cert_chain_pems:
+            f.write(blob.bytes())
+    cert.private_key_pem.write_to_path(str(files["key"]))
+    return files
+
+
+def cluster_certificates(directory):
+    """A new CA (ca.pem) and one certificate for 127.0.0.1 (CN=node) it issued, as PEM files:
+    {"ca", "cert", "key"}."""
+    import trustme
+    ca = trustme.CA()
+    ca.cert_pem.write_to_path(str(directory / "ca.pem"))
+    return {"ca": directory / "ca.pem", **write_cert(ca, directory, "node")}
+
+
 def wait_until(predicate, timeout, what):
     """Polls `predicate` until it returns a truthy value or `timeout` seconds pass."""
     deadline = time.monotonic() + timeout

@@ -22,7 +22,7 @@ import pytest
 import trustme
 from confluent_kafka import Consumer, Producer
 
-from conftest import SLUICE, free_port, wait_until
+from conftest import SLUICE, free_port, wait_until, write_cert
 
 from .checker import OK, History
 from .workload import drain_and_check, produce_records
@@ -30,17 +30,6 @@ from .workload import drain_and_check, produce_records
 pytestmark = pytest.mark.timeout(180)
 
 TOPIC = "internal-tls"
-
-
-def write_cert(ca, directory, name, **issue):
-    """A certificate for 127.0.0.1 (chain, key) issued by `ca`, as PEM files in `directory`."""
-    cert = ca.issue_cert("127.0.0.1", common_name=name, **issue)
-    files = {"cert": directory / f"{name}.pem", "key": directory / f"{name}.key"}
-    with open(files["cert"], "wb") as f:
-        for blob in cert.cert_chain_pems:
-            f.write(blob.bytes())
-    cert.private_key_pem.write_to_path(str(files["key"]))
-    return files
 
 
 def internal_tls_flags(files, ca_file):

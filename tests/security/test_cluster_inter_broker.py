@@ -29,25 +29,12 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from cluster.checker import OK, History
 from cluster.harness import cluster, cluster_port  # noqa: F401  (the fixture)
 from cluster.workload import drain_and_check, produce_records
-from conftest import SLUICE, free_port, wait_until
+from conftest import SLUICE, cluster_certificates, free_port, wait_until
 from security.conftest import create_user, metric
 
 pytestmark = pytest.mark.timeout(180)
 
 PASSWORDS = {"admin": "admin-secret-1", "replicator": "replicator-secret-1"}
-
-
-def write_files(directory):
-    """A CA and one certificate for 127.0.0.1 (CN=node) it issued, as PEM files."""
-    ca = trustme.CA()
-    cert = ca.issue_cert("127.0.0.1", common_name="node")
-    files = {"ca": directory / "ca.pem", "cert": directory / "node.pem", "key": directory / "node.key"}
-    ca.cert_pem.write_to_path(str(files["ca"]))
-    with open(files["cert"], "wb") as f:
-        for blob in cert.cert_chain_pems:
-            f.write(blob.bytes())
-    cert.private_key_pem.write_to_path(str(files["key"]))
-    return files
 
 
 def with_listener(node, name, protocol):
@@ -82,16 +69,22 @@ def assert_fetched_over(c, port_of):
             f"node {i}'s fetchers dialled {addresses}, the secured listeners are {secured}"
 
 
-def test_followers_fetch_over_an_ssl_listener_with_the_node_certificate(cluster, tmp_path):
-    files = write_files(tmp_path)
+def ssl_replication_cluster(cluster, files, client_ca=None):
+    """3 nodes whose followers fetch over REPLICATION, an SSL listener requiring client
+    certificates of `client_ca` (the cluster's authority by default), presenting the node's
+    internal certificate; started."""
     flags = ["--tls-cert-file", str(files["cert"]), "--tls-key-file", str(files["key"]),
-             "--tls-client-auth", "required", "--tls-client-ca-file", str(files["ca"]),
+             "--tls-client-auth", "required", "--tls-client-ca-file", str(client_ca or files["ca"]),
              "--internal-tls-cert-file", str(files["cert"]), "--internal-tls-key-file", str(files["key"]),
              "--internal-tls-ca-file", str(files["ca"]), "--inter-broker-listener-name", "REPLICATION"]
     c = cluster(3, extra=flags, start=False)
     for node in c.nodes.values():
         with_listener(node, "REPLICATION", "SSL")
-    c.start()
+    return c.start()
+
+
+def test_followers_fetch_over_an_ssl_listener_with_the_node_certificate(cluster, tmp_path):
+    c = ssl_replication_cluster(cluster, cluster_certificates(tmp_path))
     topic = "over-ssl"
     c.create_topic(topic, 3, replication_factor=3, config={"min.insync.replicas": "2"})
     history = History()
@@ -114,18 +107,9 @@ def test_a_follower_whose_certificate_the_leader_refuses_copies_nothing_and_says
     follower's TLS session is refused (under TLS 1.3 by an alert after the handshake), each
     follower names the refusal once per leader, and an acks=all write that needs a follower is
     never acknowledged."""
-    files = write_files(tmp_path)
-    other = trustme.CA()
     other_ca = tmp_path / "other-ca.pem"
-    other.cert_pem.write_to_path(str(other_ca))
-    flags = ["--tls-cert-file", str(files["cert"]), "--tls-key-file", str(files["key"]),
-             "--tls-client-auth", "required", "--tls-client-ca-file", str(other_ca),
-             "--internal-tls-cert-file", str(files["cert"]), "--internal-tls-key-file", str(files["key"]),
-             "--internal-tls-ca-file", str(files["ca"]), "--inter-broker-listener-name", "REPLICATION"]
-    c = cluster(3, extra=flags, start=False)
-    for node in c.nodes.values():
-        with_listener(node, "REPLICATION", "SSL")
-    c.start()
+    trustme.CA().cert_pem.write_to_path(str(other_ca))
+    c = ssl_replication_cluster(cluster, cluster_certificates(tmp_path), client_ca=other_ca)
     topic = "refused-followers"
     c.create_topic(topic, 1, replication_factor=3, config={"min.insync.replicas": "2"})
     history = History()
@@ -157,7 +141,7 @@ def stop_all(c):
 
 
 def test_followers_log_in_over_sasl_ssl_under_the_authorizer(cluster, tmp_path):
-    files = write_files(tmp_path)
+    files = cluster_certificates(tmp_path)
     flags = ["--tls-cert-file", str(files["cert"]), "--tls-key-file", str(files["key"]),
              "--inter-broker-listener-name", "SASL_SSL", "--inter-broker-tls-ca-file", str(files["ca"]),
              "--inter-broker-sasl-username", "replicator"]
@@ -223,7 +207,7 @@ def serve_refusal(tmp_path, flags, listeners):
 
 
 def test_inter_broker_settings_that_cannot_work_stop_serve(tmp_path):
-    files = write_files(tmp_path)
+    files = cluster_certificates(tmp_path)
     tls = ["--tls-cert-file", str(files["cert"]), "--tls-key-file", str(files["key"])]
     plain = f"PLAINTEXT://127.0.0.1:{free_port()}"
     sasl_ssl_listener = f"SASL_SSL://127.0.0.1:{free_port()},{plain}"

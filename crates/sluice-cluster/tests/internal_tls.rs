@@ -9,18 +9,15 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{bind_voters, wait_for};
+use common::{bind_voters, knows, register, wait_for};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
-use sluice_cluster::metadata::{MetadataRecord, NodeRegistration};
 use sluice_cluster::raft::network::{InternalRequest, InternalResponse, PeerClient};
 use sluice_cluster::raft::node::{MetadataConfig, MetadataNode};
 use sluice_cluster::raft::transport::{TlsConfigs, Transport};
 use sluice_cluster::raft::MetadataCommand;
-use sluice_cluster::NodeId;
 use tokio_rustls::rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
 use tokio_rustls::rustls::{ClientConfig, RootCertStore};
 use tokio_util::sync::CancellationToken;
-use uuid::Uuid;
 
 /// A certificate authority that signs node certificates for 127.0.0.1.
 struct Authority {
@@ -78,29 +75,6 @@ impl Authority {
     }
 }
 
-fn register(id: i32) -> MetadataCommand {
-    MetadataCommand {
-        records: vec![MetadataRecord::RegisterNode(NodeRegistration {
-            node: NodeId(id),
-            incarnation: Uuid::new_v4(),
-            kafka_host: "127.0.0.1".into(),
-            kafka_port: 9000 + id,
-            listeners: Vec::new(),
-            internal_addr: String::new(),
-            rack: None,
-            directory: None,
-        })],
-    }
-}
-
-fn knows(node: &MetadataNode, id: i32) -> bool {
-    node.applied()
-        .borrow()
-        .state
-        .nodes
-        .contains_key(&NodeId(id))
-}
-
 /// Sends `request` to `addr` over `transport`: the answer, or why there is none.
 async fn ask(
     addr: &str,
@@ -139,11 +113,7 @@ async fn voters_with_certificates_of_one_authority_agree_and_strangers_are_refus
     let leader = nodes[&1].leader().unwrap();
     let follower = *nodes.keys().find(|id| **id != leader).unwrap();
     assert_eq!(
-        nodes[&follower]
-            .propose(register(7).records)
-            .await
-            .unwrap()
-            .refused,
+        nodes[&follower].propose(register(7)).await.unwrap().refused,
         None
     );
     wait_for("every node to apply", || {
@@ -179,7 +149,9 @@ async fn voters_with_certificates_of_one_authority_agree_and_strangers_are_refus
         let answer = ask(
             &voters[&leader],
             transport,
-            &InternalRequest::Propose(register(66)),
+            &InternalRequest::Propose(MetadataCommand {
+                records: register(66),
+            }),
         )
         .await;
         assert!(answer.is_err(), "{who} was answered: {answer:?}");
@@ -187,11 +159,7 @@ async fn voters_with_certificates_of_one_authority_agree_and_strangers_are_refus
     // A member's proposal after them commits; the log is ordered, so had a stranger's been
     // taken it would be applied by then.
     assert_eq!(
-        nodes[&leader]
-            .propose(register(67).records)
-            .await
-            .unwrap()
-            .refused,
+        nodes[&leader].propose(register(67)).await.unwrap().refused,
         None
     );
     wait_for("the marker to apply", || {

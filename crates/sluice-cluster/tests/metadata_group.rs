@@ -9,13 +9,12 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use common::{bind_voters, wait_for};
-use sluice_cluster::metadata::{MetadataRecord, NodeRegistration};
+use common::{bind_voters, knows, register, wait_for};
+use sluice_cluster::metadata::MetadataRecord;
 use sluice_cluster::raft::node::{MetadataConfig, MetadataNode};
 use sluice_cluster::NodeId;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
-use uuid::Uuid;
 
 struct Running {
     node: Arc<MetadataNode>,
@@ -38,27 +37,6 @@ async fn start(
         stop.clone(),
     ));
     Running { node, stop }
-}
-
-fn register(id: i32) -> Vec<MetadataRecord> {
-    vec![MetadataRecord::RegisterNode(NodeRegistration {
-        node: NodeId(id),
-        incarnation: Uuid::new_v4(),
-        kafka_host: "127.0.0.1".into(),
-        kafka_port: 9000 + id,
-        listeners: Vec::new(),
-        internal_addr: String::new(),
-        rack: None,
-        directory: None,
-    })]
-}
-
-fn knows(node: &MetadataNode, id: i32) -> bool {
-    node.applied()
-        .borrow()
-        .state
-        .nodes
-        .contains_key(&NodeId(id))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,9 +1,12 @@
-//! What the cluster tests share: loopback listeners for a set of voters, and waiting on a
-//! condition with a deadline.
+//! What the cluster tests share: loopback listeners for a set of voters, waiting on a
+//! condition with a deadline, and a metadata command to propose and look for.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use sluice_cluster::metadata::{MetadataRecord, NodeRegistration};
+use sluice_cluster::raft::node::MetadataNode;
+use sluice_cluster::NodeId;
 use tokio::net::TcpListener;
 
 /// Binds a loopback listener for each of nodes `1..=count`: (their listeners, id → address).
@@ -28,4 +31,29 @@ pub async fn wait_for(what: &str, mut predicate: impl FnMut() -> bool) {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// The records registering node `id` (a proposal whose effect [`knows`] sees).
+#[allow(dead_code)] // not every test file proposes
+pub fn register(id: i32) -> Vec<MetadataRecord> {
+    vec![MetadataRecord::RegisterNode(NodeRegistration {
+        node: NodeId(id),
+        incarnation: uuid::Uuid::new_v4(),
+        kafka_host: "127.0.0.1".into(),
+        kafka_port: 9000 + id,
+        listeners: Vec::new(),
+        internal_addr: String::new(),
+        rack: None,
+        directory: None,
+    })]
+}
+
+/// Whether `node` has applied the registration of node `id`.
+#[allow(dead_code)] // not every test file proposes
+pub fn knows(node: &MetadataNode, id: i32) -> bool {
+    node.applied()
+        .borrow()
+        .state
+        .nodes
+        .contains_key(&NodeId(id))
 }
