@@ -28,30 +28,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 os.environ.setdefault("SLUICE_BIN", str(ROOT / "target" / "release" / "sluice"))
 
-from cluster.harness import cluster_port, scratch_cluster  # noqa: E402
+from cluster.harness import scratch_cluster  # noqa: E402
 from conftest import cluster_certificates  # noqa: E402
+from security.test_cluster_inter_broker import ssl_replication_flags, with_listener  # noqa: E402
 
 SLUICE = Path(os.environ["SLUICE_BIN"])
-
-
-def secure(node, files):
-    """PLAINTEXT for clients (first), REPLICATION (SSL, client certificates required) for the
-    followers, mutual TLS on the internal listener."""
-    node.replication_port = cluster_port()
-    node.extra += ["--tls-cert-file", str(files["cert"]), "--tls-key-file", str(files["key"]),
-                   "--tls-client-auth", "required", "--tls-client-ca-file", str(files["ca"]),
-                   "--internal-tls-cert-file", str(files["cert"]), "--internal-tls-key-file", str(files["key"]),
-                   "--internal-tls-ca-file", str(files["ca"]), "--inter-broker-listener-name", "REPLICATION"]
-    base = node.command
-
-    def command():
-        cmd = base()
-        i = cmd.index("--listen")
-        listeners = f"PLAINTEXT://{cmd[i + 1]},REPLICATION://{node.host}:{node.replication_port}"
-        return cmd[:i] + ["--listeners", listeners, "--listener-security-protocol-map",
-                          "PLAINTEXT:PLAINTEXT,REPLICATION:SSL"] + cmd[i + 2:]
-
-    node.command = command
 
 
 def bench(args, *command):
@@ -66,7 +47,8 @@ def one_round(args, mode, files):
     with scratch_cluster(3, f"sluice-ibtls-{mode}-") as c:
         if mode == "tls":
             for node in c.nodes.values():
-                secure(node, files)
+                node.extra += ssl_replication_flags(files)
+                with_listener(node, "REPLICATION", "SSL")
         c.start()
         common = ["--brokers", c.bootstrap, "--acks", "all", "--replication-factor", "3",
                   "--topic-config", "min.insync.replicas=2"]

@@ -69,15 +69,20 @@ def assert_fetched_over(c, port_of):
             f"node {i}'s fetchers dialled {addresses}, the secured listeners are {secured}"
 
 
+def ssl_replication_flags(files, client_ca=None):
+    """Followers fetch over REPLICATION (give the node that listener with `with_listener`), an
+    SSL listener requiring client certificates of `client_ca` (the cluster's authority by
+    default), presenting the node's internal certificate; the internal listener under mutual
+    TLS."""
+    return ["--tls-cert-file", str(files["cert"]), "--tls-key-file", str(files["key"]),
+            "--tls-client-auth", "required", "--tls-client-ca-file", str(client_ca or files["ca"]),
+            "--internal-tls-cert-file", str(files["cert"]), "--internal-tls-key-file", str(files["key"]),
+            "--internal-tls-ca-file", str(files["ca"]), "--inter-broker-listener-name", "REPLICATION"]
+
+
 def ssl_replication_cluster(cluster, files, client_ca=None):
-    """3 nodes whose followers fetch over REPLICATION, an SSL listener requiring client
-    certificates of `client_ca` (the cluster's authority by default), presenting the node's
-    internal certificate; started."""
-    flags = ["--tls-cert-file", str(files["cert"]), "--tls-key-file", str(files["key"]),
-             "--tls-client-auth", "required", "--tls-client-ca-file", str(client_ca or files["ca"]),
-             "--internal-tls-cert-file", str(files["cert"]), "--internal-tls-key-file", str(files["key"]),
-             "--internal-tls-ca-file", str(files["ca"]), "--inter-broker-listener-name", "REPLICATION"]
-    c = cluster(3, extra=flags, start=False)
+    """3 nodes with ssl_replication_flags, started."""
+    c = cluster(3, extra=ssl_replication_flags(files, client_ca), start=False)
     for node in c.nodes.values():
         with_listener(node, "REPLICATION", "SSL")
     return c.start()
