@@ -47,6 +47,12 @@ class Member:
             return []
         return [tuple(int(x) if i < 2 else x for i, x in enumerate(l.split(" ", 2))) for l in lines if l.count(" ") >= 2]
 
+    def stderr_tail(self, limit=2000):
+        try:
+            return Path(self.out + ".stderr").read_text()[-limit:]
+        except FileNotFoundError:
+            return ""
+
     def kill(self):
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(10)
@@ -87,7 +93,12 @@ def wait_for_assignments(group_members, sizes, timeout=60):
         got = sorted(len(m.assignment()) for m in group_members)
         parts = sorted(p for m in group_members for p in m.assignment())
         return got == sorted(sizes) and len(parts) == len(set(parts)) and parts
-    return wait_until(spread, timeout, f"assignments of sizes {sizes}")
+    try:
+        return wait_until(spread, timeout, f"assignments of sizes {sizes}")
+    except AssertionError as e:
+        # Say what each member saw, so that a failure in CI can be read without a rerun.
+        seen = [f"{m.out}: events {m.events()[-6:]}, stderr {m.stderr_tail()!r}" for m in group_members]
+        raise AssertionError(f"{e}\n" + "\n".join(seen)) from None
 
 
 @pytest.mark.parametrize("client", ["confluent", "kafka-python"])
