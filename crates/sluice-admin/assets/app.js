@@ -212,6 +212,7 @@ async function overviewPage() {
   const pts = hist.points;
   const series = (key, scale) => pts.map((p) => [p.t_ms, p[key] === null ? null : p[key] * (scale || 1)]);
   const n = ov.nodes[0];
+  const missing = pts.length ? pts[pts.length - 1].nodes_missing : 0;
   render(
     h("h1", {}, "Overview"),
     h("div", { class: "cards" },
@@ -223,7 +224,9 @@ async function overviewPage() {
       card("Offline partitions", fmt.int(ov.offline_partitions), ov.offline_partitions ? "bad" : ""),
       card("Consumer groups", fmt.int(ov.groups)),
       card("Connections", fmt.int(ov.connections))),
-    h("h2", {}, ov.nodes.length > 1 ? "Traffic through this node, last 15 minutes" : "Traffic, last 15 minutes"),
+    h("h2", {}, ov.nodes.length > 1 ? "Traffic of the cluster, last 15 minutes" : "Traffic, last 15 minutes"),
+    missing ? h("p", { class: "muted" }, missing + (missing === 1 ? " node" : " nodes") +
+      " did not answer in time: the last point leaves out their traffic") : null,
     h("div", { class: "charts" },
       chart("Messages", [
         { name: "produce", color: "#0b63c4", points: series("produce_msgs_per_s") },
@@ -231,7 +234,7 @@ async function overviewPage() {
       chart("Throughput", [
         { name: "produce", color: "#0b63c4", points: series("produce_bytes_per_s", 1 / 1048576) },
         { name: "consume", color: "#1e7b34", points: series("consume_bytes_per_s", 1 / 1048576) }], "MB/s"),
-      chart("Produce latency P99", [
+      chart(ov.nodes.length > 1 ? "Produce latency P99 on this node" : "Produce latency P99", [
         { name: "P99", color: "#b3261e", points: series("produce_p99_us", 1 / 1000) }], "ms")),
     h("h2", {}, "Nodes"),
     table([

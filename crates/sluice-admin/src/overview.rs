@@ -101,7 +101,8 @@ fn on_one_node(state: &AppState) -> Overview {
 }
 
 /// The cluster as this node's applied metadata has it, with each node's own report and its
-/// consumer groups (asked over the internal listener). The traffic is this node's.
+/// consumer groups (asked over the internal listener). The traffic is the cluster's (the
+/// history sampler sums every node's), its produce P99 this node's.
 async fn in_cluster(state: &AppState, replication: &Replication) -> Overview {
     let broker = &state.broker;
     let applied = replication.state();

@@ -24,6 +24,7 @@ pub(crate) mod peer;
 mod read_replica;
 mod reconcile;
 pub mod throttle;
+pub mod traffic_report;
 mod unclean;
 
 pub(crate) use peer::PeerCall;

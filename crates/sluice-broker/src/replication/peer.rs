@@ -75,6 +75,9 @@ pub(crate) enum PeerCall {
     /// The receiver's [`NodeReport`](super::node_report::NodeReport), with its followers'
     /// lag for the partitions of `lag_of`.
     Report { lag_of: Option<String> },
+    /// The receiver's client traffic counters, for a console charting the cluster's traffic
+    /// (answered with a `traffic_report::TrafficTotals`).
+    Traffic,
     /// DeleteRecords on a partition the receiver leads (from another node's admin console);
     /// answered with the new log start.
     DeleteRecords {
@@ -202,6 +205,7 @@ impl Broker {
             PeerCall::Report { lag_of } => {
                 return answered(Ok(self.node_report(lag_of.as_deref())));
             }
+            PeerCall::Traffic => return answered(Ok(self.traffic_totals())),
             PeerCall::DeleteRecords {
                 topic,
                 partition,

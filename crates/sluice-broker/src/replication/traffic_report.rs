@@ -1,0 +1,80 @@
+//! A node's client traffic counters, for a console that charts the whole cluster's traffic:
+//! each node counts only what clients produce to the partitions it leads and fetch from it
+//! (followers' copies are not counted), so the cluster's rate is the sum of the nodes' rates.
+//! A console asks every live node once a second ([`PeerCall::Traffic`]) and takes the rates of
+//! the counters itself; the answer is the counters, not rates, so that two consoles asking the
+//! same node do not disturb each other.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use futures::future::join_all;
+use serde::{Deserialize, Serialize};
+
+use super::PeerCall;
+use crate::broker::Broker;
+
+/// How long a console's sampler waits for another node's counters (it samples once a second).
+const TRAFFIC_TIMEOUT: Duration = Duration::from_millis(800);
+
+/// A node's client traffic since it started.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TrafficTotals {
+    /// Per topic: records and bytes clients produced to the partitions this node holds.
+    pub produced: BTreeMap<String, (u64, u64)>,
+    /// Records and bytes clients fetched from this node.
+    pub fetched_records: u64,
+    pub fetched_bytes: u64,
+}
+
+impl Broker {
+    /// This node's counters.
+    pub fn traffic_totals(&self) -> TrafficTotals {
+        let mut totals = TrafficTotals::default();
+        for topic in self.topics.list() {
+            let mut sum = (0u64, 0u64);
+            for p in topic.partitions() {
+                let c = p.counters();
+                sum.0 += c.produced_records.load(Ordering::Relaxed);
+                sum.1 += c.produced_bytes.load(Ordering::Relaxed);
+                totals.fetched_records += c.fetched_records.load(Ordering::Relaxed);
+                totals.fetched_bytes += c.fetched_bytes.load(Ordering::Relaxed);
+            }
+            totals.produced.insert(topic.name.to_string(), sum);
+        }
+        totals
+    }
+
+    /// Every live node's counters: this node's own, the others' asked over the internal
+    /// listener at once. A fenced node is not listed (it is not serving clients; its counters
+    /// start again from zero when it returns); a node that did not answer in time, or an older
+    /// node that does not know the call, is listed with the reason.
+    pub async fn cluster_traffic(&self) -> Vec<(i32, Result<TrafficTotals, String>)> {
+        let Some(replication) = self.replication.get() else {
+            return vec![(self.config.node_id, Ok(self.traffic_totals()))];
+        };
+        let state = replication.state();
+        let me = replication.me();
+        let live = state
+            .state
+            .nodes
+            .values()
+            .filter(|n| !n.fenced || n.registration.node == me);
+        let asks = live.map(|n| {
+            let id = n.registration.node;
+            async move {
+                let totals = if id == me {
+                    Ok(self.traffic_totals())
+                } else {
+                    match self.ask_peer(id, &PeerCall::Traffic, TRAFFIC_TIMEOUT).await {
+                        Ok(v) => serde_json::from_value(v).map_err(|e| e.to_string()),
+                        Err(e) => Err(e.to_string()),
+                    }
+                };
+                (id.0, totals)
+            }
+        });
+        join_all(asks).await
+    }
+}
