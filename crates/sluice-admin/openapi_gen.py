@@ -43,7 +43,7 @@ def obj(props, required=None, extra=False):
 nullable=lambda s: {"oneOf":[s,{"type":"null"}]}
 schemas = {
  "Error": obj({"error":S},["error"]),
- "TrafficPoint": obj({"t_ms":I,"produce_msgs_per_s":NUM,"produce_bytes_per_s":NUM,"consume_msgs_per_s":NUM,"consume_bytes_per_s":NUM,"produce_p99_us":{**nullable(I),"description":"on the node answering, not summed"},"nodes_counted":{"type":"integer","description":"nodes whose traffic the rates sum"},"nodes_missing":{"type":"integer","description":"live nodes that did not answer in time"}}),
+ "TrafficPoint": obj({"t_ms":I,"produce_msgs_per_s":NUM,"produce_bytes_per_s":NUM,"consume_msgs_per_s":NUM,"consume_bytes_per_s":NUM,"produce_p99_us":{**nullable(I),"description":"on the node answering, not summed"},"nodes_counted":{"type":"integer","description":"nodes whose traffic the rates sum"},"nodes_missing":{"type":"integer","description":"live nodes whose traffic this point leaves out (no answer in time, just restarted, or an older version)"}}),
  "Node": obj({"id":I,"kafka_address":S,"admin_address":nullable(S),"rack":nullable(S),"roles":arr({"type":"string","enum":["broker","voter","controller"]}),
      "status":{"type":"string","enum":["online","degraded","fenced","unreachable"],"description":"fenced: the controller has not heard from the node; unreachable: alive in the metadata but it did not answer this node"},
      "version":nullable(S),"uptime_ms":nullable(I),"data_bytes":nullable(I),"disk_free_bytes":nullable(I),"disk_total_bytes":nullable(I),"connections":nullable(I),"error":nullable(S)}),

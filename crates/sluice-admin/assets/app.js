@@ -225,8 +225,8 @@ async function overviewPage() {
       card("Consumer groups", fmt.int(ov.groups)),
       card("Connections", fmt.int(ov.connections))),
     h("h2", {}, ov.nodes.length > 1 ? "Traffic of the cluster, last 15 minutes" : "Traffic, last 15 minutes"),
-    missing ? h("p", { class: "muted" }, missing + (missing === 1 ? " node" : " nodes") +
-      " did not answer in time: the last point leaves out their traffic") : null,
+    missing ? h("p", { class: "muted" }, missing + (missing === 1 ? " node has" : " nodes have") +
+      " not reported its traffic for the last point (no answer in time, just restarted, or an older version): the charts leave it out") : null,
     h("div", { class: "charts" },
       chart("Messages", [
         { name: "produce", color: "#0b63c4", points: series("produce_msgs_per_s") },

@@ -33,7 +33,8 @@ pub struct TrafficPoint {
     pub produce_p99_us: Option<u64>,
     /// Nodes whose traffic the rates include (1 on a single node).
     pub nodes_counted: u32,
-    /// Live nodes that did not answer in time (their traffic is missing from this point).
+    /// Live nodes whose traffic this point leaves out: no answer in time (yet: a late answer
+    /// fills the points it missed), a first answer after a restart, or an older node.
     pub nodes_missing: u32,
 }
 
@@ -56,8 +57,50 @@ struct Inner {
     traffic: VecDeque<TrafficPoint>,
     topic_rates: HashMap<String, TopicRate>,
     lag: BTreeMap<String, VecDeque<LagPoint>>,
-    /// Each node's counters when it last answered, and when.
-    last: HashMap<i32, (i64, TrafficTotals)>,
+    /// Each node's counters when it last answered.
+    last: HashMap<i32, Baseline>,
+}
+
+#[derive(Debug, Clone)]
+struct Baseline {
+    /// The point its answer went into (this node's clock).
+    point_t_ms: i64,
+    totals: TrafficTotals,
+}
+
+impl TrafficPoint {
+    fn add(&mut self, other: &TrafficPoint) {
+        self.produce_msgs_per_s += other.produce_msgs_per_s;
+        self.produce_bytes_per_s += other.produce_bytes_per_s;
+        self.consume_msgs_per_s += other.consume_msgs_per_s;
+        self.consume_bytes_per_s += other.consume_bytes_per_s;
+    }
+}
+
+/// Per topic, a node's (produce, consume) rates between two readings of its counters. A topic
+/// new since the first reading counts from zero; a count that went down (a partition left the
+/// node) counts as no traffic for that topic this once.
+fn rates_between(
+    before: &TrafficTotals,
+    now: &TrafficTotals,
+) -> BTreeMap<String, (TopicRate, TopicRate)> {
+    let secs = ((now.at_ms - before.at_ms) as f64 / 1000.0).max(1e-3);
+    let rate = |now: u64, before: u64| now.saturating_sub(before) as f64 / secs;
+    now.topics
+        .iter()
+        .map(|(topic, n)| {
+            let b = before.topics.get(topic).copied().unwrap_or_default();
+            let produce = TopicRate {
+                msgs_per_s: rate(n.produced_records, b.produced_records),
+                bytes_per_s: rate(n.produced_bytes, b.produced_bytes),
+            };
+            let consume = TopicRate {
+                msgs_per_s: rate(n.fetched_records, b.fetched_records),
+                bytes_per_s: rate(n.fetched_bytes, b.fetched_bytes),
+            };
+            (topic.clone(), (produce, consume))
+        })
+        .collect()
 }
 
 #[derive(Debug, Default)]
@@ -97,9 +140,11 @@ impl History {
         self.record(broker, own);
     }
 
-    /// Records a point from the nodes' counters (a node's first answer only sets its
-    /// baseline; one that did not answer keeps its last, so its next answer's rate covers the
-    /// whole gap) and this node's produce latency and group lag.
+    /// Records a point from the nodes' counters and this node's produce latency and group
+    /// lag. A node's rate is the growth of its counters over its own clock since its last
+    /// answer; its first answer (and its first after a restart) only sets that baseline. A
+    /// node that missed points gets its rate over the gap added to them when it answers again,
+    /// so the charts' area stays what was counted.
     pub fn record(&self, broker: &Broker, nodes: Vec<(i32, Result<TrafficTotals, String>)>) {
         let t_ms = broker.now_ms();
         let (p99, produced) = broker.metrics().take_produce_p99();
@@ -127,21 +172,36 @@ impl History {
                 point.nodes_missing += 1;
                 continue;
             };
-            let Some((then, last)) = inner.last.insert(node, (t_ms, totals.clone())) else {
+            let baseline = Baseline {
+                point_t_ms: t_ms,
+                totals,
+            };
+            let previous = inner.last.insert(node, baseline.clone());
+            let Some(previous) = previous.filter(|b| b.totals.run == baseline.totals.run) else {
+                point.nodes_missing += 1; // a baseline only: its traffic since is unknown
                 continue;
             };
+            let node_rates = rates_between(&previous.totals, &baseline.totals);
+            let mut sum = TrafficPoint::default();
+            for (topic, r) in &node_rates {
+                let at = rates.entry(topic.clone()).or_default();
+                at.msgs_per_s += r.0.msgs_per_s;
+                at.bytes_per_s += r.0.bytes_per_s;
+                sum.produce_msgs_per_s += r.0.msgs_per_s;
+                sum.produce_bytes_per_s += r.0.bytes_per_s;
+                sum.consume_msgs_per_s += r.1.msgs_per_s;
+                sum.consume_bytes_per_s += r.1.bytes_per_s;
+            }
+            point.add(&sum);
             point.nodes_counted += 1;
-            let secs = ((t_ms - then) as f64 / 1000.0).max(1e-3);
-            let rate = |now: u64, before: u64| now.saturating_sub(before) as f64 / secs;
-            point.consume_msgs_per_s += rate(totals.fetched_records, last.fetched_records);
-            point.consume_bytes_per_s += rate(totals.fetched_bytes, last.fetched_bytes);
-            for (name, &(records, bytes)) in &totals.produced {
-                let (r0, b0) = last.produced.get(name).copied().unwrap_or((records, bytes));
-                let r = rates.entry(name.clone()).or_default();
-                r.msgs_per_s += rate(records, r0);
-                r.bytes_per_s += rate(bytes, b0);
-                point.produce_msgs_per_s += rate(records, r0);
-                point.produce_bytes_per_s += rate(bytes, b0);
+            // The points it missed since its last answer get the same rate.
+            for missed in inner.traffic.iter_mut().rev() {
+                if missed.t_ms <= previous.point_t_ms {
+                    break;
+                }
+                missed.add(&sum);
+                missed.nodes_counted += 1;
+                missed.nodes_missing = missed.nodes_missing.saturating_sub(1);
             }
         }
         // Nodes no longer in the cluster are forgotten.
@@ -187,6 +247,7 @@ impl History {
 mod tests {
     use super::*;
     use sluice_broker::publish::NewRecord;
+    use sluice_broker::replication::traffic_report::TopicTraffic;
     use sluice_broker::BrokerConfig;
     use sluice_log::ManualClock;
 
@@ -236,7 +297,7 @@ mod tests {
     }
 
     #[test]
-    fn the_nodes_rates_are_summed_and_a_silent_node_keeps_its_baseline() {
+    fn the_nodes_rates_are_summed_and_a_silent_node_fills_its_gap() {
         let dir = tempfile::tempdir().unwrap();
         let clock = ManualClock::new(1_000_000);
         let config = BrokerConfig {
@@ -245,51 +306,94 @@ mod tests {
             ..Default::default()
         };
         let broker = Broker::open(config, clock.clone()).unwrap();
-        let totals = |records: u64, fetched: u64| TrafficTotals {
-            produced: [("t".to_string(), (records, records * 100))].into(),
-            fetched_records: fetched,
-            fetched_bytes: fetched * 100,
+        let reading = |run: i64, at_ms: i64, topics: &[(&str, u64, u64)]| {
+            Ok(TrafficTotals {
+                run,
+                at_ms,
+                topics: topics
+                    .iter()
+                    .map(|&(t, produced, fetched)| {
+                        let c = TopicTraffic {
+                            produced_records: produced,
+                            produced_bytes: produced * 100,
+                            fetched_records: fetched,
+                            fetched_bytes: fetched * 100,
+                        };
+                        (t.to_string(), c)
+                    })
+                    .collect(),
+            })
         };
+        let down = || Err("timed out".to_string());
         let history = History::default();
-        history.record(&broker, vec![(1, Ok(totals(0, 0))), (2, Ok(totals(50, 0)))]);
-        assert!(history.traffic().is_empty(), "baselines only");
-
-        clock.advance_ms(1_000);
-        let down = Err("timed out".to_string());
+        let next = |nodes| {
+            clock.advance_ms(1_000);
+            history.record(&broker, nodes);
+            history.latest().unwrap()
+        };
         history.record(
             &broker,
-            vec![(1, Ok(totals(10, 4))), (2, Ok(totals(80, 6))), (3, down)],
+            vec![
+                (1, reading(1, 0, &[("t", 0, 0)])),
+                (2, reading(2, 500, &[("t", 50, 0)])),
+            ],
         );
-        let p = history.latest().unwrap();
+        assert!(history.traffic().is_empty(), "baselines only");
+
+        // Rates over each node's own clock, summed; a node that did not answer is counted.
+        let p = next(vec![
+            (1, reading(1, 1_000, &[("t", 10, 4)])),
+            (2, reading(2, 1_500, &[("t", 80, 6)])),
+            (3, down()),
+        ]);
         assert_eq!((p.produce_msgs_per_s, p.consume_msgs_per_s), (40.0, 10.0));
         assert_eq!((p.nodes_counted, p.nodes_missing), (2, 1));
         assert_eq!(history.topic_rate("t").bytes_per_s, 4_000.0);
 
-        // Node 2 misses an answer: the next one's rate covers both seconds.
-        clock.advance_ms(1_000);
-        history.record(
-            &broker,
-            vec![(1, Ok(totals(10, 4))), (2, Err("timed out".to_string()))],
-        );
-        let p = history.latest().unwrap();
+        // Node 2 misses a point; its next answer's rate fills that point too.
+        let p = next(vec![(1, reading(1, 2_000, &[("t", 10, 4)])), (2, down())]);
         assert_eq!(
             (p.produce_msgs_per_s, p.nodes_counted, p.nodes_missing),
             (0.0, 1, 1)
         );
-        clock.advance_ms(1_000);
-        history.record(
-            &broker,
-            vec![(1, Ok(totals(10, 4))), (2, Ok(totals(100, 6)))],
-        );
-        let p = history.latest().unwrap();
+        let p = next(vec![
+            (1, reading(1, 3_000, &[("t", 10, 4)])),
+            (2, reading(2, 3_500, &[("t", 100, 6)])),
+        ]);
+        assert_eq!(p.produce_msgs_per_s, 10.0, "20 records over its 2 s");
+        let points = history.traffic();
+        let filled = points[points.len() - 2];
         assert_eq!(
-            p.produce_msgs_per_s, 10.0,
-            "20 records over the 2 s since its last answer"
+            (
+                filled.produce_msgs_per_s,
+                filled.nodes_counted,
+                filled.nodes_missing
+            ),
+            (10.0, 2, 0)
         );
 
-        // A node that restarted counts from zero: no negative rate.
-        clock.advance_ms(1_000);
-        history.record(&broker, vec![(1, Ok(totals(10, 4))), (2, Ok(totals(3, 0)))]);
-        assert_eq!(history.latest().unwrap().produce_msgs_per_s, 0.0);
+        // A restarted node (another run) starts a new baseline: no negative or partial rate.
+        let p = next(vec![
+            (1, reading(1, 4_000, &[("t", 10, 4)])),
+            (2, reading(3, 10, &[("t", 3, 0)])),
+        ]);
+        assert_eq!(
+            (p.produce_msgs_per_s, p.nodes_counted, p.nodes_missing),
+            (0.0, 1, 1)
+        );
+        let p = next(vec![
+            (1, reading(1, 5_000, &[("t", 10, 4)])),
+            (2, reading(3, 1_010, &[("t", 8, 0)])),
+        ]);
+        assert_eq!(p.produce_msgs_per_s, 5.0);
+
+        // A topic new on a node counts from zero; one whose partition left counts nothing
+        // this once rather than a negative rate.
+        let p = next(vec![
+            (1, reading(1, 6_000, &[("t", 4, 4), ("u", 7, 0)])),
+            (2, reading(3, 2_010, &[("t", 8, 0)])),
+        ]);
+        assert_eq!(p.produce_msgs_per_s, 7.0);
+        assert_eq!(history.topic_rate("u").msgs_per_s, 7.0);
     }
 }
