@@ -181,3 +181,54 @@ def test_rows_published_but_not_yet_deleted_when_the_relay_dies_are_deleted_afte
     deleted_after_restart(mariadb, broker, relays, TOPICS,
                           lambda: run("SELECT count(*) FROM outbox")[0][0],
                           lambda: run("UPDATE faults SET refuse_deletes = FALSE"))
+
+
+@pytest.mark.parametrize("names", ["logged", "not-logged"])
+def test_rows_written_before_an_alter_table_are_read_by_name_or_refused(mariadb, broker, relays, names):
+    """An ALTER TABLE that moves the outbox columns while the relay is behind: with column
+    names in the binary log (binlog_row_metadata = FULL) the rows on both sides of it are
+    published with the right key and payload; without them the relay stops before the first
+    row it cannot place, naming the cause, and publishes nothing of it (it used to read the
+    old rows by the new positions and publish one column's bytes as another's)."""
+    import uuid
+    conn = mariadb.connect(None)
+    with conn.cursor() as cur:
+        cur.execute(f"SET GLOBAL binlog_row_metadata = '{'FULL' if names == 'logged' else 'NO_LOG'}'")
+    conn.close()
+
+    def insert(rows, columns="(id, aggregatetype, aggregateid, type, payload)"):
+        c = mariadb.connect("shop")
+        with c.cursor() as cur:
+            for row in rows:
+                cur.execute(f"INSERT INTO outbox {columns} VALUES (%s, 'order', %s, 'created', %s)", row)
+        c.commit()
+        c.close()
+
+    def batch(tag):
+        return [(str(uuid.uuid4()), f"{tag}-key-{n}", f"{tag}-payload-{n}") for n in range(2)]
+
+    before, old_shape, new_shape = batch("a"), batch("b"), batch("c")
+    r = relays(mariadb, broker, "--topic-prefix", "shop.", name="before-alter")
+    r.wait_state("active", 60)
+    insert(before)
+    assert len(read_topics(broker.bootstrap, ["shop.order"], 2, 30)) == 2
+    r.stop()
+    insert(old_shape)
+    c = mariadb.connect("shop")
+    with c.cursor() as cur:
+        cur.execute("ALTER TABLE outbox ADD COLUMN note VARCHAR(20) NOT NULL DEFAULT 'n' FIRST")
+    c.close()
+    insert(new_shape)
+
+    def published(expected):
+        got = read_topics(broker.bootstrap, ["shop.order"], expected, 30 if expected > 2 else 5)
+        return [(g[4], g[3].decode(), g[5].decode()) for g in got]
+
+    if names == "logged":
+        r = relays(mariadb, broker, "--topic-prefix", "shop.", name="after-alter")
+        r.wait_state("active", 60)
+        assert sorted(published(6)) == sorted(before + old_shape + new_shape)
+    else:
+        code, out, _ = run_relay(mariadb.url("shop"), broker, "--topic-prefix", "shop.")
+        assert code == 1 and "it was altered" in out and "binlog_row_metadata = FULL" in out, out
+        assert sorted(published(2)) == sorted(before), "nothing of the rows it cannot place"

@@ -12,6 +12,7 @@ pub mod clock;
 pub mod config;
 pub mod error;
 pub mod mysql;
+pub mod mysql_columns;
 pub mod pgoutput;
 pub mod postgres;
 pub mod relay;

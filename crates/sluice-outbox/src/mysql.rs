@@ -12,6 +12,7 @@ use mysql_async::{BinlogStream, BinlogStreamRequest, ClientIdentity, Conn, Opts,
 
 use crate::config::{redact, OutboxConfig};
 use crate::error::OutboxError;
+use crate::mysql_columns::Columns;
 use crate::row::{topic_for, unroutable, OutboxRow, SourceTxn};
 use crate::tls::{DbTls, TlsMode};
 
@@ -91,8 +92,8 @@ pub struct MySqlSource {
     conn: Conn,
     schema: String,
     table: String,
-    /// Positions of id, aggregatetype, aggregateid, type, payload and the header columns.
-    positions: Vec<usize>,
+    /// The outbox columns and where they were at the last check.
+    columns: Columns,
     lease: String,
     /// This connection holds the lease (a standby only checks that the connection lives).
     holding: bool,
@@ -146,7 +147,7 @@ impl MySqlSource {
             conn,
             schema,
             table,
-            positions: Vec::new(),
+            columns: Columns::default(),
             holding: false,
             checked: crate::clock::now(),
         })
@@ -235,7 +236,29 @@ impl MySqlSource {
                 self.schema, self.table
             )));
         }
-        self.positions = positions;
+        let metadata: Vec<(String, String)> = self
+            .conn
+            .query("SHOW GLOBAL VARIABLES LIKE 'binlog_row_metadata'")
+            .await
+            .map_err(|e| db("reading the binlog settings", &e))?;
+        if !metadata.iter().any(|(_, v)| v.eq_ignore_ascii_case("FULL")) {
+            tracing::info!(
+                "the server does not log column names (binlog_row_metadata is not FULL): the \
+                 relay locates the outbox columns by position and stops at rows written before \
+                 an ALTER TABLE that changed the column count"
+            );
+        }
+        self.columns = Columns {
+            wanted: self
+                .cfg
+                .columns
+                .all()
+                .into_iter()
+                .map(str::to_string)
+                .collect(),
+            at_start: positions,
+            count_at_start: columns.len() as u64,
+        };
         Ok(())
     }
 
@@ -366,7 +389,7 @@ impl MySqlSource {
             stream,
             schema: self.schema.clone(),
             table: self.table.clone(),
-            positions: self.positions.clone(),
+            columns: self.columns.clone(),
             header_names: self.cfg.columns.headers.clone(),
             prefix: self.cfg.topic_prefix.clone(),
             first_rotate: true,
@@ -397,7 +420,7 @@ pub struct MySqlStream {
     stream: BinlogStream,
     schema: String,
     table: String,
-    positions: Vec<usize>,
+    columns: Columns,
     header_names: Vec<String>,
     prefix: String,
     /// The binlog file being read (from the Rotate events).
@@ -505,8 +528,14 @@ impl MySqlStream {
                 .into_iter()
                 .flatten()
                 .collect();
-                let decoded: Vec<Result<OutboxRow, OutboxError>> =
-                    inserted.iter().map(|r| self.row(r)).collect();
+                let decoded: Vec<Result<OutboxRow, OutboxError>> = match self.columns.locate(tme) {
+                    Ok(positions) => inserted.iter().map(|r| self.row(r, &positions)).collect(),
+                    Err(why) => vec![Err(OutboxError::Row(format!(
+                        "rows inserted into {}.{}: {why}; the relay stops before their \
+                             transaction (nothing of it or after it is published)",
+                        self.schema, self.table
+                    )))],
+                };
                 let Some(open) = &mut self.open else {
                     return Err(OutboxError::Stream(
                         "an insert came outside a transaction".into(),
@@ -542,9 +571,9 @@ impl MySqlStream {
         })
     }
 
-    fn row(&self, row: &BinlogRow) -> Result<OutboxRow, OutboxError> {
+    fn row(&self, row: &BinlogRow, positions: &[usize]) -> Result<OutboxRow, OutboxError> {
         let value = |i: usize| -> Option<Vec<u8>> {
-            match row.as_ref(self.positions[i])? {
+            match row.as_ref(*positions.get(i)?)? {
                 BinlogValue::Value(Value::NULL) => None,
                 BinlogValue::Value(Value::Bytes(b)) => Some(b.clone()),
                 BinlogValue::Value(Value::Int(n)) => Some(n.to_string().into_bytes()),
