@@ -12,7 +12,7 @@ use mysql_async::{BinlogStream, BinlogStreamRequest, ClientIdentity, Conn, Opts,
 
 use crate::config::{redact, OutboxConfig};
 use crate::error::OutboxError;
-use crate::mysql_columns::Columns;
+use crate::mysql_columns::{Columns, Unplaced};
 use crate::row::{topic_for, unroutable, OutboxRow, SourceTxn};
 use crate::tls::{DbTls, TlsMode};
 
@@ -242,12 +242,27 @@ impl MySqlSource {
             .await
             .map_err(|e| db("reading the binlog settings", &e))?;
         if !metadata.iter().any(|(_, v)| v.eq_ignore_ascii_case("FULL")) {
-            tracing::info!(
+            tracing::warn!(
                 "the server does not log column names (binlog_row_metadata is not FULL): the \
-                 relay locates the outbox columns by position and stops at rows written before \
-                 an ALTER TABLE that changed the column count"
+                 relay places the outbox columns by the positions the table has now; rows \
+                 written before an ALTER TABLE that changed the column count stop it, and one \
+                 that moved a column without changing the count would go unseen (set \
+                 binlog_row_metadata = FULL in the server's configuration)"
             );
         }
+        // MariaDB adds a hidden column, in no `information_schema.COLUMNS`, behind each UNIQUE
+        // key too long for a B-tree (index type HASH); the binary log's rows carry it, after
+        // the table's own columns.
+        let hidden: Option<i64> = self
+            .conn
+            .exec_first(
+                "SELECT COUNT(DISTINCT INDEX_NAME) FROM information_schema.STATISTICS \
+                 WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND NON_UNIQUE = 0 \
+                 AND INDEX_TYPE = 'HASH'",
+                (&self.schema, &self.table),
+            )
+            .await
+            .map_err(|e| db("reading the table's keys", &e))?;
         self.columns = Columns {
             wanted: self
                 .cfg
@@ -257,7 +272,7 @@ impl MySqlSource {
                 .map(str::to_string)
                 .collect(),
             at_start: positions,
-            count_at_start: columns.len() as u64,
+            count_at_start: columns.len() as u64 + hidden.map_or(0, |n| n.max(0) as u64),
         };
         Ok(())
     }
@@ -390,6 +405,7 @@ impl MySqlSource {
             schema: self.schema.clone(),
             table: self.table.clone(),
             columns: self.columns.clone(),
+            shape_seen: false,
             header_names: self.cfg.columns.headers.clone(),
             prefix: self.cfg.topic_prefix.clone(),
             first_rotate: true,
@@ -412,6 +428,8 @@ impl MySqlSource {
 struct OpenTxn {
     rows: Vec<OutboxRow>,
     unpublishable: Option<String>,
+    /// See `SourceTxn::reread_shape`.
+    reread_shape: bool,
     /// The end of the transaction before it (see `MySqlStream::last_end`).
     begin: (u64, String),
 }
@@ -421,6 +439,8 @@ pub struct MySqlStream {
     schema: String,
     table: String,
     columns: Columns,
+    /// This session has placed rows of the table by the shape it read at its start.
+    shape_seen: bool,
     header_names: Vec<String>,
     prefix: String,
     /// The binlog file being read (from the Rotate events).
@@ -496,6 +516,7 @@ impl MySqlStream {
                     self.open = Some(OpenTxn {
                         rows: Vec::new(),
                         unpublishable: None,
+                        reread_shape: false,
                         begin: self.last_end.clone(),
                     });
                 } else if sql.eq_ignore_ascii_case("COMMIT") {
@@ -528,13 +549,29 @@ impl MySqlStream {
                 .into_iter()
                 .flatten()
                 .collect();
-                let decoded: Vec<Result<OutboxRow, OutboxError>> = match self.columns.locate(tme) {
-                    Ok(positions) => inserted.iter().map(|r| self.row(r, &positions)).collect(),
-                    Err(why) => vec![Err(OutboxError::Row(format!(
-                        "rows inserted into {}.{}: {why}; the relay stops before their \
+                // Deletes and updates of the table publish nothing: their columns need no place.
+                let located = (!inserted.is_empty()).then(|| self.columns.locate(tme));
+                let (decoded, reread): (Vec<Result<OutboxRow, OutboxError>>, bool) = match located {
+                    None => (Vec::new(), false),
+                    Some(Ok(positions)) => {
+                        self.shape_seen = true;
+                        let rows = inserted.iter().map(|r| self.row(r, &positions)).collect();
+                        (rows, false)
+                    }
+                    Some(Err(unplaced)) => {
+                        // The table's shape changed under this session (it had placed rows by
+                        // the shape it read at its start): a new session reads it again.
+                        let reread =
+                            matches!(unplaced, Unplaced::CountChanged(_)) && self.shape_seen;
+                        let why = format!(
+                            "rows inserted into {}.{}: {}; the relay stops before their \
                              transaction (nothing of it or after it is published)",
-                        self.schema, self.table
-                    )))],
+                            self.schema,
+                            self.table,
+                            unplaced.into_message()
+                        );
+                        (vec![Err(OutboxError::Row(why))], reread)
+                    }
                 };
                 let Some(open) = &mut self.open else {
                     return Err(OutboxError::Stream(
@@ -547,7 +584,10 @@ impl MySqlStream {
                     }
                     match row {
                         Ok(row) => open.rows.push(row),
-                        Err(e) => open.unpublishable = Some(e.to_string()),
+                        Err(e) => {
+                            open.unpublishable = Some(e.to_string());
+                            open.reread_shape = reread;
+                        }
                     }
                 }
             }
@@ -568,6 +608,7 @@ impl MySqlStream {
             commit_time_us: i64::from(timestamp) * 1_000_000,
             rows: open.rows,
             unpublishable: open.unpublishable,
+            reread_shape: open.reread_shape,
         })
     }
 

@@ -27,55 +27,158 @@ pub struct Columns {
     pub count_at_start: u64,
 }
 
+/// The first five wanted columns are the outbox's own; the rest are optional headers.
+const REQUIRED: usize = 5;
+
+/// Where a header column was not in the table when a row was written: read as NULL (no
+/// header), as a NULL column is.
+pub const ABSENT: usize = usize::MAX;
+
+/// Why a row event's columns cannot be placed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unplaced {
+    /// No names in the log, and another column count than at start.
+    CountChanged(String),
+    Other(String),
+}
+
+impl Unplaced {
+    pub fn into_message(self) -> String {
+        match self {
+            Unplaced::CountChanged(m) | Unplaced::Other(m) => m,
+        }
+    }
+}
+
 impl Columns {
-    /// The positions of the wanted columns in the rows that follow `tme`, or why the rows
-    /// cannot be read.
-    pub fn locate(&self, tme: &TableMapEvent<'_>) -> Result<Vec<usize>, String> {
-        match column_names(tme)? {
-            Some(names) => self
-                .wanted
-                .iter()
-                .map(|w| {
-                    names
-                        .iter()
-                        .position(|n| n.eq_ignore_ascii_case(w))
-                        .ok_or_else(|| {
-                            format!(
-                                "the table had no column {w:?} when this row was written (it had \
-                                 {names:?}); it was altered: name the outbox columns with \
-                                 --column-* if they were renamed"
-                            )
-                        })
-                })
-                .collect(),
+    /// The positions of the wanted columns in the rows that follow `tme` (one per wanted
+    /// column; [`ABSENT`] for a header column the table did not have), or why the rows cannot
+    /// be read.
+    pub fn locate(&self, tme: &TableMapEvent<'_>) -> Result<Vec<usize>, Unplaced> {
+        match column_names(tme).map_err(Unplaced::Other)? {
+            Some(names) => self.by_name(&names),
             None if tme.columns_count() == self.count_at_start => Ok(self.at_start.clone()),
-            None => Err(format!(
+            None => Err(Unplaced::CountChanged(format!(
                 "the table had {} columns when this row was written and {} when the relay \
-                 started: it was altered, and without column names in the binary log \
+                 read its shape: it was altered, and without column names in the binary log \
                  (binlog_row_metadata = FULL) the relay cannot tell which value is which, so it \
                  stops here rather than publish one column's bytes as another's (see \
                  docs/outbox.md, \"Altering the outbox table\")",
                 tme.columns_count(),
                 self.count_at_start
-            )),
+            ))),
         }
+    }
+
+    fn by_name(&self, names: &[String]) -> Result<Vec<usize>, Unplaced> {
+        self.wanted
+            .iter()
+            .enumerate()
+            .map(
+                |(i, w)| match names.iter().position(|n| n.eq_ignore_ascii_case(w)) {
+                    Some(at) => Ok(at),
+                    None if i >= REQUIRED => Ok(ABSENT),
+                    None => Err(Unplaced::Other(format!(
+                        "the table had no column {w:?} when this row was written (it had \
+                     {names:?}): it was altered (see docs/outbox.md, \"Altering the outbox \
+                     table\")"
+                    ))),
+                },
+            )
+            .collect()
     }
 }
 
-/// The column names the table map carries, if the server logged them.
+/// The column names the table map carries, if the server logged them (one per column).
 fn column_names(tme: &TableMapEvent<'_>) -> Result<Option<Vec<String>>, String> {
     for field in tme.iter_optional_meta() {
         let field = field.map_err(|e| format!("decoding a table map's metadata: {e}"))?;
         if let OptionalMetadataField::ColumnName(names) = field {
-            return names
+            let names = names
                 .iter_names()
                 .map(|n| {
                     n.map(|n| n.name().into_owned())
                         .map_err(|e| format!("decoding a table map's column names: {e}"))
                 })
-                .collect::<Result<Vec<_>, _>>()
-                .map(Some);
+                .collect::<Result<Vec<_>, _>>()?;
+            if names.len() as u64 != tme.columns_count() {
+                return Err(format!(
+                    "a table map names {} columns of {}",
+                    names.len(),
+                    tme.columns_count()
+                ));
+            }
+            return Ok(Some(names));
         }
     }
     Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn columns() -> Columns {
+        Columns {
+            wanted: [
+                "id",
+                "aggregatetype",
+                "aggregateid",
+                "type",
+                "payload",
+                "trace",
+            ]
+            .map(String::from)
+            .to_vec(),
+            at_start: vec![0, 1, 2, 3, 4, 5],
+            count_at_start: 6,
+        }
+    }
+
+    fn names(list: &[&str]) -> Vec<String> {
+        list.iter().map(|n| n.to_string()).collect()
+    }
+
+    #[test]
+    fn columns_are_found_by_name_wherever_they_are() {
+        let got = columns()
+            .by_name(&names(&[
+                "note",
+                "ID",
+                "type",
+                "aggregateid",
+                "aggregatetype",
+                "payload",
+                "trace",
+            ]))
+            .unwrap();
+        assert_eq!(got, vec![1, 4, 3, 2, 5, 6]);
+    }
+
+    #[test]
+    fn a_missing_header_column_reads_as_null_and_a_missing_outbox_column_is_refused() {
+        let got = columns()
+            .by_name(&names(&[
+                "id",
+                "aggregatetype",
+                "aggregateid",
+                "type",
+                "payload",
+            ]))
+            .unwrap();
+        assert_eq!(got[5], ABSENT);
+        let err = columns()
+            .by_name(&names(&[
+                "id",
+                "aggregatetype",
+                "aggregateid",
+                "payload",
+                "trace",
+            ]))
+            .unwrap_err();
+        assert!(
+            matches!(&err, Unplaced::Other(m) if m.contains("no column \"type\"")),
+            "{err:?}"
+        );
+    }
 }

@@ -593,6 +593,7 @@ impl Decoder {
                     rows: open.rows,
                     begin: None,
                     unpublishable: open.unpublishable,
+                    reread_shape: false,
                 }))
             }
             ReplicationEvent::KeepAlive { wal_end, .. } => {

@@ -194,7 +194,9 @@ async fn session(
         // The batch is published when nothing more is ready, or before a transaction with a
         // row Sluice cannot take (the relay then stops before that one).
         let refused = match next {
-            Some(Some(txn)) if txn.unpublishable.is_some() => txn.unpublishable,
+            Some(Some(txn)) if txn.unpublishable.is_some() => {
+                txn.unpublishable.map(|why| (why, txn.reread_shape))
+            }
             Some(Some(txn)) if !txn.rows.is_empty() => {
                 batch_rows += txn.rows.len();
                 batch.push(txn);
@@ -219,8 +221,17 @@ async fn session(
         if let Some(last) = batch.last() {
             before.position = Some((last.end, last.position.clone()));
         }
-        if let Some(why) = refused {
-            return Err(OutboxError::Row(why));
+        match refused {
+            Some((why, true)) => {
+                tracing::info!(
+                    reason = %why,
+                    "the outbox table changed shape while the relay read it: starting again \
+                     from the last published transaction, with its shape read again"
+                );
+                return Err(OutboxError::Stream(why));
+            }
+            Some((why, false)) => return Err(OutboxError::Row(why)),
+            None => {}
         }
         before.rows += u64::try_from(batch_rows).unwrap_or(u64::MAX);
         batch.clear();

@@ -52,6 +52,10 @@ pub struct SourceTxn {
     /// Why a row of it cannot be published (it routes to no topic, say): the rows before it
     /// are published, then the relay stops.
     pub unpublishable: Option<String>,
+    /// The refusal may clear once the relay reads the table's shape again (MySQL: the table
+    /// was altered while this session read it): the relay starts a new session instead of
+    /// stopping.
+    pub reread_shape: bool,
 }
 
 /// `txn` unless it ends at or before `published_through` (published already); the ids of a
@@ -127,6 +131,7 @@ mod tests {
                 .collect(),
             begin: None,
             unpublishable: None,
+            reread_shape: false,
         }
     }
 
