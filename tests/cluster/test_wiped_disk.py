@@ -256,3 +256,41 @@ def test_a_node_stopped_while_its_vote_guard_held_is_guarded_again_until_refille
     assert "refilled up to what the group's leader had applied" in log or \
         "elected without it: voting again" in log, "the guard was not lifted by a refill"
     assert "kept" in c.metadata(via=node).topics
+
+
+def test_a_wiped_node_whose_cluster_names_only_itself_rejoins_the_group_it_grew(cluster):
+    """Node 1 started alone (`--cluster` naming only itself) and grew into three voters; wiped
+    and restarted with the same settings it has nobody to ask whether a group exists. It used
+    to start a new group at once, of the same first term and leader id as the old group (node
+    1 led its term 1), so that group's next leader took node 1's own entries for the group's
+    (same log ids) and node 1's metadata could diverge. Now it waits a few seconds to be called
+    on: the others' vote requests or their leader's appends show the group exists, and node 1
+    neither starts a group nor leads one until it holds the group's log again."""
+    c = cluster(1)
+    c.add_node(2)
+    c.add_node(3)
+    for node in (2, 3):
+        r = subprocess.run([str(SLUICE), "cluster", "-b", c.bootstrap, "add-voter", str(node)],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stdout + r.stderr
+    wait_until(lambda: c.metadata_leader(via=3) in (1, 2, 3), 20, "a metadata leader")
+    c.create_topic(TOPIC, 1, replication_factor=3)
+    produce(c.bootstrap, "before", 100)
+
+    c.wipe(1, wait=False)
+    c.wait_ready([1], timeout=60)
+
+    def agreed():
+        views = [c.metadata(via=i) for i in c.ids]
+        leaders = {c.metadata_leader(via=i) for i in c.ids}
+        same = all(sorted(v.brokers) == [1, 2, 3] and TOPIC in v.topics for v in views)
+        return same and len(leaders) == 1 and leaders <= {1, 2, 3} and leaders
+    wait_until(agreed, 30, "every node with the group's metadata and one metadata leader")
+    after = c.nodes[1].log()  # this start's own log file
+    assert "names only itself and its metadata store is empty" in after, after[-3000:]
+    assert "no other node called on this one" not in after, after[-3000:]
+    assert "become leader id=1" not in after, f"node 1 led a group of its own: {after[-3000:]}"
+
+    produce(c.bootstrap, "after", 50)
+    got = read_all(c.nodes[1].bootstrap, 150)
+    assert sorted(got) == sorted([f"before-{i}" for i in range(100)] + [f"after-{i}" for i in range(50)])

@@ -79,7 +79,21 @@ pub struct MetadataNode {
     dir: PathBuf,
     /// The guard's marker file is there (see [`super::wiped_voter::mark`]).
     marked: AtomicBool,
+    /// A voter whose `--cluster` names only itself, started with an empty store: until when
+    /// it waits to be called on by the group it may have been wiped out of.
+    alone_until: Option<tokio::time::Instant>,
 }
+
+/// How long a voter whose `--cluster` names only itself waits, on its first start (an empty
+/// store), before it starts a new cluster (at least 4 election timeouts). A node that started
+/// a cluster alone and grew it is still named alone in its own `--cluster`; wiped and
+/// restarted, it would start a second group of the same first term and leader id, whose log
+/// ids match the old group's (a wiped node 1, elected in term 1 of the old group, again leads
+/// term 1): Raft's log matching then took its own entries for the group's, and its metadata
+/// diverged. The old group's voters call on it within an election or a heartbeat (they keep it
+/// in their membership): a vote request or a leader's append in that time means the group
+/// exists, and the node is guarded like any wiped voter. Only a first start pays the wait.
+const ALONE_GRACE: Duration = Duration::from_secs(3);
 
 impl std::fmt::Debug for MetadataNode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -138,13 +152,31 @@ impl MetadataNode {
         let vote_guard = super::wiped_voter::VoteGuard::default();
         // Every node with an empty store, voter or not: a node made a voter at run time
         // (AddRaftVoter) is one in the group's membership though `--cluster` does not list it.
-        if guarded {
-            let alone = voter && config.voters.keys().all(|id| *id == config.node_id);
-            let probe = if alone {
-                Probe::New
+        let alone = voter && config.voters.keys().all(|id| *id == config.node_id);
+        // How long a lone voter with an empty store waits to be called on (see `ALONE_GRACE`).
+        let alone_grace =
+            ALONE_GRACE.max(Duration::from_millis(4 * config.election_timeout_max_ms));
+        if guarded && alone {
+            if fresh {
+                tracing::info!(
+                    node = config.node_id,
+                    wait_ms = alone_grace.as_millis() as u64,
+                    "this node's --cluster names only itself and its metadata store is empty: \
+                     before it starts a new cluster it waits for the voters of one it may have \
+                     grown into (a wiped disk?) to call on it"
+                );
+                vote_guard.undecided();
             } else {
-                super::wiped_voter::probe(&pool, config.node_id, &config.voters).await
-            };
+                tracing::warn!(
+                    node = config.node_id,
+                    "this node stopped while its metadata log was being refilled by the group \
+                     that called on it: it does not vote until a leader has brought its log up \
+                     to the group's"
+                );
+                vote_guard.hold_until(1);
+            }
+        } else if guarded {
+            let probe = super::wiped_voter::probe(&pool, config.node_id, &config.voters).await;
             match probe {
                 Probe::Exists(index) if fresh => {
                     tracing::warn!(
@@ -208,6 +240,7 @@ impl MetadataNode {
             vote_guard,
             dir: config.dir.clone(),
             marked: AtomicBool::new(settle),
+            alone_until: (alone && fresh).then(|| tokio::time::Instant::now() + alone_grace),
         });
         if settle {
             tokio::spawn(Arc::clone(&node).settle_vote_guard(shutdown.clone()));
@@ -290,6 +323,23 @@ impl MetadataNode {
                 if leader.is_some_and(|l| l != self.id) {
                     // A leader reached this node first: the group exists.
                     guard.hold_until(1);
+                } else if let Some(until) = self.alone_until {
+                    if guard.was_asked_for_votes() {
+                        tracing::warn!(
+                            "another node asked this one for its vote: this node belongs to an \
+                             existing metadata group though its store is empty (a wiped disk?); \
+                             it does not start a new one, and does not vote until a leader has \
+                             brought its log up to the group's"
+                        );
+                        guard.hold_until(1);
+                    } else if tokio::time::Instant::now() >= until {
+                        if let Err(e) = initialize(&self.raft, &self.voters).await {
+                            tracing::warn!(error = %e, "bootstrapping the metadata group failed");
+                        }
+                        guard.open();
+                        tracing::info!("no other node called on this one: a new cluster");
+                        return;
+                    }
                 } else {
                     match super::wiped_voter::probe(&self.pool, self.id, &self.voters).await {
                         Probe::Unreached => continue,

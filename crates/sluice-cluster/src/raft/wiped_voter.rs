@@ -39,8 +39,11 @@
 //!
 //! A new group forms only with a majority of its voters up, so waiting for one of them to
 //! answer costs a first start nothing but the wait. KRaft closes the same hole with voter
-//! directory ids (KIP-853). Not covered: a node whose `--cluster` lists no other voter (a
-//! one-voter group that lost its store has nothing left to protect).
+//! directory ids (KIP-853). A node whose `--cluster` lists no other voter has nobody to ask:
+//! on its first start it waits a few seconds to be called on instead (`node::ALONE_GRACE`): a
+//! vote request or a leader's append in that time means it was wiped out of a group that grew
+//! from it; nothing means a new cluster. Not covered: such a node restarted wiped while every
+//! other voter of its group stays unreachable for longer than that wait.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -238,6 +241,12 @@ impl VoteGuard {
             "the metadata log is refilled up to what the group's leader had applied: voting again"
         );
         true
+    }
+
+    /// Whether another node has asked this one for its vote since it started (its vote was
+    /// refused): an election of a group that counts this node as a voter.
+    pub fn was_asked_for_votes(&self) -> bool {
+        !self.refused_terms.lock().is_empty()
     }
 
     pub fn is_undecided(&self) -> bool {
