@@ -258,14 +258,16 @@ def test_a_node_stopped_while_its_vote_guard_held_is_guarded_again_until_refille
     assert "kept" in c.metadata(via=node).topics
 
 
-def test_a_wiped_node_whose_cluster_names_only_itself_rejoins_the_group_it_grew(cluster):
+@pytest.mark.parametrize("was", ["leader", "follower"])
+def test_a_wiped_node_whose_cluster_names_only_itself_rejoins_the_group_it_grew(cluster, was):
     """Node 1 started alone (`--cluster` naming only itself) and grew into three voters; wiped
     and restarted with the same settings it has nobody to ask whether a group exists. It used
-    to start a new group at once, of the same first term and leader id as the old group (node
-    1 led its term 1), so that group's next leader took node 1's own entries for the group's
-    (same log ids) and node 1's metadata could diverge. Now it waits a few seconds to be called
-    on: the others' vote requests or their leader's appends show the group exists, and node 1
-    neither starts a group nor leads one until it holds the group's log again."""
+    to start a new group at once, in term 1 with itself as leader like the old group's first
+    term, so that group's next leader took node 1's own entries for the group's (same log ids)
+    and node 1's metadata could diverge. Now it waits a few seconds to be called on: as the old
+    metadata leader it gets the others' vote requests (they elect a successor); as a follower
+    (leadership moved by restarting it first), their leader's appends. Either shows the group
+    exists: node 1 neither starts a group nor votes until it holds the group's log again."""
     c = cluster(1)
     c.add_node(2)
     c.add_node(3)
@@ -276,6 +278,11 @@ def test_a_wiped_node_whose_cluster_names_only_itself_rejoins_the_group_it_grew(
     wait_until(lambda: c.metadata_leader(via=3) in (1, 2, 3), 20, "a metadata leader")
     c.create_topic(TOPIC, 1, replication_factor=3)
     produce(c.bootstrap, "before", 100)
+    if was == "follower":
+        c.kill(1)
+        wait_until(lambda: c.metadata_leader(via=2) in (2, 3), 20, "a metadata leader without node 1")
+        c.restart(1)
+        wait_until(lambda: c.metadata_leader(via=1) in (2, 3), 20, "node 1 following")
 
     c.wipe(1, wait=False)
     c.wait_ready([1], timeout=60)
@@ -289,7 +296,10 @@ def test_a_wiped_node_whose_cluster_names_only_itself_rejoins_the_group_it_grew(
     after = c.nodes[1].log()  # this start's own log file
     assert "names only itself and its metadata store is empty" in after, after[-3000:]
     assert "no other node called on this one" not in after, after[-3000:]
-    assert "become leader id=1" not in after, f"node 1 led a group of its own: {after[-3000:]}"
+    # A group of its own would have begun with node 1's candidacy in term 1.
+    assert "T1-N1:uncommitted" not in after, f"node 1 started a group of its own: {after[-3000:]}"
+    lifted = "the metadata leader is known" if was == "follower" else "voting again"
+    assert lifted in after, after[-3000:]
 
     produce(c.bootstrap, "after", 50)
     got = read_all(c.nodes[1].bootstrap, 150)

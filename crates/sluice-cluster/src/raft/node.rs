@@ -84,15 +84,17 @@ pub struct MetadataNode {
     alone_until: Option<tokio::time::Instant>,
 }
 
-/// How long a voter whose `--cluster` names only itself waits, on its first start (an empty
-/// store), before it starts a new cluster (at least 4 election timeouts). A node that started
+/// How long at least a voter whose `--cluster` names only itself waits, on a start with an
+/// empty store, before it starts a new cluster (and at least 4 election timeouts: 3.2 s by
+/// default). A node that started
 /// a cluster alone and grew it is still named alone in its own `--cluster`; wiped and
 /// restarted, it would start a second group of the same first term and leader id, whose log
 /// ids match the old group's (a wiped node 1, elected in term 1 of the old group, again leads
 /// term 1): Raft's log matching then took its own entries for the group's, and its metadata
 /// diverged. The old group's voters call on it within an election or a heartbeat (they keep it
 /// in their membership): a vote request or a leader's append in that time means the group
-/// exists, and the node is guarded like any wiped voter. Only a first start pays the wait.
+/// exists, and the node is guarded like any wiped voter. Only a start with an empty store pays
+/// the wait (plus up to one 500 ms tick of the guard task).
 const ALONE_GRACE: Duration = Duration::from_secs(3);
 
 impl std::fmt::Debug for MetadataNode {
@@ -166,9 +168,16 @@ impl MetadataNode {
                      grown into (a wiped disk?) to call on it"
                 );
                 vote_guard.undecided();
+            } else if own_bootstrap(&raft, config.node_id) {
+                // Stopped after its own bootstrap, before the marker file was removed.
+                tracing::info!(
+                    node = config.node_id,
+                    "the metadata group is this node's own"
+                );
             } else {
                 tracing::warn!(
                     node = config.node_id,
+                    marker = %super::wiped_voter::marker_path(&config.dir).display(),
                     "this node stopped while its metadata log was being refilled by the group \
                      that called on it: it does not vote until a leader has brought its log up \
                      to the group's"
@@ -278,6 +287,57 @@ impl MetadataNode {
         }
     }
 
+    /// The end of a lone node's wait, nobody having called on it: bootstraps a new group and
+    /// lifts the guard (whether it did). The marker file goes first, so that a crash after the
+    /// bootstrap does not guard the node's own group at its next start. A leader's append that
+    /// arrived meanwhile makes openraft refuse the bootstrap: the group exists after all.
+    async fn start_alone(&self) -> bool {
+        if self.marked.swap(false, Ordering::AcqRel) {
+            if let Err(e) = super::wiped_voter::unmark(&self.dir) {
+                tracing::warn!(error = %e, "cannot remove the vote guard's marker file");
+                self.marked.store(true, Ordering::Release);
+                return false;
+            }
+        }
+        let members: BTreeMap<u64, BasicNode> = self
+            .voters
+            .iter()
+            .map(|(id, addr)| (*id, BasicNode::new(addr)))
+            .collect();
+        let remark = |why: &str| {
+            self.marked.store(true, Ordering::Release);
+            if let Err(e) = super::wiped_voter::mark(&self.dir) {
+                tracing::warn!(error = %e, "cannot write the vote guard's marker file");
+            }
+            tracing::warn!(reason = why, "not starting a new metadata group");
+        };
+        match self.raft.initialize(members).await {
+            Ok(()) => {
+                if let Some((candidate, term)) = self.vote_guard.last_refused_candidate() {
+                    tracing::warn!(
+                        candidate,
+                        term,
+                        "another node asked for this one's vote while it started a new metadata \
+                         group: if this node was wiped out of a cluster, stop it and start it \
+                         again with an empty data directory while the others run"
+                    );
+                }
+                self.vote_guard.open();
+                tracing::info!("no other node called on this one: a new cluster");
+                true
+            }
+            Err(RaftError::APIError(openraft::error::InitializeError::NotAllowed(e))) => {
+                remark(&format!("a leader reached this node first ({e})"));
+                self.vote_guard.hold_until(1);
+                false
+            }
+            Err(e) => {
+                remark(&format!("bootstrapping failed ({e}); trying again"));
+                false
+            }
+        }
+    }
+
     /// The guard no longer holds: this node may stand as a candidate, and a restart no longer
     /// guards it.
     fn guard_lifted(&self) {
@@ -324,20 +384,17 @@ impl MetadataNode {
                     // A leader reached this node first: the group exists.
                     guard.hold_until(1);
                 } else if let Some(until) = self.alone_until {
-                    if guard.was_asked_for_votes() {
+                    if let Some((candidate, term)) = guard.last_refused_candidate() {
                         tracing::warn!(
+                            candidate,
+                            term,
                             "another node asked this one for its vote: this node belongs to an \
                              existing metadata group though its store is empty (a wiped disk?); \
                              it does not start a new one, and does not vote until a leader has \
                              brought its log up to the group's"
                         );
                         guard.hold_until(1);
-                    } else if tokio::time::Instant::now() >= until {
-                        if let Err(e) = initialize(&self.raft, &self.voters).await {
-                            tracing::warn!(error = %e, "bootstrapping the metadata group failed");
-                        }
-                        guard.open();
-                        tracing::info!("no other node called on this one: a new cluster");
+                    } else if tokio::time::Instant::now() >= until && self.start_alone().await {
                         return;
                     }
                 } else {
@@ -643,7 +700,11 @@ impl InternalHandler for MetadataNode {
                 InternalResponse::Append(self.raft.append_entries(rpc).await)
             }
             InternalRequest::Vote(rpc) => {
-                match self.vote_guard.refusal(&self.raft, rpc.vote.leader_id.term) {
+                match self.vote_guard.refusal(
+                    &self.raft,
+                    rpc.vote.leader_id.node_id,
+                    rpc.vote.leader_id.term,
+                ) {
                     Some(refused) => {
                         tracing::debug!(candidate = ?rpc.vote, "vote refused: this node's metadata log is still being refilled");
                         InternalResponse::Vote(Ok(refused))
@@ -688,6 +749,17 @@ impl InternalHandler for MetadataNode {
             }
         }
     }
+}
+
+/// Whether this node's stored metadata group is one it bootstrapped alone: only this node
+/// votes in it, and the stored vote is none yet or this node's own (a node being refilled by
+/// another group holds that group's leader's vote: its own candidacy is off and it refuses
+/// every vote).
+fn own_bootstrap(raft: &MetaRaft, me: u64) -> bool {
+    let metrics = raft.metrics().borrow().clone();
+    let voters: Vec<u64> = metrics.membership_config.membership().voter_ids().collect();
+    let vote = metrics.vote.leader_id;
+    voters == [me] && (vote.term == 0 || vote.node_id == me)
 }
 
 /// Bootstraps the metadata group with `voters`; another voter's bootstrap may have reached this

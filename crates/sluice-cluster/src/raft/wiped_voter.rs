@@ -7,6 +7,9 @@
 //! voter's vote and its own would make it leader without the entries it lost.)
 //!
 //! ```text
+//!   start, store empty, `--cluster` names only this node ─▶ refuse every vote for a few
+//!        seconds (`node::ALONE_GRACE`): asked for a vote, or a leader's append ─▶ held as
+//!        below ("one has applied past..."); nothing ─▶ a new group: bootstrap, vote
 //!   start, store empty, a voter ─▶ ask the other voters (LogState, 1 s)
 //!        none answers ──────────────────────────────▶ refuse every vote; ask again every
 //!                                                      500 ms until one answers
@@ -130,6 +133,11 @@ pub async fn log_state(pool: &ConnectionPool, id: u64, addr: &str) -> Option<Log
 /// is no longer empty.
 const MARKER: &str = "vote-guard";
 
+/// Where the marker file is (for messages).
+pub fn marker_path(dir: &Path) -> std::path::PathBuf {
+    dir.join(MARKER)
+}
+
 pub fn marked(dir: &Path) -> bool {
     dir.join(MARKER).exists()
 }
@@ -164,6 +172,8 @@ pub struct VoteGuard {
     /// The terms of the vote requests refused since this node started (the newest
     /// [`REFUSED_TERMS_KEPT`]): elections held without this node.
     refused_terms: parking_lot::Mutex<BTreeSet<u64>>,
+    /// The last candidate refused, and its term.
+    last_refused: parking_lot::Mutex<Option<(u64, u64)>>,
     /// Lifted for good: nothing raises the guard again (the guard task and the vote handler
     /// run at once; a probe answer that arrives after a lift must not undo it).
     lifted: AtomicBool,
@@ -243,10 +253,10 @@ impl VoteGuard {
         true
     }
 
-    /// Whether another node has asked this one for its vote since it started (its vote was
-    /// refused): an election of a group that counts this node as a voter.
-    pub fn was_asked_for_votes(&self) -> bool {
-        !self.refused_terms.lock().is_empty()
+    /// The last candidate (node, term) that asked this node for its vote since it started and
+    /// was refused: an election of a group that counts this node as a voter.
+    pub fn last_refused_candidate(&self) -> Option<(u64, u64)> {
+        *self.last_refused.lock()
     }
 
     pub fn is_undecided(&self) -> bool {
@@ -286,7 +296,7 @@ impl VoteGuard {
 
     /// The answer to a vote request for `term` while the guard holds (`None` once it is
     /// lifted, for good).
-    pub fn refusal(&self, raft: &MetaRaft, term: u64) -> Option<VoteResponse<u64>> {
+    pub fn refusal(&self, raft: &MetaRaft, candidate: u64, term: u64) -> Option<VoteResponse<u64>> {
         if !self.holds() {
             return None; // the common case: no copy of the metrics
         }
@@ -297,6 +307,7 @@ impl VoteGuard {
             while terms.len() > REFUSED_TERMS_KEPT {
                 terms.pop_first();
             }
+            *self.last_refused.lock() = Some((candidate, term));
             Some(VoteResponse {
                 vote: metrics.vote,
                 vote_granted: false,
