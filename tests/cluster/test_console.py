@@ -401,15 +401,20 @@ def test_the_overview_charts_the_whole_clusters_traffic(cluster):
     for n in range(sent):
         producer.produce("charted", value=b"%d" % n, partition=elsewhere[n % len(elsewhere)])
     assert producer.flush(20) == 0
-    wait_until(lambda: integral("produce_msgs_per_s") - before >= sent - 1, 15,
+    # Each node's rate is over its own clock, the chart's intervals over node 1's: the area
+    # matches the count to within the answers' jitter (a few per cent on a loaded machine),
+    # which still tells 3,000 (once) from 0 (node 1's own traffic only) and 9,000 (copies too).
+    low, high = sent * 0.97, sent * 1.03
+    wait_until(lambda: integral("produce_msgs_per_s") - before >= low, 15,
                "node 1's chart counts the records produced to other nodes' partitions")
     time.sleep(3)  # later points add nothing more: followers' copies are not traffic
     counted = integral("produce_msgs_per_s") - before
-    assert sent - 1 <= counted <= sent + 1, f"counted once, on their leader: {counted}"
+    assert low <= counted <= high, f"counted once, on their leader: {counted}"
     status, hist = api.call("GET", "/api/overview/history")
     assert status == 200
     api.conforms(hist, "History")
-    assert hist["points"][-1]["nodes_counted"] == 3 and hist["points"][-1]["nodes_missing"] == 0, hist["points"][-1]
+    wait_until(lambda: (p := api.call("GET", "/api/overview/history")[1]["points"][-1])["nodes_counted"] == 3
+               and p["nodes_missing"] == 0, 10, "a point with all three nodes")
 
     consumed_before = integral("consume_msgs_per_s")
     consumer = Consumer({"bootstrap.servers": c.bootstrap, "group.id": "charted-reader",
@@ -420,11 +425,11 @@ def test_the_overview_charts_the_whole_clusters_traffic(cluster):
         got += sum(1 for m in consumer.consume(500, timeout=0.5) if not m.error())
     consumer.close()
     assert got == sent
-    wait_until(lambda: integral("consume_msgs_per_s") - consumed_before >= sent - 1, 15,
+    wait_until(lambda: integral("consume_msgs_per_s") - consumed_before >= low, 15,
                "node 1's chart counts the records read from other nodes")
     time.sleep(3)
     read = integral("consume_msgs_per_s") - consumed_before
-    assert read <= sent + 1, f"the followers' fetches are not counted as consumption: {read}"
+    assert read <= high, f"the followers' fetches are not counted as consumption: {read}"
 
     # A node down: while it is not fenced yet its traffic is missing from the point (and
     # said so); once fenced it is no longer asked. The chart goes on either way.
@@ -437,4 +442,5 @@ def test_the_overview_charts_the_whole_clusters_traffic(cluster):
     for n in range(200):
         producer.produce("charted", value=b"after-%d" % n)
     assert producer.flush(30) == 0
-    wait_until(lambda: integral("produce_msgs_per_s") - mark >= 199, 15, "traffic still charted with a node down")
+    wait_until(lambda: integral("produce_msgs_per_s") - mark >= 200 * 0.97, 15,
+               "traffic still charted with a node down")

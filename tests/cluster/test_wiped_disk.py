@@ -53,6 +53,20 @@ def read_all(bootstrap, expected, timeout=30):
     return values
 
 
+def grown_from_node_1(cluster):
+    """A cluster started as node 1 alone (`--cluster` naming only it), grown to three voters:
+    2 and 3 join as learners and are made voters (AddRaftVoter)."""
+    c = cluster(1)
+    c.add_node(2)
+    c.add_node(3)
+    for node in (2, 3):
+        r = subprocess.run([str(SLUICE), "cluster", "-b", c.bootstrap, "add-voter", str(node)],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stdout + r.stderr
+    wait_until(lambda: c.metadata_leader(via=3) in (1, 2, 3), 20, "a metadata leader")
+    return c
+
+
 def elect_unclean(bootstrap):
     admin = AdminClient({**CLIENT_DEFAULTS, "bootstrap.servers": bootstrap})
     future = admin.elect_leaders(ElectionType.UNCLEAN, [TopicPartition(TOPIC, 0)])
@@ -171,14 +185,7 @@ def test_a_voter_added_at_run_time_comes_back_wiped_and_does_not_vote_a_topic_aw
     group's membership says it is. The topic is created while 3 is stalled (only 1 and 2 log
     it), 2 and 1 go down, 2 comes back wiped, 3 wakes, 1 returns 6 s later: every node must
     still list the topic. The empty node 2 must not vote 3 (whose log lacks it) in."""
-    c = cluster(1)
-    c.add_node(2)
-    c.add_node(3)
-    for node in (2, 3):
-        r = subprocess.run([str(SLUICE), "cluster", "-b", c.bootstrap, "add-voter", str(node)],
-                           capture_output=True, text=True, timeout=60)
-        assert r.returncode == 0, r.stdout + r.stderr
-    wait_until(lambda: c.metadata_leader(via=3) in (1, 2, 3), 20, "a metadata leader")
+    c = grown_from_node_1(cluster)
     x, y, z = 2, 1, 3
     try:
         committed_topic_only_on_x_and_y(c, x, y, z)
@@ -268,14 +275,7 @@ def test_a_wiped_node_whose_cluster_names_only_itself_rejoins_the_group_it_grew(
     metadata leader it gets the others' vote requests (they elect a successor); as a follower
     (leadership moved by restarting it first), their leader's appends. Either shows the group
     exists: node 1 neither starts a group nor votes until it holds the group's log again."""
-    c = cluster(1)
-    c.add_node(2)
-    c.add_node(3)
-    for node in (2, 3):
-        r = subprocess.run([str(SLUICE), "cluster", "-b", c.bootstrap, "add-voter", str(node)],
-                           capture_output=True, text=True, timeout=60)
-        assert r.returncode == 0, r.stdout + r.stderr
-    wait_until(lambda: c.metadata_leader(via=3) in (1, 2, 3), 20, "a metadata leader")
+    c = grown_from_node_1(cluster)
     c.create_topic(TOPIC, 1, replication_factor=3)
     produce(c.bootstrap, "before", 100)
     if was == "follower":

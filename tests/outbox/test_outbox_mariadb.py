@@ -235,9 +235,9 @@ def test_rows_written_before_an_alter_table_are_read_by_name_or_refused(mariadb,
 
 
 def test_an_alter_table_while_the_relay_runs_is_followed_without_column_names(mariadb, broker, relays):
-    """Without column names in the log: a column added while the relay runs (caught up) makes
-    it read the table's shape again and go on, and the deletes it made of rows in the old
-    shape (`--delete-published`) do not stop it when it restarts."""
+    """Without column names in the log: a column added while the relay runs (before it placed
+    any row, and after) makes it read the table's shape again and go on, and the deletes it
+    made of rows in the old shape (`--delete-published`) do not stop it when it restarts."""
     import uuid
     conn = mariadb.connect(None)
     with conn.cursor() as cur:
@@ -269,6 +269,11 @@ def test_an_alter_table_while_the_relay_runs_is_followed_without_column_names(ma
 
     r = relays(mariadb, broker, "--topic-prefix", "shop.", "--delete-published", name="live-alter")
     r.wait_state("active", 60)
+    # Altered before the relay placed any row (a quiet outbox, or a standby taking over).
+    c = mariadb.connect("shop")
+    with c.cursor() as cur:
+        cur.execute("ALTER TABLE outbox ADD COLUMN early VARCHAR(20) NULL")
+    c.close()
     first = insert("a")
     assert published(2) == sorted(first)
     wait_until(lambda: outbox_rows() == 0, 30, "the published rows deleted")

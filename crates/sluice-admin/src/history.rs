@@ -251,16 +251,20 @@ mod tests {
     use sluice_broker::BrokerConfig;
     use sluice_log::ManualClock;
 
+    fn broker_in(dir: &std::path::Path, clock: Arc<dyn sluice_log::Clock>) -> Arc<Broker> {
+        let config = BrokerConfig {
+            data_dir: dir.to_path_buf(),
+            offsets_topic_partitions: 1,
+            ..Default::default()
+        };
+        Broker::open(config, clock).unwrap()
+    }
+
     #[test]
     fn rates_from_counter_deltas_over_the_clock() {
         let dir = tempfile::tempdir().unwrap();
         let clock = ManualClock::new(1_000_000);
-        let config = BrokerConfig {
-            data_dir: dir.path().to_path_buf(),
-            offsets_topic_partitions: 1,
-            ..Default::default()
-        };
-        let broker = Broker::open(config, clock.clone()).unwrap();
+        let broker = broker_in(dir.path(), clock.clone());
         broker
             .topics()
             .create("t", 1, Default::default(), false)
@@ -300,12 +304,7 @@ mod tests {
     fn the_nodes_rates_are_summed_and_a_silent_node_fills_its_gap() {
         let dir = tempfile::tempdir().unwrap();
         let clock = ManualClock::new(1_000_000);
-        let config = BrokerConfig {
-            data_dir: dir.path().to_path_buf(),
-            offsets_topic_partitions: 1,
-            ..Default::default()
-        };
-        let broker = Broker::open(config, clock.clone()).unwrap();
+        let broker = broker_in(dir.path(), clock.clone());
         let reading = |run: i64, at_ms: i64, topics: &[(&str, u64, u64)]| {
             Ok(TrafficTotals {
                 run,

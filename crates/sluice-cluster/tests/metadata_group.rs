@@ -103,3 +103,39 @@ async fn three_nodes_agree_survive_their_leader_and_catch_up() {
         n.stop.cancel();
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_voter_waits_then_leads_and_its_own_group_is_not_guarded_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut listeners, voters) = bind_voters(1).await;
+    let started = tokio::time::Instant::now();
+    let first = start(1, &voters, dir.path(), listeners.remove(&1).unwrap()).await;
+    wait_for("the lone voter to lead", || first.node.leader() == Some(1)).await;
+    assert!(
+        started.elapsed() >= std::time::Duration::from_secs(3),
+        "it waited to be called on before starting a new group"
+    );
+    let outcome = first.node.propose(register(5)).await.unwrap();
+    assert_eq!(outcome.refused, None);
+
+    // Stopped as if between its bootstrap and the marker's removal: the marker is back, but
+    // the stored group is its own (only it votes, its own vote): it leads again.
+    first.stop.cancel();
+    let _ = first.node.raft().shutdown().await;
+    drop(first);
+    let meta = dir.path().join("node1");
+    sluice_cluster::raft::wiped_voter::mark(&meta).unwrap();
+    let listener = TcpListener::bind(&voters[&1]).await.unwrap();
+    let again = start(1, &voters, dir.path(), listener).await;
+    wait_for("the restarted lone voter to lead", || {
+        again.node.leader() == Some(1)
+    })
+    .await;
+    assert!(knows(&again.node, 5));
+    assert_eq!(again.node.propose(register(6)).await.unwrap().refused, None);
+    assert!(
+        !sluice_cluster::raft::wiped_voter::marked(&meta),
+        "the marker is removed once the node runs unguarded"
+    );
+    again.stop.cancel();
+}

@@ -405,7 +405,6 @@ impl MySqlSource {
             schema: self.schema.clone(),
             table: self.table.clone(),
             columns: self.columns.clone(),
-            shape_seen: false,
             header_names: self.cfg.columns.headers.clone(),
             prefix: self.cfg.topic_prefix.clone(),
             first_rotate: true,
@@ -439,8 +438,6 @@ pub struct MySqlStream {
     schema: String,
     table: String,
     columns: Columns,
-    /// This session has placed rows of the table by the shape it read at its start.
-    shape_seen: bool,
     header_names: Vec<String>,
     prefix: String,
     /// The binlog file being read (from the Rotate events).
@@ -554,23 +551,23 @@ impl MySqlStream {
                 let (decoded, reread): (Vec<Result<OutboxRow, OutboxError>>, bool) = match located {
                     None => (Vec::new(), false),
                     Some(Ok(positions)) => {
-                        self.shape_seen = true;
                         let rows = inserted.iter().map(|r| self.row(r, &positions)).collect();
                         (rows, false)
                     }
-                    Some(Err(unplaced)) => {
-                        // The table's shape changed under this session (it had placed rows by
-                        // the shape it read at its start): a new session reads it again.
-                        let reread =
-                            matches!(unplaced, Unplaced::CountChanged(_)) && self.shape_seen;
+                    Some(Err(Unplaced::CountChanged(why))) => {
+                        // Perhaps altered after this session read the shape: the relay reads it
+                        // again once, and stops only if that does not help.
+                        let why =
+                            format!("rows inserted into {}.{}: {why}", self.schema, self.table);
+                        (vec![Err(OutboxError::Row(why))], true)
+                    }
+                    Some(Err(Unplaced::Other(why))) => {
                         let why = format!(
-                            "rows inserted into {}.{}: {}; the relay stops before their \
+                            "rows inserted into {}.{}: {why}; the relay stops before their \
                              transaction (nothing of it or after it is published)",
-                            self.schema,
-                            self.table,
-                            unplaced.into_message()
+                            self.schema, self.table
                         );
-                        (vec![Err(OutboxError::Row(why))], reread)
+                        (vec![Err(OutboxError::Row(why))], false)
                     }
                 };
                 let Some(open) = &mut self.open else {

@@ -42,14 +42,6 @@ pub enum Unplaced {
     Other(String),
 }
 
-impl Unplaced {
-    pub fn into_message(self) -> String {
-        match self {
-            Unplaced::CountChanged(m) | Unplaced::Other(m) => m,
-        }
-    }
-}
-
 impl Columns {
     /// The positions of the wanted columns in the rows that follow `tme` (one per wanted
     /// column; [`ABSENT`] for a header column the table did not have), or why the rows cannot
@@ -61,9 +53,7 @@ impl Columns {
             None => Err(Unplaced::CountChanged(format!(
                 "the table had {} columns when this row was written and {} when the relay \
                  read its shape: it was altered, and without column names in the binary log \
-                 (binlog_row_metadata = FULL) the relay cannot tell which value is which, so it \
-                 stops here rather than publish one column's bytes as another's (see \
-                 docs/outbox.md, \"Altering the outbox table\")",
+                 (binlog_row_metadata = FULL) the relay cannot tell which value is which",
                 tme.columns_count(),
                 self.count_at_start
             ))),

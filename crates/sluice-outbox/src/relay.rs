@@ -40,9 +40,19 @@ pub async fn run(
 ) -> Result<(), OutboxError> {
     cfg.validate()?;
     let mut reached_database = false;
+    // The transaction (its end) whose rows a session could not place and left to the next one,
+    // which reads the table's shape again.
+    let mut reread_at: Option<u64> = None;
     loop {
         stats.set_state(State::Starting);
-        let outcome = session(&cfg, &stats, &mut stop, &mut reached_database).await;
+        let outcome = session(
+            &cfg,
+            &stats,
+            &mut stop,
+            &mut reached_database,
+            &mut reread_at,
+        )
+        .await;
         match outcome {
             Ok(()) => {
                 stats.set_state(State::Stopped);
@@ -80,6 +90,7 @@ async fn session(
     stats: &Stats,
     stop: &mut watch::Receiver<bool>,
     reached_database: &mut bool,
+    reread_at: &mut Option<u64>,
 ) -> Result<(), OutboxError> {
     let mut source = Source::connect(cfg).await?;
     *reached_database = true;
@@ -195,7 +206,8 @@ async fn session(
         // row Sluice cannot take (the relay then stops before that one).
         let refused = match next {
             Some(Some(txn)) if txn.unpublishable.is_some() => {
-                txn.unpublishable.map(|why| (why, txn.reread_shape))
+                let end = txn.end;
+                txn.unpublishable.map(|why| (why, txn.reread_shape, end))
             }
             Some(Some(txn)) if !txn.rows.is_empty() => {
                 batch_rows += txn.rows.len();
@@ -222,15 +234,26 @@ async fn session(
             before.position = Some((last.end, last.position.clone()));
         }
         match refused {
-            Some((why, true)) => {
+            Some((why, true, end)) if *reread_at != Some(end) => {
                 tracing::info!(
                     reason = %why,
-                    "the outbox table changed shape while the relay read it: starting again \
-                     from the last published transaction, with its shape read again"
+                    "the outbox table may have changed shape since the relay read it: starting \
+                     again from the last published transaction, with its shape read again"
                 );
-                return Err(OutboxError::Stream(why));
+                *reread_at = Some(end);
+                return Err(OutboxError::Stream(format!(
+                    "{why}; reading the table's shape again"
+                )));
             }
-            Some((why, false)) => return Err(OutboxError::Row(why)),
+            Some((why, true, _)) => {
+                return Err(OutboxError::Row(format!(
+                    "{why}, also by the shape read again: they were written before an ALTER \
+                     TABLE; the relay stops here rather than publish one column's bytes as \
+                     another's (nothing of their transaction or after it is published; see \
+                     docs/outbox.md, \"Altering the outbox table\")"
+                )))
+            }
+            Some((why, false, _)) => return Err(OutboxError::Row(why)),
             None => {}
         }
         before.rows += u64::try_from(batch_rows).unwrap_or(u64::MAX);

@@ -53,8 +53,8 @@ pub struct SourceTxn {
     /// are published, then the relay stops.
     pub unpublishable: Option<String>,
     /// The refusal may clear once the relay reads the table's shape again (MySQL: the table
-    /// was altered while this session read it): the relay starts a new session instead of
-    /// stopping.
+    /// may have been altered after this session read it): the relay starts a new session,
+    /// and stops only if that session refuses the same transaction again.
     pub reread_shape: bool,
 }
 

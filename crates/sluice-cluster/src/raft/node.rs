@@ -168,7 +168,7 @@ impl MetadataNode {
                      grown into (a wiped disk?) to call on it"
                 );
                 vote_guard.undecided();
-            } else if own_bootstrap(&raft, config.node_id) {
+            } else if own_bootstrap(&raft, config.node_id).await {
                 // Stopped after its own bootstrap, before the marker file was removed.
                 tracing::info!(
                     node = config.node_id,
@@ -755,8 +755,18 @@ impl InternalHandler for MetadataNode {
 /// votes in it, and the stored vote is none yet or this node's own (a node being refilled by
 /// another group holds that group's leader's vote: its own candidacy is off and it refuses
 /// every vote).
-fn own_bootstrap(raft: &MetaRaft, me: u64) -> bool {
-    let metrics = raft.metrics().borrow().clone();
+async fn own_bootstrap(raft: &MetaRaft, me: u64) -> bool {
+    // The metrics start empty and are filled once the Raft core has loaded the stored state.
+    let loaded = raft
+        .wait(Some(Duration::from_secs(5)))
+        .metrics(
+            |m| m.last_log_index.is_some(),
+            "the stored metadata log loaded",
+        )
+        .await;
+    let Ok(metrics) = loaded else {
+        return false; // held: a leader, if any, refills it
+    };
     let voters: Vec<u64> = metrics.membership_config.membership().voter_ids().collect();
     let vote = metrics.vote.leader_id;
     voters == [me] && (vote.term == 0 || vote.node_id == me)
