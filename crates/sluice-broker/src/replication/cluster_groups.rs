@@ -5,7 +5,6 @@
 
 use std::time::Duration;
 
-use futures::future::join_all;
 use serde::{Deserialize, Serialize};
 
 use super::PeerCall;
@@ -49,28 +48,14 @@ impl Broker {
     /// Every live node's groups (this node's only, on a single node), sorted by name, and the
     /// nodes that did not answer with why.
     pub async fn cluster_groups(&self) -> (Vec<GroupReport>, Vec<(i32, String)>) {
-        let Some(replication) = self.replication.get() else {
-            return (self.group_reports_here(), Vec::new());
-        };
-        let state = replication.state();
-        let me = replication.me();
-        let asks = state.state.live_nodes().map(|n| {
-            let id = n.registration.node;
-            async move {
-                let reports = if id == me {
-                    Ok(self.group_reports_here())
-                } else {
-                    match self.ask_peer(id, &PeerCall::Groups, GROUPS_TIMEOUT).await {
-                        Ok(v) => serde_json::from_value(v).map_err(|e| e.to_string()),
-                        Err(e) => Err(e.to_string()),
-                    }
-                };
-                (id.0, reports)
-            }
-        });
+        let answers = self
+            .ask_live_nodes(&PeerCall::Groups, GROUPS_TIMEOUT, || {
+                self.group_reports_here()
+            })
+            .await;
         let mut groups = Vec::new();
         let mut missing = Vec::new();
-        for (node, reports) in join_all(asks).await {
+        for (node, reports) in answers {
             match reports {
                 Ok(reports) => groups.extend(reports),
                 Err(e) => missing.push((node, e)),

@@ -196,6 +196,41 @@ impl Broker {
         })
     }
 
+    /// Asks `call` of every live node at once (a fenced node is not asked), this node
+    /// answering with `here()` itself (on a single node, only that): each node's answer, or
+    /// why it gave none (no answer in `timeout`, or an older node that does not know the call).
+    pub(crate) async fn ask_live_nodes<T: serde::de::DeserializeOwned>(
+        &self,
+        call: &PeerCall,
+        timeout: Duration,
+        here: impl Fn() -> T,
+    ) -> Vec<(i32, Result<T, String>)> {
+        let Some(replication) = self.replication.get() else {
+            return vec![(self.config.node_id, Ok(here()))];
+        };
+        let state = replication.state();
+        let me = replication.me();
+        let here = &here;
+        let live = state.state.nodes.values();
+        let asks = live
+            .filter(|n| !n.fenced || n.registration.node == me)
+            .map(|n| {
+                let id = n.registration.node;
+                async move {
+                    let answer = if id == me {
+                        Ok(here())
+                    } else {
+                        match self.ask_peer(id, call, timeout).await {
+                            Ok(v) => serde_json::from_value(v).map_err(|e| e.to_string()),
+                            Err(e) => Err(e.to_string()),
+                        }
+                    };
+                    (id.0, answer)
+                }
+            });
+        futures::future::join_all(asks).await
+    }
+
     /// Answers a call another node sent here.
     async fn answer_peer(self: Arc<Self>, body: String) -> Result<String, String> {
         let call: PeerCall =

@@ -9,7 +9,6 @@ use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use futures::future::join_all;
 use serde::{Deserialize, Serialize};
 
 use super::PeerCall;
@@ -68,30 +67,9 @@ impl Broker {
     /// node that does not know the call, is listed with the reason (a console leaves its
     /// traffic out and counts it as missing).
     pub async fn cluster_traffic(&self) -> Vec<(i32, Result<TrafficTotals, String>)> {
-        let Some(replication) = self.replication.get() else {
-            return vec![(self.config.node_id, Ok(self.traffic_totals()))];
-        };
-        let state = replication.state();
-        let me = replication.me();
-        let live = state
-            .state
-            .nodes
-            .values()
-            .filter(|n| !n.fenced || n.registration.node == me);
-        let asks = live.map(|n| {
-            let id = n.registration.node;
-            async move {
-                let totals = if id == me {
-                    Ok(self.traffic_totals())
-                } else {
-                    match self.ask_peer(id, &PeerCall::Traffic, TRAFFIC_TIMEOUT).await {
-                        Ok(v) => serde_json::from_value(v).map_err(|e| e.to_string()),
-                        Err(e) => Err(e.to_string()),
-                    }
-                };
-                (id.0, totals)
-            }
-        });
-        join_all(asks).await
+        self.ask_live_nodes(&PeerCall::Traffic, TRAFFIC_TIMEOUT, || {
+            self.traffic_totals()
+        })
+        .await
     }
 }

@@ -299,11 +299,6 @@ impl MetadataNode {
                 return false;
             }
         }
-        let members: BTreeMap<u64, BasicNode> = self
-            .voters
-            .iter()
-            .map(|(id, addr)| (*id, BasicNode::new(addr)))
-            .collect();
         let remark = |why: &str| {
             self.marked.store(true, Ordering::Release);
             if let Err(e) = super::wiped_voter::mark(&self.dir) {
@@ -311,7 +306,7 @@ impl MetadataNode {
             }
             tracing::warn!(reason = why, "not starting a new metadata group");
         };
-        match self.raft.initialize(members).await {
+        match self.raft.initialize(members(&self.voters)).await {
             Ok(()) => {
                 if let Some((candidate, term)) = self.vote_guard.last_refused_candidate() {
                     tracing::warn!(
@@ -772,14 +767,18 @@ async fn own_bootstrap(raft: &MetaRaft, me: u64) -> bool {
     voters == [me] && (vote.term == 0 || vote.node_id == me)
 }
 
+/// The group's first membership: `voters` with their internal addresses.
+fn members(voters: &BTreeMap<u64, String>) -> BTreeMap<u64, BasicNode> {
+    voters
+        .iter()
+        .map(|(id, addr)| (*id, BasicNode::new(addr)))
+        .collect()
+}
+
 /// Bootstraps the metadata group with `voters`; another voter's bootstrap may have reached this
 /// node first, which is fine.
 async fn initialize(raft: &MetaRaft, voters: &BTreeMap<u64, String>) -> Result<(), StartError> {
-    let members: BTreeMap<u64, BasicNode> = voters
-        .iter()
-        .map(|(id, addr)| (*id, BasicNode::new(addr)))
-        .collect();
-    match raft.initialize(members).await {
+    match raft.initialize(members(voters)).await {
         Ok(()) => Ok(()),
         Err(RaftError::APIError(openraft::error::InitializeError::NotAllowed(_))) => Ok(()),
         Err(e) => Err(StartError::Raft(e.to_string())),
