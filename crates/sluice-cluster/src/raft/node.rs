@@ -371,14 +371,22 @@ impl MetadataNode {
                         false
                     }
                 };
+                // Checked on every change too, not only at the tick: a leader's first append
+                // changes the metrics, and the guard then asks it how far to refill at once.
+                let leader = self.raft.metrics().borrow().current_leader;
+                if let Some(leader) = leader.filter(|l| *l != self.id) {
+                    tracing::info!(
+                        leader,
+                        "a metadata leader reached this node: the group exists; this node does \
+                         not start one, and does not vote until its log is refilled"
+                    );
+                    guard.hold_until(1);
+                    continue;
+                }
                 if !ticked {
                     continue;
                 }
-                let leader = self.raft.metrics().borrow().current_leader;
-                if leader.is_some_and(|l| l != self.id) {
-                    // A leader reached this node first: the group exists.
-                    guard.hold_until(1);
-                } else if let Some(until) = self.alone_until {
+                if let Some(until) = self.alone_until {
                     if let Some((candidate, term)) = guard.last_refused_candidate() {
                         tracing::warn!(
                             candidate,
