@@ -23,6 +23,19 @@ pub enum OutboxError {
     Broker(String),
     #[error("the lease on {0} was lost")]
     LeaseLost(String),
+    /// Topic `topic` refused a batch of rows it takes one by one: its `max.message.bytes`
+    /// (`limit`) is below the batches the relay sends. The relay starts a new session whose
+    /// batches are at most `batch_bytes`; the refused transaction was aborted, so it is
+    /// published then, once.
+    #[error(
+        "topic {topic} takes batches of at most {limit} bytes (its max.message.bytes): sending \
+         batches of at most {batch_bytes} bytes"
+    )]
+    BatchTooLarge {
+        topic: String,
+        limit: usize,
+        batch_bytes: usize,
+    },
 }
 
 impl OutboxError {

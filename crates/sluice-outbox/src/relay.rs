@@ -43,6 +43,9 @@ pub async fn run(
     // The transaction (its end) whose rows a session could not place and left to the next one,
     // which reads the table's shape again.
     let mut reread_at: Option<u64> = None;
+    // The producer's batch size, once a topic refused the default's batches (for the
+    // process's life: a restarted relay learns it again from the next refusal).
+    let mut batch_bytes: Option<usize> = None;
     loop {
         stats.set_state(State::Starting);
         let outcome = session(
@@ -51,12 +54,30 @@ pub async fn run(
             &mut stop,
             &mut reached_database,
             &mut reread_at,
+            batch_bytes,
         )
         .await;
         match outcome {
             Ok(()) => {
                 stats.set_state(State::Stopped);
                 return Ok(());
+            }
+            // Not a failure: the refused transaction was aborted, and the next session
+            // publishes it in batches the topic takes, at once.
+            Err(OutboxError::BatchTooLarge {
+                topic,
+                limit,
+                batch_bytes: fitting,
+            }) => {
+                let smaller = batch_bytes.map_or(fitting, |b| b.min(fitting));
+                tracing::warn!(
+                    %topic,
+                    max_message_bytes = limit,
+                    batch_bytes = smaller,
+                    "a topic refused a batch of rows it takes one by one (Kafka checks whole \
+                     batches): the relay sends smaller batches from now on, to every topic"
+                );
+                batch_bytes = Some(smaller);
             }
             // A database never reached is a setting to fix, not a restart to wait for.
             Err(e)
@@ -91,6 +112,7 @@ async fn session(
     stop: &mut watch::Receiver<bool>,
     reached_database: &mut bool,
     reread_at: &mut Option<u64>,
+    batch_bytes: Option<usize>,
 ) -> Result<(), OutboxError> {
     let mut source = Source::connect(cfg).await?;
     *reached_database = true;
@@ -113,7 +135,7 @@ async fn session(
     stats.set_state(State::Starting);
 
     // Fences any earlier instance (its producer, and its open transaction is aborted).
-    let mut sink = block_in_place(|| Sink::connect(cfg))?;
+    let mut sink = block_in_place(|| Sink::connect(cfg, batch_bytes))?;
     let progress_topic = cfg.progress_topic();
     sink.ensure_topics(&[progress_topic.as_str()]).await?;
     let progress = block_in_place(|| sink.read_progress())?;

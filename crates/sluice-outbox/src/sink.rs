@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -96,6 +96,9 @@ pub struct Sink {
     key: String,
     brokers: String,
     source: String,
+    /// The producer's `batch.size`: [`PRODUCER_BATCH_BYTES`], or less once a topic refused a
+    /// batch of rows it would take one by one (see [`OutboxError::BatchTooLarge`]).
+    batch_bytes: usize,
 }
 
 fn broker(what: &str, e: &KafkaError) -> OutboxError {
@@ -104,8 +107,10 @@ fn broker(what: &str, e: &KafkaError) -> OutboxError {
 
 impl Sink {
     /// Connects and takes the relay's transactional id: any earlier instance's producer is
-    /// fenced and its open transaction aborted. Blocking.
-    pub fn connect(cfg: &OutboxConfig) -> Result<Sink, OutboxError> {
+    /// fenced and its open transaction aborted. `batch_bytes`: the producer's `batch.size`
+    /// (None: [`PRODUCER_BATCH_BYTES`]). Blocking.
+    pub fn connect(cfg: &OutboxConfig, batch_bytes: Option<usize>) -> Result<Sink, OutboxError> {
+        let batch_bytes = batch_bytes.unwrap_or(PRODUCER_BATCH_BYTES).max(1);
         let producer: BaseProducer<Deliveries> = client_config(&cfg.brokers)
             .set("transactional.id", cfg.transactional_id())
             .set("transaction.timeout.ms", "10000")
@@ -113,7 +118,7 @@ impl Sink {
             // The broker's and topic's limits decide what is too large, not the client's.
             .set("message.max.bytes", "67108864")
             // Set, not left to the default, so that a refusal can name it (`too_large`).
-            .set("batch.size", PRODUCER_BATCH_BYTES.to_string())
+            .set("batch.size", batch_bytes.to_string())
             // Keys land where Kafka's Java producer puts them.
             .set("partitioner", "murmur2_random")
             .create_with_context(Deliveries::default())
@@ -138,6 +143,7 @@ impl Sink {
             key: cfg.slot.clone(),
             brokers: cfg.brokers.clone(),
             source: cfg.source_identity(),
+            batch_bytes,
         })
     }
 
@@ -322,7 +328,7 @@ impl Sink {
             if let Some((index, failure)) = refused {
                 if let Some(row) = txns.iter().flat_map(|t| &t.rows).nth(index) {
                     if failure.rdkafka_error_code() == Some(RDKafkaErrorCode::MessageSizeTooLarge) {
-                        return Err(too_large(row));
+                        return Err(self.refused_as_too_large(row));
                     }
                     return Err(OutboxError::Broker(format!(
                         "Sluice refused {} for topic {}: {failure}",
@@ -390,13 +396,62 @@ impl Sink {
                 }
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::MessageSizeTooLarge), _)) => {
                     return Err(match row {
-                        Some(row) => too_large(row),
+                        Some(row) => too_large(row, self.batch_bytes, None),
                         None => OutboxError::Broker("the position record is too large".into()),
                     })
                 }
                 Err((e, _)) => return Err(broker("sending", &e)),
             }
         }
+    }
+
+    /// A row the broker refused as too large (MESSAGE_TOO_LARGE). Kafka checks whole batches:
+    /// when the row is smaller than the batches the relay sends, the topic's limit is asked
+    /// for; if the row fits it but the batches do not, the relay is to send batches the topic
+    /// takes ([`OutboxError::BatchTooLarge`]). Otherwise the row itself is too large.
+    fn refused_as_too_large(&self, row: &OutboxRow) -> OutboxError {
+        if row.size() + BATCH_FRAMING >= self.batch_bytes {
+            return too_large(row, self.batch_bytes, None);
+        }
+        let limit = self.topic_limit(&row.topic);
+        match limit {
+            Some(limit) if limit > BATCH_FRAMING && row.size() + BATCH_FRAMING <= limit => {
+                let fitting = limit - BATCH_FRAMING;
+                if fitting < self.batch_bytes {
+                    return OutboxError::BatchTooLarge {
+                        topic: row.topic.clone(),
+                        limit,
+                        batch_bytes: fitting,
+                    };
+                }
+                too_large(row, self.batch_bytes, None)
+            }
+            _ => too_large(row, self.batch_bytes, limit),
+        }
+    }
+
+    /// The topic's `max.message.bytes` as the broker describes it (its own or the broker's
+    /// default); None when it cannot be asked. Blocking.
+    fn topic_limit(&self, topic: &str) -> Option<usize> {
+        let options = AdminOptions::new().request_timeout(Some(Duration::from_secs(10)));
+        let resource = ResourceSpecifier::Topic(topic);
+        let described =
+            futures::executor::block_on(self.admin.describe_configs([&resource], &options));
+        let limit = match described {
+            Ok(results) => results.into_iter().find_map(|r| {
+                r.ok()?
+                    .get(MAX_MESSAGE_BYTES)?
+                    .value
+                    .as_deref()?
+                    .parse::<usize>()
+                    .ok()
+            }),
+            Err(e) => {
+                tracing::warn!(topic, error = %e, "cannot ask the topic's max.message.bytes");
+                None
+            }
+        };
+        limit
     }
 
     fn abort(&self) {
@@ -406,32 +461,46 @@ impl Sink {
     }
 }
 
-/// The most one produce request's batch for a partition holds (librdkafka's `batch.size`).
+/// The most one produce request's batch for a partition holds (librdkafka's `batch.size`),
+/// unless a topic takes less.
 const PRODUCER_BATCH_BYTES: usize = 1_000_000;
 
-fn too_large(row: &OutboxRow) -> OutboxError {
+/// What a batch holds beside its rows' keys, values and headers (the batch's and each record's
+/// framing), as far as the relay allows for it: a row this much smaller than a limit fits it.
+const BATCH_FRAMING: usize = 256;
+
+const MAX_MESSAGE_BYTES: &str = "max.message.bytes";
+
+/// `limit`: the topic's `max.message.bytes` when the broker was asked for it.
+fn too_large(row: &OutboxRow, batch_bytes: usize, limit: Option<usize>) -> OutboxError {
     // Kafka checks whole batches: a row within the topic's limit is still refused when the
     // batch holding it (rows of the same partition, sent together) is larger than the limit.
-    // A row near a batch's size travels alone: then it is the row (1 KiB for the framing).
-    let cause = if row.size() + 1024 >= PRODUCER_BATCH_BYTES {
+    // A row near a batch's size travels alone: then it is the row. With the topic's limit
+    // known the relay sends batches that fit it (`BatchTooLarge`); this is for the rest.
+    let cause = if row.size() + BATCH_FRAMING >= batch_bytes || limit.is_some() {
         String::new()
     } else {
         format!(
             ", or the batch it was sent in is (Kafka checks whole batches; the relay sends a \
-             partition's rows in batches of up to {PRODUCER_BATCH_BYTES} bytes)"
+             partition's rows in batches of up to {batch_bytes} bytes)"
         )
     };
+    let limit_text = match limit {
+        Some(limit) => format!(" ({limit} bytes)"),
+        None => String::new(),
+    };
     OutboxError::Row(format!(
-        "outbox {} ({} bytes) is larger than topic {} takes{cause} (its max.message.bytes, or \
-         the broker's message.max.bytes); the relay stops before it (it was not published, and \
-         nothing after it is): raise the topic's limit{} or make the row smaller",
+        "outbox {} ({} bytes) is larger than topic {} takes{cause} (its max.message.bytes\
+         {limit_text}, or the broker's message.max.bytes); the relay stops before it (it was \
+         not published, and nothing after it is): raise the topic's limit{} or make the row \
+         smaller",
         row.describe(),
         row.size(),
         row.topic,
         if cause.is_empty() {
             String::new()
         } else {
-            format!(" (to {PRODUCER_BATCH_BYTES} bytes or more)")
+            format!(" (to {batch_bytes} bytes or more)")
         },
     ))
 }
@@ -455,18 +524,25 @@ mod tests {
     /// how far to raise the limit; one larger than any batch was refused for itself.
     #[test]
     fn a_refusal_names_the_batch_when_the_row_is_smaller_than_one() {
-        let small = too_large(&row(1_000)).to_string();
+        let small = too_large(&row(1_000), PRODUCER_BATCH_BYTES, None).to_string();
         assert!(small.contains("row id r1 (1000 bytes) is larger than topic shop.order takes, or the batch it was sent in is"), "{small}");
         assert!(
             small.contains(&format!("to {PRODUCER_BATCH_BYTES} bytes or more")),
             "{small}"
         );
-        let big = too_large(&row(PRODUCER_BATCH_BYTES)).to_string();
+        let big = too_large(&row(PRODUCER_BATCH_BYTES), PRODUCER_BATCH_BYTES, None).to_string();
         assert!(
             big.contains("is larger than topic shop.order takes (its max.message.bytes"),
             "{big}"
         );
         assert!(!big.contains("batch"), "{big}");
+        // The topic's limit asked for: the row alone is larger than it.
+        let known = too_large(&row(10_000), PRODUCER_BATCH_BYTES, Some(2_000)).to_string();
+        assert!(
+            known.contains("(10000 bytes) is larger than topic shop.order takes (its max.message.bytes (2000 bytes)"),
+            "{known}"
+        );
+        assert!(!known.contains("batch"), "{known}");
     }
 
     /// A position a relay wrote before `batch_start` existed still reads (none: nothing to
