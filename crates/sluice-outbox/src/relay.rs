@@ -331,8 +331,11 @@ async fn publish(
                     source: cfg.source_identity(),
                     batch_start: txn.begin.clone().or(previous),
                 };
-                publish_txns(sink, std::slice::from_ref(txn), &one).await?;
-                delete_published(cfg, source, std::slice::from_ref(txn)).await?;
+                let one_txn = std::slice::from_ref(txn);
+                publish_txns(sink, one_txn, &one).await?;
+                // Counted at once: an error after it ends the session.
+                count_published(stats, one_txn);
+                delete_published(cfg, source, one_txn).await?;
                 stream.confirm(txn.end);
                 stats.set_position(txn.end, cfg.is_mysql().then_some(txn.position.as_str()));
             }
@@ -345,24 +348,30 @@ async fn publish(
     // Deleted before the database may let that WAL go: a relay stopped in between reads the
     // batch again after its restart and deletes its rows then.
     if !deleted_each {
+        count_published(stats, batch);
         delete_published(cfg, source, batch).await?;
     }
     // Sluice has the rows and the position: the database may let that WAL go.
     stream.confirm(last.end);
     stats.set_position(last.end, cfg.is_mysql().then_some(last.position.as_str()));
-    stats
-        .rows
-        .fetch_add(u64::try_from(rows).unwrap_or(u64::MAX), Ordering::Relaxed);
-    stats.txns.fetch_add(
-        u64::try_from(batch.len()).unwrap_or(u64::MAX),
-        Ordering::Relaxed,
-    );
-    stats.batches.fetch_add(1, Ordering::Relaxed);
     stats.lag_us.store(
         crate::clock::now_us().saturating_sub(last.commit_time_us),
         Ordering::Relaxed,
     );
     Ok(())
+}
+
+/// Counts `txns`, published in one Sluice transaction, in the relay's statistics.
+fn count_published(stats: &Stats, txns: &[SourceTxn]) {
+    let rows: usize = txns.iter().map(|t| t.rows.len()).sum();
+    stats
+        .rows
+        .fetch_add(u64::try_from(rows).unwrap_or(u64::MAX), Ordering::Relaxed);
+    stats.txns.fetch_add(
+        u64::try_from(txns.len()).unwrap_or(u64::MAX),
+        Ordering::Relaxed,
+    );
+    stats.batches.fetch_add(1, Ordering::Relaxed);
 }
 
 /// With `--delete-published`, deletes the rows of `txns` from the outbox table.

@@ -413,21 +413,33 @@ impl Sink {
         if row.size() + BATCH_FRAMING >= self.batch_bytes {
             return too_large(row, self.batch_bytes, None);
         }
-        let limit = self.topic_limit(&row.topic);
-        match limit {
-            Some(limit) if limit > BATCH_FRAMING && row.size() + BATCH_FRAMING <= limit => {
-                let fitting = limit - BATCH_FRAMING;
-                if fitting < self.batch_bytes {
-                    return OutboxError::BatchTooLarge {
-                        topic: row.topic.clone(),
-                        limit,
-                        batch_bytes: fitting,
-                    };
-                }
-                too_large(row, self.batch_bytes, None)
-            }
-            _ => too_large(row, self.batch_bytes, limit),
+        let Some(limit) = self.topic_limit(&row.topic) else {
+            return too_large(row, self.batch_bytes, None);
+        };
+        if row.size() > limit {
+            return too_large(row, self.batch_bytes, Some(limit));
         }
+        // A row within the limit but less than the framing below it goes alone in batches of
+        // this size (librdkafka sends a record larger than `batch.size` on its own).
+        let fitting = limit.saturating_sub(BATCH_FRAMING).max(1);
+        if fitting < self.batch_bytes {
+            return OutboxError::BatchTooLarge {
+                topic: row.topic.clone(),
+                limit,
+                batch_bytes: fitting,
+            };
+        }
+        OutboxError::Row(format!(
+            "outbox {} ({} bytes) was refused by topic {} as too large, though the relay's \
+             batches ({} bytes at most) fit the topic's max.message.bytes ({limit} bytes) as the \
+             broker describes it now: the limit may have been raised just now (start the relay \
+             again), or the broker's message.max.bytes is lower; the relay stops before it (it \
+             was not published, and nothing after it is)",
+            row.describe(),
+            row.size(),
+            row.topic,
+            self.batch_bytes
+        ))
     }
 
     /// The topic's `max.message.bytes` as the broker describes it (its own or the broker's

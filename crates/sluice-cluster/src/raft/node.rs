@@ -257,6 +257,7 @@ impl MetadataNode {
         if let Some(addr) = learner_addr {
             tokio::spawn(Arc::clone(&node).join_as_learner(addr, shutdown.clone()));
         }
+        tokio::spawn(Arc::clone(&node).warn_unlisted_voters(shutdown.clone()));
         let stopping = Arc::clone(&node);
         tokio::spawn(async move {
             shutdown.cancelled().await;
@@ -284,6 +285,43 @@ impl MetadataNode {
         self.hold_until_settled(&shutdown).await;
         if !self.vote_guard.holds() {
             self.guard_lifted();
+        }
+    }
+
+    /// Says so (once per set of voters) when the metadata group has other voters but this
+    /// node's `--cluster` lists none of them: wiped, this node would have nobody to ask whether
+    /// a group exists, and after a short wait it starts one of its own (see `ALONE_GRACE`).
+    /// The common way in: a cluster started from one node and grown with `add-voter`, its
+    /// first node still started with `--cluster` naming only itself.
+    async fn warn_unlisted_voters(self: Arc<Self>, shutdown: CancellationToken) {
+        let mut metrics = self.raft.metrics();
+        let mut warned: Option<Vec<u64>> = None;
+        loop {
+            let unlisted = {
+                let m = metrics.borrow_and_update();
+                let voters: Vec<u64> = m.membership_config.membership().voter_ids().collect();
+                let others: Vec<u64> = voters.into_iter().filter(|v| *v != self.id).collect();
+                let listed = others.iter().any(|v| self.voters.contains_key(v));
+                (!others.is_empty() && !listed).then_some(others)
+            };
+            if unlisted.is_some() && unlisted != warned {
+                let voters = unlisted.as_deref().unwrap_or_default();
+                tracing::warn!(
+                    ?voters,
+                    "the metadata group's other voters are not in this node's --cluster: list \
+                     them there (id@internal-address, every voter), or a restart of this node \
+                     with a wiped data directory has nobody to ask and may start a new cluster"
+                );
+                warned = unlisted;
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                changed = metrics.changed() => {
+                    if changed.is_err() {
+                        return; // the Raft node stopped
+                    }
+                }
+            }
         }
     }
 
