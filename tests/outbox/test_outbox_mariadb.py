@@ -315,3 +315,74 @@ def test_a_table_with_a_long_unique_key_is_relayed_without_column_names(mariadb,
     c.close()
     got = read_topics(broker.bootstrap, ["shop.order"], 3, 30)
     assert sorted((g[4], g[3].decode(), g[5].decode()) for g in got) == sorted(rows), r.log()[-3000:]
+
+
+def read_with_headers(bootstrap, topics, count, timeout=30):
+    """(topic, key, value, headers) of every record of `topics`, read_committed, until `count`."""
+    import uuid
+    from confluent_kafka import Consumer
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"checker-{uuid.uuid4()}",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                  "isolation.level": "read_committed", "topic.metadata.refresh.interval.ms": 500})
+    got = []
+    try:
+        c.subscribe(topics)
+        deadline = time.monotonic() + timeout
+        while len(got) < count and time.monotonic() < deadline:
+            for m in c.consume(100, 0.5):
+                if not m.error():
+                    got.append((m.topic(), m.key().decode(), m.value().decode(),
+                                {k: v.decode() for k, v in (m.headers() or [])}))
+    finally:
+        c.close()
+    return got
+
+
+@pytest.mark.parametrize("names", ["logged", "not logged"])
+def test_enum_and_set_columns_are_published_by_their_names(mariadb, broker, relays, names):
+    """The binary log carries an ENUM value as its number and a SET value as a bitmap: the relay
+    publishes their names (an ENUM aggregatetype used to route rows to a topic named "2").
+    A name added to the ENUM while the relay runs is named too: from the table map when the
+    server logs names, else by reading the table's shape again."""
+    import uuid
+    c = mariadb.connect("shop")
+    with c.cursor() as cur:
+        cur.execute(f"SET GLOBAL binlog_row_metadata = '{'FULL' if names == 'logged' else 'NO_LOG'}'")
+        cur.execute("ALTER TABLE outbox MODIFY aggregatetype ENUM('order','payment') NOT NULL, "
+                    "MODIFY type ENUM('created','it''s paid') NOT NULL, "
+                    "ADD COLUMN tags SET('vip','eu','test') NULL")
+    c.close()
+    r = relays(mariadb, broker, "--topic-prefix", "shop.", "--header-column", "tags",
+               name="enums")
+    r.wait_state("active", 60)
+
+    def insert(rows):
+        c = mariadb.connect("shop")
+        with c.cursor() as cur:
+            for (kind, key, event, tags) in rows:
+                cur.execute("INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload, tags)"
+                            " VALUES (%s, %s, %s, %s, %s, %s)",
+                            (str(uuid.uuid4()), kind, key, event, f"{key}-payload", tags))
+        c.commit()
+        c.close()
+
+    insert([("payment", "p1", "it's paid", "vip,test"), ("order", "o1", "created", None),
+            ("order", "o2", "created", "eu")])
+    want = [("shop.payment", "p1", "p1-payload", "it's paid", "vip,test"),
+            ("shop.order", "o1", "o1-payload", "created", None),
+            ("shop.order", "o2", "o2-payload", "created", "eu")]
+    topics = ["shop.order", "shop.payment", "shop.refund"]
+
+    def published(n):
+        got = read_with_headers(broker.bootstrap, topics, n)
+        return sorted((t, k, v, h.get("type"), h.get("tags")) for t, k, v, h in got)
+    assert published(3) == sorted(want), r.log()[-3000:]
+
+    c = mariadb.connect("shop")
+    with c.cursor() as cur:   # the column count stays: without names only the number shows it
+        cur.execute("ALTER TABLE outbox MODIFY aggregatetype ENUM('order','payment','refund') NOT NULL")
+    c.close()
+    insert([("refund", "r1", "created", "eu,test")])
+    want.append(("shop.refund", "r1", "r1-payload", "created", "eu,test"))
+    assert published(4) == sorted(want), r.log()[-3000:]
+    assert r.proc.poll() is None, r.log()[-3000:]

@@ -13,6 +13,7 @@ pub mod config;
 pub mod error;
 pub mod mysql;
 pub mod mysql_columns;
+pub mod mysql_labels;
 pub mod pgoutput;
 pub mod postgres;
 pub mod relay;

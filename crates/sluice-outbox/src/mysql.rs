@@ -12,7 +12,8 @@ use mysql_async::{BinlogStream, BinlogStreamRequest, ClientIdentity, Conn, Opts,
 
 use crate::config::{redact, OutboxConfig};
 use crate::error::OutboxError;
-use crate::mysql_columns::{Columns, Unplaced};
+use crate::mysql_columns::{Columns, Located, Unplaced};
+use crate::mysql_labels::{self, Labels};
 use crate::row::{topic_for, unroutable, OutboxRow, SourceTxn};
 use crate::tls::{DbTls, TlsMode};
 
@@ -199,10 +200,10 @@ impl MySqlSource {
                  turn it off"
             )));
         }
-        let columns: Vec<(String, String)> = self
+        let columns: Vec<(String, String, String)> = self
             .conn
             .exec(
-                "SELECT COLUMN_NAME, DATA_TYPE FROM information_schema.COLUMNS \
+                "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE FROM information_schema.COLUMNS \
                  WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION",
                 (&self.schema, &self.table),
             )
@@ -218,9 +219,9 @@ impl MySqlSource {
         for wanted in self.cfg.columns.all() {
             let at = columns
                 .iter()
-                .position(|(name, _)| name == wanted)
+                .position(|(name, _, _)| name == wanted)
                 .ok_or_else(|| {
-                    let have: Vec<&String> = columns.iter().map(|(n, _)| n).collect();
+                    let have: Vec<&String> = columns.iter().map(|(n, _, _)| n).collect();
                     OutboxError::Setup(format!(
                         "table {}.{} has no column {wanted:?} (it has {have:?}); name the outbox \
                      columns with --column-* if they differ",
@@ -270,6 +271,10 @@ impl MySqlSource {
                 .all()
                 .into_iter()
                 .map(str::to_string)
+                .collect(),
+            labels_at_start: positions
+                .iter()
+                .map(|p| Labels::from_column_type(&columns[*p].2))
                 .collect(),
             at_start: positions,
             count_at_start: columns.len() as u64 + hidden.map_or(0, |n| n.max(0) as u64),
@@ -550,9 +555,20 @@ impl MySqlStream {
                 let located = (!inserted.is_empty()).then(|| self.columns.locate(tme));
                 let (decoded, reread): (Vec<Result<OutboxRow, OutboxError>>, bool) = match located {
                     None => (Vec::new(), false),
-                    Some(Ok(positions)) => {
-                        let rows = inserted.iter().map(|r| self.row(r, &positions)).collect();
-                        (rows, false)
+                    Some(Ok(located)) => {
+                        let mut rows = Vec::with_capacity(inserted.len());
+                        let mut reread = false;
+                        for r in &inserted {
+                            match self.row(r, &located) {
+                                Ok(row) => rows.push(Ok(row)),
+                                Err(RowRefused { why, reread: again }) => {
+                                    rows.push(Err(why));
+                                    reread = again;
+                                    break;
+                                }
+                            }
+                        }
+                        (rows, reread)
                     }
                     Some(Err(Unplaced::CountChanged(why))) => {
                         // Perhaps altered after this session read the shape: the relay reads it
@@ -609,47 +625,87 @@ impl MySqlStream {
         })
     }
 
-    fn row(&self, row: &BinlogRow, positions: &[usize]) -> Result<OutboxRow, OutboxError> {
-        let value = |i: usize| -> Option<Vec<u8>> {
-            match row.as_ref(*positions.get(i)?)? {
-                BinlogValue::Value(Value::NULL) => None,
-                BinlogValue::Value(Value::Bytes(b)) => Some(b.clone()),
-                BinlogValue::Value(Value::Int(n)) => Some(n.to_string().into_bytes()),
-                BinlogValue::Value(Value::UInt(n)) => Some(n.to_string().into_bytes()),
-                BinlogValue::Value(other) => Some(other.as_sql(true).into_bytes()),
-                BinlogValue::Jsonb(j) => serde_json::Value::try_from(j.clone())
-                    .ok()
-                    .and_then(|v| serde_json::to_vec(&v).ok()),
-                BinlogValue::JsonDiff(_) => None,
+    fn row(&self, row: &BinlogRow, located: &Located) -> Result<OutboxRow, RowRefused> {
+        // ENUM and SET values are numbers in the log: their names are published.
+        let mut unnamed: Option<String> = None;
+        let mut value = |i: usize| -> Option<Vec<u8>> {
+            let raw = row.as_ref(*located.positions.get(i)?)?;
+            let Some(labels) = located.labels.get(i).and_then(Option::as_ref) else {
+                return plain_value(raw);
+            };
+            let number = match (labels, raw) {
+                (_, BinlogValue::Value(Value::NULL)) => return None,
+                (Labels::Enum(_), BinlogValue::Value(Value::Int(n))) => u64::try_from(*n).ok(),
+                (Labels::Enum(_), BinlogValue::Value(Value::UInt(n))) => Some(*n),
+                (Labels::Set(_), BinlogValue::Value(Value::Bytes(b))) => {
+                    mysql_labels::set_bitmap(b)
+                }
+                _ => None,
+            };
+            let named = match number {
+                Some(n) => labels.name(n).map_err(|e| e.0),
+                None => Err(format!("a value logged as {raw:?}, not an ENUM or SET one")),
+            };
+            match named {
+                Ok(name) => Some(name),
+                Err(why) => {
+                    let column = self.columns.wanted.get(i).cloned().unwrap_or_default();
+                    unnamed.get_or_insert(format!("column {column:?}: {why}"));
+                    None
+                }
             }
         };
         // (A MariaDB UUID id column is refused in check(): its bytes are in stored order.)
         let id = value(0).map(|raw| String::from_utf8_lossy(&raw).into_owned());
-        let aggregatetype = value(1).ok_or_else(|| {
-            unroutable(
+        let aggregatetype = value(1);
+        let key = value(2);
+        let kind = value(3);
+        let payload = value(4);
+        let extra: Vec<Option<Vec<u8>>> =
+            (0..self.header_names.len()).map(|n| value(5 + n)).collect();
+        if let Some(why) = unnamed {
+            return Err(RowRefused {
+                why: unroutable(
+                    id.as_deref(),
+                    &format!(
+                        "{why}: the names of its ENUM or SET values are not the ones the row was \
+                         written with{}",
+                        if located.labels_from_start {
+                            " (the table may have been altered)"
+                        } else {
+                            ""
+                        }
+                    ),
+                ),
+                reread: located.labels_from_start,
+            });
+        }
+        let refused = |why: OutboxError| RowRefused { why, reread: false };
+        let aggregatetype = aggregatetype.ok_or_else(|| {
+            refused(unroutable(
                 id.as_deref(),
                 "its aggregatetype is NULL, so it routes to no topic",
-            )
+            ))
         })?;
         let topic = topic_for(&self.prefix, &String::from_utf8_lossy(&aggregatetype))
-            .map_err(|why| unroutable(id.as_deref(), &why))?;
+            .map_err(|why| refused(unroutable(id.as_deref(), &why)))?;
         let mut headers = Vec::new();
         if let Some(id) = &id {
             headers.push(("id".to_string(), id.as_bytes().to_vec()));
         }
-        if let Some(kind) = value(3) {
+        if let Some(kind) = kind {
             headers.push(("type".to_string(), kind));
         }
-        for (n, name) in self.header_names.iter().enumerate() {
-            if let Some(v) = value(5 + n) {
+        for (name, v) in self.header_names.iter().zip(extra) {
+            if let Some(v) = v {
                 headers.push((name.clone(), v));
             }
         }
         Ok(OutboxRow {
             id,
             topic,
-            key: value(2),
-            payload: value(4),
+            key,
+            payload,
             headers,
         })
     }
@@ -673,6 +729,28 @@ impl MySqlStream {
     pub fn server_end(&self) -> u64 {
         self.seen
     }
+}
+
+/// A value of a column that is not ENUM or SET, as published bytes.
+fn plain_value(raw: &BinlogValue<'_>) -> Option<Vec<u8>> {
+    match raw {
+        BinlogValue::Value(Value::NULL) => None,
+        BinlogValue::Value(Value::Bytes(b)) => Some(b.clone()),
+        BinlogValue::Value(Value::Int(n)) => Some(n.to_string().into_bytes()),
+        BinlogValue::Value(Value::UInt(n)) => Some(n.to_string().into_bytes()),
+        BinlogValue::Value(other) => Some(other.as_sql(true).into_bytes()),
+        BinlogValue::Jsonb(j) => serde_json::Value::try_from(j.clone())
+            .ok()
+            .and_then(|v| serde_json::to_vec(&v).ok()),
+        BinlogValue::JsonDiff(_) => None,
+    }
+}
+
+/// A row the relay cannot publish; `reread`: a new session, reading the table's shape again,
+/// may place it (see [`SourceTxn::reread_shape`]).
+struct RowRefused {
+    why: OutboxError,
+    reread: bool,
 }
 
 #[cfg(test)]

@@ -16,6 +16,8 @@
 
 use mysql_async::binlog::events::{OptionalMetadataField, TableMapEvent};
 
+use crate::mysql_labels::{self, Labels};
+
 /// The outbox columns the relay reads, and where they were when it started.
 #[derive(Debug, Clone, Default)]
 pub struct Columns {
@@ -25,6 +27,21 @@ pub struct Columns {
     pub at_start: Vec<usize>,
     /// How many columns the table had then.
     pub count_at_start: u64,
+    /// The value names of those that were ENUM or SET columns then (one per wanted column).
+    pub labels_at_start: Vec<Option<Labels>>,
+}
+
+/// Where the wanted columns are in a row event, and the value names of those that are ENUM or
+/// SET columns there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Located {
+    /// One per wanted column; [`ABSENT`] for a header column the table did not have.
+    pub positions: Vec<usize>,
+    /// One per wanted column.
+    pub labels: Vec<Option<Labels>>,
+    /// The names are the session's start's (no names in the log): a number they do not reach
+    /// may be a name added since (ALTER TABLE), which a new session's start reads.
+    pub labels_from_start: bool,
 }
 
 /// The first five wanted columns are the outbox's own; the rest are optional headers.
@@ -43,13 +60,34 @@ pub enum Unplaced {
 }
 
 impl Columns {
-    /// The positions of the wanted columns in the rows that follow `tme` (one per wanted
-    /// column; [`ABSENT`] for a header column the table did not have), or why the rows cannot
-    /// be read.
-    pub fn locate(&self, tme: &TableMapEvent<'_>) -> Result<Vec<usize>, Unplaced> {
+    /// Where the wanted columns are in the rows that follow `tme`, or why the rows cannot be
+    /// read.
+    pub fn locate(&self, tme: &TableMapEvent<'_>) -> Result<Located, Unplaced> {
         match column_names(tme).map_err(Unplaced::Other)? {
-            Some(names) => self.by_name(&names),
-            None if tme.columns_count() == self.count_at_start => Ok(self.at_start.clone()),
+            Some(names) => {
+                let positions = self.by_name(&names)?;
+                match mysql_labels::from_table_map(tme).map_err(Unplaced::Other)? {
+                    Some(by_column) => Ok(Located {
+                        labels: positions
+                            .iter()
+                            .map(|p| by_column.get(*p).cloned().flatten())
+                            .collect(),
+                        positions,
+                        labels_from_start: false,
+                    }),
+                    // Names without ENUM/SET names: not a server setting seen; the start's.
+                    None => Ok(Located {
+                        positions,
+                        labels: self.labels_at_start.clone(),
+                        labels_from_start: true,
+                    }),
+                }
+            }
+            None if tme.columns_count() == self.count_at_start => Ok(Located {
+                positions: self.at_start.clone(),
+                labels: self.labels_at_start.clone(),
+                labels_from_start: true,
+            }),
             None => Err(Unplaced::CountChanged(format!(
                 "the table had {} columns when this row was written and {} when the relay \
                  read its shape: it was altered, and without column names in the binary log \
@@ -122,6 +160,7 @@ mod tests {
             .to_vec(),
             at_start: vec![0, 1, 2, 3, 4, 5],
             count_at_start: 6,
+            labels_at_start: vec![None; 6],
         }
     }
 
