@@ -37,7 +37,8 @@ CASES = [(client, name) for client, names in CHECKS.items() for name in names]
 @pytest.fixture(scope="module")
 def go_broker(tmp_path_factory):
     harness.setup("go")
-    broker = Broker(tmp_path_factory.mktemp("compat-go"), name="compat-go").start()
+    broker = Broker(tmp_path_factory.mktemp("compat-go"), name="compat-go",
+               env=harness.BROKER_ENV).start()
     yield broker
     broker.kill()
 

@@ -38,7 +38,8 @@ DEADLINE = 75
 @pytest.fixture(scope="module")
 def java_broker(tmp_path_factory):
     harness.setup("java")
-    b = Broker(tmp_path_factory.mktemp("compat-java"), name="compat-java")
+    b = Broker(tmp_path_factory.mktemp("compat-java"), name="compat-java",
+               env=harness.BROKER_ENV)
     b.start()
     yield b
     b.kill()

@@ -35,7 +35,8 @@ CHECKS = (
 @pytest.fixture(scope="module")
 def kcat_run(tmp_path_factory):
     harness.setup("kcat")
-    b = Broker(tmp_path_factory.mktemp("compat-kcat"), name="compat-kcat")
+    b = Broker(tmp_path_factory.mktemp("compat-kcat"), name="compat-kcat",
+               env=harness.BROKER_ENV)
     b.start()
     try:
         env = {**os.environ, "COMPAT_DEADLINE": str(DEADLINE), "PYTHONDONTWRITEBYTECODE": "1"}

@@ -37,7 +37,8 @@ CLIENTS = {
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
     harness.setup("node")
-    b = Broker(tmp_path_factory.mktemp("compat-node"), name="compat-node")
+    b = Broker(tmp_path_factory.mktemp("compat-node"), name="compat-node",
+               env=harness.BROKER_ENV)
     b.start()
     yield b
     b.kill()

@@ -43,7 +43,8 @@ CLIENTS = {
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
     harness.setup("python")
-    b = Broker(tmp_path_factory.mktemp("compat-python"), name="compat-python")
+    b = Broker(tmp_path_factory.mktemp("compat-python"), name="compat-python",
+               env=harness.BROKER_ENV)
     b.start()
     yield b
     b.kill()

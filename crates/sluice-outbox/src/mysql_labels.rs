@@ -94,7 +94,8 @@ pub fn set_bitmap(bytes: &[u8]) -> Option<u64> {
     )
 }
 
-/// Parses `'a','b''c'` (SQL quoting: a quote is doubled) into the names.
+/// Parses `'a','b''c'` into the names, as the server writes them in `COLUMN_TYPE`: a quote
+/// doubled, and a backslash, NUL, newline, carriage return or Ctrl-Z escaped with a backslash.
 fn quoted_list(text: &str) -> Option<Vec<Vec<u8>>> {
     let mut names = Vec::new();
     let bytes = text.as_bytes();
@@ -114,6 +115,16 @@ fn quoted_list(text: &str) -> Option<Vec<Vec<u8>>> {
                 (Some(b'\''), _) => {
                     i += 1;
                     break;
+                }
+                (Some(b'\\'), Some(escaped)) => {
+                    name.push(match escaped {
+                        b'0' => 0,
+                        b'n' => b'\n',
+                        b'r' => b'\r',
+                        b'Z' => 0x1a,
+                        other => *other,
+                    });
+                    i += 2;
                 }
                 (Some(b), _) => {
                     name.push(*b);
@@ -218,6 +229,10 @@ mod tests {
         );
         assert_eq!(Labels::from_column_type("varchar(64)"), None);
         assert_eq!(Labels::from_column_type("enum('open"), None);
+        assert_eq!(
+            Labels::from_column_type(r"enum('a\\b','c\nd','e''f')"),
+            Some(Labels::Enum(names(&["a\\b", "c\nd", "e'f"])))
+        );
     }
 
     #[test]

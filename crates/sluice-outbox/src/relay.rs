@@ -271,8 +271,9 @@ async fn session(
                 return Err(OutboxError::Row(format!(
                     "{why}, also by the shape read again: they were written before an ALTER \
                      TABLE; the relay stops here rather than publish one column's bytes as \
-                     another's (nothing of their transaction or after it is published; see \
-                     docs/outbox.md, \"Altering the outbox table\")"
+                     another's, or an ENUM or SET value under another name (nothing of their \
+                     transaction or after it is published; see docs/outbox.md, \"Altering the \
+                     outbox table\")"
                 )))
             }
             Some((why, false, _)) => return Err(OutboxError::Row(why)),
