@@ -389,3 +389,78 @@ def test_enum_and_set_columns_are_published_by_their_names(mariadb, broker, rela
     # With names in the log, the table map names the new value; without, a new session does.
     reread = "with its shape read again" in r.log()
     assert reread == (names == "not logged"), r.log()[-3000:]
+
+
+def test_xa_transactions_are_published_at_their_commit_and_survive_a_restart(mariadb, broker, relays):
+    """An XA transaction is logged at its XA PREPARE and decided later by XA COMMIT or XA
+    ROLLBACK: its rows are published at the commit, never at a rollback; one-phase commits are
+    plain commits; an XA transaction on another table is no trouble (MariaDB used to end the
+    relay's binlog stream at any XA transaction, with error 1236). A relay restarted while one
+    is prepared reads it again, and publishes it once at its commit, and nothing twice."""
+    import uuid
+    r = relays(mariadb, broker, "--topic-prefix", "shop.", name="xa")
+    r.wait_state("active", 60)
+    ins = ("INSERT INTO shop.outbox (id, aggregatetype, aggregateid, type, payload) "
+           "VALUES (%s, 'order', %s, 't', %s)")
+    xa = mariadb.connect(None)
+    plain = mariadb.connect(None)
+
+    def row(cur, key):
+        cur.execute(ins, (str(uuid.uuid4()), key, f"{key}-payload"))
+
+    def commit_plain(key):
+        with plain.cursor() as cur:
+            row(cur, key)
+        plain.commit()
+
+    def prepare(xid, key=None, table_only=False):
+        with xa.cursor() as cur:
+            cur.execute(f"XA START '{xid}'")
+            if table_only:
+                cur.execute("INSERT INTO shop.aggregates VALUES (%s, 1)", (xid,))
+            else:
+                row(cur, key)
+            cur.execute(f"XA END '{xid}'")
+            cur.execute(f"XA PREPARE '{xid}'")
+
+    def decide(xid, how):
+        with xa.cursor() as cur:
+            cur.execute(f"XA {how} '{xid}'")
+
+    def published(n, timeout=30):
+        got = read_with_headers(broker.bootstrap, ["shop.order"], n, timeout)
+        return sorted(k for _, k, _, _ in got)
+
+    prepare("x1", "xa-committed")
+    commit_plain("plain-1")
+    decide("x1", "COMMIT")
+    prepare("x2", "xa-rolled-back")
+    decide("x2", "ROLLBACK")
+    with xa.cursor() as cur:
+        cur.execute("XA START 'x3'")
+        row(cur, "xa-one-phase")
+        cur.execute("XA END 'x3'")
+        cur.execute("XA COMMIT 'x3' ONE PHASE")
+    prepare("x4", table_only=True)
+    decide("x4", "COMMIT")
+    commit_plain("plain-2")
+    want = ["plain-1", "xa-committed", "xa-one-phase", "plain-2"]
+    assert published(4) == sorted(want), r.log()[-3000:]
+    assert r.proc.poll() is None and r.state() == "active", r.log()[-3000:]
+
+    # Prepared while one relay runs; a transaction after it is published; the relay stops; the
+    # next one commits the prepared transaction's rows once, and nothing again.
+    prepare("x5", "xa-across-a-restart")
+    commit_plain("plain-3")
+    want.append("plain-3")
+    assert published(5) == sorted(want), r.log()[-3000:]
+    r.stop()
+    r = relays(mariadb, broker, "--topic-prefix", "shop.", name="xa-after")
+    r.wait_state("active", 60)
+    decide("x5", "COMMIT")
+    commit_plain("plain-4")
+    want += ["xa-across-a-restart", "plain-4"]
+    assert published(7) == sorted(want), r.log()[-3000:]
+    assert published(8, timeout=10) == sorted(want), r.log()[-3000:]   # no duplicate
+    xa.close()
+    plain.close()

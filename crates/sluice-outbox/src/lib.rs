@@ -14,6 +14,7 @@ pub mod error;
 pub mod mysql;
 pub mod mysql_columns;
 pub mod mysql_labels;
+pub mod mysql_xa;
 pub mod pgoutput;
 pub mod postgres;
 pub mod relay;

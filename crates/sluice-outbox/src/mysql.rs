@@ -14,6 +14,7 @@ use crate::config::{redact, OutboxConfig};
 use crate::error::OutboxError;
 use crate::mysql_columns::{Columns, Located, Unplaced};
 use crate::mysql_labels::{self, Labels};
+use crate::mysql_xa::{self, GtidStarts, XaStatement};
 use crate::row::{topic_for, unroutable, OutboxRow, SourceTxn};
 use crate::tls::{DbTls, TlsMode};
 
@@ -394,6 +395,14 @@ impl MySqlSource {
         conn.query_drop("SET @master_heartbeat_period = 1000000000")
             .await
             .map_err(|e| db("setting the binlog heartbeat", &e))?;
+        // MariaDB: GTID events as they are (an XA transaction's cannot be sent otherwise; see
+        // mysql_xa). A user variable MySQL ignores.
+        conn.query_drop(format!(
+            "SET @mariadb_slave_capability = {}",
+            mysql_xa::MARIADB_GTID_CAPABILITY
+        ))
+        .await
+        .map_err(|e| db("declaring the binlog capabilities", &e))?;
         let request = BinlogStreamRequest::new(server_id(&self.cfg.slot))
             .with_filename(file.as_bytes())
             .with_pos(offset);
@@ -415,6 +424,7 @@ impl MySqlSource {
             first_rotate: true,
             file,
             open: None,
+            prepared: Vec::new(),
             resume: match (resume, skip_through) {
                 (Some(_), Some(through)) => through.max(resume_number),
                 (Some(_), None) => resume_number,
@@ -436,6 +446,8 @@ struct OpenTxn {
     reread_shape: bool,
     /// The end of the transaction before it (see `MySqlStream::last_end`).
     begin: (u64, String),
+    /// An XA transaction's xid, from its `XA END`.
+    xa: Option<String>,
 }
 
 pub struct MySqlStream {
@@ -451,6 +463,9 @@ pub struct MySqlStream {
     /// bytes still on the name (it comes before the format description).
     first_rotate: bool,
     open: Option<OpenTxn>,
+    /// XA transactions prepared and not yet committed or rolled back, oldest first (see
+    /// mysql_xa).
+    prepared: Vec<OpenTxn>,
     resume: u64,
     started: (u64, String),
     /// The position of the last event read.
@@ -476,11 +491,20 @@ impl MySqlStream {
             .ok_or_else(|| OutboxError::Stream("the database ended the binlog stream".into()))?
             .map_err(|e| {
                 let text = e.to_string();
-                if text.contains("1236") {
+                let purged = ["purged", "Could not find first log", "impossible position"]
+                    .iter()
+                    .any(|m| text.contains(m));
+                if text.contains("1236") && purged {
                     // The position is gone from the server's log (purged, or a reset).
                     OutboxError::Setup(format!(
                         "the binary log no longer holds the relay's position: {text}; the \
                          rows since then cannot be relayed (raise the server's binlog expiry)"
+                    ))
+                } else if text.contains("1236") {
+                    // The server cannot send its log from there to this replica (how MariaDB
+                    // answered XA transactions before the relay took GTID events).
+                    OutboxError::Setup(format!(
+                        "the server refused to send its binary log to the relay: {text}"
                     ))
                 } else {
                     OutboxError::Stream(format!("the binlog stream: {text}"))
@@ -515,17 +539,51 @@ impl MySqlStream {
             Some(EventData::QueryEvent(q)) => {
                 let sql = q.query();
                 if sql.eq_ignore_ascii_case("BEGIN") {
-                    self.open = Some(OpenTxn {
-                        rows: Vec::new(),
-                        unpublishable: None,
-                        reread_shape: false,
-                        begin: self.last_end.clone(),
-                    });
+                    self.begin();
                 } else if sql.eq_ignore_ascii_case("COMMIT") {
                     return Ok(self.finish(end, header.timestamp()));
+                } else {
+                    match mysql_xa::xa_statement(&sql) {
+                        Some(XaStatement::Start) => self.begin(), // MySQL's XA START
+                        Some(XaStatement::End(xid)) => {
+                            if let Some(open) = &mut self.open {
+                                open.xa = Some(xid);
+                            }
+                        }
+                        Some(XaStatement::Commit(xid)) => {
+                            return Ok(self.commit_prepared(&xid, end, header.timestamp()));
+                        }
+                        Some(XaStatement::Rollback(xid)) => {
+                            self.prepared
+                                .retain(|t| t.xa.as_deref() != Some(xid.as_str()));
+                            self.last_end = (
+                                position_number(&self.file, end),
+                                format!("{}:{end}", self.file),
+                            );
+                        }
+                        None => {}
+                    }
                 }
             }
             Some(EventData::XidEvent(_)) => return Ok(self.finish(end, header.timestamp())),
+            Some(EventData::XaPrepareLogEvent(body)) => {
+                if mysql_xa::prepare_is_one_phase(&body) {
+                    return Ok(self.finish(end, header.timestamp()));
+                }
+                // Held until its XA COMMIT (or dropped at its XA ROLLBACK).
+                if let Some(open) = self.open.take() {
+                    self.prepared.push(open);
+                }
+                self.last_end = (
+                    position_number(&self.file, end),
+                    format!("{}:{end}", self.file),
+                );
+            }
+            None if header.event_type_raw() == mysql_xa::MARIADB_GTID_EVENT
+                && mysql_xa::mariadb_gtid(event.data()) == Some(GtidStarts::Transaction) =>
+            {
+                self.begin();
+            }
             Some(EventData::RowsEvent(rows)) => {
                 let table_id = rows.table_id();
                 let Some(tme) = self.stream.get_tme(table_id) else {
@@ -609,10 +667,48 @@ impl MySqlStream {
         Ok(None)
     }
 
+    /// A transaction starts (BEGIN, MariaDB's GTID event, MySQL's XA START).
+    fn begin(&mut self) {
+        self.open = Some(OpenTxn {
+            rows: Vec::new(),
+            unpublishable: None,
+            reread_shape: false,
+            begin: self.last_end.clone(),
+            xa: None,
+        });
+    }
+
+    /// `XA COMMIT xid`: the prepared transaction's rows are committed here.
+    fn commit_prepared(&mut self, xid: &str, end: u64, timestamp: u32) -> Option<SourceTxn> {
+        match self
+            .prepared
+            .iter()
+            .position(|t| t.xa.as_deref() == Some(xid))
+        {
+            Some(at) => self.open = Some(self.prepared.remove(at)),
+            None => {
+                // Prepared before where this stream started: with a committed position that
+                // cannot be (it stays before every held prepare), so this is a first start.
+                tracing::warn!(
+                    xid,
+                    "an XA transaction prepared before the relay's first position was \
+                     committed: rows it wrote to the outbox, if any, are not relayed"
+                );
+                self.open = None;
+            }
+        }
+        self.finish(end, timestamp)
+    }
+
     fn finish(&mut self, end: u64, timestamp: u32) -> Option<SourceTxn> {
         let number = position_number(&self.file, end);
-        let position = format!("{}:{end}", self.file);
-        self.last_end = (number, position.clone());
+        self.last_end = (number, format!("{}:{end}", self.file));
+        // Where a restart reads from: before the oldest XA transaction still held, so that
+        // it sees that one's rows again.
+        let position = match self.prepared.iter().map(|t| &t.begin).min_by_key(|b| b.0) {
+            Some(held) if held.0 < number => held.1.clone(),
+            _ => self.last_end.1.clone(),
+        };
         let open = self.open.take()?;
         Some(SourceTxn {
             end: number,
