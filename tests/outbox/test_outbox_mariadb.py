@@ -391,14 +391,19 @@ def test_enum_and_set_columns_are_published_by_their_names(mariadb, broker, rela
     assert reread == (names == "not logged"), r.log()[-3000:]
 
 
-def test_xa_transactions_are_published_at_their_commit_and_survive_a_restart(mariadb, broker, relays):
+@pytest.mark.parametrize("delete", [False, True], ids=["kept", "delete-published"])
+def test_xa_transactions_are_published_at_their_commit_and_survive_a_restart(mariadb, broker, relays,
+                                                                           delete):
     """An XA transaction is logged at its XA PREPARE and decided later by XA COMMIT or XA
     ROLLBACK: its rows are published at the commit, never at a rollback; one-phase commits are
     plain commits; an XA transaction on another table is no trouble (MariaDB used to end the
     relay's binlog stream at any XA transaction, with error 1236). A relay restarted while one
-    is prepared reads it again, and publishes it once at its commit, and nothing twice."""
+    is prepared reads it again, and publishes it once at its commit, and nothing twice (also with
+    --delete-published, which reads the last batch again from its start). An XA transaction of
+    another table left prepared does not hold the relay's position back."""
     import uuid
-    r = relays(mariadb, broker, "--topic-prefix", "shop.", name="xa")
+    flags = ["--topic-prefix", "shop."] + (["--delete-published"] if delete else [])
+    r = relays(mariadb, broker, *flags, name="xa")
     r.wait_state("active", 60)
     ins = ("INSERT INTO shop.outbox (id, aggregatetype, aggregateid, type, payload) "
            "VALUES (%s, 'order', %s, 't', %s)")
@@ -443,6 +448,12 @@ def test_xa_transactions_are_published_at_their_commit_and_survive_a_restart(mar
         cur.execute("XA COMMIT 'x3' ONE PHASE")
     prepare("x4", table_only=True)
     decide("x4", "COMMIT")
+    left = mariadb.connect(None)   # another table's XA transaction, left prepared
+    with left.cursor() as cur:
+        cur.execute("XA START 'left'")
+        cur.execute("INSERT INTO shop.aggregates VALUES ('left', 1)")
+        cur.execute("XA END 'left'")
+        cur.execute("XA PREPARE 'left'")
     commit_plain("plain-2")
     want = ["plain-1", "xa-committed", "xa-one-phase", "plain-2"]
     assert published(4) == sorted(want), r.log()[-3000:]
@@ -454,13 +465,37 @@ def test_xa_transactions_are_published_at_their_commit_and_survive_a_restart(mar
     commit_plain("plain-3")
     want.append("plain-3")
     assert published(5) == sorted(want), r.log()[-3000:]
+    before_restart = r.status()["position"]
     r.stop()
-    r = relays(mariadb, broker, "--topic-prefix", "shop.", name="xa-after")
+    r = relays(mariadb, broker, *flags, name="xa-after")
     r.wait_state("active", 60)
     decide("x5", "COMMIT")
     commit_plain("plain-4")
     want += ["xa-across-a-restart", "plain-4"]
     assert published(7) == sorted(want), r.log()[-3000:]
     assert published(8, timeout=10) == sorted(want), r.log()[-3000:]   # no duplicate
+    if delete:
+        wait_until(lambda: outbox_count(mariadb) == 0, 30, "every published row deleted")
+    # With x5 committed the position moves past the transaction left prepared ('left').
+    wait_until(lambda: binlog_offset(r.status()["position"]) > binlog_offset(before_restart), 30,
+               "the position past the XA transaction left prepared")
     xa.close()
     plain.close()
+    with left.cursor() as cur:
+        cur.execute("XA ROLLBACK 'left'")
+    left.close()
+
+
+def binlog_offset(position):
+    """'binlog.000001:4057' -> (1, 4057)."""
+    name, offset = str(position).rsplit(":", 1)
+    return (int(name.rsplit(".", 1)[1]), int(offset))
+
+
+def outbox_count(db):
+    c = db.connect("shop")
+    with c.cursor() as cur:
+        cur.execute("SELECT count(*) FROM outbox")
+        n = cur.fetchone()[0]
+    c.close()
+    return n

@@ -491,9 +491,14 @@ impl MySqlStream {
             .ok_or_else(|| OutboxError::Stream("the database ended the binlog stream".into()))?
             .map_err(|e| {
                 let text = e.to_string();
-                let purged = ["purged", "Could not find first log", "impossible position"]
-                    .iter()
-                    .any(|m| text.contains(m));
+                let purged = [
+                    "purged",
+                    "Could not find first log",
+                    "impossible position",
+                    "position > file size",
+                ]
+                .iter()
+                .any(|m| text.contains(m));
                 if text.contains("1236") && purged {
                     // The position is gone from the server's log (purged, or a reset).
                     OutboxError::Setup(format!(
@@ -556,6 +561,7 @@ impl MySqlStream {
                         Some(XaStatement::Rollback(xid)) => {
                             self.prepared
                                 .retain(|t| t.xa.as_deref() != Some(xid.as_str()));
+                            self.open = None;
                             self.last_end = (
                                 position_number(&self.file, end),
                                 format!("{}:{end}", self.file),
@@ -687,12 +693,14 @@ impl MySqlStream {
         {
             Some(at) => self.open = Some(self.prepared.remove(at)),
             None => {
-                // Prepared before where this stream started: with a committed position that
-                // cannot be (it stays before every held prepare), so this is a first start.
-                tracing::warn!(
+                // Prepared before where this stream started. One with outbox rows cannot be,
+                // with a committed position (it stays before them), so it had none, or this is
+                // the relay's first start and its rows came before the relay's position.
+                tracing::info!(
                     xid,
-                    "an XA transaction prepared before the relay's first position was \
-                     committed: rows it wrote to the outbox, if any, are not relayed"
+                    "an XA transaction prepared before where the relay started reading was \
+                     committed: it had no outbox rows, or (on the relay's first start) rows \
+                     written before its first position, which are not relayed"
                 );
                 self.open = None;
             }
@@ -703,17 +711,31 @@ impl MySqlStream {
     fn finish(&mut self, end: u64, timestamp: u32) -> Option<SourceTxn> {
         let number = position_number(&self.file, end);
         self.last_end = (number, format!("{}:{end}", self.file));
-        // Where a restart reads from: before the oldest XA transaction still held, so that
-        // it sees that one's rows again.
-        let position = match self.prepared.iter().map(|t| &t.begin).min_by_key(|b| b.0) {
-            Some(held) if held.0 < number => held.1.clone(),
-            _ => self.last_end.1.clone(),
-        };
+        // Where a restart reads from: before the oldest XA transaction still held with outbox
+        // rows, so that it sees those again (one without any, on another table or left
+        // prepared by a crashed transaction manager, needs no reading again and must not pin
+        // the position: its log would have to be kept for ever). Also this transaction's
+        // begin, where `--delete-published` reads its last batch again from.
+        let held = self
+            .prepared
+            .iter()
+            .filter(|t| !t.rows.is_empty() || t.unpublishable.is_some())
+            .map(|t| &t.begin)
+            .min_by_key(|b| b.0)
+            .filter(|b| b.0 < number)
+            .cloned();
+        let position = held
+            .as_ref()
+            .map_or_else(|| self.last_end.1.clone(), |b| b.1.clone());
         let open = self.open.take()?;
+        let begin = match held {
+            Some(held) if held.0 < open.begin.0 => held,
+            _ => open.begin,
+        };
         Some(SourceTxn {
             end: number,
             position,
-            begin: Some(open.begin),
+            begin: Some(begin),
             commit_time_us: i64::from(timestamp) * 1_000_000,
             rows: open.rows,
             unpublishable: open.unpublishable,
