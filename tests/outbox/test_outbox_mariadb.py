@@ -255,14 +255,6 @@ def test_an_alter_table_while_the_relay_runs_is_followed_without_column_names(ma
         c.close()
         return rows
 
-    def outbox_rows():
-        c = mariadb.connect("shop")
-        with c.cursor() as cur:
-            cur.execute("SELECT count(*) FROM outbox")
-            n = cur.fetchone()[0]
-        c.close()
-        return n
-
     def published(expected):
         got = read_topics(broker.bootstrap, ["shop.order"], expected, 30)
         return sorted((g[4], g[3].decode(), g[5].decode()) for g in got)
@@ -276,7 +268,7 @@ def test_an_alter_table_while_the_relay_runs_is_followed_without_column_names(ma
     c.close()
     first = insert("a")
     assert published(2) == sorted(first)
-    wait_until(lambda: outbox_rows() == 0, 30, "the published rows deleted")
+    wait_until(lambda: outbox_count(mariadb) == 0, 30, "the published rows deleted")
     c = mariadb.connect("shop")
     with c.cursor() as cur:
         cur.execute("ALTER TABLE outbox ADD COLUMN note VARCHAR(20) NULL")
@@ -284,7 +276,7 @@ def test_an_alter_table_while_the_relay_runs_is_followed_without_column_names(ma
     second = insert("b")
     assert published(4) == sorted(first + second)
     assert r.proc.poll() is None, r.log()[-3000:]
-    wait_until(lambda: outbox_rows() == 0, 30, "the new rows deleted too")
+    wait_until(lambda: outbox_count(mariadb) == 0, 30, "the new rows deleted too")
 
     r.stop()
     r = relays(mariadb, broker, "--topic-prefix", "shop.", "--delete-published", name="after-deletes")

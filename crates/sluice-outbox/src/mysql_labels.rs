@@ -143,6 +143,20 @@ fn quoted_list(text: &str) -> Option<Vec<Vec<u8>>> {
     Some(names)
 }
 
+/// The names of each column of a table map's ENUM or SET names field.
+fn each_columns_names<V>(
+    columns: impl Iterator<Item = std::io::Result<V>>,
+    kind: &str,
+    names: impl Fn(&V) -> Vec<Vec<u8>>,
+) -> Result<Vec<Vec<Vec<u8>>>, String> {
+    columns
+        .map(|c| {
+            c.map(|c| names(&c))
+                .map_err(|e| format!("decoding a table map's {kind} names: {e}"))
+        })
+        .collect()
+}
+
 /// The value names of each ENUM and SET column of a table map (by column index), when the
 /// server logged them; None when it did not.
 pub fn from_table_map(tme: &TableMapEvent<'_>) -> Result<Option<Vec<Option<Labels>>>, String> {
@@ -152,34 +166,14 @@ pub fn from_table_map(tme: &TableMapEvent<'_>) -> Result<Option<Vec<Option<Label
         let field = field.map_err(|e| format!("decoding a table map's metadata: {e}"))?;
         match field {
             OptionalMetadataField::EnumStrValue(values) => {
-                let mut all = Vec::new();
-                for column in values.iter_values() {
-                    let column =
-                        column.map_err(|e| format!("decoding a table map's ENUM names: {e}"))?;
-                    all.push(
-                        column
-                            .values()
-                            .iter()
-                            .map(|v| v.value_raw().to_vec())
-                            .collect(),
-                    );
-                }
-                enums = Some(all);
+                enums = Some(each_columns_names(values.iter_values(), "ENUM", |c| {
+                    c.values().iter().map(|v| v.value_raw().to_vec()).collect()
+                })?);
             }
             OptionalMetadataField::SetStrValue(values) => {
-                let mut all = Vec::new();
-                for column in values.iter_values() {
-                    let column =
-                        column.map_err(|e| format!("decoding a table map's SET names: {e}"))?;
-                    all.push(
-                        column
-                            .values()
-                            .iter()
-                            .map(|v| v.value_raw().to_vec())
-                            .collect(),
-                    );
-                }
-                sets = Some(all);
+                sets = Some(each_columns_names(values.iter_values(), "SET", |c| {
+                    c.values().iter().map(|v| v.value_raw().to_vec()).collect()
+                })?);
             }
             _ => {}
         }
