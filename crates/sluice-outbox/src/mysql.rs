@@ -562,10 +562,7 @@ impl MySqlStream {
                             self.prepared
                                 .retain(|t| t.xa.as_deref() != Some(xid.as_str()));
                             self.open = None;
-                            self.last_end = (
-                                position_number(&self.file, end),
-                                format!("{}:{end}", self.file),
-                            );
+                            self.mark_end(end);
                         }
                         None => {}
                     }
@@ -576,14 +573,23 @@ impl MySqlStream {
                 if mysql_xa::prepare_is_one_phase(&body) {
                     return Ok(self.finish(end, header.timestamp()));
                 }
-                // Held until its XA COMMIT (or dropped at its XA ROLLBACK).
-                if let Some(open) = self.open.take() {
+                // Held until its XA COMMIT (or dropped at its XA ROLLBACK), known by the xid
+                // of its XA END, else the one in the prepare event.
+                if let Some(mut open) = self.open.take() {
+                    if open.xa.is_none() {
+                        open.xa = mysql_xa::prepared_xid(&body);
+                    }
+                    if open.xa.is_none() && (!open.rows.is_empty() || open.unpublishable.is_some())
+                    {
+                        return Err(OutboxError::Stream(
+                            "an XA transaction with outbox rows was prepared without an xid the \
+                             relay can read: it cannot match its XA COMMIT"
+                                .into(),
+                        ));
+                    }
                     self.prepared.push(open);
                 }
-                self.last_end = (
-                    position_number(&self.file, end),
-                    format!("{}:{end}", self.file),
-                );
+                self.mark_end(end);
             }
             None if header.event_type_raw() == mysql_xa::MARIADB_GTID_EVENT
                 && mysql_xa::mariadb_gtid(event.data()) == Some(GtidStarts::Transaction) =>
@@ -673,6 +679,14 @@ impl MySqlStream {
         Ok(None)
     }
 
+    /// A transaction (or an XA transaction's part) ends at `end`: where reading shows the next
+    /// one whole. Returns the position's number.
+    fn mark_end(&mut self, end: u64) -> u64 {
+        let number = position_number(&self.file, end);
+        self.last_end = (number, format!("{}:{end}", self.file));
+        number
+    }
+
     /// A transaction starts (BEGIN, MariaDB's GTID event, MySQL's XA START).
     fn begin(&mut self) {
         self.open = Some(OpenTxn {
@@ -709,8 +723,7 @@ impl MySqlStream {
     }
 
     fn finish(&mut self, end: u64, timestamp: u32) -> Option<SourceTxn> {
-        let number = position_number(&self.file, end);
-        self.last_end = (number, format!("{}:{end}", self.file));
+        let number = self.mark_end(end);
         // Where a restart reads from: before the oldest XA transaction still held with outbox
         // rows, so that it sees those again (one without any, on another table or left
         // prepared by a crashed transaction manager, needs no reading again and must not pin
@@ -833,8 +846,10 @@ impl MySqlStream {
         self.resume = self.resume.max(end);
     }
 
+    /// Rows read and not yet published: the open transaction's and the held XA ones'.
     pub fn pending_rows(&self) -> usize {
         self.open.as_ref().map_or(0, |o| o.rows.len())
+            + self.prepared.iter().map(|t| t.rows.len()).sum::<usize>()
     }
 
     /// Where the stream started, as a position: committed before anything is published when

@@ -77,15 +77,15 @@ impl Columns {
                     }),
                     // Names without ENUM/SET names: not a server setting seen; the start's.
                     None => Ok(Located {
+                        labels: self.start_labels(tme, &positions)?,
                         positions,
-                        labels: self.labels_at_start.clone(),
                         labels_from_start: true,
                     }),
                 }
             }
             None if tme.columns_count() == self.count_at_start => Ok(Located {
+                labels: self.start_labels(tme, &self.at_start)?,
                 positions: self.at_start.clone(),
-                labels: self.labels_at_start.clone(),
                 labels_from_start: true,
             }),
             None => Err(Unplaced::CountChanged(format!(
@@ -96,6 +96,35 @@ impl Columns {
                 self.count_at_start
             ))),
         }
+    }
+
+    /// The value names read at the session's start, for the columns that are ENUM or SET in
+    /// `tme` (its column types are there whatever `binlog_row_metadata` says): a column that
+    /// was not one then either was one when the row was written (read as it is), or became
+    /// one since the start (an ALTER TABLE ... MODIFY: its numbers cannot be named from the
+    /// start's shape, so the rows are refused for a new session to read the shape again).
+    fn start_labels(
+        &self,
+        tme: &TableMapEvent<'_>,
+        positions: &[usize],
+    ) -> Result<Vec<Option<Labels>>, Unplaced> {
+        positions
+            .iter()
+            .enumerate()
+            .map(|(i, at)| {
+                if *at == ABSENT || !mysql_labels::is_enum_or_set(tme, *at) {
+                    return Ok(None);
+                }
+                match self.labels_at_start.get(i).cloned().flatten() {
+                    Some(labels) => Ok(Some(labels)),
+                    None => Err(Unplaced::CountChanged(format!(
+                        "column {:?} is an ENUM or SET in the binary log, not when the relay \
+                         read the table's shape: it was altered",
+                        self.wanted.get(i).map(String::as_str).unwrap_or_default()
+                    ))),
+                }
+            })
+            .collect()
     }
 
     fn by_name(&self, names: &[String]) -> Result<Vec<usize>, Unplaced> {

@@ -143,6 +143,17 @@ fn quoted_list(text: &str) -> Option<Vec<Vec<u8>>> {
     Some(names)
 }
 
+/// Whether a table map's column `column` is an ENUM or SET (its type is in the table map
+/// whatever `binlog_row_metadata` says).
+pub fn is_enum_or_set(tme: &TableMapEvent<'_>, column: usize) -> bool {
+    matches!(
+        tme.get_column_type(column),
+        Ok(Some(
+            ColumnType::MYSQL_TYPE_ENUM | ColumnType::MYSQL_TYPE_SET
+        ))
+    )
+}
+
 /// The names of each column of a table map's ENUM or SET names field.
 fn each_columns_names<V>(
     columns: impl Iterator<Item = std::io::Result<V>>,

@@ -77,6 +77,26 @@ pub fn prepare_is_one_phase(body: &[u8]) -> bool {
     body.first() == Some(&1)
 }
 
+/// The xid of an XA_PREPARE_LOG_EVENT's body (one-phase flag, format id, gtrid and bqual
+/// lengths, then their bytes), written as the server writes it in `XA END`/`XA COMMIT`:
+/// `X'<gtrid hex>',X'<bqual hex>',<format id>`.
+pub fn prepared_xid(body: &[u8]) -> Option<String> {
+    let word = |at: usize| -> Option<u32> {
+        Some(u32::from_le_bytes(body.get(at..at + 4)?.try_into().ok()?))
+    };
+    let format = word(1)?;
+    let gtrid = usize::try_from(word(5)?).ok()?;
+    let bqual = usize::try_from(word(9)?).ok()?;
+    let data = body.get(13..13usize.checked_add(gtrid)?.checked_add(bqual)?)?;
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02X}")).collect::<String>();
+    Some(format!(
+        "X'{}',X'{}',{}",
+        hex(&data[..gtrid]),
+        hex(&data[gtrid..]),
+        format
+    ))
+}
+
 fn strip_prefix_ignore_case<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
     let head = text.get(..prefix.len())?;
     head.eq_ignore_ascii_case(prefix)
@@ -129,6 +149,13 @@ mod tests {
         );
         assert_eq!(mariadb_gtid(&[0; 5]), None);
         assert!(prepare_is_one_phase(&[1, 0, 0]));
+        let mut prepare = vec![0u8];
+        prepare.extend(1u32.to_le_bytes());
+        prepare.extend(2u32.to_le_bytes());
+        prepare.extend(0u32.to_le_bytes());
+        prepare.extend(b"x1");
+        assert_eq!(prepared_xid(&prepare).as_deref(), Some("X'7831',X'',1"));
+        assert_eq!(prepared_xid(&prepare[..14]), None);
         assert!(!prepare_is_one_phase(&[0, 0, 0]));
     }
 }

@@ -78,6 +78,10 @@ pub async fn run(
                      batches): the relay sends smaller batches from now on, to every topic"
                 );
                 batch_bytes = Some(smaller);
+                if *stop.borrow() {
+                    stats.set_state(State::Stopped);
+                    return Ok(());
+                }
             }
             // A database never reached is a setting to fix, not a restart to wait for.
             Err(e)

@@ -449,7 +449,7 @@ impl Sink {
         let resource = ResourceSpecifier::Topic(topic);
         let described =
             futures::executor::block_on(self.admin.describe_configs([&resource], &options));
-        let limit = match described {
+        match described {
             Ok(results) => results.into_iter().find_map(|r| {
                 r.ok()?
                     .get(MAX_MESSAGE_BYTES)?
@@ -462,8 +462,7 @@ impl Sink {
                 tracing::warn!(topic, error = %e, "cannot ask the topic's max.message.bytes");
                 None
             }
-        };
-        limit
+        }
     }
 
     fn abort(&self) {

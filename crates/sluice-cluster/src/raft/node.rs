@@ -257,7 +257,9 @@ impl MetadataNode {
         if let Some(addr) = learner_addr {
             tokio::spawn(Arc::clone(&node).join_as_learner(addr, shutdown.clone()));
         }
-        tokio::spawn(Arc::clone(&node).warn_unlisted_voters(shutdown.clone()));
+        if alone {
+            tokio::spawn(Arc::clone(&node).warn_unlisted_voters(shutdown.clone()));
+        }
         let stopping = Arc::clone(&node);
         tokio::spawn(async move {
             shutdown.cancelled().await;
@@ -288,21 +290,32 @@ impl MetadataNode {
         }
     }
 
-    /// Says so (once per set of voters) when the metadata group has other voters but this
-    /// node's `--cluster` lists none of them: wiped, this node would have nobody to ask whether
-    /// a group exists, and after a short wait it starts one of its own (see `ALONE_GRACE`).
-    /// The common way in: a cluster started from one node and grown with `add-voter`, its
-    /// first node still started with `--cluster` naming only itself.
+    /// For a voter whose `--cluster` names only itself: says so (once per set of voters) when
+    /// the metadata group has other voters, as, wiped, this node would have nobody to ask
+    /// whether a group exists, and after a short wait it starts one of its own (see
+    /// `ALONE_GRACE`). The common way in: a cluster started from one node and grown with
+    /// `add-voter`, its first node still started with `--cluster` naming only itself. Looks
+    /// only when the membership changed (metrics change on every pass of openraft's loop).
     async fn warn_unlisted_voters(self: Arc<Self>, shutdown: CancellationToken) {
         let mut metrics = self.raft.metrics();
         let mut warned: Option<Vec<u64>> = None;
+        let mut seen = None;
         loop {
             let unlisted = {
                 let m = metrics.borrow_and_update();
-                let voters: Vec<u64> = m.membership_config.membership().voter_ids().collect();
-                let others: Vec<u64> = voters.into_iter().filter(|v| *v != self.id).collect();
-                let listed = others.iter().any(|v| self.voters.contains_key(v));
-                (!others.is_empty() && !listed).then_some(others)
+                let at = *m.membership_config.log_id();
+                if seen == Some(at) {
+                    None
+                } else {
+                    seen = Some(at);
+                    let others: Vec<u64> = m
+                        .membership_config
+                        .membership()
+                        .voter_ids()
+                        .filter(|v| *v != self.id)
+                        .collect();
+                    (!others.is_empty()).then_some(others)
+                }
             };
             if unlisted.is_some() && unlisted != warned {
                 let voters = unlisted.as_deref().unwrap_or_default();
