@@ -559,8 +559,11 @@ impl MySqlStream {
                             return Ok(self.commit_prepared(&xid, end, header.timestamp()));
                         }
                         Some(XaStatement::Rollback(xid)) => {
-                            self.prepared
-                                .retain(|t| t.xa.as_deref() != Some(xid.as_str()));
+                            self.prepared.retain(|t| {
+                                !t.xa
+                                    .as_deref()
+                                    .is_some_and(|x| x.eq_ignore_ascii_case(&xid))
+                            });
                             self.open = None;
                             self.mark_end(end);
                         }
@@ -581,9 +584,10 @@ impl MySqlStream {
                     }
                     if open.xa.is_none() && (!open.rows.is_empty() || open.unpublishable.is_some())
                     {
-                        return Err(OutboxError::Stream(
+                        return Err(OutboxError::Row(
                             "an XA transaction with outbox rows was prepared without an xid the \
-                             relay can read: it cannot match its XA COMMIT"
+                             relay can read: it cannot match its XA COMMIT; the relay stops \
+                             before it"
                                 .into(),
                         ));
                     }
@@ -703,7 +707,7 @@ impl MySqlStream {
         match self
             .prepared
             .iter()
-            .position(|t| t.xa.as_deref() == Some(xid))
+            .position(|t| t.xa.as_deref().is_some_and(|x| x.eq_ignore_ascii_case(xid)))
         {
             Some(at) => self.open = Some(self.prepared.remove(at)),
             None => {

@@ -99,10 +99,12 @@ impl Columns {
     }
 
     /// The value names read at the session's start, for the columns that are ENUM or SET in
-    /// `tme` (its column types are there whatever `binlog_row_metadata` says): a column that
-    /// was not one then either was one when the row was written (read as it is), or became
-    /// one since the start (an ALTER TABLE ... MODIFY: its numbers cannot be named from the
-    /// start's shape, so the rows are refused for a new session to read the shape again).
+    /// `tme` (its column types are there whatever `binlog_row_metadata` says). A column that is
+    /// not one in `tme` is read as it is, whatever it was at the start. One that is, but was
+    /// not at the start, became one since (an ALTER TABLE ... MODIFY): its numbers cannot be
+    /// named from the start's shape, so the rows are refused for a new session to read the
+    /// shape again; if the column is no ENUM or SET any more by then (changed back), its names
+    /// are gone, and the relay stops.
     fn start_labels(
         &self,
         tme: &TableMapEvent<'_>,

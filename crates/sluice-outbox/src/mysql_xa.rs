@@ -88,7 +88,8 @@ pub fn prepared_xid(body: &[u8]) -> Option<String> {
     let gtrid = usize::try_from(word(5)?).ok()?;
     let bqual = usize::try_from(word(9)?).ok()?;
     let data = body.get(13..13usize.checked_add(gtrid)?.checked_add(bqual)?)?;
-    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02X}")).collect::<String>();
+    // Lower case, as the servers write it (the relay compares xids ignoring case anyway).
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
     Some(format!(
         "X'{}',X'{}',{}",
         hex(&data[..gtrid]),
@@ -155,6 +156,12 @@ mod tests {
         prepare.extend(0u32.to_le_bytes());
         prepare.extend(b"x1");
         assert_eq!(prepared_xid(&prepare).as_deref(), Some("X'7831',X'',1"));
+        let mut letters = vec![0u8];
+        letters.extend(7u32.to_le_bytes());
+        letters.extend(1u32.to_le_bytes());
+        letters.extend(1u32.to_le_bytes());
+        letters.extend(b"z-");
+        assert_eq!(prepared_xid(&letters).as_deref(), Some("X'7a',X'2d',7"));
         assert_eq!(prepared_xid(&prepare[..14]), None);
         assert!(!prepare_is_one_phase(&[0, 0, 0]));
     }
