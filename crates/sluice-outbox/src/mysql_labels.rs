@@ -23,23 +23,14 @@ impl Labels {
     /// The names from an `information_schema.COLUMNS.COLUMN_TYPE` such as
     /// `enum('order','it''s')` or `set('a','b')`; None for any other type.
     pub fn from_column_type(column_type: &str) -> Option<Labels> {
-        let lower = column_type.trim().to_ascii_lowercase();
-        let (set, rest) = if let Some(rest) = lower.strip_prefix("enum(") {
-            (false, rest.len())
-        } else if let Some(rest) = lower.strip_prefix("set(") {
-            (true, rest.len())
-        } else {
-            return None;
-        };
-        // The original text (names keep their case), inside the parentheses.
-        let inner = column_type.trim();
-        let inner = inner.get(inner.len() - rest..)?.strip_suffix(')')?;
-        let names = quoted_list(inner)?;
-        Some(if set {
-            Labels::Set(names)
-        } else {
-            Labels::Enum(names)
-        })
+        let text = column_type.trim();
+        let (kind, inner) = text.split_once('(')?;
+        let names = quoted_list(inner.strip_suffix(')')?)?;
+        match kind.to_ascii_lowercase().as_str() {
+            "enum" => Some(Labels::Enum(names)),
+            "set" => Some(Labels::Set(names)),
+            _ => None,
+        }
     }
 
     /// The name of an ENUM number, or a SET bitmap's member names joined by commas (as

@@ -150,18 +150,22 @@ mod tests {
         );
         assert_eq!(mariadb_gtid(&[0; 5]), None);
         assert!(prepare_is_one_phase(&[1, 0, 0]));
-        let mut prepare = vec![0u8];
-        prepare.extend(1u32.to_le_bytes());
-        prepare.extend(2u32.to_le_bytes());
-        prepare.extend(0u32.to_le_bytes());
-        prepare.extend(b"x1");
+        // A prepare event's body: one-phase flag, format id, gtrid and bqual lengths, data.
+        let prepare_body = |format: u32, gtrid: &[u8], bqual: &[u8]| {
+            let mut b = vec![0u8];
+            b.extend(format.to_le_bytes());
+            b.extend((gtrid.len() as u32).to_le_bytes());
+            b.extend((bqual.len() as u32).to_le_bytes());
+            b.extend(gtrid);
+            b.extend(bqual);
+            b
+        };
+        let prepare = prepare_body(1, b"x1", b"");
         assert_eq!(prepared_xid(&prepare).as_deref(), Some("X'7831',X'',1"));
-        let mut letters = vec![0u8];
-        letters.extend(7u32.to_le_bytes());
-        letters.extend(1u32.to_le_bytes());
-        letters.extend(1u32.to_le_bytes());
-        letters.extend(b"z-");
-        assert_eq!(prepared_xid(&letters).as_deref(), Some("X'7a',X'2d',7"));
+        assert_eq!(
+            prepared_xid(&prepare_body(7, b"z", b"-")).as_deref(),
+            Some("X'7a',X'2d',7")
+        );
         assert_eq!(prepared_xid(&prepare[..14]), None);
         assert!(!prepare_is_one_phase(&[0, 0, 0]));
     }
