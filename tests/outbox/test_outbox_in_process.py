@@ -1,9 +1,12 @@
 """The relay inside `sluice serve` (the TOML file's `[outbox]` table, `brokers` left out: the
-broker itself), its metrics in the broker's /metrics; and the standalone relay's /metrics,
-both parsed as OpenMetrics."""
+broker itself), its metrics in the broker's /metrics; the standalone relay's /metrics, both
+parsed as OpenMetrics; and the console's list of every relay instance (/api/outbox)."""
 
 import json
+import socket
 import subprocess
+import time
+import urllib.error
 import urllib.request
 import uuid
 
@@ -62,11 +65,79 @@ report_secs = 0
     assert len(relays) == 1, relays
     relay = relays[0]
     assert relay["slot"] == "in_process" and relay["state"] == "active" and relay["rows"] == 5
+    assert relay["local"] is True and relay["silent"] is False
+    assert relay["instance"] == f"{socket.gethostname()}:{broker.proc.pid}"
+    # It reports on the status topic too (for the other brokers' consoles), and is not listed
+    # twice here for it.
+    wait_until(lambda: status_topic_has(broker, relay["instance"]), 15,
+               "the in-process relay's report on sluice.outbox.status")
+    assert len(outbox_api(broker)) == 1, outbox_api(broker)
     assert relay["source"] == f"postgres://127.0.0.1:{postgres.port}/shop"
     assert relay["position"].count("/") == 1 and relay["last_error"] is None
     with urllib.request.urlopen(broker.admin_url + "/api/openapi.json", timeout=5) as r:
         schema = json.loads(r.read())["components"]["schemas"]["OutboxRelay"]
     assert set(relay) <= set(schema["properties"]), set(relay) - set(schema["properties"])
+
+
+def outbox_api(broker):
+    with urllib.request.urlopen(broker.admin_url + "/api/outbox", timeout=5) as r:
+        return json.loads(r.read())
+
+
+def status_topic_has(broker, instance):
+    url = (broker.admin_url
+           + "/api/topics/sluice.outbox.status/partitions/0/messages?from=oldest&order=oldest_first&limit=500")
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            records = json.loads(r.read())["records"]
+    except urllib.error.HTTPError:
+        return False
+    return any((rec["key"] or {}).get("text", "").endswith("|" + instance) for rec in records)
+
+
+def test_the_console_lists_standalone_relays_active_standby_silent_and_gone(
+        postgres, broker, relays):
+    """Two `sluice outbox` processes for one slot: the broker's /api/outbox lists both from
+    their reports (one active, one standing by), marks the SIGKILLed one silent while the
+    other takes over, and drops an instance that stops cleanly."""
+    a = relays(postgres, broker, name="a")
+    a.wait_state("active", 60)
+    b = relays(postgres, broker, name="b")
+    b.wait_state("standby", 30)
+    host = socket.gethostname()
+    name = {a: f"{host}:{a.proc.pid}", b: f"{host}:{b.proc.pid}"}
+    source = f"postgres://127.0.0.1:{postgres.port}/shop"
+
+    def listed():
+        return {r["instance"]: r for r in outbox_api(broker)}
+
+    def shown(relay, state, silent=False):
+        r = listed().get(name[relay])
+        return r is not None and r["state"] == state and r["silent"] is silent
+
+    wait_until(lambda: shown(a, "active") and shown(b, "standby"), 20,
+               f"both instances listed: {outbox_api(broker)}")
+    row = listed()[name[a]]
+    assert row["slot"] == "sluice_outbox" and row["source"] == source, row
+    assert row["local"] is False and 0 <= row["report_age_ms"] < 10_000, row
+    assert row["position"].count("/") == 1 and row["activations"] == 1, row
+    with urllib.request.urlopen(broker.admin_url + "/api/openapi.json", timeout=5) as r:
+        schema = json.loads(r.read())["components"]["schemas"]["OutboxRelay"]
+    assert set(row) <= set(schema["properties"]), set(row) - set(schema["properties"])
+    assert set(schema["required"]) <= set(row), set(schema["required"]) - set(row)
+
+    a.kill()
+    b.wait_state("active", 30)
+    started = time.monotonic()
+    wait_until(lambda: shown(b, "active") and shown(a, "active", silent=True), 30,
+               f"a listed as silent, b as active: {outbox_api(broker)}")
+    # Not before its last report is 10 s old.
+    assert time.monotonic() - started > 5, outbox_api(broker)
+
+    b.stop()
+    assert b.proc.returncode == 0, b.log()[-2000:]
+    wait_until(lambda: name[b] not in listed(), 15, f"b to leave the list: {outbox_api(broker)}")
+    assert listed()[name[a]]["silent"] is True
 
 
 def test_a_bad_outbox_table_stops_serve_at_start(tmp_path):

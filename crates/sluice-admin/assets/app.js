@@ -255,7 +255,10 @@ async function overviewPage() {
       table([
         { title: "Slot", cell: (r) => r.slot },
         { title: "Source", cell: (r) => r.source },
-        { title: "State", cell: (r) => h("span", { class: "badge " + (r.state === "active" || r.state === "standby" ? "good" : "bad"), title: r.last_error || "" }, r.state) },
+        { title: "Instance", cell: (r) => r.instance + (r.local ? " (this broker)" : "") },
+        { title: "State", cell: (r) => r.silent
+          ? h("span", { class: "badge bad", title: "last report " + fmt.duration(r.report_age_ms) + " ago, as " + r.state }, "silent")
+          : h("span", { class: "badge " + (r.state === "active" || r.state === "standby" ? "good" : "bad"), title: r.last_error || "" }, r.state) },
         { title: "Position", cell: (r) => r.position },
         { title: "Rows published", num: true, cell: (r) => fmt.int(r.rows) },
         { title: "Last batch after commit", num: true, cell: (r) => r.lag_ms.toFixed(1) + " ms" },

@@ -4,7 +4,7 @@
 //! - the JSON admin API behind it (`/api/*`), described by `/api/openapi.json` ([`openapi`]):
 //!   overview and 15-minute history ([`overview`], [`history`]), topics ([`topics`]), the
 //!   message browser ([`messages`]), consumer groups ([`groups`]), other clusters
-//!   ([`clusters`]); every error is JSON ([`error`]);
+//!   ([`clusters`]), outbox relays ([`outbox`]); every error is JSON ([`error`]);
 //! - Prometheus `/metrics` and `/health`;
 //! - an optional admin token guarding all but the static files and `/health` ([`auth`]);
 //!   requests a web page made a browser send (DNS rebinding, cross-site changes) are refused
@@ -19,6 +19,7 @@ pub mod history;
 pub mod messages;
 pub mod openapi;
 pub mod origin;
+pub mod outbox;
 pub mod overview;
 pub mod security;
 pub mod tls_listener;
@@ -86,7 +87,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/status", get(status))
         .route("/api/overview", get(overview::overview))
         .route("/api/overview/history", get(overview::history))
-        .route("/api/outbox", get(outbox))
+        .route("/api/outbox", get(outbox::list))
         .route("/api/topics", get(topics::list).post(topics::create))
         .route(
             "/api/topics/{topic}",
@@ -138,11 +139,6 @@ pub fn router(state: AppState) -> Router {
 
 async fn health() -> impl IntoResponse {
     Json(json!({ "status": "ok" }))
-}
-
-/// The outbox relays this broker runs (`[outbox]` in its settings file).
-async fn outbox(State(state): State<AppState>) -> impl IntoResponse {
-    Json(state.broker.outbox_relays())
 }
 
 async fn status(State(state): State<AppState>) -> impl IntoResponse {

@@ -6,7 +6,8 @@
 //!   [`mysql`] (MySQL/MariaDB binary log, row format), and the lease;
 //! - [`pgoutput`]: decoding the replication messages the relay reads;
 //! - [`sink`]: the transactional producer and the committed position;
-//! - [`relay`]: the loop tying them together; [`stats`]: what it reports.
+//! - [`relay`]: the loop tying them together; [`stats`]: what it reports;
+//! - [`status_report`]: each instance's status, on a topic every broker's console reads.
 
 pub mod clock;
 pub mod config;
@@ -22,9 +23,11 @@ pub mod row;
 pub mod sink;
 pub mod source;
 pub mod stats;
+pub mod status_report;
 pub mod tls;
 
 pub use config::{Columns, OutboxConfig};
 pub use error::OutboxError;
 pub use relay::{report, run};
 pub use stats::{Snapshot, State, Stats};
+pub use status_report::StatusReports;

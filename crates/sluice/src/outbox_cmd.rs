@@ -167,7 +167,10 @@ pub fn run(args: OutboxArgs) -> anyhow::Result<()> {
             wait_for_signal().await;
             let _ = stop_tx.send(true);
         });
-        sluice_outbox::run(cfg, stats, stop).await?;
+        let reports = sluice_outbox::StatusReports::start(&cfg, stats.clone());
+        let outcome = sluice_outbox::run(cfg, stats, stop).await;
+        reports.finish().await;
+        outcome?;
         Ok(())
     })
 }

@@ -181,11 +181,13 @@ fn start_outbox(
         metrics.prometheus(&slot, out)
     }));
     let (status, slot, source) = (Arc::clone(&stats), cfg.slot.clone(), cfg.source_identity());
+    let instance = sluice_outbox::status_report::instance_name();
     broker.add_outbox_relay(Arc::new(move || {
         let mut v = serde_json::to_value(status.snapshot()).unwrap_or_default();
         if let Some(o) = v.as_object_mut() {
             o.insert("slot".into(), slot.clone().into());
             o.insert("source".into(), source.clone().into());
+            o.insert("instance".into(), instance.clone().into());
         }
         v
     }));
@@ -205,9 +207,11 @@ fn start_outbox(
                     Duration::from_secs(cfg.report_secs),
                     stop.clone(),
                 ));
+                let reports = sluice_outbox::StatusReports::start(&cfg, Arc::clone(&stats));
                 if let Err(e) = sluice_outbox::run(cfg, stats, stop).await {
                     tracing::error!(error = %e, "the outbox relay stopped");
                 }
+                reports.finish().await;
             });
         })
         .context("starting the outbox relay")?;

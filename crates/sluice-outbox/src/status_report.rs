@@ -1,0 +1,281 @@
+//! Each relay instance's status, written every [`REPORT_EVERY`] to the compacted topic
+//! [`STATUS_TOPIC`], so that every broker's console lists every instance of every relay —
+//! standalone (`sluice outbox`) or inside a broker, active or standing by — and not only the
+//! relays its own process runs.
+//!
+//! The key names the source, the slot and the instance; the value is a [`StatusReport`]. A
+//! clean stop writes a tombstone (the instance leaves the list); an instance that stops
+//! reporting (killed, cut off) is shown as silent once its last report is older than
+//! [`SILENT_AFTER`], and no more after [`FORGOTTEN_AFTER`]. The topic is `compact,delete` with a
+//! day's retention, so the keys of instances long gone leave it too.
+//!
+//! Best effort: a broker that refuses the reports (no such topic allowed, an ACL) is warned
+//! about once and never slows or stops the relay.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+use rdkafka::ClientContext;
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::config::OutboxConfig;
+use crate::stats::{Snapshot, State, Stats};
+
+/// The topic every relay instance reports to; the brokers' consoles read it.
+pub const STATUS_TOPIC: &str = "sluice.outbox.status";
+/// How often an instance reports.
+pub const REPORT_EVERY: Duration = Duration::from_secs(2);
+/// An instance whose last report is older than this is shown as silent.
+pub const SILENT_AFTER: Duration = Duration::from_secs(10);
+/// An instance silent for longer than this is no longer shown.
+pub const FORGOTTEN_AFTER: Duration = Duration::from_secs(600);
+/// The status topic's retention: old instances' keys leave it after about this long.
+const RETENTION_MS: &str = "86400000";
+
+/// One instance's report: who it is, when it reported, and its figures.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StatusReport {
+    pub slot: String,
+    /// The database read (`OutboxConfig::source_identity`: no user or password).
+    pub source: String,
+    /// `HOST:PID` of the process running the instance.
+    pub instance: String,
+    /// When it was written, ms since the epoch (the instance's clock).
+    pub reported_at_ms: i64,
+    #[serde(flatten)]
+    pub snapshot: Snapshot,
+}
+
+impl StatusReport {
+    /// The status topic's key for an instance.
+    pub fn key_of(source: &str, slot: &str, instance: &str) -> String {
+        format!("{source}|{slot}|{instance}")
+    }
+}
+
+/// This process's instance name: `HOST:PID`.
+pub fn instance_name() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "unknown-host".to_string());
+    format!("{host}:{}", std::process::id())
+}
+
+fn now_ms() -> i64 {
+    crate::clock::now_us() / 1000
+}
+
+/// Warns once about reports the broker does not take.
+#[derive(Default)]
+struct Refusals {
+    warned: AtomicBool,
+}
+
+impl Refusals {
+    fn warn(&self, what: &str, error: &dyn std::fmt::Display) {
+        if !self.warned.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                %error,
+                topic = STATUS_TOPIC,
+                "{what}: the consoles will not list this relay instance (it publishes as usual)"
+            );
+        }
+    }
+}
+
+impl ClientContext for Refusals {
+    fn error(&self, error: KafkaError, reason: &str) {
+        tracing::debug!(%error, reason, "librdkafka (status reports)");
+    }
+}
+
+impl ProducerContext for Refusals {
+    type DeliveryOpaque = ();
+
+    fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
+        if let Err((e, _)) = result {
+            self.warn("a status report was refused", e);
+        }
+    }
+}
+
+/// The reporting task of one relay instance; [`StatusReports::finish`] writes its last report.
+pub struct StatusReports {
+    done: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+impl StatusReports {
+    /// Starts reporting `stats` for the relay `cfg` describes.
+    pub fn start(cfg: &OutboxConfig, stats: Arc<Stats>) -> StatusReports {
+        let (done, done_rx) = watch::channel(false);
+        let reporter = Reporter {
+            brokers: cfg.brokers.clone(),
+            slot: cfg.slot.clone(),
+            source: cfg.source_identity(),
+            instance: instance_name(),
+            stats,
+        };
+        StatusReports {
+            done,
+            task: tokio::spawn(reporter.run(done_rx)),
+        }
+    }
+
+    /// Call once the relay has stopped: a clean stop removes the instance from the list, a
+    /// failure is left as its last report (the console shows why it failed).
+    pub async fn finish(self) {
+        let _ = self.done.send(true);
+        if tokio::time::timeout(Duration::from_secs(5), self.task)
+            .await
+            .is_err()
+        {
+            tracing::debug!("the last status report was not written within 5 s");
+        }
+    }
+}
+
+struct Reporter {
+    brokers: String,
+    slot: String,
+    source: String,
+    instance: String,
+    stats: Arc<Stats>,
+}
+
+impl Reporter {
+    async fn run(self, mut done: watch::Receiver<bool>) {
+        let mut config = ClientConfig::new();
+        config
+            .set("bootstrap.servers", &self.brokers)
+            .set("log_level", "3")
+            .set("linger.ms", "0")
+            .set("message.timeout.ms", "10000")
+            .set("reconnect.backoff.max.ms", "1000");
+        let producer: BaseProducer<Refusals> = match config.create_with_context(Refusals::default())
+        {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!(error = %e, "no status reports: the producer was not made");
+                return;
+            }
+        };
+        self.create_topic(&config, producer.context()).await;
+        let key = StatusReport::key_of(&self.source, &self.slot, &self.instance);
+        loop {
+            self.send(&producer, &key, false);
+            producer.poll(Duration::ZERO);
+            tokio::select! {
+                _ = tokio::time::sleep(REPORT_EVERY) => {}
+                changed = done.changed() => {
+                    if changed.is_err() || *done.borrow() {
+                        break;
+                    }
+                }
+            }
+        }
+        let tombstone = self.stats.state() != State::Failed;
+        self.send(&producer, &key, tombstone);
+        let flushed = tokio::task::spawn_blocking(move || {
+            let _ = producer.flush(Duration::from_secs(3));
+        });
+        let _ = flushed.await;
+    }
+
+    /// Makes the compacted status topic unless it exists; reports go on either way (a broker
+    /// that creates topics on first use makes it, not compacted).
+    async fn create_topic(&self, config: &ClientConfig, refusals: &Refusals) {
+        let admin: AdminClient<DefaultClientContext> = match config.create() {
+            Ok(a) => a,
+            Err(e) => return refusals.warn("the status topic was not created", &e),
+        };
+        let spec = NewTopic::new(STATUS_TOPIC, 1, TopicReplication::Fixed(-1))
+            .set("cleanup.policy", "compact,delete")
+            .set("retention.ms", RETENTION_MS)
+            // The broker's clock dates a report, so a relay host's clock cannot make it look
+            // fresh or silent.
+            .set("message.timestamp.type", "LogAppendTime");
+        let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
+        match admin.create_topics([&spec], &options).await {
+            Ok(results) => {
+                for result in results {
+                    match result {
+                        Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+                        Err((_, code)) => refusals.warn("the status topic was not created", &code),
+                    }
+                }
+            }
+            Err(e) => refusals.warn("the status topic was not created", &e),
+        }
+    }
+
+    fn send(&self, producer: &BaseProducer<Refusals>, key: &str, tombstone: bool) {
+        let value = if tombstone {
+            None
+        } else {
+            let report = StatusReport {
+                slot: self.slot.clone(),
+                source: self.source.clone(),
+                instance: self.instance.clone(),
+                reported_at_ms: now_ms(),
+                snapshot: self.stats.snapshot(),
+            };
+            match serde_json::to_vec(&report) {
+                Ok(v) => Some(v),
+                Err(e) => return producer.context().warn("a status report was not made", &e),
+            }
+        };
+        let mut record = BaseRecord::to(STATUS_TOPIC).key(key);
+        if let Some(v) = &value {
+            record = record.payload(v);
+        }
+        if let Err((e, _)) = producer.send(record) {
+            producer.context().warn("a status report was not sent", &e);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_report_reads_back_with_its_figures_at_the_top_level() {
+        let stats = Stats::default();
+        stats.set_state(State::Standby);
+        stats.set_position(0x16B_3748, None);
+        let report = StatusReport {
+            slot: "s".into(),
+            source: "postgres://h:5432/d".into(),
+            instance: "host:42".into(),
+            reported_at_ms: 7,
+            snapshot: stats.snapshot(),
+        };
+        let json: serde_json::Value = serde_json::to_value(&report).expect("a report serialises");
+        assert_eq!(json["state"], "standby");
+        assert_eq!(json["position"], "0/16B3748");
+        assert_eq!(json["instance"], "host:42");
+        let back: StatusReport = serde_json::from_value(json).expect("and reads back");
+        assert_eq!(back.snapshot.state, State::Standby);
+        assert_eq!(back.reported_at_ms, 7);
+    }
+
+    #[test]
+    fn the_instance_name_is_host_and_pid() {
+        let name = instance_name();
+        let (host, pid) = name.rsplit_once(':').expect("HOST:PID");
+        assert!(!host.is_empty());
+        assert_eq!(pid, std::process::id().to_string());
+    }
+}
