@@ -4,6 +4,7 @@
 //! topic (`sluice_outbox::status_report`).
 
 use std::collections::HashSet;
+use std::time::Duration;
 
 use axum::extract::State;
 use axum::response::IntoResponse;
@@ -13,46 +14,61 @@ use sluice_broker::browse::{BrowseFrom, BrowseRequest, BrowsedRecord, MAX_BROWSE
 use sluice_broker::BrokerError;
 use sluice_outbox::status_report::{StatusReport, FORGOTTEN_AFTER, SILENT_AFTER, STATUS_TOPIC};
 
+use sluice_auth::acl::{Operation, ResourceType};
+
+use crate::auth::Access;
 use crate::AppState;
 
-pub async fn list(State(state): State<AppState>) -> impl IntoResponse {
-    let reports = state
-        .broker
-        .browse_anywhere(BrowseRequest {
-            topic: STATUS_TOPIC.to_string(),
-            partition: 0,
-            from: BrowseFrom::Newest,
-            newest_first: true,
-            limit: MAX_BROWSE,
-        })
-        .await;
-    let reports = match reports {
-        Ok(page) => page.records,
-        Err(BrokerError::UnknownTopic(_)) => Vec::new(),
-        Err(e) => {
+/// How long the reports' partition may take to answer (a peer holding it that does not
+/// answer must not hold up the overview page, which asks for this list).
+const READ_WITHIN: Duration = Duration::from_secs(2);
+
+pub async fn list(State(state): State<AppState>, access: Access) -> impl IntoResponse {
+    let local = state.broker.outbox_relays();
+    // The reports show databases' addresses and errors: only to who may read the topic.
+    if !access.allows_quietly(&state, Operation::Read, ResourceType::Topic, STATUS_TOPIC) {
+        return Json(relays(local, &[], state.broker.now_ms()));
+    }
+    let read = state.broker.browse_anywhere(BrowseRequest {
+        topic: STATUS_TOPIC.to_string(),
+        partition: 0,
+        from: BrowseFrom::Newest,
+        newest_first: true,
+        limit: MAX_BROWSE,
+    });
+    let reports = match tokio::time::timeout(READ_WITHIN, read).await {
+        Ok(Ok(page)) => page.records,
+        Ok(Err(BrokerError::UnknownTopic(_))) => Vec::new(),
+        Ok(Err(e)) => {
             tracing::debug!(error = %e, "the outbox status topic was not read");
             Vec::new()
         }
+        Err(_) => {
+            tracing::debug!("the outbox status topic was not read within 2 s");
+            Vec::new()
+        }
     };
-    Json(relays(
-        state.broker.outbox_relays(),
-        &reports,
-        state.broker.now_ms(),
-    ))
+    Json(relays(local, &reports, state.broker.now_ms()))
 }
 
 /// The relays to list: `local` (this process's, live) and, for every other instance, its
 /// newest report among `reports` (newest first) unless it left (a tombstone) or has been
 /// silent longer than [`FORGOTTEN_AFTER`]. Each gets `local`, `silent` and `report_age_ms`.
 pub fn relays(local: Vec<Value>, reports: &[BrowsedRecord], now_ms: i64) -> Vec<Value> {
+    let text = |v: &Value, name: &str| {
+        v.get(name)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
     let identity = |v: &Value| {
-        let field = |name: &str| {
-            v.get(name)
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string()
-        };
-        StatusReport::key_of(&field("source"), &field("slot"), &field("instance"))
+        let started = v.get("started_at_ms").and_then(Value::as_i64).unwrap_or(0);
+        StatusReport::key_of(
+            &text(v, "source"),
+            &text(v, "slot"),
+            &text(v, "instance"),
+            started,
+        )
     };
     let mut seen: HashSet<String> = local.iter().map(identity).collect();
     let mut listed: Vec<Value> = local
@@ -67,20 +83,22 @@ pub fn relays(local: Vec<Value>, reports: &[BrowsedRecord], now_ms: i64) -> Vec<
         })
         .collect();
     for record in reports {
-        let Some(key) = record.key.as_ref().map(|k| k.bytes.clone()) else {
+        let Some(key) = record.key.as_ref() else {
             continue;
         };
-        let Ok(key) = String::from_utf8(key.to_vec()) else {
+        let Ok(key) = std::str::from_utf8(&key.bytes) else {
             continue;
         };
-        if !seen.insert(key) {
+        if !seen.insert(key.to_string()) {
             continue;
         }
-        // A tombstone (the instance stopped cleanly), or a value that is not a report.
-        let Some(report) = record
+        // A tombstone (the instance stopped cleanly), or a value that is not a report. Read
+        // as JSON, not as this version's report: a newer relay's are listed too.
+        let Some(mut report) = record
             .value
             .as_ref()
-            .and_then(|v| serde_json::from_slice::<StatusReport>(&v.bytes).ok())
+            .and_then(|v| serde_json::from_slice::<Value>(&v.bytes).ok())
+            .filter(|v| v.get("instance").is_some_and(Value::is_string))
         else {
             continue;
         };
@@ -88,32 +106,32 @@ pub fn relays(local: Vec<Value>, reports: &[BrowsedRecord], now_ms: i64) -> Vec<
         let at = if record.timestamp_type == "LogAppendTime" {
             record.timestamp
         } else {
-            report.reported_at_ms
+            report
+                .get("reported_at_ms")
+                .and_then(Value::as_i64)
+                .unwrap_or(0)
         };
         let age = now_ms.saturating_sub(at).max(0);
         if age > millis(FORGOTTEN_AFTER) {
             continue;
         }
-        let Ok(mut v) = serde_json::to_value(&report) else {
-            continue;
-        };
-        if let Some(o) = v.as_object_mut() {
+        // A relay that stopped on an error keeps showing that, not that it went quiet.
+        let ended = matches!(
+            report.get("state").and_then(Value::as_str),
+            Some("failed" | "stopped")
+        );
+        if let Some(o) = report.as_object_mut() {
             o.remove("reported_at_ms");
             o.insert("local".into(), false.into());
-            o.insert("silent".into(), (age > millis(SILENT_AFTER)).into());
+            o.insert(
+                "silent".into(),
+                (!ended && age > millis(SILENT_AFTER)).into(),
+            );
             o.insert("report_age_ms".into(), age.into());
         }
-        listed.push(v);
+        listed.push(report);
     }
-    listed.sort_by_key(|v| {
-        let field = |name: &str| {
-            v.get(name)
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string()
-        };
-        (field("source"), field("slot"), field("instance"))
-    });
+    listed.sort_by_key(|v| (text(v, "source"), text(v, "slot"), text(v, "instance")));
     listed
 }
 
@@ -142,6 +160,7 @@ mod tests {
             slot: "s".into(),
             source: "postgres://h:1/d".into(),
             instance: instance.into(),
+            started_at_ms: 9,
             reported_at_ms: 0,
             snapshot: Stats::default().snapshot(),
         });
@@ -150,7 +169,7 @@ mod tests {
             timestamp: at,
             timestamp_type: "LogAppendTime".into(),
             key: Some(shown(
-                StatusReport::key_of("postgres://h:1/d", "s", instance).into_bytes(),
+                StatusReport::key_of("postgres://h:1/d", "s", instance, 9).into_bytes(),
             )),
             value: value.map(|r| shown(serde_json::to_vec(&r).expect("serialises"))),
             headers: Vec::new(),
@@ -170,7 +189,7 @@ mod tests {
         ];
         let local = vec![
             json!({"slot": "s", "source": "postgres://h:1/d", "instance": "c:3",
-                                "state": "active"}),
+                                "started_at_ms": 9, "state": "active"}),
         ];
         let listed = relays(local, &reports, now);
         let names: Vec<(&str, bool, bool, i64)> = listed
@@ -199,5 +218,31 @@ mod tests {
         assert_eq!(listed.len(), 1);
         assert_eq!(listed[0]["silent"], true);
         assert_eq!(listed[0]["state"], "starting");
+    }
+
+    #[test]
+    fn a_failed_instance_shows_failed_not_silent_and_another_start_is_another_instance() {
+        let now = 1_000_000;
+        let mut failed = record("a:1", now - 60_000, true);
+        if let Some(v) = failed.value.as_mut() {
+            let mut json: Value = serde_json::from_slice(&v.bytes).expect("a report");
+            json["state"] = "failed".into();
+            *v = shown(serde_json::to_vec(&json).expect("serialises"));
+        }
+        // The same HOST:PID started again (a container's PID 1): listed apart.
+        let local = vec![
+            json!({"slot": "s", "source": "postgres://h:1/d", "instance": "a:1",
+                                "started_at_ms": 10, "state": "active"}),
+        ];
+        let listed = relays(local, &[failed], now);
+        assert_eq!(listed.len(), 2, "{listed:?}");
+        let old = listed
+            .iter()
+            .find(|v| v["local"] == false)
+            .expect("the failed one");
+        assert_eq!(
+            (&old["state"], &old["silent"]),
+            (&json!("failed"), &json!(false))
+        );
     }
 }

@@ -5,9 +5,10 @@
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use bytes::Bytes;
-use kafka_protocol::records::{RecordBatchDecoder, TimestampType};
+use kafka_protocol::records::{RecordBatchDecoder, RecordSet, TimestampType};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use sluice_log::Offset;
+use sluice_log::batch::peek_extent;
+use sluice_log::{BatchHeader, Offset};
 
 use crate::broker::Broker;
 use crate::error::BrokerError;
@@ -140,12 +141,8 @@ impl Broker {
             if bytes.is_empty() {
                 break;
             }
-            let mut buf = bytes;
-            let sets = RecordBatchDecoder::decode_all(&mut buf).map_err(|e| {
-                BrokerError::InvalidRequest(format!("cannot decode stored records: {e:#}"))
-            })?;
             let mut last = offset;
-            for set in sets {
+            for (set, log_append_time) in decode_batches(bytes)? {
                 for r in set.records {
                     last = last.max(r.offset);
                     if r.offset < offset || r.offset > hi || r.control || records.len() >= limit {
@@ -153,7 +150,7 @@ impl Broker {
                     }
                     let record = BrowsedRecord {
                         offset: r.offset,
-                        timestamp: r.timestamp,
+                        timestamp: log_append_time.unwrap_or(r.timestamp),
                         timestamp_type: match r.timestamp_type {
                             TimestampType::Creation => "CreateTime",
                             TimestampType::LogAppend => "LogAppendTime",
@@ -191,6 +188,28 @@ impl Broker {
             high_watermark: end,
         })
     }
+}
+
+/// The batches in `bytes`, each decoded with the time the broker stamped on it where its
+/// topic keeps LogAppendTime: that is the batch's max timestamp, which is every record's time
+/// (the records' own deltas still hold the producer's times).
+fn decode_batches(bytes: Bytes) -> Result<Vec<(RecordSet, Option<i64>)>, BrokerError> {
+    let bad = |e: String| BrokerError::InvalidRequest(format!("cannot decode stored records: {e}"));
+    let mut batches = Vec::new();
+    let mut at = 0;
+    while let Some(extent) = peek_extent(&bytes[at..]) {
+        let end = at + extent.total_bytes;
+        if end > bytes.len() {
+            break;
+        }
+        let header = BatchHeader::parse(&bytes[at..end]).map_err(|e| bad(e.to_string()))?;
+        let mut one = bytes.slice(at..end);
+        let sets = RecordBatchDecoder::decode_all(&mut one).map_err(|e| bad(format!("{e:#}")))?;
+        let stamped = header.is_log_append_time().then_some(header.max_timestamp);
+        batches.extend(sets.into_iter().map(|set| (set, stamped)));
+        at = end;
+    }
+    Ok(batches)
 }
 
 #[cfg(test)]
@@ -247,6 +266,40 @@ mod tests {
             .browse(&ask("t", 0, BrowseFrom::Offset(50), false, 10))
             .unwrap();
         assert!(page.records.is_empty());
+    }
+
+    #[test]
+    fn a_log_append_time_topic_shows_the_brokers_time_not_the_producers() {
+        let (_dir, broker) = broker_with_records("t", 0);
+        let configs = [("message.timestamp.type".to_string(), "LogAppendTime".into())];
+        broker
+            .topics()
+            .create("stamped", 1, configs.into_iter().collect(), false)
+            .unwrap();
+        for topic in ["t", "stamped"] {
+            let record = crate::publish::NewRecord {
+                value: Some(Bytes::from_static(b"v")),
+                timestamp_ms: Some(1_000),
+                ..Default::default()
+            };
+            broker.publish(topic, 0, record).unwrap();
+        }
+        let shown = |topic: &str| {
+            let page = broker
+                .browse(&ask(topic, 0, BrowseFrom::Oldest, false, 1))
+                .unwrap();
+            (
+                page.records[0].timestamp,
+                page.records[0].timestamp_type.clone(),
+            )
+        };
+        assert_eq!(shown("t"), (1_000, "CreateTime".to_string()));
+        let (at, kind) = shown("stamped");
+        assert_eq!(kind, "LogAppendTime");
+        assert!(
+            at > 1_600_000_000_000,
+            "the broker's clock, not the producer's 1000: {at}"
+        );
     }
 
     #[tokio::test]

@@ -13,14 +13,14 @@
 //! about once and never slows or stops the relay.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::ClientContext;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
@@ -30,7 +30,8 @@ use crate::config::OutboxConfig;
 use crate::stats::{Snapshot, State, Stats};
 
 /// The topic every relay instance reports to; the brokers' consoles read it.
-pub const STATUS_TOPIC: &str = "sluice.outbox.status";
+/// Not `sluice.outbox.*`, the progress topics' names (a slot named `status`).
+pub const STATUS_TOPIC: &str = "sluice-outbox-status";
 /// How often an instance reports.
 pub const REPORT_EVERY: Duration = Duration::from_secs(2);
 /// An instance whose last report is older than this is shown as silent.
@@ -39,6 +40,8 @@ pub const SILENT_AFTER: Duration = Duration::from_secs(10);
 pub const FORGOTTEN_AFTER: Duration = Duration::from_secs(600);
 /// The status topic's retention: old instances' keys leave it after about this long.
 const RETENTION_MS: &str = "86400000";
+/// The status topic's segments: sealed, so compacted and deleted, after an hour.
+const SEGMENT_MS: &str = "3600000";
 
 /// One instance's report: who it is, when it reported, and its figures.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -48,6 +51,8 @@ pub struct StatusReport {
     pub source: String,
     /// `HOST:PID` of the process running the instance.
     pub instance: String,
+    /// When that process started, ms since the epoch.
+    pub started_at_ms: i64,
     /// When it was written, ms since the epoch (the instance's clock).
     pub reported_at_ms: i64,
     #[serde(flatten)]
@@ -56,20 +61,33 @@ pub struct StatusReport {
 
 impl StatusReport {
     /// The status topic's key for an instance.
-    pub fn key_of(source: &str, slot: &str, instance: &str) -> String {
-        format!("{source}|{slot}|{instance}")
+    pub fn key_of(source: &str, slot: &str, instance: &str, started_at_ms: i64) -> String {
+        format!("{source}|{slot}|{instance}|{started_at_ms}")
     }
 }
 
-/// This process's instance name: `HOST:PID`.
-pub fn instance_name() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|h| h.trim().to_string())
-        .filter(|h| !h.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "unknown-host".to_string());
-    format!("{host}:{}", std::process::id())
+/// This process as a relay instance: `HOST:PID`, and when it started (ms since the epoch),
+/// which tells apart two processes with one host name and PID (containers' PID 1).
+#[derive(Debug, Clone)]
+pub struct Instance {
+    pub name: String,
+    pub started_at_ms: i64,
+}
+
+pub fn this_instance() -> &'static Instance {
+    static INSTANCE: OnceLock<Instance> = OnceLock::new();
+    INSTANCE.get_or_init(|| {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .map(|h| h.trim().to_string())
+            .filter(|h| !h.is_empty())
+            .or_else(|| std::env::var("HOSTNAME").ok())
+            .unwrap_or_else(|| "unknown-host".to_string());
+        Instance {
+            name: format!("{host}:{}", std::process::id()),
+            started_at_ms: now_ms(),
+        }
+    })
 }
 
 fn now_ms() -> i64 {
@@ -124,7 +142,8 @@ impl StatusReports {
             brokers: cfg.brokers.clone(),
             slot: cfg.slot.clone(),
             source: cfg.source_identity(),
-            instance: instance_name(),
+            instance: this_instance().name.clone(),
+            started_at_ms: this_instance().started_at_ms,
             stats,
         };
         StatusReports {
@@ -151,6 +170,7 @@ struct Reporter {
     slot: String,
     source: String,
     instance: String,
+    started_at_ms: i64,
     stats: Arc<Stats>,
 }
 
@@ -162,20 +182,42 @@ impl Reporter {
             .set("log_level", "3")
             .set("linger.ms", "0")
             .set("message.timeout.ms", "10000")
+            // A retried report must not land after the tombstone that follows it.
+            .set("enable.idempotence", "true")
             .set("reconnect.backoff.max.ms", "1000");
-        let producer: BaseProducer<Refusals> = match config.create_with_context(Refusals::default())
-        {
-            Ok(p) => p,
-            Err(e) => {
-                tracing::warn!(error = %e, "no status reports: the producer was not made");
-                return;
-            }
-        };
-        self.create_topic(&config, producer.context()).await;
-        let key = StatusReport::key_of(&self.source, &self.slot, &self.instance);
+        // Threaded: its own thread serves the delivery reports.
+        let producer: ThreadedProducer<Refusals> =
+            match config.create_with_context(Refusals::default()) {
+                Ok(p) => p,
+                Err(e) => {
+                    tracing::warn!(error = %e, "no status reports: the producer was not made");
+                    return;
+                }
+            };
+        let admin: Option<AdminClient<DefaultClientContext>> = config.create().ok();
+        let key =
+            StatusReport::key_of(&self.source, &self.slot, &self.instance, self.started_at_ms);
+        // Reports start once the topic is there as the relays make it (sending first would
+        // have a broker that creates topics on use make it with its defaults).
+        let mut topic_ready = false;
         loop {
-            self.send(&producer, &key, false);
-            producer.poll(Duration::ZERO);
+            if !topic_ready {
+                topic_ready = match &admin {
+                    Some(admin) => {
+                        tokio::select! {
+                            ready = create_topic(admin, producer.context()) => ready,
+                            _ = done.changed() => false,
+                        }
+                    }
+                    None => false,
+                };
+            }
+            if topic_ready {
+                self.send(&producer, &key, false);
+            }
+            if *done.borrow() {
+                break;
+            }
             tokio::select! {
                 _ = tokio::time::sleep(REPORT_EVERY) => {}
                 changed = done.changed() => {
@@ -185,6 +227,9 @@ impl Reporter {
                 }
             }
         }
+        if !topic_ready {
+            return;
+        }
         let tombstone = self.stats.state() != State::Failed;
         self.send(&producer, &key, tombstone);
         let flushed = tokio::task::spawn_blocking(move || {
@@ -193,34 +238,7 @@ impl Reporter {
         let _ = flushed.await;
     }
 
-    /// Makes the compacted status topic unless it exists; reports go on either way (a broker
-    /// that creates topics on first use makes it, not compacted).
-    async fn create_topic(&self, config: &ClientConfig, refusals: &Refusals) {
-        let admin: AdminClient<DefaultClientContext> = match config.create() {
-            Ok(a) => a,
-            Err(e) => return refusals.warn("the status topic was not created", &e),
-        };
-        let spec = NewTopic::new(STATUS_TOPIC, 1, TopicReplication::Fixed(-1))
-            .set("cleanup.policy", "compact,delete")
-            .set("retention.ms", RETENTION_MS)
-            // The broker's clock dates a report, so a relay host's clock cannot make it look
-            // fresh or silent.
-            .set("message.timestamp.type", "LogAppendTime");
-        let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
-        match admin.create_topics([&spec], &options).await {
-            Ok(results) => {
-                for result in results {
-                    match result {
-                        Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
-                        Err((_, code)) => refusals.warn("the status topic was not created", &code),
-                    }
-                }
-            }
-            Err(e) => refusals.warn("the status topic was not created", &e),
-        }
-    }
-
-    fn send(&self, producer: &BaseProducer<Refusals>, key: &str, tombstone: bool) {
+    fn send(&self, producer: &ThreadedProducer<Refusals>, key: &str, tombstone: bool) {
         let value = if tombstone {
             None
         } else {
@@ -228,6 +246,7 @@ impl Reporter {
                 slot: self.slot.clone(),
                 source: self.source.clone(),
                 instance: self.instance.clone(),
+                started_at_ms: self.started_at_ms,
                 reported_at_ms: now_ms(),
                 snapshot: self.stats.snapshot(),
             };
@@ -236,12 +255,41 @@ impl Reporter {
                 Err(e) => return producer.context().warn("a status report was not made", &e),
             }
         };
-        let mut record = BaseRecord::to(STATUS_TOPIC).key(key);
+        // One partition, the one the consoles read, whatever the topic has.
+        let mut record = BaseRecord::to(STATUS_TOPIC).key(key).partition(0);
         if let Some(v) = &value {
             record = record.payload(v);
         }
         if let Err((e, _)) = producer.send(record) {
             producer.context().warn("a status report was not sent", &e);
+        }
+    }
+}
+
+/// Makes the status topic unless it exists: whether it is there now.
+async fn create_topic(admin: &AdminClient<DefaultClientContext>, refusals: &Refusals) -> bool {
+    let spec = NewTopic::new(STATUS_TOPIC, 1, TopicReplication::Fixed(-1))
+        .set("cleanup.policy", "compact,delete")
+        .set("retention.ms", RETENTION_MS)
+        // Only sealed segments are compacted or deleted: an hour's segments, not a week's.
+        .set("segment.ms", SEGMENT_MS)
+        // The broker's clock dates a report, so a relay host's clock cannot make it look
+        // fresh or silent.
+        .set("message.timestamp.type", "LogAppendTime");
+    let options = AdminOptions::new()
+        .operation_timeout(Some(Duration::from_secs(10)))
+        .request_timeout(Some(Duration::from_secs(15)));
+    match admin.create_topics([&spec], &options).await {
+        Ok(results) => results.into_iter().all(|result| match result {
+            Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => true,
+            Err((_, code)) => {
+                refusals.warn("the status topic was not created", &code);
+                false
+            }
+        }),
+        Err(e) => {
+            refusals.warn("the status topic was not created", &e);
+            false
         }
     }
 }
@@ -259,6 +307,7 @@ mod tests {
             slot: "s".into(),
             source: "postgres://h:5432/d".into(),
             instance: "host:42".into(),
+            started_at_ms: 5,
             reported_at_ms: 7,
             snapshot: stats.snapshot(),
         };
@@ -273,7 +322,7 @@ mod tests {
 
     #[test]
     fn the_instance_name_is_host_and_pid() {
-        let name = instance_name();
+        let name = &this_instance().name;
         let (host, pid) = name.rsplit_once(':').expect("HOST:PID");
         assert!(!host.is_empty());
         assert_eq!(pid, std::process::id().to_string());

@@ -136,11 +136,12 @@ pub async fn run(settings: Resolved) -> anyhow::Result<()> {
         // left behind (its open transaction aborts, as after a crash).
         let _ = stop.send(true);
         let joined = tokio::task::spawn_blocking(move || relay.join());
-        if tokio::time::timeout(Duration::from_secs(5), joined)
+        // Up to 5 s for the relay, and 5 for its last status report.
+        if tokio::time::timeout(Duration::from_secs(10), joined)
             .await
             .is_err()
         {
-            tracing::warn!("the outbox relay did not stop within 5 s");
+            tracing::warn!("the outbox relay did not stop within 10 s");
         }
     }
     shutdown.cancel();
@@ -181,13 +182,14 @@ fn start_outbox(
         metrics.prometheus(&slot, out)
     }));
     let (status, slot, source) = (Arc::clone(&stats), cfg.slot.clone(), cfg.source_identity());
-    let instance = sluice_outbox::status_report::instance_name();
+    let instance = sluice_outbox::status_report::this_instance();
     broker.add_outbox_relay(Arc::new(move || {
         let mut v = serde_json::to_value(status.snapshot()).unwrap_or_default();
         if let Some(o) = v.as_object_mut() {
             o.insert("slot".into(), slot.clone().into());
             o.insert("source".into(), source.clone().into());
-            o.insert("instance".into(), instance.clone().into());
+            o.insert("instance".into(), instance.name.clone().into());
+            o.insert("started_at_ms".into(), instance.started_at_ms.into());
         }
         v
     }));
