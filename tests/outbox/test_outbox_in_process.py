@@ -132,13 +132,15 @@ def test_the_console_lists_standalone_relays_active_standby_silent_and_gone(
     b.wait_state("active", 30)
     wait_until(lambda: shown(b, "active") and shown(a, "active", silent=True), 30,
                f"a listed as silent, b as active: {outbox_api(broker)}")
-    # Not before its last report is 10 s old (it reported at most 2 s before the kill).
-    assert time.monotonic() - killed > 7, outbox_api(broker)
+    # Not before its last report is 10 s old (it reported shortly before the kill).
+    assert time.monotonic() - killed > 5, outbox_api(broker)
     assert listed()[name[a]]["report_age_ms"] > 10_000, outbox_api(broker)
 
     b.stop()
     assert b.proc.returncode == 0, b.log()[-2000:]
-    wait_until(lambda: name[b] not in listed(), 15, f"b to leave the list: {outbox_api(broker)}")
+    # (a read of the status topic that failed would list neither: a stays listed.)
+    wait_until(lambda: (now := listed()) and name[a] in now and name[b] not in now, 15,
+               f"b to leave the list: {outbox_api(broker)}")
     assert listed()[name[a]]["silent"] is True
 
 

@@ -4,8 +4,10 @@ standby takes over), the broker SIGKILLed and restarted, the database crashed an
 then the checker (workload.check): every committed row published exactly once, no rolled-back
 row, per aggregate the commit order."""
 
+import json
 import signal
 import time
+import urllib.request
 import uuid
 
 import pytest
@@ -150,9 +152,16 @@ def test_rows_published_but_not_yet_deleted_when_the_relay_dies_are_deleted_afte
 
 def test_an_unreachable_database_is_named(broker):
     from conftest import free_port
-    code, out, took = run_relay(f"postgres://postgres@127.0.0.1:{free_port()}/shop", broker)
+    port = free_port()
+    code, out, took = run_relay(f"postgres://postgres@127.0.0.1:{port}/shop", broker)
     assert code == 1 and "cannot connect to postgres://postgres@127.0.0.1" in out, out
     assert took < 30
+    # The consoles list it as failed, with the reason (its last status report).
+    with urllib.request.urlopen(broker.admin_url + "/api/outbox", timeout=5) as r:
+        listed = json.loads(r.read())
+    assert [(r["source"], r["state"], r["silent"]) for r in listed] == [
+        (f"postgres://127.0.0.1:{port}/shop", "failed", False)], listed
+    assert "cannot connect" in listed[0]["last_error"], listed
 
 
 def test_a_database_without_logical_wal_is_named(broker):

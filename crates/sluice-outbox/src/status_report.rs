@@ -12,8 +12,7 @@
 //! Best effort: a broker that refuses the reports (no such topic allowed, an ACL) is warned
 //! about once and never slows or stops the relay.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
@@ -40,6 +39,10 @@ pub const SILENT_AFTER: Duration = Duration::from_secs(10);
 pub const FORGOTTEN_AFTER: Duration = Duration::from_secs(600);
 /// The status topic's retention: old instances' keys leave it after about this long.
 const RETENTION_MS: &str = "86400000";
+/// How long a relay waits to ask again for a topic the broker refused to make.
+const REFUSED_RETRY: Duration = Duration::from_secs(60);
+/// How long a relay that failed at start waits for the topic, to report its failure.
+const FAILED_REPORT_WITHIN: Duration = Duration::from_millis(1500);
 /// The status topic's segments: sealed, so compacted and deleted, after an hour.
 const SEGMENT_MS: &str = "3600000";
 
@@ -94,20 +97,26 @@ fn now_ms() -> i64 {
     crate::clock::now_us() / 1000
 }
 
-/// Warns once about reports the broker does not take.
+/// Warns about reports the broker does not take: once per kind of refusal (a cluster still
+/// starting must not use up the warning a lasting refusal needs).
 #[derive(Default)]
 struct Refusals {
-    warned: AtomicBool,
+    last: Mutex<String>,
 }
 
 impl Refusals {
     fn warn(&self, what: &str, error: &dyn std::fmt::Display) {
-        if !self.warned.swap(true, Ordering::Relaxed) {
+        let said = format!("{what}: {error}");
+        let Ok(mut last) = self.last.lock() else {
+            return;
+        };
+        if *last != said {
             tracing::warn!(
                 %error,
                 topic = STATUS_TOPIC,
                 "{what}: the consoles will not list this relay instance (it publishes as usual)"
             );
+            *last = said;
         }
     }
 }
@@ -180,11 +189,21 @@ impl Reporter {
         config
             .set("bootstrap.servers", &self.brokers)
             .set("log_level", "3")
+            .set("reconnect.backoff.max.ms", "1000");
+        let admin: AdminClient<DefaultClientContext> = match config.create() {
+            Ok(a) => a,
+            Err(e) => {
+                tracing::warn!(error = %e, "no status reports: the admin client was not made");
+                return;
+            }
+        };
+        config
             .set("linger.ms", "0")
             .set("message.timeout.ms", "10000")
             // A retried report must not land after the tombstone that follows it.
             .set("enable.idempotence", "true")
-            .set("reconnect.backoff.max.ms", "1000");
+            // The topic is made as the relays make it ([`ensure_topic`]), never by a send.
+            .set("allow.auto.create.topics", "false");
         // Threaded: its own thread serves the delivery reports.
         let producer: ThreadedProducer<Refusals> =
             match config.create_with_context(Refusals::default()) {
@@ -194,23 +213,22 @@ impl Reporter {
                     return;
                 }
             };
-        let admin: Option<AdminClient<DefaultClientContext>> = config.create().ok();
         let key =
             StatusReport::key_of(&self.source, &self.slot, &self.instance, self.started_at_ms);
         // Reports start once the topic is there as the relays make it (sending first would
         // have a broker that creates topics on use make it with its defaults).
         let mut topic_ready = false;
+        let mut next_try = crate::clock::now();
         loop {
-            if !topic_ready {
-                topic_ready = match &admin {
-                    Some(admin) => {
-                        tokio::select! {
-                            ready = create_topic(admin, producer.context()) => ready,
-                            _ = done.changed() => false,
-                        }
-                    }
-                    None => false,
-                };
+            if !topic_ready && crate::clock::now() >= next_try {
+                tokio::select! {
+                    made = ensure_topic(&admin, &producer) => match made {
+                        Made::Ready => topic_ready = true,
+                        Made::Refused => next_try = crate::clock::now() + REFUSED_RETRY,
+                        Made::NotYet => {}
+                    },
+                    _ = done.changed() => {}
+                }
             }
             if topic_ready {
                 self.send(&producer, &key, false);
@@ -227,11 +245,17 @@ impl Reporter {
                 }
             }
         }
+        // A relay that failed at once (a database it cannot reach) stopped before the topic
+        // was there: its failure is still worth a report, if one comes quickly.
+        let failed = self.stats.state() == State::Failed;
+        if !topic_ready && failed {
+            let made = tokio::time::timeout(FAILED_REPORT_WITHIN, ensure_topic(&admin, &producer));
+            topic_ready = matches!(made.await, Ok(Made::Ready));
+        }
         if !topic_ready {
             return;
         }
-        let tombstone = self.stats.state() != State::Failed;
-        self.send(&producer, &key, tombstone);
+        self.send(&producer, &key, !failed);
         let flushed = tokio::task::spawn_blocking(move || {
             let _ = producer.flush(Duration::from_secs(3));
         });
@@ -266,8 +290,22 @@ impl Reporter {
     }
 }
 
-/// Makes the status topic unless it exists: whether it is there now.
-async fn create_topic(admin: &AdminClient<DefaultClientContext>, refusals: &Refusals) -> bool {
+/// What [`ensure_topic`] found.
+enum Made {
+    /// The topic is there (made now, or before).
+    Ready,
+    /// The broker will not make it, and it is not there: try again after [`REFUSED_RETRY`].
+    Refused,
+    /// Not now (no broker answered): try again at the next report.
+    NotYet,
+}
+
+/// Makes the status topic unless it exists. A refusal (an ACL that allows writing to the topic
+/// but not making it, a policy) is fine when an administrator made the topic.
+async fn ensure_topic(
+    admin: &AdminClient<DefaultClientContext>,
+    producer: &ThreadedProducer<Refusals>,
+) -> Made {
     let spec = NewTopic::new(STATUS_TOPIC, 1, TopicReplication::Fixed(-1))
         .set("cleanup.policy", "compact,delete")
         .set("retention.ms", RETENTION_MS)
@@ -279,19 +317,41 @@ async fn create_topic(admin: &AdminClient<DefaultClientContext>, refusals: &Refu
     let options = AdminOptions::new()
         .operation_timeout(Some(Duration::from_secs(10)))
         .request_timeout(Some(Duration::from_secs(15)));
-    match admin.create_topics([&spec], &options).await {
-        Ok(results) => results.into_iter().all(|result| match result {
-            Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => true,
-            Err((_, code)) => {
-                refusals.warn("the status topic was not created", &code);
-                false
-            }
-        }),
+    let refusals = producer.context();
+    let code = match admin.create_topics([&spec], &options).await {
+        Ok(results) => match results.into_iter().find_map(Result::err) {
+            None | Some((_, RDKafkaErrorCode::TopicAlreadyExists)) => return Made::Ready,
+            Some((_, code)) => code,
+        },
         Err(e) => {
             refusals.warn("the status topic was not created", &e);
-            false
+            return Made::NotYet;
         }
+    };
+    if !matches!(
+        code,
+        RDKafkaErrorCode::TopicAuthorizationFailed
+            | RDKafkaErrorCode::ClusterAuthorizationFailed
+            | RDKafkaErrorCode::PolicyViolation
+    ) {
+        refusals.warn("the status topic was not created", &code);
+        return Made::NotYet;
     }
+    let exists = tokio::task::block_in_place(|| {
+        producer
+            .client()
+            .fetch_metadata(Some(STATUS_TOPIC), Duration::from_secs(5))
+            .is_ok_and(|m| {
+                m.topics()
+                    .iter()
+                    .any(|t| t.name() == STATUS_TOPIC && t.error().is_none())
+            })
+    });
+    if exists {
+        return Made::Ready;
+    }
+    refusals.warn("the status topic was not created", &code);
+    Made::Refused
 }
 
 #[cfg(test)]
