@@ -209,6 +209,13 @@ fn decode_batches(bytes: Bytes) -> Result<Vec<(RecordSet, Option<i64>)>, BrokerE
         batches.extend(sets.into_iter().map(|set| (set, stamped)));
         at = end;
     }
+    // A read returns whole batches: anything left is a damaged one.
+    if at < bytes.len() {
+        return Err(bad(format!(
+            "{} bytes at the end are not a whole batch",
+            bytes.len() - at
+        )));
+    }
     Ok(batches)
 }
 

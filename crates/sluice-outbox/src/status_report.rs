@@ -42,7 +42,7 @@ const RETENTION_MS: &str = "86400000";
 /// How long a relay waits to ask again for a topic the broker refused to make.
 const REFUSED_RETRY: Duration = Duration::from_secs(60);
 /// How long a relay that failed at start waits for the topic, to report its failure.
-const FAILED_REPORT_WITHIN: Duration = Duration::from_millis(1500);
+const FAILED_REPORT_WITHIN: Duration = Duration::from_secs(4);
 /// The status topic's segments: sealed, so compacted and deleted, after an hour.
 const SEGMENT_MS: &str = "3600000";
 
@@ -114,7 +114,8 @@ impl Refusals {
             tracing::warn!(
                 %error,
                 topic = STATUS_TOPIC,
-                "{what}: the consoles will not list this relay instance (it publishes as usual)"
+                "{what}: the consoles list this relay instance only once its reports go \
+                 through (it publishes as usual)"
             );
             *last = said;
         }
@@ -165,11 +166,12 @@ impl StatusReports {
     /// failure is left as its last report (the console shows why it failed).
     pub async fn finish(self) {
         let _ = self.done.send(true);
-        if tokio::time::timeout(Duration::from_secs(5), self.task)
+        // A failed relay's wait for the topic, then the flush.
+        if tokio::time::timeout(Duration::from_secs(8), self.task)
             .await
             .is_err()
         {
-            tracing::debug!("the last status report was not written within 5 s");
+            tracing::debug!("the last status report was not written within 8 s");
         }
     }
 }
@@ -190,8 +192,9 @@ impl Reporter {
             .set("bootstrap.servers", &self.brokers)
             .set("log_level", "3")
             .set("reconnect.backoff.max.ms", "1000");
-        let admin: AdminClient<DefaultClientContext> = match config.create() {
-            Ok(a) => a,
+        // Needed only until the topic is there.
+        let mut admin: Option<AdminClient<DefaultClientContext>> = match config.create() {
+            Ok(a) => Some(a),
             Err(e) => {
                 tracing::warn!(error = %e, "no status reports: the admin client was not made");
                 return;
@@ -220,14 +223,17 @@ impl Reporter {
         let mut topic_ready = false;
         let mut next_try = crate::clock::now();
         loop {
-            if !topic_ready && crate::clock::now() >= next_try {
+            if let Some(a) = admin.as_ref().filter(|_| crate::clock::now() >= next_try) {
                 tokio::select! {
-                    made = ensure_topic(&admin, &producer) => match made {
+                    made = ensure_topic(a, &producer) => match made {
                         Made::Ready => topic_ready = true,
                         Made::Refused => next_try = crate::clock::now() + REFUSED_RETRY,
                         Made::NotYet => {}
                     },
                     _ = done.changed() => {}
+                }
+                if topic_ready {
+                    admin = None;
                 }
             }
             if topic_ready {
@@ -248,8 +254,8 @@ impl Reporter {
         // A relay that failed at once (a database it cannot reach) stopped before the topic
         // was there: its failure is still worth a report, if one comes quickly.
         let failed = self.stats.state() == State::Failed;
-        if !topic_ready && failed {
-            let made = tokio::time::timeout(FAILED_REPORT_WITHIN, ensure_topic(&admin, &producer));
+        if let Some(a) = admin.as_ref().filter(|_| failed) {
+            let made = tokio::time::timeout(FAILED_REPORT_WITHIN, ensure_topic(a, &producer));
             topic_ready = matches!(made.await, Ok(Made::Ready));
         }
         if !topic_ready {
@@ -300,8 +306,9 @@ enum Made {
     NotYet,
 }
 
-/// Makes the status topic unless it exists. A refusal (an ACL that allows writing to the topic
-/// but not making it, a policy) is fine when an administrator made the topic.
+/// Makes the status topic unless it exists. A lasting refusal (an ACL that allows writing to
+/// the topic but not making it, a policy, settings the broker refuses) is fine when an
+/// administrator made the topic.
 async fn ensure_topic(
     admin: &AdminClient<DefaultClientContext>,
     producer: &ThreadedProducer<Refusals>,
@@ -333,10 +340,15 @@ async fn ensure_topic(
         RDKafkaErrorCode::TopicAuthorizationFailed
             | RDKafkaErrorCode::ClusterAuthorizationFailed
             | RDKafkaErrorCode::PolicyViolation
+            | RDKafkaErrorCode::InvalidConfig
+            | RDKafkaErrorCode::InvalidPartitions
+            | RDKafkaErrorCode::InvalidReplicationFactor
     ) {
         refusals.warn("the status topic was not created", &code);
         return Made::NotYet;
     }
+    // Blocking (up to 5 s, even past a caller's timeout): both runtimes that run relays are
+    // multi-threaded.
     let exists = tokio::task::block_in_place(|| {
         producer
             .client()

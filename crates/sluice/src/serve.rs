@@ -136,12 +136,12 @@ pub async fn run(settings: Resolved) -> anyhow::Result<()> {
         // left behind (its open transaction aborts, as after a crash).
         let _ = stop.send(true);
         let joined = tokio::task::spawn_blocking(move || relay.join());
-        // Up to 5 s for the relay, and 5 for its last status report.
-        if tokio::time::timeout(Duration::from_secs(10), joined)
+        // Up to 5 s for the relay, and 8 for its last status report.
+        if tokio::time::timeout(Duration::from_secs(13), joined)
             .await
             .is_err()
         {
-            tracing::warn!("the outbox relay did not stop within 10 s");
+            tracing::warn!("the outbox relay did not stop within 13 s");
         }
     }
     shutdown.cancel();
