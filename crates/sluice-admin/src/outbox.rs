@@ -75,6 +75,7 @@ pub fn relays(local: Vec<Value>, reports: &[BrowsedRecord], now_ms: i64) -> Vec<
         .into_iter()
         .map(|mut v| {
             if let Some(o) = v.as_object_mut() {
+                o.remove("reported_at_ms");
                 o.insert("local".into(), true.into());
                 o.insert("silent".into(), false.into());
                 o.insert("report_age_ms".into(), 0.into());

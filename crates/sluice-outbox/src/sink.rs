@@ -79,7 +79,7 @@ impl ClientContext for Quiet {
 
 impl rdkafka::consumer::ConsumerContext for Quiet {}
 
-fn client_config(brokers: &str) -> ClientConfig {
+pub(crate) fn client_config(brokers: &str) -> ClientConfig {
     let mut c = ClientConfig::new();
     c.set("bootstrap.servers", brokers)
         .set("log_level", "3")

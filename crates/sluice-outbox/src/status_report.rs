@@ -10,14 +10,13 @@
 //! day's retention, so the keys of instances long gone leave it too.
 //!
 //! Best effort: a broker that refuses the reports (no such topic allowed, an ACL) is warned
-//! about once and never slows or stops the relay.
+//! about once per kind of refusal and never slows or stops the relay.
 
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
-use rdkafka::config::ClientConfig;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::ClientContext;
@@ -63,6 +62,19 @@ pub struct StatusReport {
 }
 
 impl StatusReport {
+    /// This process's report, now, of the relay `slot` reading `source`.
+    pub fn now(slot: &str, source: &str, stats: &Stats) -> StatusReport {
+        let instance = this_instance();
+        StatusReport {
+            slot: slot.to_string(),
+            source: source.to_string(),
+            instance: instance.name.clone(),
+            started_at_ms: instance.started_at_ms,
+            reported_at_ms: now_ms(),
+            snapshot: stats.snapshot(),
+        }
+    }
+
     /// The status topic's key for an instance.
     pub fn key_of(source: &str, slot: &str, instance: &str, started_at_ms: i64) -> String {
         format!("{source}|{slot}|{instance}|{started_at_ms}")
@@ -152,8 +164,6 @@ impl StatusReports {
             brokers: cfg.brokers.clone(),
             slot: cfg.slot.clone(),
             source: cfg.source_identity(),
-            instance: this_instance().name.clone(),
-            started_at_ms: this_instance().started_at_ms,
             stats,
         };
         StatusReports {
@@ -180,18 +190,12 @@ struct Reporter {
     brokers: String,
     slot: String,
     source: String,
-    instance: String,
-    started_at_ms: i64,
     stats: Arc<Stats>,
 }
 
 impl Reporter {
     async fn run(self, mut done: watch::Receiver<bool>) {
-        let mut config = ClientConfig::new();
-        config
-            .set("bootstrap.servers", &self.brokers)
-            .set("log_level", "3")
-            .set("reconnect.backoff.max.ms", "1000");
+        let mut config = crate::sink::client_config(&self.brokers);
         // Needed only until the topic is there.
         let mut admin: Option<AdminClient<DefaultClientContext>> = match config.create() {
             Ok(a) => Some(a),
@@ -216,8 +220,8 @@ impl Reporter {
                     return;
                 }
             };
-        let key =
-            StatusReport::key_of(&self.source, &self.slot, &self.instance, self.started_at_ms);
+        let me = this_instance();
+        let key = StatusReport::key_of(&self.source, &self.slot, &me.name, me.started_at_ms);
         // Reports start once the topic is there as the relays make it (sending first would
         // have a broker that creates topics on use make it with its defaults).
         let mut topic_ready = false;
@@ -272,14 +276,7 @@ impl Reporter {
         let value = if tombstone {
             None
         } else {
-            let report = StatusReport {
-                slot: self.slot.clone(),
-                source: self.source.clone(),
-                instance: self.instance.clone(),
-                started_at_ms: self.started_at_ms,
-                reported_at_ms: now_ms(),
-                snapshot: self.stats.snapshot(),
-            };
+            let report = StatusReport::now(&self.slot, &self.source, &self.stats);
             match serde_json::to_vec(&report) {
                 Ok(v) => Some(v),
                 Err(e) => return producer.context().warn("a status report was not made", &e),

@@ -182,16 +182,9 @@ fn start_outbox(
         metrics.prometheus(&slot, out)
     }));
     let (status, slot, source) = (Arc::clone(&stats), cfg.slot.clone(), cfg.source_identity());
-    let instance = sluice_outbox::status_report::this_instance();
     broker.add_outbox_relay(Arc::new(move || {
-        let mut v = serde_json::to_value(status.snapshot()).unwrap_or_default();
-        if let Some(o) = v.as_object_mut() {
-            o.insert("slot".into(), slot.clone().into());
-            o.insert("source".into(), source.clone().into());
-            o.insert("instance".into(), instance.name.clone().into());
-            o.insert("started_at_ms".into(), instance.started_at_ms.into());
-        }
-        v
+        let report = sluice_outbox::status_report::StatusReport::now(&slot, &source, &status);
+        serde_json::to_value(report).unwrap_or_default()
     }));
     let (stop_tx, stop) = tokio::sync::watch::channel(false);
     let runtime = tokio::runtime::Builder::new_multi_thread()
