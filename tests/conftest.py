@@ -2,6 +2,8 @@
 data directory, and helpers that wait on conditions with deadlines (never bare sleeps)."""
 
 import base64
+import contextlib
+import fcntl
 import json
 import re
 import os
@@ -53,6 +55,33 @@ def pytest_runtest_setup(item):
 _taken_ports = set()
 
 
+def worker_slice(low, high):
+    """This test process's share of [low, high): all of it, or under pytest-xdist (scripts/test
+    runs the suite in several worker processes) worker i's i-th of n equal slices, so that
+    workers never draw the same port or network."""
+    try:
+        i = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
+        n = max(int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")), i + 1)
+    except ValueError:
+        i, n = 0, 1
+    width = (high - low) // n
+    return low + i * width, low + (i + 1) * width
+
+
+@contextlib.contextmanager
+def setup_lock():
+    """Held while installing a test dependency (apt, Maven, npm, Go): test processes running
+    side by side must not install at once (apt takes a lock and fails; Maven's local repository
+    is not safe for concurrent writes). scripts/java-env takes the same lock with flock(1)."""
+    path = Path(tempfile.gettempdir()) / "sluice-test-setup.lock"
+    with open(path, "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def free_port():
     """A free loopback port below the kernel's ephemeral range, never handed out twice in one
     run. A port drawn from the ephemeral range (bind to port 0) may be taken as the source port
@@ -63,8 +92,9 @@ def free_port():
             ephemeral_low = int(f.read().split()[0])
     except (OSError, ValueError, IndexError):
         ephemeral_low = 0
-    for _ in range(200 if ephemeral_low > 10_001 else 0):
-        port = random.randrange(10_000, ephemeral_low)
+    low, high = worker_slice(10_000, ephemeral_low)
+    for _ in range(200 if high > low + 1 else 0):
+        port = random.randrange(low, high)
         if port in _taken_ports:
             continue
         with socket.socket() as s:

@@ -16,6 +16,8 @@ import itertools
 import os
 import subprocess
 
+from conftest import worker_slice
+
 _counter = itertools.count(1)
 _guarded = False
 
@@ -51,13 +53,18 @@ def unavailable():
 
 class Network:
     def __init__(self, nodes):
-        # One subnet and name set per network in this process; the pid keeps parallel test
-        # processes apart.
-        self.k = (os.getpid() * 7 + next(_counter)) % 200 + 20
-        self.bridge = f"slb{self.k}"
+        # One subnet and name set per network: k from this test process's slice of 20..219
+        # (conftest.worker_slice keeps pytest-xdist workers apart), the next k when a bridge of
+        # that name exists (left over from a killed run).
+        low, high = worker_slice(20, 220)
         self.nodes = list(nodes)
         self.cut_links = set()
         self._made = []
+        for _ in range(high - low):
+            self.k = low + (os.getpid() * 7 + next(_counter)) % (high - low)
+            self.bridge = f"slb{self.k}"
+            if _ip("link", "show", self.bridge, check=False).returncode != 0:
+                break
         try:
             self._build()
         except BaseException:

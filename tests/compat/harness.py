@@ -16,7 +16,7 @@ import re
 import subprocess
 import time
 
-from conftest import ROOT
+from conftest import ROOT, setup_lock
 
 COMPAT = ROOT / "tests" / "compat"
 CHECK_LINE = re.compile(r"^CHECK (\S+) (ok|FAIL)(?: (.*))?$")
@@ -48,7 +48,8 @@ def setup(client, timeout=900):
     """Runs `tests/compat/<client>/setup` (installs the client; a no-op once installed)."""
     script = COMPAT / client / "setup"
     started = time.monotonic()
-    r = subprocess.run([str(script)], capture_output=True, text=True, timeout=timeout)
+    with setup_lock():
+        r = subprocess.run([str(script)], capture_output=True, text=True, timeout=timeout)
     if r.returncode != 0:
         raise AssertionError(f"{script} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
     return time.monotonic() - started

@@ -115,7 +115,7 @@ impl CompactionPlan {
     }
 
     /// What is left of one batch: nothing, the batch as it is, or its surviving records
-    /// re-encoded (same compression, producer and leader epoch). A batch that does not decode
+    /// re-encoded (same compression, producer, leader epoch and timestamp type). A batch that does not decode
     /// or re-encode is kept as it is: the cleaner never loses what it cannot read.
     fn clean_batch<'a>(
         &self,
@@ -177,6 +177,12 @@ impl CompactionPlan {
         }
         // The encoder sets the epoch from the records; keep the stored one.
         encoded[12..16].copy_from_slice(&header.partition_leader_epoch.0.to_be_bytes());
+        // It also writes CreateTime with the records' newest time: a LogAppendTime batch keeps
+        // its flag and the broker's time (consumers, the time index and tombstone expiry read
+        // the batch's time, not the producers').
+        if header.is_log_append_time() {
+            crate::batch::stamp_log_append_time(&mut encoded, header.max_timestamp);
+        }
         *removed += (total - keep.len()) as u64;
         Some(Cow::Owned(encoded.to_vec()))
     }

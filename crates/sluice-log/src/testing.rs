@@ -175,3 +175,32 @@ pub fn records_from_start(log: &crate::Log) -> Vec<Record> {
     }
     out
 }
+
+/// The header of every batch of `log` from the segment holding its log start, each batch's CRC
+/// checked. Panics on a log that cannot be read or a damaged batch: for tests only.
+pub fn batch_headers_from_start(log: &crate::Log) -> Vec<crate::BatchHeader> {
+    let mut out: Vec<crate::BatchHeader> = Vec::new();
+    let mut offset = log.log_start_offset();
+    while offset < log.next_offset() {
+        let buf = log
+            .read(offset, 1 << 20, log.next_offset(), true)
+            .expect("a readable log")
+            .load()
+            .expect("a readable segment");
+        assert!(!buf.is_empty(), "no progress at offset {offset}");
+        let mut rest = &buf[..];
+        let before = offset;
+        while !rest.is_empty() {
+            let extent = crate::batch::peek_extent(rest).expect("a whole batch");
+            let (batch, next) = rest.split_at(extent.total_bytes);
+            let header = crate::batch::check_stored(batch).expect("an intact batch");
+            rest = next;
+            if header.last_offset() >= offset {
+                offset = crate::Offset(header.last_offset().0 + 1);
+                out.push(header);
+            }
+        }
+        assert!(offset > before, "no batch at or after {before}");
+    }
+    out
+}

@@ -825,6 +825,59 @@ fn compaction_keeps_the_newest_value_per_key_and_survives_a_restart() {
 }
 
 #[test]
+fn compaction_keeps_a_log_append_time_batchs_flag_and_the_brokers_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let appended_at = 5_000_000;
+    let clock = ManualClock::new(appended_at);
+    let cfg = LogConfig {
+        compact: true,
+        delete_policy: false,
+        timestamp_type: TimestampType::LogAppendTime,
+        ..config()
+    };
+    let mut log = open(dir.path(), cfg, &clock);
+    let producer_time = 1_000;
+    let append_keyed = |log: &mut Log, records: &[(u32, Option<&str>)]| {
+        log.append(
+            validate_produce(&keyed_batch(records, producer_time), 1 << 20).unwrap(),
+            LeaderEpoch(0),
+        )
+        .unwrap();
+    };
+    // Keys 0-3 in one batch, then 0 and 1 again: the first batch is cut to 2 and 3, re-encoded.
+    append_keyed(
+        &mut log,
+        &[
+            (0, Some("a")),
+            (1, Some("b")),
+            (2, Some("c")),
+            (3, Some("d")),
+        ],
+    );
+    append_keyed(&mut log, &[(0, Some("a2")), (1, Some("b2"))]);
+    for _ in 0..100 {
+        append_keyed(&mut log, &[(100, Some("filler-filler-filler"))]);
+    }
+    let before = sluice_log::testing::batch_headers_from_start(&log);
+    assert_eq!(before[0].record_count, 4);
+    clock.advance_ms(10);
+    let plan = log.compaction_plan().expect("sealed segments to clean");
+    let cleaned = plan.run(|_| {}).unwrap();
+    log.finish_compaction(cleaned).unwrap();
+    let after = sluice_log::testing::batch_headers_from_start(&log);
+    let first = &after[0];
+    assert_eq!(
+        (first.base_offset, first.record_count),
+        (Offset(2), 2),
+        "the first batch was re-encoded with its 2 survivors"
+    );
+    for header in &after {
+        assert!(header.is_log_append_time(), "{header:?}");
+        assert_eq!(header.max_timestamp, appended_at, "{header:?}");
+    }
+}
+
+#[test]
 fn delete_records_moves_the_start_into_a_segment_and_survives_restarts() {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(1_000);
