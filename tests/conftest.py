@@ -72,8 +72,10 @@ def worker_slice(low, high):
 def setup_lock():
     """Held while installing a test dependency (apt, Maven, npm, Go): test processes running
     side by side must not install at once (apt takes a lock and fails; Maven's local repository
-    is not safe for concurrent writes). scripts/java-env takes the same lock with flock(1)."""
-    path = Path(tempfile.gettempdir()) / "sluice-test-setup.lock"
+    is not safe for concurrent writes). scripts/java-env takes the same lock with flock(1), at
+    the same path (${TMPDIR:-/tmp}). scripts/test installs everything before the tests start, so
+    that in a test this is a no-op that does not count against its timeout."""
+    path = Path(os.environ.get("TMPDIR") or "/tmp") / "sluice-test-setup.lock"
     with open(path, "w") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:

@@ -11,7 +11,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from conftest import ARTIFACTS, SLUICE, log_prefix, wait_until
+from conftest import ARTIFACTS, SLUICE, log_prefix, setup_lock, wait_until
 
 from .harness import Cluster, cluster_port
 
@@ -20,8 +20,9 @@ CLUSTER_ID = "c2x1aWNlZmFpbG92ZXJrYQ"
 
 def kafka_libs():
     """The directory of Kafka's jars, installed (once, cached) by the sluice binary."""
-    r = subprocess.run([str(SLUICE), "bench", "compare", "--install-only"],
-                       capture_output=True, text=True, timeout=900)
+    with setup_lock():
+        r = subprocess.run([str(SLUICE), "bench", "compare", "--install-only"],
+                           capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, f"installing Kafka failed: {r.stderr[-2000:]}"
     return Path(r.stdout.strip().splitlines()[-1])
 

@@ -20,7 +20,7 @@ def test_security_page(start_broker):
     b = start_broker(extra=["--authorizer", "acl", "--super-users", "User:admin;User:ANONYMOUS"],
                      name="console-security")
     sluice_cli("user", "create", "admin", "-b", b.bootstrap, stdin="admin-secret\n")
-    run = subprocess.run(["node", str(HERE / "security.mjs"), b.admin_url, str(ARTIFACTS / "console")],
+    run = subprocess.run(["node", str(HERE / "security.mjs"), b.admin_url, str(ARTIFACTS / "console-security")],
                          cwd=HERE, capture_output=True, text=True, timeout=120,
                          env={**os.environ, "NODE_NO_WARNINGS": "1"})
     assert run.returncode == 0, f"security.mjs failed:\n{run.stdout}\n{run.stderr}"

@@ -263,8 +263,11 @@ async function main() {
     // commitOffsets may resolve before librdkafka has even sent the OffsetCommit (its debug log
     // shows the admin's OffsetFetch going out first, seen on a loaded machine): wait for it.
     let at;
-    await waitFor(async () => (at = await committedOffset(admin, group, GROUPED, 0)) === '4', 10000,
-      `the group's committed offset to be 4 (it is ${at})`);
+    try {
+      await waitFor(async () => (at = await committedOffset(admin, group, GROUPED, 0)) === '4', 10000, 'the commit');
+    } catch (e) {
+      throw new Error(`the group's committed offset is ${at} 10 s after the commit, expected 4`);
+    }
     const readByA = a.records.filter(r => r.offset <= 3);
     assert(readByA.length === 4, `consumer A read ${readByA.length} of the first 4 records`);
     await stopClient(a.consumer);
