@@ -115,8 +115,9 @@ impl CompactionPlan {
     }
 
     /// What is left of one batch: nothing, the batch as it is, or its surviving records
-    /// re-encoded (same compression, producer, leader epoch and timestamp type). A batch that does not decode
-    /// or re-encode is kept as it is: the cleaner never loses what it cannot read.
+    /// re-encoded (same compression, producer, leader epoch and timestamp type). A batch that
+    /// does not decode or re-encode is kept as it is: the cleaner never loses what it cannot
+    /// read.
     fn clean_batch<'a>(
         &self,
         header: &BatchHeader,
