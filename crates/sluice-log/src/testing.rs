@@ -149,37 +149,10 @@ pub fn set_producer(
     bytes[17..21].copy_from_slice(&crc.to_be_bytes());
 }
 
-/// Every record of `log` from its log start, markers included, in offset order (records that
-/// share a batch with the log start but lie below it are left out). Panics on a log that
-/// cannot be read: for tests only.
-pub fn records_from_start(log: &crate::Log) -> Vec<Record> {
-    let mut out = Vec::new();
-    let mut offset = log.log_start_offset();
-    while offset < log.next_offset() {
-        let mut buf = log
-            .read(offset, 1 << 20, log.next_offset(), true)
-            .expect("a readable log")
-            .load()
-            .expect("a readable segment");
-        assert!(!buf.is_empty(), "no progress at offset {offset}");
-        let sets = kafka_protocol::records::RecordBatchDecoder::decode_all(&mut buf)
-            .expect("decodable batches");
-        let before = offset;
-        for r in sets.into_iter().flat_map(|s| s.records) {
-            if r.offset >= offset.0 {
-                offset = crate::Offset(r.offset + 1);
-                out.push(r);
-            }
-        }
-        assert!(offset > before, "no record at or after {before}");
-    }
-    out
-}
-
-/// The header of every batch of `log` from the segment holding its log start, each batch's CRC
-/// checked. Panics on a log that cannot be read or a damaged batch: for tests only.
-pub fn batch_headers_from_start(log: &crate::Log) -> Vec<crate::BatchHeader> {
-    let mut out: Vec<crate::BatchHeader> = Vec::new();
+/// Reads `log` from its log start to its end: `visit` gets each read's bytes and the offset
+/// still wanted, and returns the offset after what it took. Panics on a log that cannot be read
+/// or a read that makes no progress: for tests only.
+fn read_from_start(log: &crate::Log, mut visit: impl FnMut(Bytes, crate::Offset) -> crate::Offset) {
     let mut offset = log.log_start_offset();
     while offset < log.next_offset() {
         let buf = log
@@ -188,8 +161,37 @@ pub fn batch_headers_from_start(log: &crate::Log) -> Vec<crate::BatchHeader> {
             .load()
             .expect("a readable segment");
         assert!(!buf.is_empty(), "no progress at offset {offset}");
-        let mut rest = &buf[..];
         let before = offset;
+        offset = visit(buf, offset);
+        assert!(offset > before, "nothing at or after {before}");
+    }
+}
+
+/// Every record of `log` from its log start, markers included, in offset order (records that
+/// share a batch with the log start but lie below it are left out). Panics on a log that
+/// cannot be read: for tests only.
+pub fn records_from_start(log: &crate::Log) -> Vec<Record> {
+    let mut out = Vec::new();
+    read_from_start(log, |mut buf, mut offset| {
+        let sets = kafka_protocol::records::RecordBatchDecoder::decode_all(&mut buf)
+            .expect("decodable batches");
+        for r in sets.into_iter().flat_map(|s| s.records) {
+            if r.offset >= offset.0 {
+                offset = crate::Offset(r.offset + 1);
+                out.push(r);
+            }
+        }
+        offset
+    });
+    out
+}
+
+/// The header of every batch of `log` from the segment holding its log start, each batch's CRC
+/// checked. Panics on a log that cannot be read or a damaged batch: for tests only.
+pub fn batch_headers_from_start(log: &crate::Log) -> Vec<crate::BatchHeader> {
+    let mut out = Vec::new();
+    read_from_start(log, |buf, mut offset| {
+        let mut rest = &buf[..];
         while !rest.is_empty() {
             let extent = crate::batch::peek_extent(rest).expect("a whole batch");
             let (batch, next) = rest.split_at(extent.total_bytes);
@@ -200,7 +202,7 @@ pub fn batch_headers_from_start(log: &crate::Log) -> Vec<crate::BatchHeader> {
                 out.push(header);
             }
         }
-        assert!(offset > before, "no batch at or after {before}");
-    }
+        offset
+    });
     out
 }
