@@ -157,12 +157,13 @@ def table_truth(server, db="shop"):
     return {str(i): (agg, json.loads(bytes(p))["version"]) for i, agg, p in rows}, versions
 
 
-def read_topics(bootstrap, topics, until_count, timeout):
+def read_topics(bootstrap, topics, until_count, timeout, login=None):
     """Every record of `topics` (read_committed, from the start), in partition order:
-    [(topic, partition, offset, key, id header, payload, receive time)]."""
+    [(topic, partition, offset, key, id header, payload, receive time)]. `login`: more client
+    settings (security.protocol, sasl.*, ssl.*)."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"checker-{uuid.uuid4()}",
                   "enable.auto.commit": False, "isolation.level": "read_committed",
-                  "enable.partition.eof": False})
+                  "enable.partition.eof": False, **(login or {})})
     try:
         # A topic the relay has not made yet (it makes one at its first row) is waited for.
         deadline = time.monotonic() + timeout

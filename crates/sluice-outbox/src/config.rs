@@ -1,6 +1,7 @@
 //! The relay's settings: the same on the command line (`sluice outbox`) and in the TOML file's
 //! `[outbox]` table.
 
+use crate::client_props::ClientProperties;
 use crate::tls::DbTls;
 use serde::Deserialize;
 
@@ -64,6 +65,10 @@ pub struct OutboxConfig {
     /// Sluice's bootstrap address(es) (run inside `sluice serve`: that broker, if left out).
     #[serde(default)]
     pub brokers: String,
+    /// How the relay's clients log in to Sluice (`[outbox.client]`: `security.protocol`,
+    /// `sasl.*`, `ssl.*`, `client.id`); plaintext when empty.
+    #[serde(default)]
+    pub client: ClientProperties,
     /// The logical replication slot (created if missing); it names the relay too: every
     /// relay instance given the same source and slot is one relay, one active at a time.
     #[serde(default = "default_slot")]
@@ -90,9 +95,9 @@ pub struct OutboxConfig {
     /// Progress lines on stderr every this many seconds (0: none).
     #[serde(default = "default_report_secs")]
     pub report_secs: u64,
-    /// Keep trying a database never reached (inside `sluice serve`, which must not give up
-    /// on its relay because the database started later); `sluice outbox` stops with the
-    /// message instead.
+    /// Keep trying a database never reached or a login Sluice refused (inside `sluice serve`,
+    /// which must not give up on its relay because the database started later or its user
+    /// was made later); `sluice outbox` stops with the message instead.
     #[serde(skip)]
     pub retry_unreachable: bool,
 }
@@ -116,6 +121,7 @@ impl OutboxConfig {
             source: source.into(),
             table: table.into(),
             brokers: brokers.into(),
+            client: ClientProperties::default(),
             slot: default_slot(),
             publication: None,
             topic_prefix: String::new(),
@@ -205,6 +211,7 @@ impl OutboxConfig {
         if self.brokers.trim().is_empty() {
             return bad("--brokers: give Sluice's HOST:PORT".into());
         }
+        self.client.validate()?;
         // Slot names: lower-case letters, digits and underscores (PostgreSQL's rule).
         let slot_ok = |s: &str| {
             !s.is_empty()

@@ -21,6 +21,10 @@ pub enum OutboxError {
     Stream(String),
     #[error("Sluice: {0}")]
     Broker(String),
+    /// Sluice refused the relay's login or TLS handshake (a wrong password, an unknown user,
+    /// a certificate not trusted).
+    #[error("Sluice refused the relay's connection: {0}")]
+    Login(String),
     #[error("the lease on {0} was lost")]
     LeaseLost(String),
     /// Topic `topic` refused a batch of rows it takes one by one: its `max.message.bytes`

@@ -9,6 +9,7 @@
 //! - [`relay`]: the loop tying them together; [`stats`]: what it reports;
 //! - [`status_report`]: each instance's status, on a topic every broker's console reads.
 
+pub mod client_props;
 pub mod clock;
 pub mod config;
 pub mod error;
@@ -26,6 +27,7 @@ pub mod stats;
 pub mod status_report;
 pub mod tls;
 
+pub use client_props::ClientProperties;
 pub use config::{Columns, OutboxConfig};
 pub use error::OutboxError;
 pub use relay::{report, run};

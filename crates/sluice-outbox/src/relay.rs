@@ -31,6 +31,9 @@ async fn stopped(stop: &mut watch::Receiver<bool>) {
     }
 }
 
+/// The longest pause between logins Sluice refused (inside `sluice serve`).
+const LOGIN_RETRY_MAX: Duration = Duration::from_secs(60);
+
 /// Runs the relay until `stop` turns true (Ok) or an error waiting cannot fix (Err). A lost
 /// database or broker ends a session; the relay starts a new one a second later.
 pub async fn run(
@@ -46,6 +49,8 @@ pub async fn run(
     // The producer's batch size, once a topic refused the default's batches (for the
     // process's life: a restarted relay learns it again from the next refusal).
     let mut batch_bytes: Option<usize> = None;
+    // Refused logins in a row.
+    let mut refused_logins = 0u32;
     loop {
         stats.set_state(State::Starting);
         let outcome = session(
@@ -83,23 +88,38 @@ pub async fn run(
                     return Ok(());
                 }
             }
-            // A database never reached is a setting to fix, not a restart to wait for.
+            // A database never reached, or a login Sluice refuses, is a setting to fix, not a
+            // restart to wait for (inside `sluice serve` the relay keeps trying: a user may be
+            // made after the broker started).
             Err(e)
                 if e.is_fatal()
-                    || (!reached_database
-                        && !cfg.retry_unreachable
-                        && matches!(e, OutboxError::Database(_))) =>
+                    || (!cfg.retry_unreachable
+                        && (matches!(e, OutboxError::Login(_))
+                            || (!reached_database && matches!(e, OutboxError::Database(_))))) =>
             {
                 stats.set_state(State::Failed);
                 stats.set_error(Some(e.to_string()));
                 return Err(e);
             }
             Err(e) => {
-                tracing::warn!(error = %e, "the relay's session ended; starting again in 1 s");
+                // A refused login is tried again less and less often (each one is audited and
+                // counted by the broker), up to once a minute; anything else after 1 s.
+                let pause = if matches!(e, OutboxError::Login(_)) {
+                    refused_logins = refused_logins.saturating_add(1);
+                    Duration::from_secs(1u64 << refused_logins.min(6)).min(LOGIN_RETRY_MAX)
+                } else {
+                    refused_logins = 0;
+                    Duration::from_secs(1)
+                };
+                tracing::warn!(
+                    error = %e,
+                    "the relay's session ended; starting again in {} s",
+                    pause.as_secs()
+                );
                 stats.set_error(Some(e.to_string()));
                 stats.set_state(State::Retrying);
                 tokio::select! {
-                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                    _ = tokio::time::sleep(pause) => {}
                     _ = stopped(&mut stop) => {
                         stats.set_state(State::Stopped);
                         return Ok(());

@@ -16,6 +16,7 @@ use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, Prod
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
 
+use crate::client_props::{hide_secrets, ClientProperties};
 use crate::config::OutboxConfig;
 use crate::error::OutboxError;
 use crate::row::{OutboxRow, SourceTxn};
@@ -42,16 +43,35 @@ pub struct Progress {
     pub batch_start: Option<(u64, String)>,
 }
 
-/// Records delivery failures so a failed commit can say which row Sluice refused.
+/// Records delivery failures so a failed commit can say which row Sluice refused, and the
+/// first refused login.
 #[derive(Default)]
 pub struct Deliveries {
     first_failure: Mutex<Option<(usize, KafkaError)>>,
+    refused_login: Mutex<Option<String>>,
 }
 
 impl ClientContext for Deliveries {
     fn error(&self, error: KafkaError, reason: &str) {
+        if is_login_refusal(&error) {
+            if let Ok(mut refused) = self.refused_login.lock() {
+                refused.get_or_insert_with(|| reason.to_string());
+            }
+        }
         tracing::warn!(%error, reason, "librdkafka");
     }
+}
+
+/// Sluice refused the login (SASL) or the TLS handshake: waiting will not change it.
+fn is_login_refusal(e: &KafkaError) -> bool {
+    matches!(
+        e.rdkafka_error_code(),
+        Some(
+            RDKafkaErrorCode::Authentication
+                | RDKafkaErrorCode::SaslAuthenticationFailed
+                | RDKafkaErrorCode::SSL
+        )
+    )
 }
 
 impl ProducerContext for Deliveries {
@@ -79,13 +99,59 @@ impl ClientContext for Quiet {
 
 impl rdkafka::consumer::ConsumerContext for Quiet {}
 
-pub(crate) fn client_config(brokers: &str) -> ClientConfig {
+/// A client of the relay's: `client`'s login, the relay's own settings over it.
+pub(crate) fn client_config(brokers: &str, client: &ClientProperties) -> ClientConfig {
     let mut c = ClientConfig::new();
+    client.apply(&mut c);
     c.set("bootstrap.servers", brokers)
         .set("log_level", "3")
         .set("socket.connection.setup.timeout.ms", "5000")
         .set("reconnect.backoff.max.ms", "500");
     c
+}
+
+/// Waits until a broker answers `producer` (or TIMEOUT passes). A refused login would otherwise
+/// show only as `init_transactions` timing out after TIMEOUT, with no reason given; it stops the
+/// wait at once and is named.
+fn check_login(
+    producer: &BaseProducer<Deliveries>,
+    brokers: &str,
+    client: &ClientProperties,
+) -> Result<(), OutboxError> {
+    let deadline = crate::clock::now() + TIMEOUT;
+    loop {
+        let answered = producer
+            .client()
+            .fetch_metadata(None, Duration::from_millis(500));
+        let Err(e) = answered else {
+            return Ok(());
+        };
+        // The error callback runs from poll.
+        producer.poll(Duration::ZERO);
+        let refused = producer
+            .context()
+            .refused_login
+            .lock()
+            .ok()
+            .and_then(|r| r.clone());
+        if let Some(why) = refused {
+            return Err(OutboxError::Login(format!(
+                "{} (brokers {brokers}, security.protocol={}{})",
+                hide_secrets(&why, client),
+                client.protocol(),
+                client
+                    .get("sasl.username")
+                    .map(|u| format!(", sasl.username={u}"))
+                    .unwrap_or_default()
+            )));
+        }
+        if crate::clock::now() >= deadline {
+            return Err(broker(
+                &format!("no Kafka broker answered at {brokers}"),
+                &e,
+            ));
+        }
+    }
 }
 
 pub struct Sink {
@@ -95,6 +161,7 @@ pub struct Sink {
     progress_topic: String,
     key: String,
     brokers: String,
+    client: ClientProperties,
     source: String,
     /// The producer's `batch.size`: [`PRODUCER_BATCH_BYTES`], or less once a topic refused a
     /// batch of rows it would take one by one (see [`OutboxError::BatchTooLarge`]).
@@ -111,7 +178,7 @@ impl Sink {
     /// (None: [`PRODUCER_BATCH_BYTES`]). Blocking.
     pub fn connect(cfg: &OutboxConfig, batch_bytes: Option<usize>) -> Result<Sink, OutboxError> {
         let batch_bytes = batch_bytes.unwrap_or(PRODUCER_BATCH_BYTES).max(1);
-        let producer: BaseProducer<Deliveries> = client_config(&cfg.brokers)
+        let producer: BaseProducer<Deliveries> = client_config(&cfg.brokers, &cfg.client)
             .set("transactional.id", cfg.transactional_id())
             .set("transaction.timeout.ms", "10000")
             .set("linger.ms", "1")
@@ -123,6 +190,7 @@ impl Sink {
             .set("partitioner", "murmur2_random")
             .create_with_context(Deliveries::default())
             .map_err(|e| broker("creating the producer", &e))?;
+        check_login(&producer, &cfg.brokers, &cfg.client)?;
         producer.init_transactions(TIMEOUT).map_err(|e| {
             broker(
                 &format!(
@@ -132,7 +200,7 @@ impl Sink {
                 &e,
             )
         })?;
-        let admin = client_config(&cfg.brokers)
+        let admin = client_config(&cfg.brokers, &cfg.client)
             .create()
             .map_err(|e| broker("creating the admin client", &e))?;
         Ok(Sink {
@@ -142,6 +210,7 @@ impl Sink {
             progress_topic: cfg.progress_topic(),
             key: cfg.slot.clone(),
             brokers: cfg.brokers.clone(),
+            client: cfg.client.clone(),
             source: cfg.source_identity(),
             batch_bytes,
         })
@@ -213,7 +282,7 @@ impl Sink {
 
     /// The relay's last committed position, read with read_committed. Blocking.
     pub fn read_progress(&self) -> Result<Option<Progress>, OutboxError> {
-        let consumer: BaseConsumer<Quiet> = client_config(&self.brokers)
+        let consumer: BaseConsumer<Quiet> = client_config(&self.brokers, &self.client)
             .set("group.id", format!("sluice-outbox-reader-{}", self.key))
             .set("enable.auto.commit", "false")
             .set("enable.partition.eof", "true")

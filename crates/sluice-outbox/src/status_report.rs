@@ -162,6 +162,7 @@ impl StatusReports {
         let (done, done_rx) = watch::channel(false);
         let reporter = Reporter {
             brokers: cfg.brokers.clone(),
+            client: cfg.client.clone(),
             slot: cfg.slot.clone(),
             source: cfg.source_identity(),
             stats,
@@ -188,6 +189,7 @@ impl StatusReports {
 
 struct Reporter {
     brokers: String,
+    client: crate::ClientProperties,
     slot: String,
     source: String,
     stats: Arc<Stats>,
@@ -195,7 +197,7 @@ struct Reporter {
 
 impl Reporter {
     async fn run(self, mut done: watch::Receiver<bool>) {
-        let mut config = crate::sink::client_config(&self.brokers);
+        let mut config = crate::sink::client_config(&self.brokers, &self.client);
         // Needed only until the topic is there.
         let mut admin: Option<AdminClient<DefaultClientContext>> = match config.create() {
             Ok(a) => Some(a),

@@ -22,6 +22,14 @@ pub struct OutboxArgs {
     /// Sluice's bootstrap address, HOST:PORT
     #[arg(long)]
     brokers: Option<String>,
+    /// A properties file of how to log in to Sluice (security.protocol, sasl.*, ssl.*,
+    /// client.id; librdkafka's names), as Kafka's tools take --command-config
+    #[arg(long, value_name = "FILE")]
+    client_config: Option<PathBuf>,
+    /// One such property, KEY=VALUE (repeat for more; wins over --client-config). Keep
+    /// passwords in the file, not on the command line
+    #[arg(long = "client-property", value_name = "KEY=VALUE")]
+    client_properties: Vec<String>,
     /// The logical replication slot (made if missing); instances with the same slot are one
     /// relay, one of them active [default: sluice_outbox]
     #[arg(long)]
@@ -120,6 +128,15 @@ impl OutboxArgs {
         }
         if !self.header_columns.is_empty() {
             cfg.columns.headers = self.header_columns;
+        }
+        if let Some(path) = &self.client_config {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("--client-config {}", path.display()))?;
+            cfg.client
+                .read_properties(&text, &format!("--client-config {}", path.display()))?;
+        }
+        for assignment in &self.client_properties {
+            cfg.client.set_assignment(assignment)?;
         }
         cfg.delete_published |= self.delete_published;
         if let Some(n) = self.max_batch_rows {

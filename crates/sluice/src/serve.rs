@@ -125,7 +125,7 @@ pub async fn run(settings: Resolved) -> anyhow::Result<()> {
     ));
 
     let outbox = match settings.outbox.clone() {
-        Some(cfg) => Some(start_outbox(&broker, &settings, cfg)?),
+        Some(cfg) => Some(start_outbox(&broker, cfg)?),
         None => None,
     };
 
@@ -158,22 +158,16 @@ pub async fn run(settings: Resolved) -> anyhow::Result<()> {
 }
 
 /// Runs the `[outbox]` relay beside the broker, on its own threads (its producer's calls
-/// block), publishing through this broker's first listener; its metrics join `/metrics`. A
+/// block), publishing through the listener the settings chose (`outbox_via_listener`); its
+/// metrics join `/metrics`. A
 /// relay that stops on an error leaves the broker serving (its state says failed).
 fn start_outbox(
     broker: &Arc<Broker>,
-    settings: &Resolved,
     mut cfg: sluice_outbox::OutboxConfig,
 ) -> anyhow::Result<(
     tokio::sync::watch::Sender<bool>,
     std::thread::JoinHandle<()>,
 )> {
-    if cfg.brokers.trim().is_empty() {
-        cfg.brokers = format!(
-            "{}:{}",
-            settings.broker.advertised_host, settings.broker.advertised_port
-        );
-    }
     cfg.validate().context("[outbox]")?;
     cfg.retry_unreachable = true;
     let stats = Arc::new(sluice_outbox::Stats::default());

@@ -327,6 +327,46 @@ pub struct Listener {
     pub advertised_port: i32,
 }
 
+/// The listener an in-process relay left without `brokers` publishes through: the first whose
+/// protocol is its `[outbox.client] security.protocol`; without one, the first PLAINTEXT
+/// listener, else the first listener, whose protocol it then logs in with (a SASL listener
+/// needs the `[outbox.client]` login: `validate` names what is missing).
+fn outbox_via_listener(
+    listeners: &[Listener],
+    outbox: &mut sluice_outbox::OutboxConfig,
+) -> anyhow::Result<()> {
+    let wanted = outbox
+        .client
+        .get("security.protocol")
+        .map(str::to_ascii_uppercase);
+    let listener = match &wanted {
+        Some(protocol) => listeners.iter().find(|l| l.protocol.name() == protocol),
+        None => listeners
+            .iter()
+            .find(|l| l.protocol == SecurityProtocol::Plaintext)
+            .or_else(|| listeners.first()),
+    };
+    let Some(listener) = listener else {
+        let names: Vec<String> = listeners
+            .iter()
+            .map(|l| format!("{} ({})", l.name, l.protocol.name()))
+            .collect();
+        bail!(
+            "[outbox.client] security.protocol={}: this broker has no such listener (it has {}); \
+             set [outbox] brokers to the address to publish to",
+            wanted.unwrap_or_default(),
+            names.join(", ")
+        );
+    };
+    outbox.brokers = format!("{}:{}", listener.advertised_host, listener.advertised_port);
+    if wanted.is_none() && listener.protocol != SecurityProtocol::Plaintext {
+        outbox
+            .client
+            .set("security.protocol", listener.protocol.name());
+    }
+    Ok(())
+}
+
 /// `NAME://HOST:PORT` → (NAME, HOST, PORT).
 fn parse_listener(setting: &str, spec: &str) -> anyhow::Result<(String, String, u16)> {
     let (name, addr) = spec.trim().split_once("://").with_context(|| {
@@ -858,6 +898,17 @@ impl Settings {
         if watched && reload_ms < 100 {
             bail!("tls_reload_interval_ms must be at least 100");
         }
+        // Checked before anything binds.
+        let outbox = match self.outbox {
+            Some(mut outbox) => {
+                if outbox.brokers.trim().is_empty() {
+                    outbox_via_listener(&listeners, &mut outbox)?;
+                }
+                outbox.validate().context("[outbox]")?;
+                Some(outbox)
+            }
+            None => None,
+        };
         Ok(Resolved {
             broker,
             listeners,
@@ -871,18 +922,7 @@ impl Settings {
                 n => n,
             },
             log_level: self.log_level.unwrap_or_else(|| "info".into()),
-            outbox: match self.outbox {
-                // Checked before anything binds; `brokers` is filled in by serve.
-                Some(outbox) => {
-                    let mut check = outbox.clone();
-                    if check.brokers.trim().is_empty() {
-                        check.brokers = "this-broker:9092".into();
-                    }
-                    check.validate().context("[outbox]")?;
-                    Some(outbox)
-                }
-                None => None,
-            },
+            outbox,
             internal_tls,
             inter_broker,
             cluster,
@@ -1111,5 +1151,50 @@ mod tests {
             ..with(&["PLAINTEXT://127.0.0.1:2"])
         })
         .contains("not a listener"));
+    }
+
+    #[test]
+    fn an_in_process_relay_publishes_through_the_listener_its_login_fits() {
+        let listener = |name: &str, protocol, port| Listener {
+            name: name.into(),
+            protocol,
+            bind: SocketAddr::from(([127, 0, 0, 1], port)),
+            advertised_host: "broker.example".into(),
+            advertised_port: i32::from(port),
+        };
+        let listeners = [
+            listener("SASL_SSL", SecurityProtocol::SaslSsl, 9093),
+            listener("INTERNAL", SecurityProtocol::Plaintext, 9092),
+            listener("SSL", SecurityProtocol::Ssl, 9094),
+        ];
+        let chosen = |protocol: Option<&str>, listeners: &[Listener]| {
+            let mut cfg = sluice_outbox::OutboxConfig::new("postgres://a@h:1/d", "outbox", "");
+            if let Some(p) = protocol {
+                cfg.client.set("security.protocol", p);
+            }
+            outbox_via_listener(listeners, &mut cfg)
+                .map(|()| (cfg.brokers, cfg.client.protocol()))
+                .map_err(|e| e.to_string())
+        };
+        // No login given: a PLAINTEXT listener, wherever it is in the list.
+        assert_eq!(
+            chosen(None, &listeners),
+            Ok(("broker.example:9092".into(), "PLAINTEXT".into()))
+        );
+        // The protocol asked for, in any case, at its advertised address.
+        assert_eq!(
+            chosen(Some("sasl_ssl"), &listeners),
+            Ok(("broker.example:9093".into(), "SASL_SSL".into()))
+        );
+        // No PLAINTEXT listener: the first, logging in with its protocol.
+        assert_eq!(
+            chosen(None, &listeners[2..]),
+            Ok(("broker.example:9094".into(), "SSL".into()))
+        );
+        let none = chosen(Some("SASL_PLAINTEXT"), &listeners).unwrap_err();
+        assert!(
+            none.contains("no such listener") && none.contains("SASL_SSL (SASL_SSL)"),
+            "{none}"
+        );
     }
 }
