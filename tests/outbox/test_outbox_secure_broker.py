@@ -15,6 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 import trustme
+from confluent_kafka.admin import AdminClient
 
 from conftest import SLUICE, wait_until
 from outbox.workload import read_topics
@@ -116,7 +117,7 @@ def test_the_relay_publishes_as_a_scram_user_over_tls_with_only_its_acls(
     assert any(SLOT in (r[3] or b"").decode() for r in reports), reports
     # Nothing was refused on the way, and the password was never written anywhere.
     log = relay.log()
-    for refusal in ("authorization failed", "was not created", "refused"):
+    for refusal in ("authorization failed", "was not created", "refused the"):
         assert refusal not in log.lower(), log[-3000:]
     assert RELAY_PASSWORD not in log
 
@@ -168,11 +169,10 @@ def test_bad_client_properties_are_named_before_anything_connects(args, named):
     assert p.returncode != 0 and named in p.stderr, p.stderr
 
 
-def test_serve_runs_its_relay_through_its_own_sasl_ssl_listener(postgres, secure_broker, pki,
-                                                                 tmp_path):
-    b = secure_broker
+def restart_with_relay(b, postgres, pki, tmp_path, password):
+    """Restarts `b` with an `[outbox]` table whose relay logs in as `relay` with `password`.
+    Nested tables give dotted names: `[outbox.client.sasl]` `username` is `sasl.username`."""
     config = tmp_path / "sluice.toml"
-    # Nested tables give dotted names: [outbox.client.sasl] username is sasl.username.
     config.write_text(f"""
 [outbox]
 source = "{postgres.url('shop')}"
@@ -188,11 +188,17 @@ security.protocol = "SASL_SSL"
 [outbox.client.sasl]
 mechanism = "{MECHANISM}"
 username = "relay"
-password = "{RELAY_PASSWORD}"
+password = "{password}"
 """)
     b.stop()
     b.extra += ["--config", str(config)]
     b.start()
+
+
+def test_serve_runs_its_relay_through_its_own_sasl_ssl_listener(postgres, secure_broker, pki,
+                                                                 tmp_path):
+    b = secure_broker
+    restart_with_relay(b, postgres, pki, tmp_path, RELAY_PASSWORD)
     # Rows committed before the relay's slot exists are not relayed (docs/outbox.md).
     wait_until(lambda: "no committed position" in b.log(), 60,
                f"the in-process relay to log in and start: {b.log()[-2000:]}")
@@ -226,3 +232,22 @@ def test_serve_needs_the_relays_login_for_a_sasl_only_broker(tmp_path, pki):
                        capture_output=True, text=True, timeout=30)
     assert p.returncode != 0, p.stderr
     assert "[outbox]" in p.stderr and "sasl.mechanism" in p.stderr, p.stderr
+
+
+def test_serve_keeps_serving_and_backs_off_when_its_relays_login_is_refused(
+        postgres, secure_broker, pki, tmp_path):
+    """Inside `serve` a refused login does not stop the relay (its user may be made later), but
+    it is tried again after 2 s, then 4 s, ..., not every second, and the broker serves on."""
+    b = secure_broker
+    wrong = "not-the-relay-pa55word"
+    restart_with_relay(b, postgres, pki, tmp_path, wrong)
+    wait_until(lambda: "starting again in 4 s" in b.log(), 40,
+               f"the relay's second refused login: {b.log()[-3000:]}")
+    log = b.log()
+    assert "Sluice refused the relay's connection" in log and "sasl.username=relay" in log
+    assert "starting again in 2 s" in log and "starting again in 1 s" not in log, log[-3000:]
+    assert wrong not in log
+    # The broker itself serves on: the super user lists the topics over SASL_SSL.
+    topics = AdminClient({"bootstrap.servers": b.address("SASL_SSL"),
+                          **login(pki, "admin", PASSWORD)}).list_topics(timeout=20).topics
+    assert "sluice.outbox." + SLOT not in topics   # the relay never got as far as making it

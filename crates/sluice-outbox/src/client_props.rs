@@ -10,8 +10,10 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Mutex;
 
 use rdkafka::config::ClientConfig;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::BaseProducer;
 use serde::{Deserialize, Deserializer};
 
@@ -39,7 +41,10 @@ impl fmt::Debug for ClientProperties {
 
 /// A property whose value is a secret (a password, a key given inline).
 fn is_secret(key: &str) -> bool {
-    key.contains("password") || key.contains("secret") || key == "ssl.key.pem"
+    ["password", "secret", "passphrase", "private.key"]
+        .iter()
+        .any(|word| key.contains(word))
+        || key == "ssl.key.pem"
 }
 
 impl ClientProperties {
@@ -51,12 +56,14 @@ impl ClientProperties {
         self.0.get(key).map(String::as_str)
     }
 
-    /// Sets one property (a later one wins, as on Kafka's command lines).
+    /// Sets one property (a later one wins, as on Kafka's command lines). Key and value are
+    /// trimmed, as Kafka's clients trim their string and password settings.
     pub fn set(&mut self, key: &str, value: &str) {
-        self.0.insert(key.trim().to_string(), value.to_string());
+        self.0
+            .insert(key.trim().to_string(), value.trim().to_string());
     }
 
-    /// `KEY=VALUE`, as `--client-property` takes it (the value as given, the key trimmed).
+    /// `KEY=VALUE`, as `--client-property` takes it.
     pub fn set_assignment(&mut self, assignment: &str) -> Result<(), OutboxError> {
         match assignment.split_once('=') {
             Some((k, v)) if !k.trim().is_empty() => {
@@ -77,8 +84,8 @@ impl ClientProperties {
     /// A properties file, read as Java reads one (`java.util.Properties::load`): `key=value`,
     /// `key: value` or `key value`; `#` and `!` start comments; a backslash escapes the next
     /// character (`\=`, `\:`, `\\`, `\t`, `\n`, `\uXXXX`) and, at the end of a line, joins the
-    /// next one. Leading blanks of a value go, trailing ones stay. `what` names the file in
-    /// messages.
+    /// next one. Values are then trimmed, as Kafka's clients trim them. `what` names the file
+    /// in messages.
     pub fn read_properties(&mut self, text: &str, what: &str) -> Result<(), OutboxError> {
         let mut lines = text.lines().enumerate();
         while let Some((n, first)) = lines.next() {
@@ -132,6 +139,12 @@ impl ClientProperties {
             if let Some(hint) = hint {
                 return bad(format!("{key} {hint}"));
             }
+        }
+        if self.get("ssl.endpoint.identification.algorithm") == Some("") {
+            // Java's way to turn the host name check off; librdkafka would keep it on.
+            return bad(
+                "ssl.endpoint.identification.algorithm is empty: give none (or https)".into(),
+            );
         }
         let protocol = self.protocol();
         if !PROTOCOLS.contains(&protocol.as_str()) {
@@ -270,6 +283,58 @@ fn unescape(text: &str) -> Option<String> {
         }
     }
     Some(out)
+}
+
+/// What a client's error callback saw of refused logins (SASL) and TLS handshakes: the first
+/// refusal's reason. librdkafka reports a SASL exchange that failed for any reason as an
+/// authentication error, and a connection reset during a TLS handshake as an SSL error; those
+/// are a broker restarting, not a refusal, and are told apart by their reason (librdkafka's own
+/// errors read "Local: ...", a dropped connection "Connection reset", "Disconnected" and the
+/// like). librdkafka reports an identical error again only after 30 s, so a refusal is taken
+/// from its first report.
+#[derive(Debug, Default)]
+pub struct LoginRefusals {
+    first: Mutex<Option<String>>,
+}
+
+impl LoginRefusals {
+    /// Notes `error` when it is a refused login or TLS handshake.
+    pub fn note(&self, error: &KafkaError, reason: &str) {
+        let refused = matches!(
+            error.rdkafka_error_code(),
+            Some(
+                RDKafkaErrorCode::Authentication
+                    | RDKafkaErrorCode::SaslAuthenticationFailed
+                    | RDKafkaErrorCode::SSL
+            )
+        );
+        if refused && !looks_transient(reason) {
+            if let Ok(mut first) = self.first.lock() {
+                first.get_or_insert_with(|| reason.to_string());
+            }
+        }
+    }
+
+    /// The first refusal's reason, if there was one.
+    pub fn settled(&self) -> Option<String> {
+        self.first.lock().ok().and_then(|f| f.clone())
+    }
+}
+
+/// A reason that names a failed connection rather than an answer.
+fn looks_transient(reason: &str) -> bool {
+    let reason = reason.to_ascii_lowercase();
+    [
+        "local:",
+        "connection reset",
+        "disconnected",
+        "broken pipe",
+        "connection refused",
+        "timed out",
+        "eof",
+    ]
+    .iter()
+    .any(|word| reason.contains(word))
 }
 
 /// `text` with every secret value of `props` replaced by `***`.
@@ -412,6 +477,13 @@ mod tests {
                 "ssl.no.such.thing",
             ),
             (
+                vec![
+                    ("security.protocol", "SSL"),
+                    ("ssl.endpoint.identification.algorithm", ""),
+                ],
+                "give none",
+            ),
+            (
                 vec![("ssl.ca.location", "/ca.pem")],
                 "security.protocol is PLAINTEXT: use SSL or SASL_SSL",
             ),
@@ -488,8 +560,8 @@ mod tests {
             "sasl.mechanism:SCRAM-SHA-256\n",
         );
         assert!(p.read_properties(file, "f").is_ok());
-        // Escapes undone, the trailing blanks kept (as Java keeps them).
-        assert_eq!(p.get("sasl.password"), Some("p=w:d\\x  "));
+        // Escapes undone, blanks trimmed (as Kafka's clients trim them).
+        assert_eq!(p.get("sasl.password"), Some("p=w:d\\x"));
         assert_eq!(p.get("ssl.ca.location"), Some("C:\\certs\\ca.pem"));
         assert_eq!(p.get("sasl.username"), Some("relay"));
         assert_eq!(p.get("client.id"), Some("café"));
@@ -500,5 +572,49 @@ mod tests {
             .map(|e| e.to_string())
             .unwrap_or_default();
         assert!(e.contains("f line 1"), "{e}");
+
+        // A line ending in an even number of backslashes does not continue; a comment never
+        // continues; a blank line ends a continuation; CRLF ends a line as LF does; a
+        // continuation at the end of the file ends the value.
+        let mut q = ClientProperties::default();
+        let file = concat!(
+            "ssl.ca.location=C:\\\\\r\n",
+            "client.id=not-continued\r\n",
+            "# a comment ending in a backslash \\\n",
+            "ssl.key.location=/k.pem\n",
+            "sasl.username=a\\\n",
+            "\n",
+            "sasl.password=b\\",
+        );
+        assert!(q.read_properties(file, "f").is_ok());
+        assert_eq!(q.get("ssl.ca.location"), Some("C:\\"));
+        assert_eq!(q.get("client.id"), Some("not-continued"));
+        assert_eq!(q.get("ssl.key.location"), Some("/k.pem"));
+        assert_eq!(q.get("sasl.username"), Some("a"));
+        assert_eq!(q.get("sasl.password"), Some("b"));
+    }
+
+    #[test]
+    fn a_broken_connection_during_a_login_is_not_a_refusal() {
+        let refusals = LoginRefusals::default();
+        let auth = KafkaError::Global(RDKafkaErrorCode::Authentication);
+        let ssl = KafkaError::Global(RDKafkaErrorCode::SSL);
+        let down = KafkaError::Global(RDKafkaErrorCode::BrokerTransportFailure);
+        refusals.note(&down, "Connection refused");
+        refusals.note(
+            &auth,
+            "SASL SCRAM-SHA-512 mechanism handshake failed: Local: Broker transport failure",
+        );
+        refusals.note(&ssl, "SSL handshake failed: Connection reset by peer");
+        assert_eq!(refusals.settled(), None);
+        refusals.note(
+            &auth,
+            "SASL authentication error: Authentication failed during authentication",
+        );
+        refusals.note(&ssl, "SSL handshake failed: certificate verify failed");
+        assert_eq!(
+            refusals.settled().as_deref(),
+            Some("SASL authentication error: Authentication failed during authentication")
+        );
     }
 }

@@ -16,7 +16,7 @@ use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, Prod
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
 
-use crate::client_props::{hide_secrets, ClientProperties};
+use crate::client_props::{hide_secrets, ClientProperties, LoginRefusals};
 use crate::config::OutboxConfig;
 use crate::error::OutboxError;
 use crate::row::{OutboxRow, SourceTxn};
@@ -48,30 +48,14 @@ pub struct Progress {
 #[derive(Default)]
 pub struct Deliveries {
     first_failure: Mutex<Option<(usize, KafkaError)>>,
-    refused_login: Mutex<Option<String>>,
+    refused_logins: LoginRefusals,
 }
 
 impl ClientContext for Deliveries {
     fn error(&self, error: KafkaError, reason: &str) {
-        if is_login_refusal(&error) {
-            if let Ok(mut refused) = self.refused_login.lock() {
-                refused.get_or_insert_with(|| reason.to_string());
-            }
-        }
+        self.refused_logins.note(&error, reason);
         tracing::warn!(%error, reason, "librdkafka");
     }
-}
-
-/// Sluice refused the login (SASL) or the TLS handshake: waiting will not change it.
-fn is_login_refusal(e: &KafkaError) -> bool {
-    matches!(
-        e.rdkafka_error_code(),
-        Some(
-            RDKafkaErrorCode::Authentication
-                | RDKafkaErrorCode::SaslAuthenticationFailed
-                | RDKafkaErrorCode::SSL
-        )
-    )
 }
 
 impl ProducerContext for Deliveries {
@@ -105,7 +89,9 @@ pub(crate) fn client_config(brokers: &str, client: &ClientProperties) -> ClientC
     client.apply(&mut c);
     c.set("bootstrap.servers", brokers)
         .set("log_level", "3")
-        .set("socket.connection.setup.timeout.ms", "5000")
+        // Longer than the 5 s a broker may hold a failed login's answer (Sluice doubles the
+        // pause per failure from one address), so that the refusal is seen, not a timeout.
+        .set("socket.connection.setup.timeout.ms", "10000")
         .set("reconnect.backoff.max.ms", "500");
     c
 }
@@ -126,15 +112,10 @@ fn check_login(
         let Err(e) = answered else {
             return Ok(());
         };
-        // The error callback runs from poll.
-        producer.poll(Duration::ZERO);
-        let refused = producer
-            .context()
-            .refused_login
-            .lock()
-            .ok()
-            .and_then(|r| r.clone());
-        if let Some(why) = refused {
+        // The error callback runs from poll, one event at a time, behind librdkafka's log
+        // lines: poll for a while, which serves every event queued, not once.
+        producer.poll(Duration::from_millis(50));
+        if let Some(why) = producer.context().refused_logins.settled() {
             return Err(OutboxError::Login(format!(
                 "{} (brokers {brokers}, security.protocol={}{})",
                 hide_secrets(&why, client),

@@ -38,7 +38,8 @@ pub const SILENT_AFTER: Duration = Duration::from_secs(10);
 pub const FORGOTTEN_AFTER: Duration = Duration::from_secs(600);
 /// The status topic's retention: old instances' keys leave it after about this long.
 const RETENTION_MS: &str = "86400000";
-/// How long a relay waits to ask again for a topic the broker refused to make.
+/// How long the reports wait to try again after the broker refused to make the topic, or
+/// refused their login.
 const REFUSED_RETRY: Duration = Duration::from_secs(60);
 /// How long a relay that failed at start waits for the topic, to report its failure.
 const FAILED_REPORT_WITHIN: Duration = Duration::from_secs(4);
@@ -114,6 +115,7 @@ fn now_ms() -> i64 {
 #[derive(Default)]
 struct Refusals {
     last: Mutex<String>,
+    logins: crate::client_props::LoginRefusals,
 }
 
 impl Refusals {
@@ -136,6 +138,7 @@ impl Refusals {
 
 impl ClientContext for Refusals {
     fn error(&self, error: KafkaError, reason: &str) {
+        self.logins.note(&error, reason);
         tracing::debug!(%error, reason, "librdkafka (status reports)");
     }
 }
@@ -195,15 +198,52 @@ struct Reporter {
     stats: Arc<Stats>,
 }
 
+/// How one set of the reporter's clients ended.
+enum Turn {
+    /// The relay stopped (its last report written, where it could be).
+    Finished,
+    /// Sluice refused the clients' login: they are dropped, so that they do not log in again
+    /// and again (librdkafka would, every half second), and made anew later.
+    LoginRefused,
+}
+
 impl Reporter {
     async fn run(self, mut done: watch::Receiver<bool>) {
+        let me = this_instance();
+        let key = StatusReport::key_of(&self.source, &self.slot, &me.name, me.started_at_ms);
+        loop {
+            let Some((admin, producer)) = self.clients() else {
+                return;
+            };
+            match self.turn(admin, producer, &key, &mut done).await {
+                Turn::Finished => return,
+                Turn::LoginRefused => {
+                    tokio::select! {
+                        _ = tokio::time::sleep(REFUSED_RETRY) => {}
+                        changed = done.changed() => {
+                            if changed.is_err() || *done.borrow() {
+                                return;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The admin client (needed until the topic is there) and the producer.
+    fn clients(
+        &self,
+    ) -> Option<(
+        AdminClient<DefaultClientContext>,
+        ThreadedProducer<Refusals>,
+    )> {
         let mut config = crate::sink::client_config(&self.brokers, &self.client);
-        // Needed only until the topic is there.
-        let mut admin: Option<AdminClient<DefaultClientContext>> = match config.create() {
-            Ok(a) => Some(a),
+        let admin = match config.create() {
+            Ok(a) => a,
             Err(e) => {
                 tracing::warn!(error = %e, "no status reports: the admin client was not made");
-                return;
+                return None;
             }
         };
         config
@@ -214,21 +254,34 @@ impl Reporter {
             // The topic is made as the relays make it ([`ensure_topic`]), never by a send.
             .set("allow.auto.create.topics", "false");
         // Threaded: its own thread serves the delivery reports.
-        let producer: ThreadedProducer<Refusals> =
-            match config.create_with_context(Refusals::default()) {
-                Ok(p) => p,
-                Err(e) => {
-                    tracing::warn!(error = %e, "no status reports: the producer was not made");
-                    return;
-                }
-            };
-        let me = this_instance();
-        let key = StatusReport::key_of(&self.source, &self.slot, &me.name, me.started_at_ms);
+        match config.create_with_context(Refusals::default()) {
+            Ok(p) => Some((admin, p)),
+            Err(e) => {
+                tracing::warn!(error = %e, "no status reports: the producer was not made");
+                None
+            }
+        }
+    }
+
+    async fn turn(
+        &self,
+        admin: AdminClient<DefaultClientContext>,
+        producer: ThreadedProducer<Refusals>,
+        key: &str,
+        done: &mut watch::Receiver<bool>,
+    ) -> Turn {
+        let mut admin = Some(admin);
         // Reports start once the topic is there as the relays make it (sending first would
         // have a broker that creates topics on use make it with its defaults).
         let mut topic_ready = false;
         let mut next_try = crate::clock::now();
         loop {
+            if let Some(why) = producer.context().logins.settled() {
+                producer
+                    .context()
+                    .warn("Sluice refused the status reports' login", &why);
+                return Turn::LoginRefused;
+            }
             if let Some(a) = admin.as_ref().filter(|_| crate::clock::now() >= next_try) {
                 tokio::select! {
                     made = ensure_topic(a, &producer) => match made {
@@ -243,7 +296,7 @@ impl Reporter {
                 }
             }
             if topic_ready {
-                self.send(&producer, &key, false);
+                self.send(&producer, key, false);
             }
             if *done.borrow() {
                 break;
@@ -265,13 +318,14 @@ impl Reporter {
             topic_ready = matches!(made.await, Ok(Made::Ready));
         }
         if !topic_ready {
-            return;
+            return Turn::Finished;
         }
-        self.send(&producer, &key, !failed);
+        self.send(&producer, key, !failed);
         let flushed = tokio::task::spawn_blocking(move || {
             let _ = producer.flush(Duration::from_secs(3));
         });
         let _ = flushed.await;
+        Turn::Finished
     }
 
     fn send(&self, producer: &ThreadedProducer<Refusals>, key: &str, tombstone: bool) {
