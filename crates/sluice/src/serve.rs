@@ -159,8 +159,8 @@ pub async fn run(settings: Resolved) -> anyhow::Result<()> {
 
 /// Runs the `[outbox]` relay beside the broker, on its own threads (its producer's calls
 /// block), publishing through the listener the settings chose (`outbox_via_listener`); its
-/// metrics join `/metrics`. A
-/// relay that stops on an error leaves the broker serving (its state says failed).
+/// metrics join `/metrics`. A relay that stops on an error leaves the broker serving (its
+/// state says failed).
 fn start_outbox(
     broker: &Arc<Broker>,
     mut cfg: sluice_outbox::OutboxConfig,
