@@ -1,7 +1,7 @@
 //! Carrying out what AlterConfigs and IncrementalAlterConfigs decided for each resource: a
 //! topic's new overrides (on the single node, written here; in a cluster, validated here and
 //! applied by the controller through the metadata log, so every node gets them), or a node's
-//! dynamic broker configs (the replication throttle rates; every other broker setting is
+//! dynamic broker configs (the replication throttle rates and the recovery cap; every other broker setting is
 //! static and refused).
 
 use std::collections::BTreeMap;
@@ -12,7 +12,9 @@ use sluice_wire::Reply;
 
 use crate::broker::Broker;
 use crate::error::BrokerError;
-use crate::replication::throttle::{ReplicationThrottles, FOLLOWER_RATE, LEADER_RATE};
+use crate::replication::throttle::{
+    ReplicationThrottles, FOLLOWER_RATE, LEADER_RATE, RECOVERY_RATE,
+};
 use crate::topic_config::ConfigError;
 
 /// One resource's change, as worked out from the request.
@@ -144,7 +146,8 @@ fn check_dynamic(changes: &[(String, Option<String>)]) -> Result<(), BrokerError
     {
         Some((key, _)) => Err(BrokerError::InvalidRequest(format!(
             "broker config '{key}' is static in Sluice: set it in the config file, environment \
-             or flags (only {LEADER_RATE} and {FOLLOWER_RATE} change at run time)"
+             or flags (only {LEADER_RATE}, {FOLLOWER_RATE} and {RECOVERY_RATE} change at run \
+             time)"
         ))),
         None => Ok(()),
     }

@@ -13,6 +13,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::{str_bytes, RESOURCE_BROKER, RESOURCE_TOPIC};
 use crate::broker::Broker;
 use crate::handlers::{Call, Versions};
+use crate::replication::throttle;
 use crate::topic_config::{self, DEFS};
 use sluice_auth::acl::Operation;
 
@@ -21,6 +22,8 @@ const DYNAMIC_TOPIC_CONFIG: i8 = 1;
 const DYNAMIC_BROKER_CONFIG: i8 = 2;
 const STATIC_BROKER_CONFIG: i8 = 4;
 const DEFAULT_CONFIG: i8 = 5;
+const RECOVERY_DOC: &str =
+    "bytes per second a follower copies from each leader for its replicas out of the ISR (0: no cap)";
 
 /// How the HTTP admin API names a config source.
 pub(crate) fn source_name(source: i8) -> &'static str {
@@ -164,17 +167,33 @@ fn broker_entries(broker: &Broker, keys: Option<&[StrBytes]>) -> Vec<Entry> {
         .collect();
     // The dynamic ones: the replication throttle rates in force, where set (in a cluster,
     // applied from the metadata log, after a restart too).
-    for (name, rate) in broker.throttles.configs() {
+    let dynamic = broker.throttles.configs();
+    for (name, rate) in &dynamic {
         if wanted(name) {
             entries.push(Entry {
                 name: str_bytes(name),
                 value: Some(str_bytes(&rate.to_string())),
                 config_source: DYNAMIC_BROKER_CONFIG,
                 config_type: 5,
-                doc: "bytes per second for throttled replicas (KIP-73)",
+                doc: if *name == throttle::RECOVERY_RATE {
+                    RECOVERY_DOC
+                } else {
+                    "bytes per second for throttled replicas (KIP-73)"
+                },
                 read_only: false,
             });
         }
+    }
+    // The recovery cap is in force by default: shown with its default when not set.
+    if !dynamic.contains_key(throttle::RECOVERY_RATE) && wanted(throttle::RECOVERY_RATE) {
+        entries.push(Entry {
+            name: str_bytes(throttle::RECOVERY_RATE),
+            value: Some(str_bytes(&throttle::DEFAULT_RECOVERY_RATE.to_string())),
+            config_source: DEFAULT_CONFIG,
+            config_type: 5,
+            doc: RECOVERY_DOC,
+            read_only: false,
+        });
     }
     entries
 }

@@ -49,6 +49,7 @@ pub(super) async fn run(
     let mut refused: Option<i16> = None;
     // Why the leader last refused this follower's connection, while it keeps refusing.
     let mut refused_connection: Option<String> = None;
+    let mut pace = super::recovery_pace::RecoveryPace::default();
     tracing::info!(%leader, %addr, "replica fetcher started");
     loop {
         if shutdown.is_cancelled() {
@@ -104,22 +105,45 @@ pub(super) async fn run(
         } else {
             None
         };
-        let (partitions, throttled): (Vec<_>, Vec<bool>) = partitions
+        // Every replica out of the ISR also copies within the recovery cap (its own bucket
+        // per leader node, and a pace that rises when the partitions outgrow it).
+        let recovering = broker.recovering(&partitions);
+        let recovery_allowance = if recovering.contains(&true) {
+            let now = broker.liveness_ms();
+            if let Some(boost) = pace.tick(now) {
+                tracing::info!(
+                    %leader,
+                    boost,
+                    "the recovering replicas' partitions grow faster than the recovery cap \
+                     copies: copying {boost} times faster"
+                );
+            }
+            let wanted = recovering.iter().filter(|r| **r).count() * PARTITION_MAX_BYTES as usize;
+            pace.allowance(broker.throttles.recovery_rate(), now, wanted)
+        } else {
+            pace.reset();
+            None
+        };
+        let held = |gated: bool, allowed: Option<usize>| gated && allowed == Some(0);
+        let (partitions, gates): (Vec<_>, Vec<(bool, bool)>) = partitions
             .into_iter()
-            .zip(throttled)
-            .filter(|(_, t)| !*t || allowance != Some(0))
+            .zip(throttled.into_iter().zip(recovering))
+            .filter(|(_, (t, r))| !held(*t, allowance) && !held(*r, recovery_allowance))
             .unzip();
         if partitions.is_empty() {
             pause(&shutdown, RETRY).await;
             continue;
         }
-        let limits: Vec<i32> = throttled
+        let cap = |gated: bool, allowed: Option<usize>| match allowed {
+            Some(allowed) if gated => i32::try_from(allowed).unwrap_or(i32::MAX),
+            _ => PARTITION_MAX_BYTES,
+        };
+        let limits: Vec<i32> = gates
             .iter()
-            .map(|t| match allowance {
-                Some(allowed) if *t => {
-                    PARTITION_MAX_BYTES.min(i32::try_from(allowed).unwrap_or(i32::MAX))
-                }
-                _ => PARTITION_MAX_BYTES,
+            .map(|(t, r)| {
+                PARTITION_MAX_BYTES
+                    .min(cap(*t, allowance))
+                    .min(cap(*r, recovery_allowance))
             })
             .collect();
         // Under flush.mode=sync the fetch offset is what the leader counts this follower as
@@ -180,11 +204,20 @@ pub(super) async fn run(
                 }) else {
                     continue;
                 };
-                if throttled[at] {
-                    let bytes = data.records.as_ref().map_or(0, |r| r.len());
+                let (throttled, recovering) = gates[at];
+                let bytes = data.records.as_ref().map_or(0, |r| r.len());
+                if throttled {
                     broker.throttles.follower.spend(bytes);
                 }
-                backoff |= !apply(&partitions[at].1, leader, epochs[at], data).await;
+                let high_watermark = data.high_watermark;
+                let (name, p) = &partitions[at];
+                let before = p.fetch_position().0;
+                backoff |= !apply(p, leader, epochs[at], data).await;
+                if recovering {
+                    pace.spend(bytes);
+                    let gained = p.fetch_position().0 .0 - before.0;
+                    pace.observe((Arc::clone(name), p.index), gained, high_watermark);
+                }
             }
         }
         if backoff {

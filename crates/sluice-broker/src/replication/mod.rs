@@ -23,6 +23,7 @@ pub mod node_report;
 pub(crate) mod peer;
 mod read_replica;
 mod reconcile;
+pub mod recovery_pace;
 pub mod throttle;
 pub mod traffic_report;
 mod unclean;

@@ -8,6 +8,12 @@
 //! dynamic (IncrementalAlterConfigs on the node's broker resource). In a cluster they are kept in
 //! the metadata log (any node may set any node's), so they survive restarts; a single node keeps
 //! them in memory only.
+//!
+//! Beside them, Sluice's own cap on a node catching up: `replica.recovery.max.bytes.per.sec`
+//! (default [`DEFAULT_RECOVERY_RATE`], 0 for none) bounds what a follower copies, from each
+//! leader node, for its replicas that are out of the ISR (a node back from a crash or a
+//! disk change, a replica added by a reassignment), with no topic config needed; its pace
+//! rises by itself when the partitions grow faster than it copies ([`super::recovery_pace`]).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,6 +24,11 @@ use crate::topic_config;
 
 pub const LEADER_RATE: &str = "leader.replication.throttled.rate";
 pub const FOLLOWER_RATE: &str = "follower.replication.throttled.rate";
+/// Bytes per second a follower copies from each leader node for its replicas out of the ISR.
+pub const RECOVERY_RATE: &str = "replica.recovery.max.bytes.per.sec";
+/// 100 MiB/s, as Redpanda's default for its learners' recovery; measured here in
+/// bench/catchup_impact.py (docs/decisions/cluster-recovery-throttle.md).
+pub const DEFAULT_RECOVERY_RATE: u64 = 100 * 1024 * 1024;
 /// Accepted and ignored: Sluice has one log directory per node, nothing moves between them.
 pub const ALTER_LOG_DIRS_RATE: &str = "replica.alter.log.dirs.io.max.bytes.per.second";
 
@@ -65,33 +76,65 @@ impl Throttle {
     }
 }
 
-/// A node's two throttles.
-#[derive(Debug, Default)]
+/// A node's throttles: the two of KIP-73 and the cap on recovering replicas.
+#[derive(Debug)]
 pub struct ReplicationThrottles {
     pub leader: Throttle,
     pub follower: Throttle,
+    /// `replica.recovery.max.bytes.per.sec` in force (0: no cap); each replica fetcher keeps
+    /// its own bucket ([`super::recovery_pace::RecoveryPace`]) at this rate.
+    recovery: AtomicU64,
+    /// Whether the recovery rate was set at run time (else it is the default).
+    recovery_set: std::sync::atomic::AtomicBool,
+}
+
+impl Default for ReplicationThrottles {
+    fn default() -> Self {
+        ReplicationThrottles {
+            leader: Throttle::default(),
+            follower: Throttle::default(),
+            recovery: AtomicU64::new(DEFAULT_RECOVERY_RATE),
+            recovery_set: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+}
+
+fn parse_rate(key: &str, value: &str) -> Result<u64, String> {
+    value
+        .trim()
+        .parse::<u64>()
+        .map_err(|_| format!("'{key}' is a rate in bytes per second (0 or more), not '{value}'"))
 }
 
 impl ReplicationThrottles {
-    /// Applies one broker config (`None`: back to no limit). Anything else is not dynamic.
+    /// Applies one broker config (`None`: back to no limit, or the recovery cap to its
+    /// default). Anything else is not dynamic.
     pub fn set(&self, key: &str, value: Option<&str>) -> Result<(), String> {
-        let rate = match value {
-            None => None,
-            Some(v) => Some(v.trim().parse::<u64>().map_err(|_| {
-                format!("'{key}' is a rate in bytes per second (0 or more), not '{v}'")
-            })?),
-        };
+        let rate = value.map(|v| parse_rate(key, v)).transpose()?;
         match key {
             LEADER_RATE => self.leader.set_rate(rate),
             FOLLOWER_RATE => self.follower.set_rate(rate),
+            RECOVERY_RATE => self.set_recovery(rate),
             ALTER_LOG_DIRS_RATE => {}
             _ => return Err(format!("'{key}' is not a dynamic broker config")),
         }
         Ok(())
     }
 
-    /// Sets every rate from a node's complete dynamic configs (a missing one: no limit);
-    /// changes only what differs, so applying the same configs again leaves the buckets be.
+    fn set_recovery(&self, rate: Option<u64>) {
+        self.recovery
+            .store(rate.unwrap_or(DEFAULT_RECOVERY_RATE), Ordering::Release);
+        self.recovery_set.store(rate.is_some(), Ordering::Release);
+    }
+
+    /// The cap on recovering replicas, per leader node, in bytes per second (`None`: none).
+    pub fn recovery_rate(&self) -> Option<u64> {
+        Some(self.recovery.load(Ordering::Acquire)).filter(|r| *r > 0)
+    }
+
+    /// Sets every rate from a node's complete dynamic configs (a missing one: no limit, or
+    /// the default recovery cap); changes only what differs, so applying the same configs
+    /// again leaves the buckets be.
     pub fn apply_all(&self, configs: &BTreeMap<String, String>) {
         for (key, throttle) in [(LEADER_RATE, &self.leader), (FOLLOWER_RATE, &self.follower)] {
             let rate = configs.get(key).and_then(|v| v.trim().parse::<u64>().ok());
@@ -99,6 +142,17 @@ impl ReplicationThrottles {
                 throttle.set_rate(rate);
                 tracing::info!(key, ?rate, "replication throttle changed");
             }
+        }
+        let recovery = configs
+            .get(RECOVERY_RATE)
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        let before = self
+            .recovery_set
+            .load(Ordering::Acquire)
+            .then(|| self.recovery.load(Ordering::Acquire));
+        if before != recovery {
+            self.set_recovery(recovery);
+            tracing::info!(key = RECOVERY_RATE, rate = ?self.recovery_rate(), "recovery cap changed");
         }
     }
 
@@ -111,11 +165,17 @@ impl ReplicationThrottles {
         if let Some(r) = self.follower.rate() {
             set.insert(FOLLOWER_RATE, r);
         }
+        if self.recovery_set.load(Ordering::Acquire) {
+            set.insert(RECOVERY_RATE, self.recovery.load(Ordering::Acquire));
+        }
         set
     }
 
     pub fn is_dynamic(key: &str) -> bool {
-        matches!(key, LEADER_RATE | FOLLOWER_RATE | ALTER_LOG_DIRS_RATE)
+        matches!(
+            key,
+            LEADER_RATE | FOLLOWER_RATE | RECOVERY_RATE | ALTER_LOG_DIRS_RATE
+        )
     }
 }
 
@@ -205,6 +265,36 @@ impl crate::broker::Broker {
     }
 }
 
+impl crate::broker::Broker {
+    /// For each of `partitions` this node follows: whether its replica here is out of the
+    /// ISR, so that it copies within the recovery cap (all false without a cap, or on a single
+    /// node). One look at the metadata for the whole fetch.
+    pub(crate) fn recovering(
+        &self,
+        partitions: &[(
+            std::sync::Arc<str>,
+            std::sync::Arc<crate::partition::Partition>,
+        )],
+    ) -> Vec<bool> {
+        let me = sluice_cluster::NodeId(self.node_id());
+        match self.replication() {
+            Some(r) if self.throttles.recovery_rate().is_some() => {
+                let state = r.state();
+                partitions
+                    .iter()
+                    .map(|(name, p)| {
+                        state
+                            .state
+                            .partition_by_name(name, p.index)
+                            .is_some_and(|(_, m)| !m.isr.contains(&me))
+                    })
+                    .collect()
+            }
+            _ => vec![false; partitions.len()],
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -238,6 +328,33 @@ mod tests {
         assert!(t.set("num.io.threads", Some("8")).is_err());
         t.set(FOLLOWER_RATE, None).unwrap();
         assert_eq!(t.follower.rate(), None);
+    }
+
+    #[test]
+    fn the_recovery_cap_has_a_default_and_zero_turns_it_off() {
+        let t = ReplicationThrottles::default();
+        assert_eq!(t.recovery_rate(), Some(DEFAULT_RECOVERY_RATE));
+        assert!(
+            !t.configs().contains_key(RECOVERY_RATE),
+            "a default is not a dynamic config"
+        );
+        t.set(RECOVERY_RATE, Some("0")).unwrap();
+        assert_eq!(t.recovery_rate(), None);
+        assert_eq!(t.configs().get(RECOVERY_RATE), Some(&0));
+        assert!(t.set(RECOVERY_RATE, Some("-1")).is_err());
+        t.set(RECOVERY_RATE, None).unwrap();
+        assert_eq!(t.recovery_rate(), Some(DEFAULT_RECOVERY_RATE));
+
+        let mut configs = BTreeMap::new();
+        configs.insert(RECOVERY_RATE.to_string(), "1048576".to_string());
+        t.apply_all(&configs);
+        assert_eq!(t.recovery_rate(), Some(1_048_576));
+        t.apply_all(&BTreeMap::new());
+        assert_eq!(
+            t.recovery_rate(),
+            Some(DEFAULT_RECOVERY_RATE),
+            "removed: the default again"
+        );
     }
 
     #[test]

@@ -1,0 +1,155 @@
+"""The cap on a node catching up (`replica.recovery.max.bytes.per.sec`, issue 13: catch-up is
+throttled so that a recovering node does not starve client traffic): a node back from a crash
+copies its backlog within the cap, and still rejoins the ISR when the partition grows faster
+than the cap, because its pace rises by itself. Set, shown and refused as a dynamic broker
+config, with librdkafka's admin client (as kafka-configs.sh sets it)."""
+
+import threading
+import time
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+
+from broker.test_metrics import scrape, value
+from conftest import wait_until
+
+from .harness import CLIENT_DEFAULTS, cluster  # noqa: F401  (fixture)
+
+CAP = "replica.recovery.max.bytes.per.sec"
+DEFAULT_CAP = str(100 * 1024 * 1024)
+
+
+def set_cap(c, node, rate):
+    """Node `node`'s cap (None: back to the default). A client sends a broker's configs to that
+    broker, so the node must run."""
+    admin = AdminClient({"bootstrap.servers": c.bootstrap, **CLIENT_DEFAULTS})
+    op = AlterConfigOpType.DELETE if rate is None else AlterConfigOpType.SET
+    res = ConfigResource(ConfigResource.Type.BROKER, str(node),
+                         incremental_configs=[ConfigEntry(CAP, rate, incremental_operation=op)])
+    admin.incremental_alter_configs([res])[res].result(20)  # the admin kept alive until then
+
+
+def described_cap(c, node):
+    admin = AdminClient({"bootstrap.servers": c.node(node).bootstrap, **CLIENT_DEFAULTS})
+    res = ConfigResource(ConfigResource.Type.BROKER, str(node))
+    return admin.describe_configs([res])[res].result(20)[CAP]
+
+
+def log_end(c, node, topic):
+    try:
+        got = value(scrape(c.node(node)), "sluice_log_end_offset", topic=topic, partition=0)
+    except OSError:
+        return None
+    return None if got is None else int(got)
+
+
+def produce(bootstrap, topic, count, size, per_second=None, stop=None):
+    """`count` records of `size` bytes to partition 0, acks=all; at `per_second` when given
+    (until `stop` is set)."""
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, **CLIENT_DEFAULTS})
+    failed = []
+    started = time.monotonic()
+    for i in range(count):
+        if stop is not None and stop.is_set():
+            break
+        if per_second:
+            ahead = started + i / per_second - time.monotonic()
+            if ahead > 0:
+                time.sleep(ahead)
+        p.produce(topic, value=bytes(size), partition=0,
+                  on_delivery=lambda err, _m: err and failed.append(err))
+        p.poll(0)
+    assert p.flush(30) == 0, "not every record was delivered"
+    assert not failed, failed[:3]
+
+
+def recovering_cluster(cluster, topic):
+    """3 nodes, `topic` (RF=3, min.insync.replicas=2); the victim leads nothing of it:
+    (cluster, leader, victim)."""
+    c = cluster(3)
+    c.create_topic(topic, 1, replication_factor=3, config={"min.insync.replicas": "2"})
+    leader = c.wait_for_leader(topic, 0)
+    victim = next(i for i in c.ids if i != leader)
+    return c, leader, victim
+
+
+def test_the_cap_is_a_dynamic_broker_config_with_a_default(cluster):
+    c = cluster(3)
+    entry = described_cap(c, 2)
+    assert entry.value == DEFAULT_CAP and entry.is_default and not entry.is_read_only
+    set_cap(c, 2, "1048576")
+    entry = described_cap(c, 2)
+    assert entry.value == "1048576" and not entry.is_default
+    assert described_cap(c, 3).value == DEFAULT_CAP, "node 3 keeps the default"
+    # Kept in the metadata log: still set after the node restarts.
+    c.restart(2)
+    assert wait_until(lambda: described_cap(c, 2).value == "1048576" or None, 30, "the cap after a restart")
+    for bad in ("-1", "fast"):
+        try:
+            set_cap(c, 2, bad)
+        except Exception as e:  # noqa: BLE001
+            assert "INVALID_CONFIG" in str(e) and CAP in str(e), e
+        else:
+            raise AssertionError(f"{bad!r} was taken")
+    set_cap(c, 2, None)
+    assert described_cap(c, 2).is_default
+
+
+def test_a_node_back_from_a_crash_copies_within_the_cap(cluster):
+    topic = "capped"
+    c, leader, victim = recovering_cluster(cluster, topic)
+    set_cap(c, victim, str(1 << 20))  # 1 MiB/s
+    c.kill(victim)
+    produce(c.bootstrap, topic, 6000, 1024)  # ~6.3 MB with the batches' headers
+    target = log_end(c, leader, topic)
+    started = time.monotonic()
+    c.node(victim).start(wait=False)
+    wait_until(lambda: (log_end(c, victim, topic) or 0) >= target or None, 60,
+               f"node {victim} to copy its backlog")
+    took = time.monotonic() - started
+    # The first second's worth goes at once (the bucket starts full); the rest at 1 MiB/s.
+    assert took >= 4, f"the backlog was copied in {took:.1f} s: not capped"
+    c.wait_for_isr(topic, 0)
+
+    # With no cap (0), the same backlog goes in well under that.
+    set_cap(c, victim, "0")
+    c.kill(victim)
+    produce(c.bootstrap, topic, 6000, 1024)
+    target = log_end(c, leader, topic)
+    started = time.monotonic()
+    c.node(victim).start(wait=False)
+    wait_until(lambda: (log_end(c, victim, topic) or 0) >= target or None, 60,
+               f"node {victim} to copy its backlog")
+    uncapped = time.monotonic() - started
+    assert uncapped < took, (uncapped, took)
+    c.wait_for_isr(topic, 0)
+
+
+def test_a_partition_growing_faster_than_the_cap_is_still_caught_up(cluster):
+    """At 256 KiB/s a node never reaches a partition written at ~1 MB/s; its pace doubles
+    every 5 s that it does not gain on it, so it rejoins the ISR while the writes go on."""
+    topic = "outgrown"
+    c, leader, victim = recovering_cluster(cluster, topic)
+    set_cap(c, victim, str(256 << 10))
+    c.kill(victim)
+    produce(c.bootstrap, topic, 2000, 1024)
+    stop = threading.Event()
+    failures = []
+
+    def write():
+        try:
+            produce(c.bootstrap, topic, 60_000, 1024, 1000, stop)
+        except BaseException as e:  # noqa: BLE001  (reported by the test below)
+            failures.append(e)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        c.node(victim).start(wait=False)
+        c.wait_for_isr(topic, 0, timeout=50)
+        assert writer.is_alive(), "the writes ended before the node caught up: nothing shown"
+    finally:
+        stop.set()
+        writer.join(60)
+    assert not failures, failures
+    assert "copying 2 times faster" in c.node(victim).log(), "the pace did not rise"
