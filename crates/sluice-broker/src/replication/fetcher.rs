@@ -106,9 +106,20 @@ pub(super) async fn run(
             None
         };
         // Every replica out of the ISR also copies within the recovery cap (its own bucket
-        // per leader node, and a pace that rises when the partitions outgrow it).
+        // per leader node, shared out among them, and a pace that rises when their partitions
+        // outgrow it).
         let recovering = broker.recovering(&partitions);
-        let recovery_allowance = if recovering.contains(&true) {
+        let recovering_keys: Vec<(Arc<str>, i32)> = partitions
+            .iter()
+            .zip(&recovering)
+            .filter(|(_, r)| **r)
+            .map(|((name, p), _)| (Arc::clone(name), p.index))
+            .collect();
+        let recovery_allowance = if recovering_keys.is_empty() {
+            pace.reset();
+            None
+        } else {
+            pace.keep_only(&recovering_keys);
             let now = broker.liveness_ms();
             if let Some(boost) = pace.tick(now) {
                 tracing::info!(
@@ -118,11 +129,13 @@ pub(super) async fn run(
                      copies: copying {boost} times faster"
                 );
             }
-            let wanted = recovering.iter().filter(|r| **r).count() * PARTITION_MAX_BYTES as usize;
-            pace.allowance(broker.throttles.recovery_rate(), now, wanted)
-        } else {
-            pace.reset();
-            None
+            let each = pace
+                .allowance(broker.throttles.recovery_rate(), now)
+                .map(|a| a / recovering_keys.len());
+            if each == Some(0) {
+                pace.cut_short();
+            }
+            each
         };
         let held = |gated: bool, allowed: Option<usize>| gated && allowed == Some(0);
         let (partitions, gates): (Vec<_>, Vec<(bool, bool)>) = partitions
@@ -209,14 +222,23 @@ pub(super) async fn run(
                 if throttled {
                     broker.throttles.follower.spend(bytes);
                 }
-                let high_watermark = data.high_watermark;
+                let (high_watermark, answered) = (data.high_watermark, data.error_code == 0);
                 let (name, p) = &partitions[at];
                 let before = p.fetch_position().0;
                 backoff |= !apply(p, leader, epochs[at], data).await;
                 if recovering {
                     pace.spend(bytes);
-                    let gained = p.fetch_position().0 .0 - before.0;
-                    pace.observe((Arc::clone(name), p.index), gained, high_watermark);
+                    if limits[at] < PARTITION_MAX_BYTES
+                        && bytes >= usize::try_from(limits[at]).unwrap_or(0)
+                    {
+                        pace.cut_short();
+                    }
+                    // Records appended (a truncation or a jump to the leader's log start
+                    // comes with an error code, or moves the end back: not counted).
+                    if answered {
+                        let gained = p.fetch_position().0 .0 - before.0;
+                        pace.observe((Arc::clone(name), p.index), gained, high_watermark);
+                    }
                 }
             }
         }

@@ -5,7 +5,9 @@
 //! its partitions grow faster than the cap, the copy never reaches their end. So the pace is
 //! the cap times a boost, judged every [`WINDOW_MS`]: a window in which the cap held the copy
 //! back and the partitions grew by more than half of what was copied doubles the boost; the
-//! boost stays until this fetcher has no recovering replica left.
+//! boost stays until this fetcher has no recovering replica left. "Held back" means that the
+//! bucket was empty (partitions left out of a fetch) or that an answer filled a limit the cap
+//! had set below the usual one; a copy slow for any other reason raises nothing.
 //!
 //! ```text
 //!   copied (records gained)   grown (leader's high watermarks moved)
@@ -20,8 +22,9 @@ use super::throttle::Throttle;
 
 /// How long a window is judged over.
 pub const WINDOW_MS: i64 = 5_000;
-/// The boost stops doubling here (the cap times 1,024).
-pub const MAX_BOOST: u64 = 1 << 10;
+/// The boost stops doubling here: far past any disk (even a cap of 1 byte/s reaches 1 GiB/s),
+/// so no cap keeps a replica out of the ISR for good.
+pub const MAX_BOOST: u64 = 1 << 30;
 
 #[derive(Debug)]
 pub struct RecoveryPace {
@@ -38,10 +41,14 @@ pub struct RecoveryPace {
     last_hw: HashMap<(Arc<str>, i32), i64>,
 }
 
+/// The bucket saves up this much of its rate: a copy in small steps through each second, not
+/// a second's worth at full speed and then a pause (clients felt the bursts).
+pub const BURST_MS: u64 = 100;
+
 impl Default for RecoveryPace {
     fn default() -> Self {
         RecoveryPace {
-            bucket: Throttle::default(),
+            bucket: Throttle::with_burst_ms(BURST_MS),
             boost: 1,
             window_start_ms: None,
             copied: 0,
@@ -54,9 +61,8 @@ impl Default for RecoveryPace {
 
 impl RecoveryPace {
     /// Bytes the recovering replicas may fetch now at `rate` (the cap; `None`: no cap, and
-    /// the pace starts over). `wanted` is what a fetch would take unbounded: an allowance
-    /// below it counts as holding the copy back.
-    pub fn allowance(&mut self, rate: Option<u64>, now_ms: i64, wanted: usize) -> Option<usize> {
+    /// the pace starts over). 0 holds them back (counted as such).
+    pub fn allowance(&mut self, rate: Option<u64>, now_ms: i64) -> Option<usize> {
         let Some(rate) = rate else {
             self.reset();
             return None;
@@ -66,10 +72,15 @@ impl RecoveryPace {
             self.bucket.set_rate(Some(pace));
         }
         let allowed = self.bucket.allowance(now_ms);
-        if allowed.is_some_and(|a| a < wanted) {
+        if allowed == Some(0) {
             self.held_back = true;
         }
         allowed
+    }
+
+    /// The cap cut a fetch short: an answer filled a limit the cap set below the usual one.
+    pub fn cut_short(&mut self) {
+        self.held_back = true;
     }
 
     /// `bytes` fetched for recovering replicas.
@@ -77,12 +88,25 @@ impl RecoveryPace {
         self.bucket.spend(bytes);
     }
 
-    /// One recovering partition's answer: it `gained` records, and the leader's high
-    /// watermark is `high_watermark`.
+    /// One recovering partition's answer without error: it `gained` records (appended), and
+    /// the leader's high watermark is `high_watermark`.
     pub fn observe(&mut self, partition: (Arc<str>, i32), gained: i64, high_watermark: i64) {
+        if high_watermark < 0 {
+            return;
+        }
         self.copied += gained.max(0);
         if let Some(before) = self.last_hw.insert(partition, high_watermark) {
             self.grown += (high_watermark - before).max(0);
+        }
+    }
+
+    /// Forgets the high watermarks of partitions that no longer recover here (their growth
+    /// meanwhile is not this recovery's).
+    pub fn keep_only(&mut self, recovering: &[(Arc<str>, i32)]) {
+        if self.last_hw.len() > recovering.len()
+            || self.last_hw.keys().any(|k| !recovering.contains(k))
+        {
+            self.last_hw.retain(|k, _| recovering.contains(k));
         }
     }
 
@@ -143,7 +167,10 @@ mod tests {
         for step in 0..50 {
             let now = BASE + start + step * 100;
             pace.tick(now);
-            let allowed = pace.allowance(Some(1000), now, wanted).expect("capped");
+            let allowed = pace.allowance(Some(1000), now).expect("capped");
+            if allowed > 0 && allowed < wanted {
+                pace.cut_short();
+            }
             pace.spend(allowed.min(wanted));
         }
         pace.observe(key(), gained, *hw);
@@ -175,9 +202,9 @@ mod tests {
         window(&mut pace, 2 * WINDOW_MS, 1 << 20, 20_000, 8_000, &mut hw);
         assert_eq!(pace.tick(BASE + 3 * WINDOW_MS), None);
         assert_eq!(pace.boost(), 4);
-        // The bucket runs at the cap times the boost.
+        // The bucket runs at the cap times the boost (and holds a tenth of a second of it).
         let now = BASE + 3 * WINDOW_MS + 10_000;
-        assert_eq!(pace.allowance(Some(1000), now, 1 << 20), Some(4000));
+        assert_eq!(pace.allowance(Some(1000), now), Some(400));
         pace.reset();
         assert_eq!(pace.boost(), 1);
     }
@@ -189,17 +216,30 @@ mod tests {
         // Each fetch wants less than the bucket holds: the cap is not what limits the copy.
         window(&mut pace, 0, 10, 500, 8_000, &mut hw);
         assert_eq!(pace.tick(BASE + WINDOW_MS), None);
-        assert_eq!(pace.allowance(None, BASE + WINDOW_MS, 10), None, "no cap");
+        assert_eq!(pace.allowance(None, BASE + WINDOW_MS), None, "no cap");
     }
 
     #[test]
     fn the_boost_stops_at_its_maximum() {
         let mut pace = RecoveryPace::default();
         let mut hw = 0;
-        for w in 0..20 {
-            window(&mut pace, w * WINDOW_MS, 1 << 20, 1, 1_000, &mut hw);
+        for w in 0..40 {
+            window(&mut pace, w * WINDOW_MS, usize::MAX, 1, 1_000, &mut hw);
         }
-        pace.tick(BASE + 20 * WINDOW_MS);
+        pace.tick(BASE + 40 * WINDOW_MS);
         assert_eq!(pace.boost(), MAX_BOOST);
+    }
+
+    #[test]
+    fn an_error_answer_or_a_partition_gone_and_back_adds_no_growth() {
+        let mut pace = RecoveryPace::default();
+        pace.observe(key(), 10, 1_000);
+        pace.observe(key(), 0, -1); // an error answer's high watermark
+        pace.observe(key(), 10, 1_010);
+        assert_eq!(pace.grown, 10);
+        pace.keep_only(&[]);
+        pace.observe(key(), 0, 90_000); // back after a while: a new start, not growth
+        assert_eq!(pace.grown, 10);
+        assert_eq!(pace.copied, 20);
     }
 }

@@ -32,13 +32,16 @@ pub const DEFAULT_RECOVERY_RATE: u64 = 100 * 1024 * 1024;
 /// Accepted and ignored: Sluice has one log directory per node, nothing moves between them.
 pub const ALTER_LOG_DIRS_RATE: &str = "replica.alter.log.dirs.io.max.bytes.per.second";
 
-/// A token bucket: `rate` bytes per second, at most one second's worth saved up. A transfer
-/// may overdraw it (a batch is never split); the next ones wait until it is refilled.
+/// A token bucket: `rate` bytes per second, at most one second's worth saved up (or
+/// `burst_ms`' worth). A transfer may overdraw it (a batch is never split); the next ones wait
+/// until it is refilled.
 #[derive(Debug, Default)]
 pub struct Throttle {
     /// Bytes per second; 0: no limit.
     rate: AtomicU64,
     bucket: Mutex<Bucket>,
+    /// How many milliseconds' worth may be saved up; 0: a second's.
+    burst_ms: u64,
 }
 
 #[derive(Debug, Default)]
@@ -48,10 +51,27 @@ struct Bucket {
 }
 
 impl Throttle {
+    /// A bucket that saves up at most `burst_ms` of its rate: the transfers spread more evenly
+    /// over each second than with a second's worth at once.
+    pub fn with_burst_ms(burst_ms: u64) -> Throttle {
+        Throttle {
+            burst_ms,
+            ..Throttle::default()
+        }
+    }
+
+    /// The most the bucket holds at `rate`.
+    fn depth(&self, rate: f64) -> f64 {
+        match self.burst_ms {
+            0 => rate,
+            ms => rate * ms as f64 / 1000.0,
+        }
+    }
+
     pub fn set_rate(&self, bytes_per_s: Option<u64>) {
         self.rate.store(bytes_per_s.unwrap_or(0), Ordering::Release);
         let mut b = self.bucket.lock();
-        b.tokens = b.tokens.min(bytes_per_s.unwrap_or(0) as f64);
+        b.tokens = b.tokens.min(self.depth(bytes_per_s.unwrap_or(0) as f64));
     }
 
     pub fn rate(&self) -> Option<u64> {
@@ -63,7 +83,7 @@ impl Throttle {
         let rate = self.rate()? as f64;
         let mut b = self.bucket.lock();
         let elapsed_s = (now_ms - b.at_ms).max(0) as f64 / 1000.0;
-        b.tokens = (b.tokens + elapsed_s * rate).min(rate);
+        b.tokens = (b.tokens + elapsed_s * rate).min(self.depth(rate));
         b.at_ms = now_ms;
         Some(b.tokens.max(0.0) as usize)
     }
@@ -316,6 +336,14 @@ mod tests {
         );
         t.set_rate(None);
         assert_eq!(t.allowance(10_001), None);
+
+        let shallow = Throttle::with_burst_ms(100);
+        shallow.set_rate(Some(1000));
+        assert_eq!(
+            shallow.allowance(10_000),
+            Some(100),
+            "a tenth of a second's worth at most"
+        );
     }
 
     #[test]
