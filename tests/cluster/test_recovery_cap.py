@@ -8,12 +8,16 @@ import threading
 import time
 
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,
+                                   ConfigSource)
 
 from broker.test_metrics import scrape, value
 from conftest import wait_until
 
+from security.test_kafka_tools import configs
+
 from .harness import CLIENT_DEFAULTS, cluster  # noqa: F401  (fixture)
+from .kafka_cluster import kafka_libs
 
 CAP = "replica.recovery.max.bytes.per.sec"
 DEFAULT_CAP = str(100 * 1024 * 1024)
@@ -30,9 +34,15 @@ def set_cap(c, node, rate):
 
 
 def described_cap(c, node):
+    """The cap as node `node` describes it."""
     admin = AdminClient({"bootstrap.servers": c.node(node).bootstrap, **CLIENT_DEFAULTS})
     res = ConfigResource(ConfigResource.Type.BROKER, str(node))
-    return admin.describe_configs([res])[res].result(20)[CAP]
+    return admin.describe_configs([res])[res].result(20).get(CAP)
+
+
+def source(entry):
+    """A described config's source as Kafka's number."""
+    return int(getattr(entry.source, "value", entry.source))
 
 
 def log_end(c, node, topic):
@@ -93,6 +103,39 @@ def test_the_cap_is_a_dynamic_broker_config_with_a_default(cluster):
             raise AssertionError(f"{bad!r} was taken")
     set_cap(c, 2, None)
     assert described_cap(c, 2).is_default
+
+
+def test_a_cluster_wide_default_reaches_every_node_and_a_node_s_own_value_wins(cluster):
+    """Kafka's own `kafka-configs.sh --entity-type brokers --entity-default` (the broker
+    resource named "", which librdkafka cannot name) sets the value of every node that has
+    none of its own."""
+    libs = kafka_libs()
+    c = cluster(3)
+
+    def default_cap(*args):
+        r = configs(libs, c.bootstrap, *args, "--entity-type", "brokers", "--entity-default")
+        assert r.returncode == 0, r.stdout + r.stderr
+        return r.stdout
+
+    assert CAP not in default_cap("--describe"), "no cluster-wide default set"
+    default_cap("--alter", "--add-config", f"{CAP}=2097152")
+    assert f"{CAP}=2097152" in default_cap("--describe")
+    for node in c.ids:
+        entry = wait_until(lambda: (lambda e: e if e.value == "2097152" else None)(described_cap(c, node)),
+                           20, f"the default on node {node}")
+        assert source(entry) == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value, (node, entry)
+    set_cap(c, 3, "4194304")
+    assert described_cap(c, 3).value == "4194304"
+    assert source(described_cap(c, 3)) == ConfigSource.DYNAMIC_BROKER_CONFIG.value
+    assert described_cap(c, 1).value == "2097152", "the others keep the default"
+    # Kept in the metadata log: every node has it after all restart.
+    c.restart_all()
+    wait_until(lambda: described_cap(c, 2).value == "2097152" or None, 30, "the default after a restart")
+    assert described_cap(c, 3).value == "4194304"
+    default_cap("--alter", "--delete-config", CAP)
+    wait_until(lambda: described_cap(c, 1).is_default or None, 20, "the built-in default on node 1")
+    assert described_cap(c, 3).value == "4194304", "its own value stays"
+    assert CAP not in default_cap("--describe")
 
 
 def copy_time(c, victim, topic, target):

@@ -6,6 +6,12 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct NodeId(pub i32);
 
+impl NodeId {
+    /// Where the cluster-wide default dynamic broker configs are kept (Kafka's
+    /// `--entity-default`: the broker resource named ""); no node has this id.
+    pub const CLUSTER_DEFAULT: NodeId = NodeId(-1);
+}
+
 /// A partition's leader epoch: bumped each time the controller names a new leader. Every batch
 /// carries the epoch it was written in (KIP-101); clients send it to detect truncation (KIP-320).
 #[derive(

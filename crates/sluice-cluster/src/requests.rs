@@ -269,7 +269,7 @@ pub fn decide(
             Ok((records, ControllerReply::AclsDeleted(per_filter)))
         }
         ControllerRequest::BrokerConfig { node, configs } => {
-            if !state.nodes.contains_key(&node) {
+            if node != NodeId::CLUSTER_DEFAULT && !state.nodes.contains_key(&node) {
                 return Err(ControllerError::UnknownNode(node));
             }
             Ok((

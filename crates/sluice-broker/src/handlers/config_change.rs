@@ -1,8 +1,9 @@
 //! Carrying out what AlterConfigs and IncrementalAlterConfigs decided for each resource: a
 //! topic's new overrides (on the single node, written here; in a cluster, validated here and
 //! applied by the controller through the metadata log, so every node gets them), or a node's
-//! dynamic broker configs (the replication throttle rates and the recovery cap; every other broker setting is
-//! static and refused).
+//! dynamic broker configs, or in a cluster the default ones of every node (the broker named
+//! ""): the replication throttle rates and the recovery cap; every other broker setting is
+//! static and refused.
 
 use std::collections::BTreeMap;
 
@@ -92,8 +93,16 @@ pub(crate) fn apply(
             // In force here before the answer (the metadata follower applies it too, a moment
             // later): a DescribeConfigs right after shows it.
             if let (Ok(()), Some(owner)) = (&done, &owner) {
-                if node == replication.me() {
-                    owner.throttles.apply_all(&configs);
+                let me = replication.me();
+                if node == me || node == sluice_cluster::NodeId::CLUSTER_DEFAULT {
+                    let (mut in_force, own) = if node == me {
+                        let defaults = sluice_cluster::NodeId::CLUSTER_DEFAULT;
+                        (replication.broker_configs(defaults), configs)
+                    } else {
+                        (configs, replication.broker_configs(me))
+                    };
+                    in_force.extend(own);
+                    owner.throttles.apply_all(&in_force);
                 }
             }
             outcomes[at].2 = done;
@@ -102,21 +111,26 @@ pub(crate) fn apply(
     }))
 }
 
-/// In a cluster: node `name`'s (this node's when empty) complete dynamic configs after
-/// `changes`, validated; the controller writes them.
+/// In a cluster: node `name`'s complete dynamic configs after `changes`, validated; the
+/// controller writes them. An empty name is the cluster-wide default, as Kafka's
+/// `--entity-default`: every node without its own value takes it.
 fn broker_configs_after(
     replication: &crate::replication::Replication,
     name: &str,
     changes: &[(String, Option<String>)],
 ) -> Result<(sluice_cluster::NodeId, BTreeMap<String, String>), BrokerError> {
     let node = if name.is_empty() {
-        replication.me()
+        sluice_cluster::NodeId::CLUSTER_DEFAULT
     } else {
         name.parse::<i32>()
+            .ok()
+            .filter(|id| *id >= 0)
             .map(sluice_cluster::NodeId)
-            .map_err(|_| BrokerError::InvalidRequest(format!("'{name}' is not a node id")))?
+            .ok_or_else(|| BrokerError::InvalidRequest(format!("'{name}' is not a node id")))?
     };
-    if !replication.state().state.nodes.contains_key(&node) {
+    if node != sluice_cluster::NodeId::CLUSTER_DEFAULT
+        && !replication.state().state.nodes.contains_key(&node)
+    {
         return Err(BrokerError::InvalidRequest(format!(
             "there is no node {name}"
         )));

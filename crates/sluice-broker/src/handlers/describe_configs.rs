@@ -20,6 +20,7 @@ use sluice_auth::acl::Operation;
 /// ConfigSource values (KIP-226).
 const DYNAMIC_TOPIC_CONFIG: i8 = 1;
 const DYNAMIC_BROKER_CONFIG: i8 = 2;
+const DYNAMIC_DEFAULT_BROKER_CONFIG: i8 = 3;
 const STATIC_BROKER_CONFIG: i8 = 4;
 const DEFAULT_CONFIG: i8 = 5;
 const RECOVERY_DOC: &str =
@@ -31,6 +32,7 @@ pub(crate) fn source_name(source: i8) -> &'static str {
         DYNAMIC_TOPIC_CONFIG => "topic",
         STATIC_BROKER_CONFIG => "broker",
         DYNAMIC_BROKER_CONFIG => "dynamic broker",
+        DYNAMIC_DEFAULT_BROKER_CONFIG => "dynamic default broker",
         _ => "default",
     }
 }
@@ -168,12 +170,23 @@ fn broker_entries(broker: &Broker, keys: Option<&[StrBytes]>) -> Vec<Entry> {
     // The dynamic ones: the replication throttle rates in force, where set (in a cluster,
     // applied from the metadata log, after a restart too).
     let dynamic = broker.throttles.configs();
+    // In a cluster, what this node has from the cluster-wide default rather than its own.
+    let own = broker
+        .replication()
+        .map(|r| r.broker_configs(r.me()).into_keys().collect::<Vec<_>>());
     for (name, rate) in &dynamic {
         if wanted(name) {
+            let defaulted = own
+                .as_ref()
+                .is_some_and(|own| !own.iter().any(|k| k == name));
             entries.push(Entry {
                 name: str_bytes(name),
                 value: Some(str_bytes(&rate.to_string())),
-                config_source: DYNAMIC_BROKER_CONFIG,
+                config_source: if defaulted {
+                    DYNAMIC_DEFAULT_BROKER_CONFIG
+                } else {
+                    DYNAMIC_BROKER_CONFIG
+                },
                 config_type: 5,
                 doc: if *name == throttle::RECOVERY_RATE {
                     RECOVERY_DOC
@@ -196,6 +209,31 @@ fn broker_entries(broker: &Broker, keys: Option<&[StrBytes]>) -> Vec<Entry> {
         });
     }
     entries
+}
+
+/// The cluster-wide default dynamic broker configs that are set.
+fn cluster_default_entries(broker: &Broker, keys: Option<&[StrBytes]>) -> Vec<Entry> {
+    let Some(replication) = broker.replication() else {
+        return Vec::new();
+    };
+    let wanted = |name: &str| keys.is_none_or(|k| k.iter().any(|k| &**k == name));
+    replication
+        .broker_configs(sluice_cluster::NodeId::CLUSTER_DEFAULT)
+        .into_iter()
+        .filter(|(name, _)| wanted(name))
+        .map(|(name, value)| Entry {
+            doc: if name == throttle::RECOVERY_RATE {
+                RECOVERY_DOC
+            } else {
+                "bytes per second for throttled replicas (KIP-73)"
+            },
+            name: str_bytes(&name),
+            value: Some(str_bytes(&value)),
+            config_source: DYNAMIC_DEFAULT_BROKER_CONFIG,
+            config_type: 5,
+            read_only: false,
+        })
+        .collect()
 }
 
 pub const VERSIONS: Versions = Versions::new(1, 4);
@@ -243,6 +281,13 @@ pub fn handle(broker: &Broker, request: DescribeConfigsRequest, call: &Call) -> 
                             ))))
                     }
                 },
+                // In a cluster, the broker named "" is the cluster-wide default (Kafka's
+                // `--entity-default`): only the dynamic defaults set, as Kafka lists them.
+                RESOURCE_BROKER
+                    if resource.resource_name.is_empty() && broker.replication().is_some() =>
+                {
+                    cluster_default_entries(broker, keys)
+                }
                 RESOURCE_BROKER
                     if resource.resource_name.is_empty()
                         || *resource.resource_name == *broker.node_id().to_string() =>

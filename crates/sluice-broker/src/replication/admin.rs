@@ -122,6 +122,16 @@ impl Replication {
     }
 
     /// Node `node`'s dynamic broker configs as the metadata holds them.
+    /// The configs in force on `node`: the cluster-wide defaults, then its own over them.
+    pub fn effective_broker_configs(
+        &self,
+        node: sluice_cluster::NodeId,
+    ) -> BTreeMap<String, String> {
+        effective_broker_configs(&self.state().state, node)
+    }
+
+    /// `node`'s own dynamic broker configs (or the cluster-wide defaults', for
+    /// [`sluice_cluster::NodeId::CLUSTER_DEFAULT`]).
     pub fn broker_configs(&self, node: sluice_cluster::NodeId) -> BTreeMap<String, String> {
         self.state()
             .state
@@ -385,4 +395,20 @@ impl Broker {
             Err(e) => Err(super::cluster_messages::refused(leader, e)),
         }
     }
+}
+
+/// The configs in force on `node`: the cluster-wide defaults, then its own over them.
+pub(crate) fn effective_broker_configs(
+    state: &sluice_cluster::ClusterState,
+    node: sluice_cluster::NodeId,
+) -> BTreeMap<String, String> {
+    let mut configs = state
+        .broker_configs
+        .get(&sluice_cluster::NodeId::CLUSTER_DEFAULT)
+        .cloned()
+        .unwrap_or_default();
+    if let Some(own) = state.broker_configs.get(&node) {
+        configs.extend(own.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
+    configs
 }

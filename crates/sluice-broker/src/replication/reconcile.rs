@@ -20,7 +20,7 @@ impl Broker {
         let me = replication.me;
         let now = replication.node.now_ms();
         self.throttles
-            .apply_all(&state.broker_configs.get(&me).cloned().unwrap_or_default());
+            .apply_all(&super::admin::effective_broker_configs(state, me));
         let mut leaders: HashSet<NodeId> = HashSet::new();
         for topic in state.topics.values() {
             let hosted: Vec<i32> = topic

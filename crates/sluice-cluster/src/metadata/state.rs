@@ -22,7 +22,8 @@ pub struct ClusterState {
     /// holds but does not see here may be one its metadata has not caught up with).
     #[serde(default)]
     pub deleted: std::collections::BTreeSet<Uuid>,
-    /// Each node's dynamic broker configs (only nodes that have some).
+    /// Each node's dynamic broker configs (only nodes that have some), and the cluster-wide
+    /// defaults under [`NodeId::CLUSTER_DEFAULT`].
     #[serde(default)]
     pub broker_configs: BTreeMap<NodeId, BTreeMap<String, String>>,
     /// SASL users and their SCRAM credentials, one per mechanism at most.
