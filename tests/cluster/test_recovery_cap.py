@@ -94,7 +94,7 @@ def test_the_cap_is_a_dynamic_broker_config_with_a_default(cluster):
     # Kept in the metadata log: still set after the node restarts.
     c.restart(2)
     assert wait_until(lambda: described_cap(c, 2).value == "1048576" or None, 30, "the cap after a restart")
-    for bad in ("-1", "fast"):
+    for bad in ("-1", "fast", "1000"):  # "1000": below the smallest cap, 64 KiB/s
         try:
             set_cap(c, 2, bad)
         except Exception as e:  # noqa: BLE001
@@ -130,8 +130,9 @@ def test_a_cluster_wide_default_reaches_every_node_and_a_node_s_own_value_wins(c
     assert described_cap(c, 1).value == "2097152", "the others keep the default"
     # Kept in the metadata log: every node has it after all restart.
     c.restart_all()
-    wait_until(lambda: described_cap(c, 2).value == "2097152" or None, 30, "the default after a restart")
-    assert described_cap(c, 3).value == "4194304"
+    for node, value in ((1, "2097152"), (2, "2097152"), (3, "4194304")):
+        wait_until(lambda: described_cap(c, node).value == value or None, 30,
+                   f"node {node}'s cap after a restart of all")
     default_cap("--alter", "--delete-config", CAP)
     wait_until(lambda: described_cap(c, 1).is_default or None, 20, "the built-in default on node 1")
     assert described_cap(c, 3).value == "4194304", "its own value stays"
@@ -160,8 +161,7 @@ def test_a_node_back_from_a_crash_copies_within_the_cap(cluster):
     c.kill(victim)
     produce(c.bootstrap, topic, 6000, 1024)  # ~6.3 MB with the batches' headers
     took = copy_time(c, victim, topic, log_end(c, leader, topic))
-    # The first second's worth goes at once (the bucket starts full); the rest, ~5 MiB, at
-    # 1 MiB/s.
+    # ~6 MiB at 1 MiB/s (the bucket starts with a fifth of a second's worth).
     assert took >= 3.5, f"the backlog was copied in {took:.1f} s: not capped"
     c.wait_for_isr(topic, 0)
 
@@ -170,7 +170,7 @@ def test_a_node_back_from_a_crash_copies_within_the_cap(cluster):
     c.kill(victim)
     produce(c.bootstrap, topic, 6000, 1024)
     uncapped = copy_time(c, victim, topic, log_end(c, leader, topic))
-    assert uncapped < 2, f"{uncapped:.1f} s without a cap"
+    assert uncapped < took / 2, f"{uncapped:.1f} s without a cap, {took:.1f} s with"
     c.wait_for_isr(topic, 0)
 
 

@@ -789,6 +789,9 @@ impl Settings {
             groups.offsets_retention_ms = v * 60_000;
         }
         let node_id = self.node_id.unwrap_or(1);
+        if node_id < 0 {
+            bail!("node_id must be 0 or more, not {node_id}");
+        }
         let cluster = self.cluster.as_deref().map(parse_cluster).transpose()?;
         let internal_listen = self.internal_listen.filter(|a| !a.is_empty());
         match (&cluster, &internal_listen) {

@@ -14,7 +14,7 @@ use super::{str_bytes, RESOURCE_BROKER, RESOURCE_TOPIC};
 use crate::broker::Broker;
 use crate::error::BrokerError;
 use crate::handlers::{Call, Versions};
-use crate::replication::throttle::{FOLLOWER_RATE, LEADER_RATE};
+use crate::replication::throttle::{FOLLOWER_RATE, LEADER_RATE, RECOVERY_RATE};
 use crate::topic_config::ConfigError;
 use sluice_auth::acl::Operation;
 
@@ -54,7 +54,7 @@ pub fn handle(broker: &Broker, request: AlterConfigsRequest, call: &Call) -> Rep
                         .iter()
                         .map(|(k, v)| (k.clone(), Some(v.clone())))
                         .collect();
-                    for key in [LEADER_RATE, FOLLOWER_RATE] {
+                    for key in [LEADER_RATE, FOLLOWER_RATE, RECOVERY_RATE] {
                         if !configs.contains_key(key) {
                             changes.push((key.to_string(), None));
                         }

@@ -10,6 +10,7 @@
 //! Under `flush.mode=sync` the next fetch goes out only once what was copied is fsynced: the
 //! fetch offset is what the leader counts this follower as having, so it must survive a crash.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -109,7 +110,7 @@ pub(super) async fn run(
         // per leader node, shared out among them, and a pace that rises when their partitions
         // outgrow it).
         let recovering = broker.recovering(&partitions);
-        let recovering_keys: Vec<(Arc<str>, i32)> = partitions
+        let recovering_keys: HashSet<(Arc<str>, i32)> = partitions
             .iter()
             .zip(&recovering)
             .filter(|(_, r)| **r)
@@ -129,15 +130,19 @@ pub(super) async fn run(
                      copies: copying {boost} times faster"
                 );
             }
-            let each = pace
-                .allowance(broker.throttles.recovery_rate(), now)
-                .map(|a| a / recovering_keys.len());
-            if each == Some(0) {
-                pace.cut_short();
-            }
-            each
+            // Each gets its share, at least a byte (the leader answers at least one batch):
+            // a share of 0 while the bucket holds something would leave them all out.
+            pace.allowance(broker.throttles.recovery_rate(), now)
+                .map(|a| {
+                    if a == 0 {
+                        0
+                    } else {
+                        (a / recovering_keys.len()).max(1)
+                    }
+                })
         };
         let held = |gated: bool, allowed: Option<usize>| gated && allowed == Some(0);
+        let recovery_held = !recovering_keys.is_empty() && recovery_allowance == Some(0);
         let (partitions, gates): (Vec<_>, Vec<(bool, bool)>) = partitions
             .into_iter()
             .zip(throttled.into_iter().zip(recovering))
@@ -176,7 +181,14 @@ pub(super) async fn run(
         }
         // The epoch each partition is fetched in: answers apply only if it still holds.
         let epochs: Vec<i32> = partitions.iter().map(|(_, p)| p.leader_epoch().0).collect();
-        let request = fetch_request(me, &partitions, &epochs, &limits);
+        // While the cap holds recovering partitions out, the others' long poll is kept short,
+        // so that they are asked for again as soon as the bucket has refilled.
+        let max_wait = if recovery_held {
+            super::recovery_pace::HELD_WAIT_MS
+        } else {
+            MAX_WAIT_MS
+        };
+        let request = fetch_request(me, &partitions, &epochs, &limits, max_wait);
         let response = tokio::select! {
             () = shutdown.cancelled() => return,
             r = conn.call(&request, 12, 12) => r,
@@ -228,16 +240,20 @@ pub(super) async fn run(
                 backoff |= !apply(p, leader, epochs[at], data).await;
                 if recovering {
                     pace.spend(bytes);
-                    if limits[at] < PARTITION_MAX_BYTES
-                        && bytes >= usize::try_from(limits[at]).unwrap_or(0)
-                    {
-                        pace.cut_short();
-                    }
                     // Records appended (a truncation or a jump to the leader's log start
                     // comes with an error code, or moves the end back: not counted).
                     if answered {
-                        let gained = p.fetch_position().0 .0 - before.0;
-                        pace.observe((Arc::clone(name), p.index), gained, high_watermark);
+                        let end = p.fetch_position().0 .0;
+                        pace.observe((Arc::clone(name), p.index), end - before.0, high_watermark);
+                        // The cap (not a smaller KIP-73 limit) bounded this answer, and the
+                        // partition is still behind: the cap held the copy back.
+                        let cap_bound = recovery_allowance.is_some_and(|a| {
+                            i64::try_from(a).unwrap_or(i64::MAX) < i64::from(PARTITION_MAX_BYTES)
+                                && (!throttled || allowance.is_none_or(|k| a <= k))
+                        });
+                        if cap_bound && end < high_watermark {
+                            pace.cut_short();
+                        }
                     }
                 }
             }
@@ -260,6 +276,7 @@ fn fetch_request(
     partitions: &[(Arc<str>, Arc<Partition>)],
     epochs: &[i32],
     limits: &[i32],
+    max_wait_ms: i32,
 ) -> FetchRequest {
     let mut topics: Vec<FetchTopic> = Vec::new();
     for (((name, p), current), limit) in partitions.iter().zip(epochs).zip(limits) {
@@ -282,7 +299,7 @@ fn fetch_request(
     }
     FetchRequest::default()
         .with_replica_id(BrokerId(me))
-        .with_max_wait_ms(MAX_WAIT_MS)
+        .with_max_wait_ms(max_wait_ms)
         .with_min_bytes(1)
         .with_max_bytes(MAX_BYTES)
         .with_isolation_level(0)

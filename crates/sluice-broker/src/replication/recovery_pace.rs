@@ -6,8 +6,9 @@
 //! the cap times a boost, judged every [`WINDOW_MS`]: a window in which the cap held the copy
 //! back and the partitions grew by more than half of what was copied doubles the boost; the
 //! boost stays until this fetcher has no recovering replica left. "Held back" means that the
-//! bucket was empty (partitions left out of a fetch) or that an answer filled a limit the cap
-//! had set below the usual one; a copy slow for any other reason raises nothing.
+//! bucket was empty (partitions left out of a fetch), or that an answer under a limit the cap
+//! set (and not a smaller KIP-73 one) left the partition still behind the leader's high
+//! watermark; a copy slow for any other reason raises nothing.
 //!
 //! ```text
 //!   copied (records gained)   grown (leader's high watermarks moved)
@@ -15,7 +16,7 @@
 //!   no recovering replica              ──▶  boost = 1
 //! ```
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use super::throttle::Throttle;
@@ -42,8 +43,13 @@ pub struct RecoveryPace {
 }
 
 /// The bucket saves up this much of its rate: a copy in small steps through each second, not
-/// a second's worth at full speed and then a pause (clients felt the bursts).
-pub const BURST_MS: u64 = 100;
+/// a second's worth at full speed and then a pause (clients felt the bursts). More than the
+/// fetcher waits while the cap holds its partitions out (`HELD_WAIT_MS`, its retry pause), so
+/// no refill is lost meanwhile.
+pub const BURST_MS: u64 = 200;
+/// How long the leader may hold a fetch while recovering partitions are held out of it (the
+/// others' long poll would otherwise outlast the bucket's depth).
+pub const HELD_WAIT_MS: i32 = 50;
 
 impl Default for RecoveryPace {
     fn default() -> Self {
@@ -102,10 +108,8 @@ impl RecoveryPace {
 
     /// Forgets the high watermarks of partitions that no longer recover here (their growth
     /// meanwhile is not this recovery's).
-    pub fn keep_only(&mut self, recovering: &[(Arc<str>, i32)]) {
-        if self.last_hw.len() > recovering.len()
-            || self.last_hw.keys().any(|k| !recovering.contains(k))
-        {
+    pub fn keep_only(&mut self, recovering: &HashSet<(Arc<str>, i32)>) {
+        if self.last_hw.keys().any(|k| !recovering.contains(k)) {
             self.last_hw.retain(|k, _| recovering.contains(k));
         }
     }
@@ -202,9 +206,9 @@ mod tests {
         window(&mut pace, 2 * WINDOW_MS, 1 << 20, 20_000, 8_000, &mut hw);
         assert_eq!(pace.tick(BASE + 3 * WINDOW_MS), None);
         assert_eq!(pace.boost(), 4);
-        // The bucket runs at the cap times the boost (and holds a tenth of a second of it).
+        // The bucket runs at the cap times the boost (and holds a fifth of a second of it).
         let now = BASE + 3 * WINDOW_MS + 10_000;
-        assert_eq!(pace.allowance(Some(1000), now), Some(400));
+        assert_eq!(pace.allowance(Some(1000), now), Some(800));
         pace.reset();
         assert_eq!(pace.boost(), 1);
     }
@@ -237,7 +241,7 @@ mod tests {
         pace.observe(key(), 0, -1); // an error answer's high watermark
         pace.observe(key(), 10, 1_010);
         assert_eq!(pace.grown, 10);
-        pace.keep_only(&[]);
+        pace.keep_only(&HashSet::new());
         pace.observe(key(), 0, 90_000); // back after a while: a new start, not growth
         assert_eq!(pace.grown, 10);
         assert_eq!(pace.copied, 20);

@@ -29,6 +29,9 @@ pub const RECOVERY_RATE: &str = "replica.recovery.max.bytes.per.sec";
 /// 100 MiB/s, as Redpanda's default for its learners' recovery; measured here in
 /// bench/catchup_impact.py (docs/decisions/cluster-recovery-throttle.md).
 pub const DEFAULT_RECOVERY_RATE: u64 = 100 * 1024 * 1024;
+/// The smallest cap taken (64 KiB/s): below it a fetcher's pace, judged on the answers it gets,
+/// would have too few to judge by.
+pub const MIN_RECOVERY_RATE: u64 = 64 * 1024;
 /// Accepted and ignored: Sluice has one log directory per node, nothing moves between them.
 pub const ALTER_LOG_DIRS_RATE: &str = "replica.alter.log.dirs.io.max.bytes.per.second";
 
@@ -64,7 +67,8 @@ impl Throttle {
     fn depth(&self, rate: f64) -> f64 {
         match self.burst_ms {
             0 => rate,
-            ms => rate * ms as f64 / 1000.0,
+            // At least a byte, or a tiny rate would never allow one.
+            ms => (rate * ms as f64 / 1000.0).max(1.0),
         }
     }
 
@@ -134,11 +138,22 @@ impl ReplicationThrottles {
         match key {
             LEADER_RATE => self.leader.set_rate(rate),
             FOLLOWER_RATE => self.follower.set_rate(rate),
-            RECOVERY_RATE => self.set_recovery(rate),
+            RECOVERY_RATE => self.set_recovery(rate.map(Self::check_recovery).transpose()?),
             ALTER_LOG_DIRS_RATE => {}
             _ => return Err(format!("'{key}' is not a dynamic broker config")),
         }
         Ok(())
+    }
+
+    /// Checks a recovery cap: 0 (none) or at least [`MIN_RECOVERY_RATE`].
+    fn check_recovery(rate: u64) -> Result<u64, String> {
+        if rate != 0 && rate < MIN_RECOVERY_RATE {
+            return Err(format!(
+                "'{RECOVERY_RATE}' is 0 (no cap) or at least {MIN_RECOVERY_RATE} bytes per \
+                 second, not {rate}"
+            ));
+        }
+        Ok(rate)
     }
 
     fn set_recovery(&self, rate: Option<u64>) {
@@ -370,6 +385,12 @@ mod tests {
         assert_eq!(t.recovery_rate(), None);
         assert_eq!(t.configs().get(RECOVERY_RATE), Some(&0));
         assert!(t.set(RECOVERY_RATE, Some("-1")).is_err());
+        assert!(
+            t.set(RECOVERY_RATE, Some("1000")).is_err(),
+            "below the smallest cap"
+        );
+        t.set(RECOVERY_RATE, Some(&MIN_RECOVERY_RATE.to_string()))
+            .unwrap();
         t.set(RECOVERY_RATE, None).unwrap();
         assert_eq!(t.recovery_rate(), Some(DEFAULT_RECOVERY_RATE));
 
