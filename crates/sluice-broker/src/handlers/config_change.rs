@@ -89,20 +89,16 @@ pub(crate) fn apply(
             outcomes[at].2 = replication.set_topic_configs(&topic, configs).await;
         }
         for (at, node, configs) in brokers_for_controller {
-            let done = replication.set_broker_configs(node, configs.clone()).await;
+            let done = replication.set_broker_configs(node, configs).await;
             // In force here before the answer (the metadata follower applies it too, a moment
-            // later): a DescribeConfigs right after shows it.
+            // later): a DescribeConfigs right after shows it. `set_broker_configs` returns once
+            // this node has applied the change, so its state holds it.
             if let (Ok(()), Some(owner)) = (&done, &owner) {
                 let me = replication.me();
                 if node == me || node == sluice_cluster::NodeId::CLUSTER_DEFAULT {
-                    let (mut in_force, own) = if node == me {
-                        let defaults = sluice_cluster::NodeId::CLUSTER_DEFAULT;
-                        (replication.broker_configs(defaults), configs)
-                    } else {
-                        (configs, replication.broker_configs(me))
-                    };
-                    in_force.extend(own);
-                    owner.throttles.apply_all(&in_force);
+                    owner
+                        .throttles
+                        .apply_all(&replication.effective_broker_configs(me));
                 }
             }
             outcomes[at].2 = done;

@@ -188,11 +188,7 @@ fn broker_entries(broker: &Broker, keys: Option<&[StrBytes]>) -> Vec<Entry> {
                     DYNAMIC_BROKER_CONFIG
                 },
                 config_type: 5,
-                doc: if *name == throttle::RECOVERY_RATE {
-                    RECOVERY_DOC
-                } else {
-                    "bytes per second for throttled replicas (KIP-73)"
-                },
+                doc: dynamic_doc(name),
                 read_only: false,
             });
         }
@@ -211,6 +207,15 @@ fn broker_entries(broker: &Broker, keys: Option<&[StrBytes]>) -> Vec<Entry> {
     entries
 }
 
+/// What a dynamic broker config is, for DescribeConfigs' documentation field.
+fn dynamic_doc(name: &str) -> &'static str {
+    if name == throttle::RECOVERY_RATE {
+        RECOVERY_DOC
+    } else {
+        "bytes per second for throttled replicas (KIP-73)"
+    }
+}
+
 /// The cluster-wide default dynamic broker configs that are set.
 fn cluster_default_entries(broker: &Broker, keys: Option<&[StrBytes]>) -> Vec<Entry> {
     let Some(replication) = broker.replication() else {
@@ -222,11 +227,7 @@ fn cluster_default_entries(broker: &Broker, keys: Option<&[StrBytes]>) -> Vec<En
         .into_iter()
         .filter(|(name, _)| wanted(name))
         .map(|(name, value)| Entry {
-            doc: if name == throttle::RECOVERY_RATE {
-                RECOVERY_DOC
-            } else {
-                "bytes per second for throttled replicas (KIP-73)"
-            },
+            doc: dynamic_doc(&name),
             name: str_bytes(&name),
             value: Some(str_bytes(&value)),
             config_source: DYNAMIC_DEFAULT_BROKER_CONFIG,

@@ -121,6 +121,14 @@ impl Replication {
             .await
     }
 
+    /// The configs in force on `node`: the cluster-wide defaults, then its own over them.
+    pub fn effective_broker_configs(
+        &self,
+        node: sluice_cluster::NodeId,
+    ) -> BTreeMap<String, String> {
+        effective_broker_configs(&self.state().state, node)
+    }
+
     /// `node`'s own dynamic broker configs (or the cluster-wide defaults', for
     /// [`sluice_cluster::NodeId::CLUSTER_DEFAULT`]).
     pub fn broker_configs(&self, node: sluice_cluster::NodeId) -> BTreeMap<String, String> {

@@ -26,8 +26,8 @@ pub const LEADER_RATE: &str = "leader.replication.throttled.rate";
 pub const FOLLOWER_RATE: &str = "follower.replication.throttled.rate";
 /// Bytes per second a follower copies from each leader node for its replicas out of the ISR.
 pub const RECOVERY_RATE: &str = "replica.recovery.max.bytes.per.sec";
-/// 100 MiB/s, as Redpanda's default for its learners' recovery; measured here in
-/// bench/catchup_impact.py (docs/decisions/cluster-recovery-throttle.md).
+/// 100 MiB/s (Redpanda's default for its learners' recovery, as I recall it; not checked);
+/// measured here in bench/catchup_impact.py (docs/decisions/cluster-recovery-throttle.md).
 pub const DEFAULT_RECOVERY_RATE: u64 = 100 * 1024 * 1024;
 /// The smallest cap taken (64 KiB/s): below it a fetcher's pace, judged on the answers it gets,
 /// would have too few to judge by.
