@@ -1,5 +1,7 @@
 """Topic administration through both clients' admin APIs and through the `sluice` CLI."""
 
+import subprocess
+
 import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigResource, ConfigEntry,
@@ -8,7 +10,7 @@ from kafka import KafkaAdminClient
 from kafka.admin import ConfigResource as KConfigResource, ConfigResourceType, NewTopic as KNewTopic
 import kafka.errors
 
-from conftest import sluice_cli
+from conftest import SLUICE, sluice_cli
 from .clients import consume_confluent, create_topic, produce_confluent
 
 
@@ -209,6 +211,13 @@ def test_cli_produce_and_consume(broker):
     assert r.returncode == 1 and "--acks" in r.stderr
     # Records produced by the CLI are ordinary records to a real client.
     assert len(consume_confluent(broker.bootstrap, "lines", 2, 500, timeout=10)) == 500
+    # A reader that goes away (`| head -n 3`) ends the command quietly, with status 0 (only a
+    # broken pipe on standard output is the reader's: one to the broker is an error). More
+    # than a pipe's buffer of records, so that the reader is gone before the last write.
+    sluice_cli("produce", "-t", "many", *b, stdin="".join(f"{i:0100d}\n" for i in range(20_000)))
+    r = subprocess.run(f"set -o pipefail; '{SLUICE}' consume -t many -e -b {broker.bootstrap} | head -n 3",
+                       shell=True, executable="/bin/bash", capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and len(r.stdout.splitlines()) == 3 and "error" not in r.stderr, r
 
 
 def test_an_internal_topics_durability_configs_cannot_be_altered(broker):

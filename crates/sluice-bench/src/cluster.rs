@@ -23,6 +23,8 @@ pub const TIMEOUT: Duration = Duration::from_secs(30);
 pub struct TopicLayout {
     pub topic: String,
     pub leaders: Vec<(i32, String)>,
+    /// Partitions in Metadata, with a leader or not.
+    pub partitions: usize,
 }
 
 fn s(v: &str) -> StrBytes {
@@ -92,7 +94,12 @@ pub fn ensure_topic(
     loop {
         match layout(&mut conn, topic) {
             Ok(l) if clock.now_ns() > deadline => return Ok(l),
-            Ok(l) if l.leaders.len() == partitions as usize && offsets(&l, -1).is_ok() => {
+            // Every partition (an existing topic may have more or fewer than asked for).
+            Ok(l)
+                if l.partitions > 0
+                    && l.leaders.len() == l.partitions
+                    && offsets(&l, -1).is_ok() =>
+            {
                 return Ok(l)
             }
             Err(e) if clock.now_ns() > deadline => return Err(e),
@@ -165,6 +172,7 @@ pub fn layout(conn: &mut BlockingConnection, topic: &str) -> Result<TopicLayout,
     Ok(TopicLayout {
         topic: topic.to_string(),
         leaders,
+        partitions: t.partitions.len(),
     })
 }
 

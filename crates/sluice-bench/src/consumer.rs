@@ -13,14 +13,17 @@ use sluice_client::blocking::BlockingConnection;
 use sluice_client::lean::for_each_value;
 
 use crate::clock::RunClock;
-use crate::cluster::connect;
+use crate::cluster::{connect, layout};
 use crate::error::BenchError;
 use crate::latency::Latencies;
 use crate::payload;
+use crate::producer::{leadership_moved, REFRESH_EVERY_NS};
 use crate::tracker::Tracker;
 
 #[derive(Debug, Clone)]
 pub struct ConsumerConfig {
+    /// Where the leaders are looked up again after one moves.
+    pub bootstrap: String,
     pub topic: String,
     /// Partitions to read, with their leader and the offset to start at.
     pub partitions: Vec<(i32, String, i64)>,
@@ -76,6 +79,52 @@ struct Source {
     offsets: Vec<(i32, i64)>,
 }
 
+/// Connects to each partition's leader (`leaders`: partition → address), carrying over the
+/// connections of `sources` that still serve; the offsets come from `sources` and `orphans`
+/// (partitions whose connection ended). A leader that cannot be reached leaves its partitions
+/// in the returned orphans.
+fn route(
+    mut sources: HashMap<String, Source>,
+    orphans: Vec<(i32, i64)>,
+    leaders: &HashMap<i32, String>,
+) -> (HashMap<String, Source>, Vec<(i32, i64)>) {
+    let mut positions: Vec<(i32, i64)> = orphans;
+    for source in sources.values_mut() {
+        positions.append(&mut source.offsets);
+    }
+    let mut left = Vec::new();
+    for (partition, offset) in positions {
+        let Some(addr) = leaders.get(&partition) else {
+            left.push((partition, offset));
+            continue;
+        };
+        if !sources.contains_key(addr) {
+            let opened = connect(addr).and_then(|conn| {
+                let version = conn.version_for(ApiKey::Fetch, 4, 12)?;
+                Ok(Source {
+                    conn,
+                    version,
+                    offsets: Vec::new(),
+                })
+            });
+            match opened {
+                Ok(source) => {
+                    sources.insert(addr.clone(), source);
+                }
+                Err(_) => {
+                    left.push((partition, offset));
+                    continue;
+                }
+            }
+        }
+        if let Some(s) = sources.get_mut(addr) {
+            s.offsets.push((partition, offset));
+        }
+    }
+    sources.retain(|_, s| !s.offsets.is_empty());
+    (sources, left)
+}
+
 fn run(
     config: ConsumerConfig,
     clock: RunClock,
@@ -100,6 +149,10 @@ fn run(
             s.offsets.push((*partition, *offset));
         }
     }
+    // Partitions whose leader could not be reached, with their next offsets.
+    let mut orphans: Vec<(i32, i64)> = Vec::new();
+    let mut moved = false;
+    let mut refreshed_ns = 0u64;
     let topic = TopicName(StrBytes::from_string(config.topic.clone()));
     let mut outcome = ConsumerOutcome {
         tracker: Tracker::new(config.producers),
@@ -107,14 +160,31 @@ fn run(
     };
     let mut local = Latencies::default();
     let mut last_merge_ns = clock.now_ns();
-    // With several brokers to poll, none may hold the thread for long.
-    let max_wait_ms = if sources.len() > 1 {
-        1
-    } else {
-        config.max_wait_ms
-    };
     while !stop.load(Ordering::Relaxed) {
-        for source in sources.values_mut() {
+        let now = clock.now_ns();
+        if (moved || !orphans.is_empty()) && now.saturating_sub(refreshed_ns) >= REFRESH_EVERY_NS {
+            // A leader moved or went away: look the leaders up again and follow them.
+            refreshed_ns = now;
+            moved = false;
+            if let Ok(found) =
+                connect(&config.bootstrap).and_then(|mut c| layout(&mut c, &config.topic))
+            {
+                let leaders: HashMap<i32, String> = found.leaders.into_iter().collect();
+                (sources, orphans) = route(sources, std::mem::take(&mut orphans), &leaders);
+            }
+        }
+        if sources.is_empty() {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            continue;
+        }
+        // With several brokers to poll, none may hold the thread for long.
+        let max_wait_ms = if sources.len() > 1 {
+            1
+        } else {
+            config.max_wait_ms
+        };
+        let mut gone: Vec<String> = Vec::new();
+        for (addr, source) in sources.iter_mut() {
             let request = FetchRequest::default()
                 .with_replica_id(BrokerId(-1))
                 .with_max_wait_ms(max_wait_ms)
@@ -137,7 +207,15 @@ fn run(
                             })
                             .collect(),
                     )]);
-            let response = source.conn.call(&request, source.version, source.version)?;
+            let response = match source.conn.call(&request, source.version, source.version) {
+                Ok(r) => r,
+                Err(_) => {
+                    // The connection ended (a leader killed or cut off): its partitions wait
+                    // for the leaders to be looked up again.
+                    gone.push(addr.clone());
+                    continue;
+                }
+            };
             let now = clock.now_ns();
             if response.error_code != 0 {
                 *outcome.fetch_errors.entry(response.error_code).or_default() += 1;
@@ -154,6 +232,7 @@ fn run(
                     };
                     if p.error_code != 0 {
                         *outcome.fetch_errors.entry(p.error_code).or_default() += 1;
+                        moved |= leadership_moved(p.error_code);
                         continue;
                     }
                     let Some(records) = &p.records else { continue };
@@ -175,6 +254,11 @@ fn run(
                         shared.last_receive_ns.store(now, Ordering::Relaxed);
                     }
                 }
+            }
+        }
+        for addr in gone {
+            if let Some(mut source) = sources.remove(&addr) {
+                orphans.append(&mut source.offsets);
             }
         }
         if clock.now_ns() - last_merge_ns > 50_000_000 && !local.is_empty() {

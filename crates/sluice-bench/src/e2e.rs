@@ -177,6 +177,7 @@ pub fn run(config: &E2eConfig, progress: bool) -> Result<E2eResult, BenchError> 
             continue;
         }
         let cc = ConsumerConfig {
+            bootstrap: config.bootstrap.clone(),
             topic: config.topic.clone(),
             partitions,
             producers: config.producers,
@@ -198,6 +199,7 @@ pub fn run(config: &E2eConfig, progress: bool) -> Result<E2eResult, BenchError> 
     for id in 0..config.producers {
         let pc = ProducerConfig {
             id: id as u32,
+            bootstrap: config.bootstrap.clone(),
             layout: layout.clone(),
             rate_per_s: Some(per_producer_rate),
             total: total_per_producer,

@@ -20,7 +20,7 @@ use sluice_client::lean::encode_values;
 use sluice_client::OutRecord;
 
 use crate::clock::{wall_ms, RunClock};
-use crate::cluster::{connect, TopicLayout};
+use crate::cluster::{connect, layout, TopicLayout};
 use crate::error::BenchError;
 use crate::payload::{self, Stamp};
 use crate::schedule::Schedule;
@@ -29,6 +29,8 @@ use crate::timing::{precise_timers_for_this_thread, Waiter};
 #[derive(Debug, Clone)]
 pub struct ProducerConfig {
     pub id: u32,
+    /// Where the leaders are looked up again after one moves.
+    pub bootstrap: String,
     pub layout: TopicLayout,
     /// Messages per second; `None` sends as fast as possible (closed loop).
     pub rate_per_s: Option<f64>,
@@ -77,7 +79,31 @@ struct Pipe {
 struct Shared {
     counters: Arc<ProducerCounters>,
     outcome: Mutex<ProducerOutcome>,
+    /// Set by a reader when an answer says a partition's leadership moved, or its connection
+    /// ended: the producer looks the leaders up again before its next request.
+    moved: AtomicBool,
 }
+
+impl Shared {
+    /// Counts `count` records from `first` on as failed, under `error`.
+    fn fail(&self, first: u64, count: u64, error: String) {
+        self.counters.failed.fetch_add(count, Ordering::Relaxed);
+        if let Ok(mut o) = self.outcome.lock() {
+            o.failed_ranges.push((first, count));
+            *o.errors.entry(error).or_default() += 1;
+        }
+    }
+}
+
+/// Kafka's answers that name a partition's leadership as moved: NOT_LEADER_OR_FOLLOWER,
+/// LEADER_NOT_AVAILABLE, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH.
+pub(crate) fn leadership_moved(code: i16) -> bool {
+    matches!(code, 5 | 6 | 74 | 75)
+}
+
+/// The shortest pause between two lookups of the leaders (a cluster electing a new leader
+/// answers the same error to every request meanwhile).
+pub(crate) const REFRESH_EVERY_NS: u64 = 100_000_000;
 
 fn reader_loop(
     mut stream: ResponseReader,
@@ -98,20 +124,22 @@ fn reader_loop(
                 .iter()
                 .flat_map(|t| t.partition_responses.iter())
                 .find(|r| r.error_code != 0)
-                .map(|r| format!("produce error code {}", r.error_code)),
-            Err(e) => Some(e),
+                .map(|r| {
+                    if leadership_moved(r.error_code) {
+                        shared.moved.store(true, Ordering::Relaxed);
+                    }
+                    format!("produce error code {}", r.error_code)
+                }),
+            Err(e) => {
+                shared.moved.store(true, Ordering::Relaxed);
+                Some(e)
+            }
         };
         match error {
             None => {
                 shared.counters.acked.fetch_add(p.count, Ordering::Relaxed);
             }
-            Some(e) => {
-                shared.counters.failed.fetch_add(p.count, Ordering::Relaxed);
-                if let Ok(mut o) = shared.outcome.lock() {
-                    o.failed_ranges.push((p.first, p.count));
-                    *o.errors.entry(e).or_default() += 1;
-                }
-            }
+            Some(e) => shared.fail(p.first, p.count, e),
         }
     }
 }
@@ -209,6 +237,7 @@ fn run(
     let shared = Arc::new(Shared {
         counters: Arc::clone(&counters),
         outcome: Mutex::new(ProducerOutcome::default()),
+        moved: AtomicBool::new(false),
     });
     let mut pipes: HashMap<String, Pipe> = HashMap::new();
     for (_, addr) in &config.layout.leaders {
@@ -219,6 +248,9 @@ fn run(
             );
         }
     }
+    let mut leaders = config.layout.leaders.clone();
+    let mut refreshed_ns = 0u64;
+    let mut retired: Vec<Pipe> = Vec::new();
     let schedule = config
         .rate_per_s
         .map(|r| Schedule::new(r, config.total as f64 / r));
@@ -236,7 +268,7 @@ fn run(
         *b = x as u8;
     }
     let topic = TopicName(StrBytes::from_string(config.layout.topic.clone()));
-    let mut next_partition = config.id as usize % config.layout.leaders.len();
+    let mut next_partition = config.id as usize % leaders.len();
     let mut seq = 0u64;
     let mut result = Ok(());
     while seq < config.total && !stop.load(Ordering::Relaxed) {
@@ -296,17 +328,47 @@ fn run(
                 sluice_client::records::encode_batch(&records, codec)?
             }
         };
-        let (partition, addr) = &config.layout.leaders[next_partition];
-        next_partition = (next_partition + 1) % config.layout.leaders.len();
+        // A leader moved: look them up again (at most every REFRESH_EVERY_NS); until then,
+        // and for a partition without a leader, the requests fail and are counted so.
+        let now = clock.now_ns();
+        if now.saturating_sub(refreshed_ns) >= REFRESH_EVERY_NS
+            && shared.moved.swap(false, Ordering::Relaxed)
+        {
+            refreshed_ns = now;
+            if let Ok(found) =
+                connect(&config.bootstrap).and_then(|mut c| layout(&mut c, &config.layout.topic))
+            {
+                if !found.leaders.is_empty() {
+                    leaders = found.leaders;
+                    next_partition %= leaders.len();
+                }
+            }
+        }
+        let (partition, addr) = leaders[next_partition].clone();
+        next_partition = (next_partition + 1) % leaders.len();
         let request = ProduceRequest::default()
             .with_acks(config.acks)
             .with_timeout_ms(30_000)
             .with_topic_data(vec![TopicProduceData::default()
                 .with_name(topic.clone())
                 .with_partition_data(vec![PartitionProduceData::default()
-                    .with_index(*partition)
+                    .with_index(partition)
                     .with_records(Some(batch))])]);
-        let Some(pipe) = pipes.get_mut(addr) else {
+        if !pipes.contains_key(&addr) {
+            match Pipe::open(&addr, config.acks, config.max_in_flight, &shared) {
+                Ok(pipe) => {
+                    pipes.insert(addr.clone(), pipe);
+                }
+                Err(e) => {
+                    shared.moved.store(true, Ordering::Relaxed);
+                    shared.fail(seq, n, format!("connecting to {addr}: {e}"));
+                    seq += n;
+                    counters.sent.fetch_add(n, Ordering::Relaxed);
+                    continue;
+                }
+            }
+        }
+        let Some(pipe) = pipes.get_mut(&addr) else {
             result = Err(BenchError::Setup(format!("no connection to {addr}")));
             break;
         };
@@ -329,8 +391,15 @@ fn run(
                 Ok(())
             });
         if let Err(e) = sent {
-            result = Err(e.into());
-            break;
+            // The leader went away: its connection is dropped and the leaders looked up
+            // again; these records count as failed, as a producer without retries has them.
+            shared.moved.store(true, Ordering::Relaxed);
+            shared.fail(seq, n, format!("sending to {addr}: {e}"));
+            // Its reader is joined at the end, once it has counted what was in flight.
+            retired.extend(pipes.remove(&addr));
+            seq += n;
+            counters.sent.fetch_add(n, Ordering::Relaxed);
+            continue;
         }
         seq += n;
         counters.sent.fetch_add(n, Ordering::Relaxed);
@@ -338,7 +407,7 @@ fn run(
             .last_send_ns
             .store(clock.now_ns(), Ordering::Relaxed);
     }
-    for (_, pipe) in pipes.drain() {
+    for pipe in pipes.into_values().chain(retired) {
         pipe.finish();
     }
     result?;

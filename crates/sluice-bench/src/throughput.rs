@@ -70,6 +70,7 @@ pub fn produce(config: &ProduceConfig) -> Result<ThroughputResult, BenchError> {
     for id in 0..config.producers {
         let pc = ProducerConfig {
             id: id as u32,
+            bootstrap: config.bootstrap.clone(),
             layout: layout.clone(),
             rate_per_s: None,
             total: u64::MAX / 2,
@@ -155,6 +156,7 @@ pub fn consume(
             continue;
         }
         let cc = ConsumerConfig {
+            bootstrap: bootstrap.to_string(),
             topic: topic.to_string(),
             partitions,
             producers: 0,

@@ -481,8 +481,7 @@ fn write_json(out: &mut impl Write, acls: &[AclBinding]) -> anyhow::Result<()> {
 }
 
 pub async fn run(bootstrap: &str, command: AclCommand) -> anyhow::Result<()> {
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
+    let mut out = crate::stdout::lock();
     match command {
         AclCommand::Add(args) => {
             let acls = args.bindings()?;

@@ -78,8 +78,7 @@ pub async fn run(bootstrap: &str, command: ClusterCommand) -> anyhow::Result<()>
     let json = match command {
         ClusterCommand::Status { json } => json,
         ClusterCommand::AddNode { node, voter, wait } => {
-            let stdout = std::io::stdout();
-            let mut out = stdout.lock();
+            let mut out = crate::stdout::lock();
             let wait = std::time::Duration::from_secs(wait);
             return crate::add_node_cmd::run(&mut client, node, voter, wait, &mut out).await;
         }
@@ -95,8 +94,7 @@ pub async fn run(bootstrap: &str, command: ClusterCommand) -> anyhow::Result<()>
             return Ok(());
         }
         ClusterCommand::RemoveNode { node, wait } => {
-            let stdout = std::io::stdout();
-            let mut out = stdout.lock();
+            let mut out = crate::stdout::lock();
             return crate::remove_node_cmd::run(
                 &mut client,
                 node,
@@ -107,8 +105,7 @@ pub async fn run(bootstrap: &str, command: ClusterCommand) -> anyhow::Result<()>
         }
     };
     let status = status(&mut client).await?;
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
+    let mut out = crate::stdout::lock();
     if json {
         serde_json::to_writer_pretty(&mut out, &status)?;
         writeln!(out)?;

@@ -68,7 +68,6 @@ pub async fn run(bootstrap: &str, args: ConsumeArgs) -> anyhow::Result<()> {
         }
     };
     let mut printed = 0u64;
-    let stdout = std::io::stdout();
     let wait = if positions.len() > 1 {
         Duration::from_millis(100)
     } else {
@@ -80,7 +79,7 @@ pub async fn run(bootstrap: &str, args: ConsumeArgs) -> anyhow::Result<()> {
             let fetched = client
                 .fetch(&args.topic, *partition, *offset, wait, 1 << 20)
                 .await?;
-            let mut out = stdout.lock();
+            let mut out = crate::stdout::lock();
             for record in &fetched.records {
                 print_record(&mut out, &args, *partition, record)?;
                 *offset = record.offset + 1;

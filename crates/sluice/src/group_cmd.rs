@@ -48,8 +48,7 @@ pub struct ResetArgs {
 
 pub async fn run(bootstrap: &str, command: GroupCommand) -> anyhow::Result<()> {
     let mut client = Client::connect(bootstrap, "sluice-cli").await?;
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
+    let mut out = crate::stdout::lock();
     // In a cluster each group has its own coordinator, and each node lists only its groups.
     match command {
         GroupCommand::List => {

@@ -19,6 +19,7 @@ mod secret;
 mod security_args;
 mod serve;
 mod settings;
+mod stdout;
 mod tls;
 mod topic_cmd;
 mod txn_cmd;
@@ -189,11 +190,7 @@ fn main() {
     };
     if let Err(e) = result {
         // A reader that went away (`| head`) is not an error of ours.
-        let broken_pipe = e.chain().any(|c| {
-            c.downcast_ref::<std::io::Error>()
-                .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-        });
-        if broken_pipe {
+        if stdout::reader_gone(&e) {
             return;
         }
         eprintln!("error: {e:#}");

@@ -101,8 +101,7 @@ fn parse_before(s: &str) -> Result<i64, String> {
 
 pub async fn run(bootstrap: &str, command: TopicCommand) -> anyhow::Result<()> {
     let mut client = Client::connect(bootstrap, "sluice-cli").await?;
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
+    let mut out = crate::stdout::lock();
     match command {
         TopicCommand::Create {
             name,

@@ -39,8 +39,7 @@ pub struct AbortArgs {
 
 pub async fn run(bootstrap: &str, command: TxnCommand) -> anyhow::Result<()> {
     let mut client = Client::connect(bootstrap, "sluice-cli").await?;
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
+    let mut out = crate::stdout::lock();
     match command {
         // In a cluster each node coordinates (and lists) only some transactional ids.
         TxnCommand::List { state } => {

@@ -65,8 +65,7 @@ fn read_password() -> anyhow::Result<String> {
 use sluice_broker::security::credentials::fresh_salt;
 
 pub async fn run(bootstrap: &str, command: UserCommand) -> anyhow::Result<()> {
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
+    let mut out = crate::stdout::lock();
     match command {
         UserCommand::Create {
             name,
