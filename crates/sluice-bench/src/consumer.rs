@@ -166,11 +166,12 @@ fn run(
             // A leader moved or went away: look the leaders up again and follow them.
             refreshed_ns = now;
             moved = false;
-            if let Ok(found) =
-                connect(&config.bootstrap).and_then(|mut c| layout(&mut c, &config.topic))
-            {
-                let leaders: HashMap<i32, String> = found.leaders.into_iter().collect();
-                (sources, orphans) = route(sources, std::mem::take(&mut orphans), &leaders);
+            match connect(&config.bootstrap).and_then(|mut c| layout(&mut c, &config.topic)) {
+                Ok(found) => {
+                    let leaders: HashMap<i32, String> = found.leaders.into_iter().collect();
+                    (sources, orphans) = route(sources, std::mem::take(&mut orphans), &leaders);
+                }
+                Err(_) => moved = true,
             }
         }
         if sources.is_empty() {
@@ -255,6 +256,11 @@ fn run(
                     }
                 }
             }
+        }
+        if moved {
+            // Answers that leadership moved come back at once: no busy loop until the next
+            // look at the leaders.
+            std::thread::sleep(std::time::Duration::from_millis(5));
         }
         for addr in gone {
             if let Some(mut source) = sources.remove(&addr) {

@@ -270,7 +270,12 @@ pub fn run(config: &E2eConfig, progress: bool) -> Result<E2eResult, BenchError> 
     let failed_total: u64 = failed.iter().flatten().map(|(_, n)| n).sum();
     let expected: u64 = sent.iter().sum::<u64>() - failed_total;
     let drain_deadline = clock.now_ns() + (config.drain_s * 1e9) as u64;
-    while shared.received.load(Ordering::Relaxed) < expected && clock.now_ns() < drain_deadline {
+    // A failed request may still have been written (a leader killed after it replicated the
+    // batch): its records then arrive too, so with failures the count cannot say that every
+    // acknowledged record is in, and the drain runs its full time.
+    while (failed_total > 0 || shared.received.load(Ordering::Relaxed) < expected)
+        && clock.now_ns() < drain_deadline
+    {
         std::thread::sleep(Duration::from_millis(5));
     }
     stop_consumers.store(true, Ordering::Relaxed);

@@ -335,13 +335,18 @@ fn run(
             && shared.moved.swap(false, Ordering::Relaxed)
         {
             refreshed_ns = now;
-            if let Ok(found) =
-                connect(&config.bootstrap).and_then(|mut c| layout(&mut c, &config.layout.topic))
+            match connect(&config.bootstrap).and_then(|mut c| layout(&mut c, &config.layout.topic))
             {
-                if !found.leaders.is_empty() {
-                    leaders = found.leaders;
-                    next_partition %= leaders.len();
+                // A partition without a leader now keeps its old address: its requests fail
+                // and ask for another look.
+                Ok(found) => {
+                    for (partition, addr) in leaders.iter_mut() {
+                        if let Some((_, a)) = found.leaders.iter().find(|(p, _)| p == partition) {
+                            addr.clone_from(a);
+                        }
+                    }
                 }
+                Err(_) => shared.moved.store(true, Ordering::Relaxed),
             }
         }
         let (partition, addr) = leaders[next_partition].clone();
@@ -364,6 +369,10 @@ fn run(
                     shared.fail(seq, n, format!("connecting to {addr}: {e}"));
                     seq += n;
                     counters.sent.fetch_add(n, Ordering::Relaxed);
+                    if schedule.is_none() {
+                        // Closed loop: no schedule paces the failures.
+                        std::thread::sleep(std::time::Duration::from_millis(10));
+                    }
                     continue;
                 }
             }

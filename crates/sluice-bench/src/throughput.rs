@@ -86,7 +86,9 @@ pub fn produce(config: &ProduceConfig) -> Result<ThroughputResult, BenchError> {
     std::thread::sleep(Duration::from_secs_f64(config.duration_s));
     let counted = |p: &Producer| {
         if config.acks == 0 {
-            p.counters.sent.load(Ordering::Relaxed)
+            // Requests that could not be sent (no connection to a leader) are not throughput.
+            let sent = p.counters.sent.load(Ordering::Relaxed);
+            sent.saturating_sub(p.counters.failed.load(Ordering::Relaxed))
         } else {
             p.counters.acked.load(Ordering::Relaxed)
         }
@@ -181,6 +183,12 @@ pub fn consume(
     }
     let records = shared.received.load(Ordering::Relaxed);
     let bytes = shared.bytes.load(Ordering::Relaxed);
+    if records < expected {
+        return Err(BenchError::Kafka(format!(
+            "read {records} of the {expected} records of {topic} in {seconds:.0} s: a \
+             partition's leader stayed unreachable or the broker stopped serving"
+        )));
+    }
     Ok(ThroughputResult {
         what: format!("consume {topic}, {consumers} consumer(s)"),
         records,

@@ -71,11 +71,15 @@ impl Tracker {
         sent.iter()
             .enumerate()
             .map(|(p, &n)| {
-                let refused = failed.get(p).map(Vec::as_slice).unwrap_or_default();
+                // Sorted by first sequence (ranges never overlap): one binary search each.
+                let mut refused = failed.get(p).cloned().unwrap_or_default();
+                refused.sort_unstable();
+                let is_refused = |s: u64| {
+                    let after = refused.partition_point(|(f, _)| *f <= s);
+                    after > 0 && s < refused[after - 1].0 + refused[after - 1].1
+                };
                 (0..n)
-                    .filter(|s| {
-                        !self.has(p, *s) && !refused.iter().any(|(f, c)| (*f..f + c).contains(s))
-                    })
+                    .filter(|s| !self.has(p, *s) && !is_refused(*s))
                     .count() as u64
             })
             .sum()
@@ -108,6 +112,13 @@ mod tests {
             1,
             "a refused record is not lost"
         );
+        // Producer 0 has 0, 1, 2, 4 and 130 of 0..131; ranges in any order, ending at the
+        // edges of the gaps or inside them.
+        assert_eq!(
+            t.missing(&[131, 1], &[vec![(100, 31), (3, 1), (5, 10), (20, 1)], vec![]]),
+            126 - 1 - 10 - 1 - 30,
+        );
+        assert_eq!(t.missing(&[131, 1], &[vec![(0, 131)], vec![]]), 0);
     }
 
     #[test]

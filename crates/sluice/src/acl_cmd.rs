@@ -474,7 +474,8 @@ fn write_json(out: &mut impl Write, acls: &[AclBinding]) -> anyhow::Result<()> {
             operation,
             permission,
         };
-        serde_json::to_writer(&mut *out, &row)?;
+        // As the io error itself: a reader gone away (`| head`) then ends the command quietly.
+        serde_json::to_writer(&mut *out, &row).map_err(std::io::Error::from)?;
         writeln!(out)?;
     }
     Ok(())

@@ -107,7 +107,7 @@ pub async fn run(bootstrap: &str, command: ClusterCommand) -> anyhow::Result<()>
     let status = status(&mut client).await?;
     let mut out = crate::stdout::lock();
     if json {
-        serde_json::to_writer_pretty(&mut out, &status)?;
+        serde_json::to_writer_pretty(&mut out, &status).map_err(std::io::Error::from)?;
         writeln!(out)?;
     } else {
         print(&status, &mut out)?;
