@@ -363,6 +363,18 @@ class Cluster:
         for p in wait_until(lambda: self.partitions_of(topic), timeout, f"the partitions of {topic}"):
             self.wait_for_isr(topic, p, timeout=max(deadline - time.monotonic(), 0.1))
 
+    def wait_all_in_sync(self, timeout=60):
+        """Every partition of every topic (internal ones too) has a leader and all its replicas
+        in the ISR, as one node's Metadata tells it (one request per look)."""
+        def in_sync():
+            try:
+                md = self.metadata()
+            except Exception:  # the node asked did not answer in time: look again
+                return False
+            return all(p.leader >= 0 and set(p.replicas) <= set(p.isrs)
+                       for t in md.topics.values() for p in t.partitions.values())
+        wait_until(in_sync, timeout, f"every partition to be fully in sync ({self.describe()})")
+
     def create_topic(self, name, partitions=1, replication_factor=3, config=None, timeout=30):
         """Creates the topic and waits until every partition is led and fully in sync."""
         admin = AdminClient({"bootstrap.servers": self.bootstrap, **CLIENT_DEFAULTS})

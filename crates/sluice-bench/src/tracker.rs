@@ -115,7 +115,10 @@ mod tests {
         // Producer 0 has 0, 1, 2, 4 and 130 of 0..131; ranges in any order, ending at the
         // edges of the gaps or inside them.
         assert_eq!(
-            t.missing(&[131, 1], &[vec![(100, 31), (3, 1), (5, 10), (20, 1)], vec![]]),
+            t.missing(
+                &[131, 1],
+                &[vec![(100, 31), (3, 1), (5, 10), (20, 1)], vec![]]
+            ),
             126 - 1 - 10 - 1 - 30,
         );
         assert_eq!(t.missing(&[131, 1], &[vec![(0, 131)], vec![]]), 0);
