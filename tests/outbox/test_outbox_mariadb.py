@@ -12,17 +12,12 @@ import pytest
 from conftest import wait_until
 from outbox.conftest import run_relay
 from outbox.mariadb import MariaDB
-from outbox.workload import (Writers, check, deleted_after_restart, read_topics,
-                             setup_aggregates, table_truth)
+from outbox.workload import (TOPICS, Writers, deleted_after_restart, read_topics, rows_flow,
+                             settle_and_check, setup_aggregates)
 
 pytestmark = pytest.mark.timeout(240)
 
 
-def relayed_rows(*relays):
-    """Rows the running relays have published (each counts its own, from its start)."""
-    return sum((r.status() or {}).get("rows", 0) for r in relays)
-
-TOPICS = ["shop.order", "shop.payment"]
 SCHEMA = [
     "CREATE DATABASE shop",
     "CREATE TABLE shop.outbox (id CHAR(36) PRIMARY KEY, aggregatetype VARCHAR(255) NOT NULL, "
@@ -68,22 +63,18 @@ def test_every_committed_row_once_in_commit_order_through_relay_broker_and_datab
         a = relays(mariadb, broker, "--topic-prefix", "shop.", name="a2")
         everyone.append(a)
         a.wait_state("standby", 30)
-        rows = relayed_rows(*everyone)
-        wait_until(lambda: relayed_rows(*everyone) > rows + 300, 30, "rows to flow through b")
+        rows_flow(everyone, "rows to flow through b", 30)
 
         broker.kill()
         time.sleep(1)
         broker.start()
-        rows = relayed_rows(*everyone)
-        wait_until(lambda: relayed_rows(*everyone) > rows + 300, 60,
-                   f"rows to flow after the broker's restart: {b.log()[-2000:]}")
+        rows_flow(everyone, f"rows to flow after the broker's restart: {b.log()[-2000:]}", 60)
 
         # The binary log moves to new files while rows flow; then the relay restarts in one.
         conn = mariadb.connect(None)
         with conn.cursor() as cur:
             cur.execute("FLUSH BINARY LOGS")
-        rows = relayed_rows(*everyone)
-        wait_until(lambda: relayed_rows(*everyone) > rows + 300, 60, "rows to flow after a rotation")
+        rows_flow(everyone, "rows to flow after a rotation", 60)
         with conn.cursor() as cur:
             cur.execute("FLUSH BINARY LOGS")
         conn.close()
@@ -92,23 +83,16 @@ def test_every_committed_row_once_in_commit_order_through_relay_broker_and_datab
                 r.kill()
         a = relays(mariadb, broker, "--topic-prefix", "shop.", name="a3")
         everyone.append(a)
-        rows = relayed_rows(*everyone)
-        wait_until(lambda: relayed_rows(*everyone) > rows + 300, 60,
-                   f"rows to flow after a relay restart in a new binlog file: {a.log()[-2000:]}")
+        rows_flow(everyone, f"rows to flow after a relay restart in a new binlog file: {a.log()[-2000:]}", 60)
 
         mariadb.restart("immediate")
-        rows = relayed_rows(*everyone)
-        wait_until(lambda: relayed_rows(*everyone) > rows + 300, 60,
-                   f"rows to flow after the database's restart: {b.log()[-2000:]}")
+        rows_flow(everyone, f"rows to flow after the database's restart: {b.log()[-2000:]}", 60)
     finally:
         writers.stop()
         writers.join()
     assert len(writers.committed) > 1000, f"only {len(writers.committed)} rows committed"
     assert writers.rolled_back, "no transaction was rolled back"
-    truth, versions = table_truth(mariadb)
-    published = read_topics(broker.bootstrap, TOPICS, len(truth), 60)
-    problems = check(truth, versions, published, writers)
-    assert not problems, "\n".join(problems[:20]) + "\n" + "".join(r.log()[-2000:] for r in everyone)
+    truth, _ = settle_and_check(mariadb, broker.bootstrap, writers, everyone)
     assert took_over < 10, f"the standby took {took_over:.1f} s to take over"
     print(f"{len(truth)} rows published once each; {len(writers.rolled_back)} rolled back; "
           f"standby took over in {took_over:.2f} s")

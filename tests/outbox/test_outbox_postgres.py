@@ -16,27 +16,10 @@ from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, 
 
 from conftest import wait_until
 from outbox.conftest import run_relay
-from outbox.workload import (Writers, check, deleted_after_restart, read_topics,
-                             setup_aggregates, table_truth)
+from outbox.workload import (TOPICS, Writers, deleted_after_restart, read_topics, rows_flow,
+                             settle_and_check, setup_aggregates)
 
 pytestmark = pytest.mark.timeout(240)
-
-
-def relayed_rows(*relays):
-    """Rows the running relays have published (each counts its own, from its start)."""
-    return sum((r.status() or {}).get("rows", 0) for r in relays)
-
-TOPICS = ["shop.order", "shop.payment"]
-
-
-def settle_and_check(pg, broker, writers, relays_alive, timeout=60):
-    truth, versions = table_truth(pg)
-    assert truth, "the writers committed nothing"
-    published = read_topics(broker.bootstrap, TOPICS, len(truth), timeout)
-    problems = check(truth, versions, published, writers)
-    assert not problems, "\n".join(problems[:20]) + "\n" + "\n".join(
-        r.log()[-3000:] for r in relays_alive)
-    return truth, published
 
 
 def test_every_committed_row_once_in_commit_order_through_relay_broker_and_database_crashes(
@@ -58,28 +41,23 @@ def test_every_committed_row_once_in_commit_order_through_relay_broker_and_datab
         took_over = time.monotonic() - killed
         a = relays(postgres, broker, "--topic-prefix", "shop.", name="a2")
         a.wait_state("standby", 30)
-        rows = relayed_rows(a, b)
-        wait_until(lambda: relayed_rows(a, b) > rows + 300, 30, "rows to flow through b")
+        rows_flow([a, b], "rows to flow through b", 30)
 
         # 2. The broker dies and comes back on the same data.
         broker.kill()
         time.sleep(1)
         broker.start()
-        rows = relayed_rows(a, b)
-        wait_until(lambda: relayed_rows(a, b) > rows + 300, 60,
-                   f"rows to flow after the broker's restart: {b.log()[-2000:]}")
+        rows_flow([a, b], f"rows to flow after the broker's restart: {b.log()[-2000:]}", 60)
 
         # 3. The database crashes (no shutdown checkpoint) and comes back.
         postgres.restart("immediate")
-        rows = relayed_rows(a, b)
-        wait_until(lambda: relayed_rows(a, b) > rows + 300, 60,
-                   f"rows to flow after the database's restart: {b.log()[-2000:]}")
+        rows_flow([a, b], f"rows to flow after the database's restart: {b.log()[-2000:]}", 60)
     finally:
         writers.stop()
         writers.join()
     assert len(writers.committed) > 1000, f"only {len(writers.committed)} rows committed"
     assert writers.rolled_back, "no transaction was rolled back"
-    truth, published = settle_and_check(postgres, broker, writers, [a, b])
+    truth, published = settle_and_check(postgres, broker.bootstrap, writers, [a, b])
     assert took_over < 10, f"the standby took {took_over:.1f} s to take over"
     print(f"{len(truth)} rows published once each; {len(writers.rolled_back)} rolled back; "
           f"{len(writers.uncertain)} uncertain commits; standby took over in {took_over:.2f} s")
@@ -292,5 +270,5 @@ def test_a_relay_that_lost_its_lease_publishes_nothing_more(postgres, broker, re
     finally:
         writers.stop()
         writers.join()
-    truth, published = settle_and_check(postgres, broker, writers, [a, b])
+    truth, published = settle_and_check(postgres, broker.bootstrap, writers, [a, b])
     print(f"{len(truth)} rows published once each across the lease change")

@@ -232,6 +232,39 @@ def check(truth, versions, published, writers=None):
     return problems
 
 
+TOPICS = ["shop.order", "shop.payment"]
+
+
+def relayed_rows(*relays):
+    """Rows the running relays have published (each counts its own, from its start)."""
+    return sum((r.status() or {}).get("rows", 0) for r in relays)
+
+
+def rows_flow(relays, what, timeout=60, more=300):
+    """Waits until `relays` have published `more` rows beyond what they have now. The baseline
+    waits for an answer from every relay still running (one that did not answer in time would
+    count as none and let the wait pass at once); a dead one counts as none."""
+    from conftest import wait_until
+
+    def baseline():
+        answers = [r.status() for r in relays if r.proc is not None and r.proc.poll() is None]
+        return None if None in answers else [sum(a.get("rows", 0) for a in answers)]
+    before = wait_until(baseline, 10, "the relays' status")[0]
+    wait_until(lambda: relayed_rows(*relays) > before + more, timeout, what)
+
+
+def settle_and_check(db, bootstrap, writers, relays, timeout=60, topics=TOPICS):
+    """Reads what was published to `topics` and checks it against the table and the writers
+    (see check); fails with the violations and the relays' logs. Returns (truth, published)."""
+    truth, versions = table_truth(db)
+    assert truth, "the writers committed nothing"
+    published = read_topics(bootstrap, topics, len(truth), timeout)
+    problems = check(truth, versions, published, writers)
+    assert not problems, "\n".join(problems[:20]) + "\n" + "\n".join(
+        r.log()[-3000:] for r in relays)
+    return truth, published
+
+
 def deleted_after_restart(db, broker, relays, topics, left, allow_deletes):
     """The --delete-published crash test of both sources (see its callers): `left()` counts
     the outbox table's rows, `allow_deletes()` lifts the fault that refuses deletes."""

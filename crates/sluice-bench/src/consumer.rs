@@ -131,26 +131,24 @@ fn run(
     shared: Arc<ConsumerShared>,
     stop: Arc<AtomicBool>,
 ) -> Result<ConsumerOutcome, BenchError> {
-    let mut sources: HashMap<String, Source> = HashMap::new();
-    for (partition, addr, offset) in &config.partitions {
-        if !sources.contains_key(addr) {
-            let conn = connect(addr)?;
-            let version = conn.version_for(ApiKey::Fetch, 4, 12)?;
-            sources.insert(
-                addr.clone(),
-                Source {
-                    conn,
-                    version,
-                    offsets: Vec::new(),
-                },
-            );
-        }
-        if let Some(s) = sources.get_mut(addr) {
-            s.offsets.push((*partition, *offset));
-        }
+    let leaders: HashMap<i32, String> = config
+        .partitions
+        .iter()
+        .map(|(p, addr, _)| (*p, addr.clone()))
+        .collect();
+    let positions = config.partitions.iter().map(|(p, _, o)| (*p, *o)).collect();
+    // Partitions whose leader could not be reached, with their next offsets: none at the start.
+    let (mut sources, mut orphans) = route(HashMap::new(), positions, &leaders);
+    if !orphans.is_empty() {
+        let unreachable: Vec<String> = orphans
+            .iter()
+            .map(|(p, _)| format!("{p} at {}", leaders.get(p).map_or("?", String::as_str)))
+            .collect();
+        return Err(BenchError::Setup(format!(
+            "cannot reach the leader of partition(s) {}",
+            unreachable.join(", ")
+        )));
     }
-    // Partitions whose leader could not be reached, with their next offsets.
-    let mut orphans: Vec<(i32, i64)> = Vec::new();
     let mut moved = false;
     let mut refreshed_ns = 0u64;
     let topic = TopicName(StrBytes::from_string(config.topic.clone()));
