@@ -267,3 +267,19 @@ def test_an_internal_topics_durability_configs_cannot_be_altered(broker):
     p.begin_transaction()
     p.produce("pins-out", b"v")
     p.commit_transaction(15)
+
+
+def test_manual_assignments_on_one_node(broker):
+    """kafka-topics.sh --replica-assignment on a single node: only this node may be named; a
+    CreatePartitions assignment names one replica list per new partition, as Kafka requires."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    (node,) = admin.list_topics(timeout=10).brokers
+    admin.create_topics([NewTopic("placed1", 2, replica_assignment=[[node], [node]])])["placed1"].result(15)
+    assert len(admin.list_topics(timeout=10).topics["placed1"].partitions) == 2
+    assert error_code(admin.create_topics([NewTopic("elsewhere", 1, replica_assignment=[[node + 1]])])["elsewhere"]) \
+        == 39  # INVALID_REPLICA_ASSIGNMENT
+    assert error_code(admin.create_partitions(
+        [NewPartitions("placed1", 4, replica_assignment=[[node]])])["placed1"]) == 39
+    admin.create_partitions([NewPartitions("placed1", 3, replica_assignment=[[node]])])["placed1"].result(15)
+    assert len(admin.list_topics(timeout=10).topics["placed1"].partitions) == 3
+    assert "elsewhere" not in admin.list_topics(timeout=10).topics

@@ -13,6 +13,7 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from cluster.harness import CLIENT_DEFAULTS, cluster  # noqa: F401  (the fixture)
 from cluster.kafka_cluster import kafka_libs
@@ -111,21 +112,11 @@ def send(p, topic, total_bytes, record=10_000):
 
 
 def topic_not_led_by_1(c):
-    """A 1-partition topic (replication factor 1) led by node 3, or failing that by node 2
-    (manual assignments are not supported in a cluster: made until placement obliges);
-    (name, leader)."""
-    made = []
-    for k in range(4):
-        name = f"noisy-{k}"
-        c.create_topic(name, 1, replication_factor=1)
-        leader = c.wait_for_leader(name, 0)
-        made.append((name, leader))
-        if leader == 3:
-            return name, leader
-    for name, leader in made:
-        if leader != 1:
-            return name, leader
-    raise AssertionError(f"every topic was led by node 1: {made}")
+    """A 1-partition topic (replication factor 1) placed on node 3, which leads it; (name, 3)."""
+    admin = AdminClient({"bootstrap.servers": c.bootstrap, **CLIENT_DEFAULTS})
+    admin.create_topics([NewTopic("noisy-0", 1, replica_assignment=[[3]])])["noisy-0"].result(30)
+    assert c.wait_for_leader("noisy-0", 0) == 3
+    return "noisy-0", 3
 
 
 # --- 1-3. set through node 1, enforced by another node, deleted through node 2 -------------------

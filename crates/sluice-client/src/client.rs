@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bytes::Bytes;
-use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::create_topics_request::{
+    CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig,
+};
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::incremental_alter_configs_request::{
@@ -175,21 +177,54 @@ impl Client {
         replication_factor: i16,
         configs: &BTreeMap<String, String>,
     ) -> Result<(), ClientError> {
+        let topic = CreatableTopic::default()
+            .with_num_partitions(partitions)
+            .with_replication_factor(replication_factor);
+        self.create(name, topic, configs).await
+    }
+
+    /// Creates a topic whose replicas are named: partition `i` on the nodes `assignment[i]`,
+    /// the preferred leader first (kafka-topics.sh's `--replica-assignment`).
+    pub async fn create_topic_assigned(
+        &mut self,
+        name: &str,
+        assignment: &[Vec<i32>],
+        configs: &BTreeMap<String, String>,
+    ) -> Result<(), ClientError> {
+        let topic = CreatableTopic::default()
+            .with_num_partitions(-1)
+            .with_replication_factor(-1)
+            .with_assignments(
+                assignment
+                    .iter()
+                    .enumerate()
+                    .map(|(i, nodes)| {
+                        CreatableReplicaAssignment::default()
+                            .with_partition_index(i as i32)
+                            .with_broker_ids(nodes.iter().map(|n| BrokerId(*n)).collect())
+                    })
+                    .collect(),
+            );
+        self.create(name, topic, configs).await
+    }
+
+    async fn create(
+        &mut self,
+        name: &str,
+        topic: CreatableTopic,
+        configs: &BTreeMap<String, String>,
+    ) -> Result<(), ClientError> {
         let request = CreateTopicsRequest::default()
-            .with_topics(vec![CreatableTopic::default()
-                .with_name(TopicName(s(name)))
-                .with_num_partitions(partitions)
-                .with_replication_factor(replication_factor)
-                .with_configs(
-                    configs
-                        .iter()
-                        .map(|(k, v)| {
-                            CreatableTopicConfig::default()
-                                .with_name(s(k))
-                                .with_value(Some(s(v)))
-                        })
-                        .collect(),
-                )])
+            .with_topics(vec![topic.with_name(TopicName(s(name))).with_configs(
+                configs
+                    .iter()
+                    .map(|(k, v)| {
+                        CreatableTopicConfig::default()
+                            .with_name(s(k))
+                            .with_value(Some(s(v)))
+                    })
+                    .collect(),
+            )])
             .with_timeout_ms(30_000);
         let response = self.conn.call(&request, 2, 7).await?;
         for t in response.topics {

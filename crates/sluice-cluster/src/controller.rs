@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 
 use uuid::Uuid;
 
+use crate::assignment::{assigned_partitions, AssignmentError};
 use crate::ids::LeaderEpoch;
 use crate::ids::{NodeId, PartitionEpoch};
 use crate::metadata::{ClusterState, MetadataRecord, NodeRegistration, PartitionChange, TopicInfo};
@@ -84,6 +85,8 @@ pub enum CreateTopicError {
     InvalidPartitions(i32),
     #[error(transparent)]
     Placement(#[from] PlacementError),
+    #[error(transparent)]
+    Assignment(#[from] AssignmentError),
 }
 
 #[derive(Debug)]
@@ -318,6 +321,27 @@ impl Controller {
             .filter(|c| *c >= 1)
             .ok_or(CreateTopicError::InvalidPartitions(partitions))?;
         let partitions = new_partitions(state, count, replication_factor)?;
+        Ok(vec![MetadataRecord::CreateTopic {
+            name: name.to_string(),
+            id,
+            configs,
+            partitions,
+        }])
+    }
+
+    /// A new topic whose replicas the request names (see [`crate::assignment`]).
+    pub fn create_topic_assigned(
+        &self,
+        state: &ClusterState,
+        name: &str,
+        id: Uuid,
+        assignment: &[Vec<NodeId>],
+        configs: BTreeMap<String, String>,
+    ) -> Result<Vec<MetadataRecord>, CreateTopicError> {
+        if state.names.contains_key(name) {
+            return Err(CreateTopicError::Exists(name.to_string()));
+        }
+        let partitions = assigned_partitions(state, 0, assignment, None)?;
         Ok(vec![MetadataRecord::CreateTopic {
             name: name.to_string(),
             id,

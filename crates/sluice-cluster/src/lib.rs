@@ -11,6 +11,7 @@
 //! Everything here is a pure state machine: time comes in as `now_ms`, decisions come out as
 //! records to append, so tests and the simulation drive it without sockets or sleeps.
 
+pub mod assignment;
 pub mod controller;
 pub mod divergence;
 pub mod ids;

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::assignment::AssignmentError;
 use crate::controller::{AlterPartitionError, Controller, CreateTopicError, Election};
 use crate::ids::{LeaderEpoch, NodeId, PartitionEpoch};
 use crate::metadata::{ClusterState, MetadataRecord};
@@ -22,6 +23,16 @@ pub enum ControllerRequest {
         name: String,
         partitions: i32,
         replication_factor: i32,
+        configs: BTreeMap<String, String>,
+        validate_only: bool,
+    },
+    /// CreateTopics with a manual assignment: partition `i` gets the replicas
+    /// `assignment[i]`, the preferred leader first. A variant of its own, not a field of
+    /// `CreateTopic`: a controller that predates it refuses it rather than placing the
+    /// replicas itself.
+    CreateTopicAssigned {
+        name: String,
+        assignment: Vec<Vec<NodeId>>,
         configs: BTreeMap<String, String>,
         validate_only: bool,
     },
@@ -42,6 +53,14 @@ pub enum ControllerRequest {
     AddPartitions {
         name: String,
         count: i32,
+        validate_only: bool,
+    },
+    /// CreatePartitions with a manual assignment of the new partitions, which continue the
+    /// topic's numbering.
+    AddPartitionsAssigned {
+        name: String,
+        count: i32,
+        assignment: Vec<Vec<NodeId>>,
         validate_only: bool,
     },
     AlterPartition {
@@ -135,6 +154,11 @@ pub enum ControllerError {
     Refused(String),
     #[error("node {0} is not registered")]
     UnknownNode(NodeId),
+    #[error(transparent)]
+    InvalidAssignment(#[from] AssignmentError),
+    /// The metadata leader could not decode the request: it runs a version that predates it.
+    #[error("the metadata leader does not know this request (does it run an older version?): {0}")]
+    NotUnderstood(String),
 }
 
 impl From<CreateTopicError> for ControllerError {
@@ -145,6 +169,7 @@ impl From<CreateTopicError> for ControllerError {
                 ControllerError::InvalidPartitions(e.to_string())
             }
             CreateTopicError::Placement(p) => p.into(),
+            CreateTopicError::Assignment(a) => a.into(),
         }
     }
 }
@@ -191,6 +216,20 @@ pub fn decide(
                 replication_factor,
                 configs,
             )?;
+            if validate_only {
+                return Ok((Vec::new(), ControllerReply::Done));
+            }
+            Ok((records, ControllerReply::TopicCreated { id }))
+        }
+        ControllerRequest::CreateTopicAssigned {
+            name,
+            assignment,
+            configs,
+            validate_only,
+        } => {
+            let id = Uuid::new_v4();
+            let records =
+                controller.create_topic_assigned(state, &name, id, &assignment, configs)?;
             if validate_only {
                 return Ok((Vec::new(), ControllerReply::Done));
             }
@@ -296,8 +335,46 @@ pub fn decide(
                 .topics
                 .get(&topic)
                 .and_then(|t| t.partitions.first())
-                .map_or(1, |p| p.replicas.len() as i32);
+                .map_or(1, |p| p.target().len() as i32);
             let added = crate::controller::new_partitions(state, (count - current) as usize, rf)?;
+            if validate_only {
+                return Ok((Vec::new(), ControllerReply::Done));
+            }
+            Ok((
+                vec![MetadataRecord::AddPartitions {
+                    topic,
+                    partitions: added,
+                }],
+                ControllerReply::Done,
+            ))
+        }
+        ControllerRequest::AddPartitionsAssigned {
+            name,
+            count,
+            assignment,
+            validate_only,
+        } => {
+            let topic = topic_id(&name)?;
+            let existing = state.topics.get(&topic).map(|t| &t.partitions);
+            let current = existing.map_or(0, |p| p.len());
+            if count <= current as i32 {
+                return Err(ControllerError::InvalidPartitions(format!(
+                    "topic '{name}' has {current} partitions; the new count must be larger, not {count}"
+                )));
+            }
+            let additional = count as usize - current;
+            if assignment.len() != additional {
+                return Err(AssignmentError::Count {
+                    additional,
+                    given: assignment.len(),
+                }
+                .into());
+            }
+            // The topic's partitions all have the same number of replicas, as Kafka requires;
+            // during a reassignment a partition lists its leaving replicas too, so the count
+            // is what the first one will have.
+            let rf = existing.and_then(|p| p.first()).map(|p| p.target().len());
+            let added = crate::assignment::assigned_partitions(state, current, &assignment, rf)?;
             if validate_only {
                 return Ok((Vec::new(), ControllerReply::Done));
             }

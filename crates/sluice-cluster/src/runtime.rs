@@ -235,6 +235,7 @@ impl ClusterNode {
             .await?
         {
             InternalResponse::Controller(r) => r,
+            InternalResponse::Undecodable(why) => Err(ControllerError::NotUnderstood(why)),
             _ => Err(ProposeError::Unreachable("unexpected response".into()).into()),
         }
     }

@@ -19,6 +19,11 @@ pub enum TopicCommand {
         partitions: i32,
         #[arg(long, short = 'r', default_value_t = 1)]
         replication_factor: i16,
+        /// The replicas of each partition instead of --partitions and --replication-factor,
+        /// as kafka-topics.sh takes them: partitions separated by commas, each partition's
+        /// node ids by colons, the preferred leader first; e.g. 1:2,2:3,3:1
+        #[arg(long, value_parser = parse_assignment, conflicts_with_all = ["partitions", "replication_factor"])]
+        replica_assignment: Option<Assignment>,
         /// A topic config, name=value (repeatable), e.g. --config retention.ms=60000
         #[arg(long = "config", short = 'c', value_parser = parse_pair)]
         configs: Vec<(String, String)>,
@@ -87,6 +92,31 @@ pub fn parse_pair(s: &str) -> Result<(String, String), String> {
     }
 }
 
+/// `--replica-assignment`: each partition's replicas, in partition order.
+#[derive(Debug, Clone)]
+pub struct Assignment(Vec<Vec<i32>>);
+
+/// `1:2,2:3`: partition 0 on nodes 1 and 2, partition 1 on 2 and 3 (the broker checks that
+/// the nodes exist and that every partition has as many).
+fn parse_assignment(s: &str) -> Result<Assignment, String> {
+    s.split(',')
+        .enumerate()
+        .map(|(p, replicas)| {
+            replicas
+                .split(':')
+                .map(|n| {
+                    n.trim()
+                        .parse::<i32>()
+                        .ok()
+                        .filter(|id| *id >= 0)
+                        .ok_or_else(|| format!("partition {p}: '{n}' is not a node id"))
+                })
+                .collect::<Result<Vec<i32>, String>>()
+        })
+        .collect::<Result<Vec<_>, String>>()
+        .map(Assignment)
+}
+
 /// `end` (-1, the high watermark) or an offset ≥ 0.
 fn parse_before(s: &str) -> Result<i64, String> {
     match s {
@@ -107,12 +137,24 @@ pub async fn run(bootstrap: &str, command: TopicCommand) -> anyhow::Result<()> {
             name,
             partitions,
             replication_factor,
+            replica_assignment,
             configs,
         } => {
             let configs: BTreeMap<String, String> = configs.into_iter().collect();
-            client
-                .create_topic(&name, partitions, replication_factor, &configs)
-                .await?;
+            let partitions = match replica_assignment {
+                Some(Assignment(assignment)) => {
+                    client
+                        .create_topic_assigned(&name, &assignment, &configs)
+                        .await?;
+                    assignment.len() as i32
+                }
+                None => {
+                    client
+                        .create_topic(&name, partitions, replication_factor, &configs)
+                        .await?;
+                    partitions
+                }
+            };
             writeln!(out, "created topic {name} with {partitions} partition(s)")?;
         }
         TopicCommand::List => {
@@ -247,4 +289,20 @@ async fn describe(client: Client, name: &str, out: &mut impl Write) -> anyhow::R
         )?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replica_assignments_parse_like_kafka_topics_sh() {
+        let Ok(Assignment(a)) = parse_assignment("1:2, 2:3,3") else {
+            panic!("a valid assignment was refused");
+        };
+        assert_eq!(a, vec![vec![1, 2], vec![2, 3], vec![3]]);
+        for bad in ["", "1:", "1:x", "1,,2", "-1:2"] {
+            assert!(parse_assignment(bad).is_err(), "{bad:?} was accepted");
+        }
+    }
 }

@@ -1,4 +1,5 @@
-//! CreatePartitions: grow a topic; a manual assignment may name only this node.
+//! CreatePartitions: grow a topic; a manual assignment may name only this node, or in a
+//! cluster the nodes the controller accepts for it.
 
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse, ResponseKind};
@@ -39,23 +40,44 @@ pub fn handle(broker: &Broker, mut request: CreatePartitionsRequest, call: &Call
 fn handle_authorized(broker: &Broker, request: CreatePartitionsRequest) -> Reply {
     if let Some(replication) = broker.replication() {
         let replication = std::sync::Arc::clone(replication);
+        let counts: Vec<Result<(), BrokerError>> = request
+            .topics
+            .iter()
+            .map(|t| broker.topics().check_partition_count(t.count))
+            .collect();
         return Reply::Later(Box::pin(async move {
             let mut results = Vec::new();
-            for topic in request.topics {
-                let outcome = if topic.assignments.is_some() {
-                    Err(BrokerError::InvalidReplicaAssignment(
-                        "manual replica assignments are not supported in a cluster yet".into(),
-                    ))
-                } else if crate::topics::is_internal(&topic.name) {
+            for (topic, count) in request.topics.into_iter().zip(counts) {
+                let outcome = if crate::topics::is_internal(&topic.name) {
                     // More partitions would move every group (or transactional id) to another
                     // partition, away from its state.
                     Err(BrokerError::InvalidPartitions(format!(
                         "internal topic '{}' cannot get more partitions",
                         topic.name.as_str()
                     )))
-                } else {
+                } else if let (true, Err(e)) = (
+                    // Kafka answers an unknown topic before it looks at the count.
                     replication
-                        .add_partitions(&topic.name, topic.count, request.validate_only)
+                        .state()
+                        .state
+                        .names
+                        .contains_key(topic.name.as_str()),
+                    count,
+                ) {
+                    Err(e)
+                } else {
+                    let assignment = topic.assignments.as_ref().map(|a| {
+                        a.iter()
+                            .map(|r| {
+                                r.broker_ids
+                                    .iter()
+                                    .map(|b| sluice_cluster::NodeId(b.0))
+                                    .collect()
+                            })
+                            .collect()
+                    });
+                    replication
+                        .add_partitions(&topic.name, topic.count, assignment, request.validate_only)
                         .await
                 };
                 let result = CreatePartitionsTopicResult::default().with_name(topic.name);
@@ -80,7 +102,23 @@ fn on_one_node(broker: &Broker, request: CreatePartitionsRequest) -> ResponseKin
         .topics
         .into_iter()
         .map(|topic| {
-            let bad_assignment = topic.assignments.as_ref().and_then(|assignments| {
+            let current = broker
+                .topics()
+                .get(&topic.name)
+                .map(|t| t.partition_count());
+            let additional = current.map_or(0, |c| i64::from(topic.count) - i64::from(c));
+            // An unknown topic or a count that is no increase: the topics answer that first,
+            // as Kafka does.
+            let assignments = topic.assignments.as_ref().filter(|_| additional > 0);
+            let bad_assignment = assignments.and_then(|assignments| {
+                // As Kafka: one replica list per new partition.
+                if assignments.len() as i64 != additional {
+                    return Some(BrokerError::InvalidReplicaAssignment(format!(
+                        "{additional} partition(s) would be added, but the assignment names {}; \
+                         name one replica list per new partition",
+                        assignments.len()
+                    )));
+                }
                 assignments
                     .iter()
                     .find(|a| a.broker_ids.len() != 1 || a.broker_ids[0].0 != node)

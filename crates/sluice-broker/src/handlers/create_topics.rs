@@ -1,5 +1,6 @@
 //! CreateTopics: validated like Kafka validates them; on one node the replication factor is 1
-//! and a manual assignment may name only this node.
+//! and a manual assignment may name only this node; in a cluster the controller checks a
+//! manual assignment's nodes.
 
 use std::collections::BTreeMap;
 
@@ -168,34 +169,17 @@ fn create(
             topic.num_partitions
         }
     } else {
-        if topic.num_partitions != -1 || topic.replication_factor != -1 {
-            return Err(BrokerError::InvalidRequest(
-                "with a manual assignment, numPartitions and replicationFactor must be -1".into(),
-            ));
-        }
-        let mut indexes: Vec<i32> = topic
-            .assignments
+        let assignment = manual_assignment(&topic)?;
+        if let Some((p, bad)) = assignment
             .iter()
-            .map(|a| a.partition_index)
-            .collect();
-        indexes.sort_unstable();
-        if indexes.iter().enumerate().any(|(i, &p)| p != i as i32) {
-            return Err(BrokerError::InvalidReplicaAssignment(
-                "partitions of a manual assignment must be numbered 0..n".into(),
-            ));
-        }
-        if let Some(bad) = topic
-            .assignments
-            .iter()
-            .find(|a| a.broker_ids.len() != 1 || a.broker_ids[0].0 != node)
+            .enumerate()
+            .find(|(_, replicas)| replicas.as_slice() != [node])
         {
             return Err(BrokerError::InvalidReplicaAssignment(format!(
-                "partition {} is assigned to brokers {:?}; this cluster has only broker {node}",
-                bad.partition_index,
-                bad.broker_ids.iter().map(|b| b.0).collect::<Vec<_>>()
+                "partition {p} is assigned to brokers {bad:?}; this cluster has only broker {node}"
             )));
         }
-        indexes.len() as i32
+        assignment.len() as i32
     };
     let configs = configs_of(topic.configs)?;
     let created = broker
@@ -230,29 +214,59 @@ async fn create_in_cluster(
     topic: CreatableTopic,
     validate_only: bool,
 ) -> Result<Created, BrokerError> {
-    if !topic.assignments.is_empty() {
-        return Err(BrokerError::InvalidReplicaAssignment(
-            "manual replica assignments are not supported in a cluster yet; leave them out and \
-             the controller places replicas"
-                .into(),
-        ));
-    }
-    let configs = configs_of(topic.configs)?;
-    let (partitions, replication_factor, id) = broker
-        .create_topic_in_cluster(
-            &topic.name,
-            topic.num_partitions,
-            i32::from(topic.replication_factor),
-            configs.clone(),
-            validate_only,
-        )
-        .await?;
+    let configs = configs_of(topic.configs.clone())?;
+    let (partitions, replication_factor, id) = if topic.assignments.is_empty() {
+        broker
+            .create_topic_in_cluster(
+                &topic.name,
+                topic.num_partitions,
+                i32::from(topic.replication_factor),
+                configs.clone(),
+                validate_only,
+            )
+            .await?
+    } else {
+        broker.check_new_topic_in_cluster(&topic.name)?;
+        broker
+            .create_assigned_topic_in_cluster(
+                &topic.name,
+                manual_assignment(&topic)?,
+                configs.clone(),
+                validate_only,
+            )
+            .await?
+    };
     Ok(Created {
         partitions,
         replication_factor,
         id,
         overrides: configs,
     })
+}
+
+/// A manual assignment's replica lists in partition order, once its shape is right: the
+/// partition count and replication factor left to it (-1), partitions numbered 0..n.
+fn manual_assignment(topic: &CreatableTopic) -> Result<Vec<Vec<i32>>, BrokerError> {
+    if topic.num_partitions != -1 || topic.replication_factor != -1 {
+        return Err(BrokerError::InvalidRequest(
+            "with a manual assignment, numPartitions and replicationFactor must be -1".into(),
+        ));
+    }
+    let mut assignments: Vec<_> = topic.assignments.iter().collect();
+    assignments.sort_unstable_by_key(|a| a.partition_index);
+    if assignments
+        .iter()
+        .enumerate()
+        .any(|(i, a)| a.partition_index != i as i32)
+    {
+        return Err(BrokerError::InvalidReplicaAssignment(
+            "partitions of a manual assignment must be numbered 0..n".into(),
+        ));
+    }
+    Ok(assignments
+        .into_iter()
+        .map(|a| a.broker_ids.iter().map(|b| b.0).collect())
+        .collect())
 }
 
 fn configs_of(

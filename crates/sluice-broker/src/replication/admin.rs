@@ -48,16 +48,37 @@ impl Replication {
         configs: BTreeMap<String, String>,
         validate_only: bool,
     ) -> Result<uuid::Uuid, BrokerError> {
-        let reply = self
-            .ask(ControllerRequest::CreateTopic {
-                name: name.to_string(),
-                partitions,
-                replication_factor,
-                configs,
-                validate_only,
-            })
-            .await?;
-        match reply {
+        self.create(ControllerRequest::CreateTopic {
+            name: name.to_string(),
+            partitions,
+            replication_factor,
+            configs,
+            validate_only,
+        })
+        .await
+    }
+
+    /// A topic whose replicas `assignment` names: partition `i` on `assignment[i]`, the
+    /// preferred leader first.
+    pub async fn create_topic_assigned(
+        &self,
+        name: &str,
+        assignment: Vec<Vec<sluice_cluster::NodeId>>,
+        configs: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<uuid::Uuid, BrokerError> {
+        self.create(ControllerRequest::CreateTopicAssigned {
+            name: name.to_string(),
+            assignment,
+            configs,
+            validate_only,
+        })
+        .await
+    }
+
+    /// Asks for a topic; answered once this node has applied it (nil if only validated).
+    async fn create(&self, request: ControllerRequest) -> Result<uuid::Uuid, BrokerError> {
+        match self.ask(request).await? {
             ControllerReply::TopicCreated { id } => {
                 self.applied_until(|s| s.topics.contains_key(&id)).await?;
                 Ok(id)
@@ -140,16 +161,27 @@ impl Replication {
             .unwrap_or_default()
     }
 
+    /// Grows topic `name` to `count` partitions; `assignment`: the new partitions' replicas
+    /// (one list per new partition), or `None` for the controller to place them.
     pub async fn add_partitions(
         &self,
         name: &str,
         count: i32,
+        assignment: Option<Vec<Vec<sluice_cluster::NodeId>>>,
         validate_only: bool,
     ) -> Result<(), BrokerError> {
-        self.ask(ControllerRequest::AddPartitions {
-            name: name.to_string(),
-            count,
-            validate_only,
+        self.ask(match assignment {
+            None => ControllerRequest::AddPartitions {
+                name: name.to_string(),
+                count,
+                validate_only,
+            },
+            Some(assignment) => ControllerRequest::AddPartitionsAssigned {
+                name: name.to_string(),
+                count,
+                assignment,
+                validate_only,
+            },
         })
         .await?;
         if !validate_only {
@@ -292,12 +324,7 @@ impl Broker {
         validate_only: bool,
     ) -> Result<(i32, i32, uuid::Uuid), BrokerError> {
         let replication = self.clustered()?;
-        crate::topics::validate_topic_name(name)?;
-        if crate::topics::is_internal(name) {
-            return Err(BrokerError::InvalidTopic(format!(
-                "{name} is internal; only the broker creates it"
-            )));
-        }
+        check_new_topic_name(name)?;
         let partitions = if partitions == -1 {
             self.config().num_partitions
         } else {
@@ -312,6 +339,43 @@ impl Broker {
         crate::topic_config::resolve(&configs, self.topics().defaults())?;
         let id = replication
             .create_topic(name, partitions, rf, configs, validate_only)
+            .await?;
+        Ok((partitions, rf, id))
+    }
+
+    /// What Kafka checks of a new topic before its layout: a legal name, not an internal
+    /// topic's, not taken (as this node's metadata knows; the controller checks again).
+    pub fn check_new_topic_in_cluster(&self, name: &str) -> Result<(), BrokerError> {
+        let replication = self.clustered()?;
+        check_new_topic_name(name)?;
+        if replication.state().state.names.contains_key(name) {
+            return Err(BrokerError::TopicExists(name.to_string()));
+        }
+        Ok(())
+    }
+
+    /// Creates a topic whose replicas `assignment` names (partition `i` on `assignment[i]`,
+    /// the preferred leader first; the controller checks the nodes); returns the partition
+    /// count, the replication factor and the topic id (nil if only validated).
+    pub async fn create_assigned_topic_in_cluster(
+        &self,
+        name: &str,
+        assignment: Vec<Vec<i32>>,
+        configs: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<(i32, i32, uuid::Uuid), BrokerError> {
+        let replication = self.clustered()?;
+        check_new_topic_name(name)?;
+        let partitions = i32::try_from(assignment.len()).unwrap_or(i32::MAX);
+        self.topics().check_partition_count(partitions)?;
+        let rf = assignment.first().map_or(0, |r| r.len() as i32);
+        crate::topic_config::resolve(&configs, self.topics().defaults())?;
+        let assignment = assignment
+            .into_iter()
+            .map(|r| r.into_iter().map(sluice_cluster::NodeId).collect())
+            .collect();
+        let id = replication
+            .create_topic_assigned(name, assignment, configs, validate_only)
             .await?;
         Ok((partitions, rf, id))
     }
@@ -350,7 +414,8 @@ impl Broker {
                 "internal topic '{name}' cannot get more partitions"
             )));
         }
-        replication.add_partitions(name, count, false).await
+        self.topics().check_partition_count(count)?;
+        replication.add_partitions(name, count, None, false).await
     }
 }
 
@@ -410,4 +475,15 @@ pub(crate) fn effective_broker_configs(
         configs.extend(own.iter().map(|(k, v)| (k.clone(), v.clone())));
     }
     configs
+}
+
+/// A name a client may create a topic under: legal, and not an internal topic's.
+fn check_new_topic_name(name: &str) -> Result<(), BrokerError> {
+    crate::topics::validate_topic_name(name)?;
+    if crate::topics::is_internal(name) {
+        return Err(BrokerError::InvalidTopic(format!(
+            "{name} is internal; only the broker creates it"
+        )));
+    }
+    Ok(())
 }

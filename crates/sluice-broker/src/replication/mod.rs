@@ -163,6 +163,8 @@ impl Replication {
             E::UnknownTopic(name) => BrokerError::UnknownTopic(name),
             E::InvalidPartitions(m) => BrokerError::InvalidPartitions(m),
             E::InvalidReplicationFactor(m) => BrokerError::InvalidReplicationFactor(m),
+            E::InvalidAssignment(a) => BrokerError::InvalidReplicaAssignment(a.to_string()),
+            E::NotUnderstood(_) => BrokerError::InvalidRequest(e.to_string()),
             other => BrokerError::ControllerUnavailable(other.to_string()),
         })
     }

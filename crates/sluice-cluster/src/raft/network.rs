@@ -86,6 +86,19 @@ pub enum InternalResponse {
     AddLearner(Result<(), ProposeError>),
     ChangeVoter(Result<(), super::voters::VoterChangeError>),
     LogState(super::wiped_voter::LogState),
+    /// To a request this node could not decode (a newer node's request it does not know):
+    /// answered so the connection, and the heartbeats it may carry, go on.
+    Undecodable(String),
+}
+
+/// A whole frame whose JSON this node could not decode: the stream is still in step.
+#[derive(Debug, thiserror::Error)]
+#[error("undecodable internal request: {0}")]
+struct Undecodable(serde_json::Error);
+
+fn undecodable(e: &std::io::Error) -> Option<&Undecodable> {
+    e.get_ref()
+        .and_then(|inner| inner.downcast_ref::<Undecodable>())
 }
 
 /// Why a proposal did not commit.
@@ -139,7 +152,7 @@ async fn read_frame<T: for<'de> Deserialize<'de>>(
     }
     let mut buf = vec![0; len];
     stream.read_exact(&mut buf).await?;
-    serde_json::from_slice(&buf).map_err(std::io::Error::other)
+    serde_json::from_slice(&buf).map_err(|e| std::io::Error::other(Undecodable(e)))
 }
 
 /// Serves the internal listener until `shutdown` fires.
@@ -183,6 +196,14 @@ pub async fn serve<H: InternalHandler>(
                 };
                 let request = match request {
                     Ok(r) => r,
+                    Err(e) if undecodable(&e).is_some() => {
+                        tracing::warn!(%peer, error = %e, "an internal request this node does not know (a newer node's?)");
+                        let answer = InternalResponse::Undecodable(e.to_string());
+                        if write_frame(&mut stream, &answer).await.is_err() {
+                            break;
+                        }
+                        continue;
+                    }
                     Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
                         transport.log_refusal(peer, &e);
                         break;
@@ -375,5 +396,62 @@ impl RaftNetwork<MetaTypes> for PooledClient {
             Ok(_) => Err(unexpected()),
             Err(e) => Err(unreachable(e)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
+    use super::*;
+
+    struct Handler;
+
+    impl InternalHandler for Handler {
+        async fn handle(&self, _request: InternalRequest) -> InternalResponse {
+            InternalResponse::ReadIndex(Ok(7))
+        }
+    }
+
+    /// A newer node's request this node does not know is answered as such, and the
+    /// connection (with the heartbeats it carries) goes on.
+    #[tokio::test]
+    async fn an_unknown_request_is_answered_and_the_connection_kept() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let handler = Arc::new(Handler);
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        let transport = Arc::new(Transport::plain());
+        tokio::spawn(serve(
+            listener,
+            Arc::clone(&transport),
+            handler,
+            shutdown.clone(),
+        ));
+        let mut stream = transport.connect(&addr).await.unwrap();
+        let heartbeat = InternalRequest::Heartbeat {
+            node: NodeId(2),
+            incarnation: None,
+        };
+        write_frame(&mut stream, &heartbeat).await.unwrap();
+        let _: InternalResponse = read_frame(&mut stream).await.unwrap();
+
+        write_frame(&mut stream, &serde_json::json!({"FromTheFuture": {"x": 1}}))
+            .await
+            .unwrap();
+        let answer: InternalResponse = read_frame(&mut stream).await.unwrap();
+        assert!(
+            matches!(&answer, InternalResponse::Undecodable(why) if why.contains("FromTheFuture")),
+            "{answer:?}"
+        );
+        write_frame(&mut stream, &InternalRequest::ReadIndex)
+            .await
+            .unwrap();
+        let answer: InternalResponse = read_frame(&mut stream).await.unwrap();
+        assert!(
+            matches!(answer, InternalResponse::ReadIndex(Ok(7))),
+            "{answer:?}"
+        );
+        shutdown.cancel();
     }
 }
