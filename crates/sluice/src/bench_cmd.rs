@@ -1,6 +1,7 @@
 //! `sluice bench …`: the fixed-rate latency benchmark and its relatives. They speak only the
 //! Kafka protocol, so `--brokers` may point at any Kafka-compatible broker.
 
+use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context};
@@ -9,6 +10,7 @@ use sluice_bench::report::{e2e_table, floor_table, Report, Series};
 use sluice_bench::{machine, E2eConfig};
 
 use crate::security_args::SecurityArgs;
+use crate::stdout::say;
 
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
@@ -244,14 +246,19 @@ pub fn write_json(path: &std::path::Path, report: &Report) -> anyhow::Result<()>
     std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))
 }
 
-fn print_throughput(r: &sluice_bench::throughput::ThroughputResult) {
-    println!(
+fn print_throughput(r: &sluice_bench::throughput::ThroughputResult) -> std::io::Result<()> {
+    say!(
         "{}: {} records in {:.2} s = {:.0} msg/s, {:.1} MB/s",
-        r.what, r.records, r.seconds, r.msg_per_s, r.mb_per_s
-    );
+        r.what,
+        r.records,
+        r.seconds,
+        r.msg_per_s,
+        r.mb_per_s
+    )?;
     for (e, n) in &r.errors {
-        println!("  errors: {n} × {e}");
+        say!("  errors: {n} × {e}")?;
     }
+    Ok(())
 }
 
 fn sweep_config(args: &SweepArgs) -> anyhow::Result<sluice_bench::sweep::SweepConfig> {
@@ -274,9 +281,9 @@ fn sweep_config(args: &SweepArgs) -> anyhow::Result<sluice_bench::sweep::SweepCo
     })
 }
 
-fn one_line(broker: &str, r: &sluice_bench::E2eResult) {
+fn one_line(broker: &str, r: &sluice_bench::E2eResult) -> std::io::Result<()> {
     let l = &r.latency;
-    println!(
+    say!(
         "{broker:>8} {:>5} B {:>8.0}/s -> {:>8.0}/s  AVG {:>8.1}  P50 {:>8.1}  P99 {:>8.1}  P99.9 {:>8.1} µs  lost {} {}",
         r.config.record_bytes,
         r.offered_rate_per_s,
@@ -287,7 +294,7 @@ fn one_line(broker: &str, r: &sluice_bench::E2eResult) {
         l.p999_us,
         r.lost,
         if r.sustained() { "" } else { "NOT sustained" }
-    );
+    )
 }
 
 pub fn run(command: BenchCommand) -> anyhow::Result<()> {
@@ -309,7 +316,7 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
                 compression: a.compression,
                 topic_configs: a.topic_configs,
             })?;
-            print_throughput(&r);
+            print_throughput(&r)?;
         }
         BenchCommand::Consume(a) => {
             a.security.configure()?;
@@ -317,7 +324,7 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
                 &a.brokers,
                 &a.topic,
                 a.consumers,
-            )?)
+            )?)?
         }
         BenchCommand::Sweep(a) => {
             a.e2e.security.configure()?;
@@ -325,9 +332,15 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
             let floor = measure_floor(&a.e2e)?;
             let mut report = Report::new(machine::machine(), floor);
             if let Some(f) = &report.floor {
-                print!("{}", floor_table(f));
+                write!(crate::stdout::lock(), "{}", floor_table(f))?;
             }
-            let runs = sluice_bench::sweep::run(&config, |r| one_line(&a.e2e.label, r))?;
+            let mut printed = Ok(());
+            let runs = sluice_bench::sweep::run(&config, |r| {
+                if printed.is_ok() {
+                    printed = one_line(&a.e2e.label, r);
+                }
+            })?;
+            printed?;
             report.series.push(Series {
                 broker: a.e2e.label.clone(),
                 runs,
@@ -349,10 +362,10 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
             let floor = measure_floor(&args)?;
             let mut report = Report::new(machine::machine(), floor);
             if let Some(f) = &report.floor {
-                print!("{}", floor_table(f));
+                write!(crate::stdout::lock(), "{}", floor_table(f))?;
             }
             let result = sluice_bench::e2e::run(&config, !args.quiet)?;
-            print!("{}", e2e_table(&result));
+            write!(crate::stdout::lock(), "{}", e2e_table(&result))?;
             report.series.push(Series {
                 broker: args.label.clone(),
                 runs: vec![result],
@@ -444,12 +457,12 @@ fn compare(a: CompareArgs) -> anyhow::Result<()> {
     };
     if a.install_only {
         let libs = compare::install_kafka(&config.kafka_version, &config.kafka_dir)?;
-        println!("{}", libs.display());
+        say!("{}", libs.display())?;
         return Ok(());
     }
-    println!("plan:");
+    say!("plan:")?;
     for (i, step) in compare::plan(&config).iter().enumerate() {
-        println!("  {}. {step}", i + 1);
+        say!("  {}. {step}", i + 1)?;
     }
     if a.dry_run {
         return Ok(());
@@ -461,30 +474,42 @@ fn compare(a: CompareArgs) -> anyhow::Result<()> {
     compare::discard_data(&work_dir.join("kafka-data"));
     compare::discard_data(&work_dir.join("sluice-data"));
     let floor = machine::floor(&work_dir, 20_000, 2_000)?;
-    print!("{}", floor_table(&floor));
+    write!(crate::stdout::lock(), "{}", floor_table(&floor))?;
     let kafka_label = format!("kafka {}", config.kafka_version);
     // Each broker's data is deleted as soon as it is stopped: a sweep writes tens of GB.
     let kafka = {
         let (kafka, addr) = compare::start_kafka(&libs, &work_dir, durability, config.nodes)?;
-        println!("Kafka is up on {addr}");
-        let measured = compare::measure(&kafka_label, &addr, &config, one_line);
+        say!("Kafka is up on {addr}")?;
+        let mut printed = Ok(());
+        let measured = compare::measure(&kafka_label, &addr, &config, |b, r| {
+            if printed.is_ok() {
+                printed = one_line(b, r);
+            }
+        });
         drop(kafka);
         compare::discard_data(&work_dir.join("kafka-data"));
+        printed?;
         measured?
     };
     let sluice = {
         let (sluice, addr) =
             compare::start_sluice(&config.sluice_exe, &work_dir, durability, config.nodes)?;
-        println!("Sluice is up on {addr}");
-        let measured = compare::measure("sluice", &addr, &config, one_line);
+        say!("Sluice is up on {addr}")?;
+        let mut printed = Ok(());
+        let measured = compare::measure("sluice", &addr, &config, |b, r| {
+            if printed.is_ok() {
+                printed = one_line(b, r);
+            }
+        });
         drop(sluice);
         compare::discard_data(&work_dir.join("sluice-data"));
+        printed?;
         measured?
     };
     // The cluster's throughput is judged against one node's, measured here in the same run.
     let single_node = if config.nodes > 1 {
         let (single, addr) = compare::start_sluice(&config.sluice_exe, &work_dir, durability, 1)?;
-        println!("one Sluice node is up on {addr}");
+        say!("one Sluice node is up on {addr}")?;
         let base = sluice_bench::E2eConfig {
             topic: "compare-single".into(),
             replication_factor: 1,
@@ -510,7 +535,7 @@ fn compare(a: CompareArgs) -> anyhow::Result<()> {
             ));
         }
     }
-    println!("\n{ratios}");
+    say!("\n{ratios}")?;
     let mut report = Report::new(machine::machine(), Some(floor));
     report.series.push(Series {
         broker: kafka_label,
@@ -553,10 +578,10 @@ fn compare(a: CompareArgs) -> anyhow::Result<()> {
         out_dir.join("compare.html"),
         sluice_bench::html::render(&report, &title, &ratios),
     )?;
-    println!(
+    say!(
         "wrote {} and compare.html",
         out_dir.join("compare.json").display()
-    );
+    )?;
     Ok(())
 }
 

@@ -90,7 +90,7 @@ pub async fn run(bootstrap: &str, command: ClusterCommand) -> anyhow::Result<()>
             } else {
                 "a learner (non-voting)"
             };
-            println!("node {node} is now {role} of the metadata group");
+            crate::stdout::say!("node {node} is now {role} of the metadata group")?;
             return Ok(());
         }
         ClusterCommand::RemoveNode { node, wait } => {

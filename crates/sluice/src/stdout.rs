@@ -43,6 +43,16 @@ impl Write for Out {
     }
 }
 
+/// `println!` through [`lock`]: standard output's reader going away is an error for the caller
+/// to return (and `main` to end quietly on), where `println!` would panic.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!($crate::stdout::lock(), $($arg)*)
+    }};
+}
+pub(crate) use say;
+
 /// Whether `e` is standard output's reader going away (and nothing to report).
 pub fn reader_gone(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
