@@ -703,6 +703,14 @@ impl Service for Broker {
             .connection_creation_rate(&sluice_cluster::metadata::quotas::ip_entity_name(ip))
     }
 
+    fn codec_meter(
+        &self,
+        request: &Request,
+        session: &crate::security::Session,
+    ) -> Option<sluice_wire::CodecMeter> {
+        Broker::codec_meter(self, request, session)
+    }
+
     fn request_done(&self, api: ApiKey, elapsed: std::time::Duration) {
         self.metrics.observe_request(api, elapsed.as_secs_f64());
     }

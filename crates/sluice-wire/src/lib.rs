@@ -17,7 +17,8 @@ pub use admission::ConnectionQuotas;
 pub use codec::{decode_request, encode_response, DecodeError, Request};
 pub use kafka_protocol;
 pub use server::{
-    serve, Endpoint, Limits, Peer, PendingResponse, PendingToken, Reply, Service, TlsAcceptorCell,
+    serve, CodecMeter, Endpoint, Limits, Peer, PendingResponse, PendingToken, Reply, Service,
+    TlsAcceptorCell,
 };
 pub use tokio_rustls::rustls;
 pub use versions::{ApiRange, ApiTable};

@@ -87,6 +87,10 @@ impl Peer {
 }
 
 /// The broker side of the protocol, as seen by the connection loop.
+/// Takes the time the server spent decoding a request and encoding its answer
+/// ([`Service::codec_meter`]).
+pub type CodecMeter = Box<dyn FnOnce(Duration) + Send>;
+
 pub trait Service: Send + Sync + 'static {
     /// What the service remembers about one connection (its authentication); made when the
     /// connection opens (after its TLS handshake), dropped when it closes.
@@ -116,6 +120,13 @@ pub trait Service: Send + Sync + 'static {
         _peer: &Peer,
         _session: &Self::Session,
     ) -> Option<PendingToken> {
+        None
+    }
+    /// Who pays for the server's own time on `request`: decoding it and encoding its answer
+    /// (what Kafka counts as network-thread time against a request quota, KIP-124). `Some`:
+    /// called with that time once the answer is encoded, so it weighs on the requests that
+    /// follow; `None` (the default): not counted.
+    fn codec_meter(&self, _request: &Request, _session: &Self::Session) -> Option<CodecMeter> {
         None
     }
     /// A request of `api` was answered `elapsed` after it was decoded (for metrics).
@@ -518,20 +529,18 @@ fn handle_frame<S: Service>(
         }
         Err(e) => return Err(e.to_string()),
     };
+    let decoding = started.elapsed();
     let (api_key, version, correlation_id) =
         (request.api_key, request.version(), request.correlation_id());
+    let meter = service.codec_meter(&request, session);
     let reporter = Arc::clone(service);
     let encode = move |body: Option<ResponseKind>| {
-        let body =
-            body.ok_or_else(|| format!("{api_key:?} v{version}: no response could be built"))?;
-        let frame = encode_response(api_key, version, correlation_id, &body).or_else(|e| {
-            // A response we built but cannot encode is our bug. The client still gets an
-            // answer: the API's error response where it has one, else a closed connection.
-            reporter.response_unencodable(api_key, version, &e.reason);
-            error_response(api_key, UNKNOWN_SERVER_ERROR)
-                .and_then(|body| encode_response(api_key, version, correlation_id, &body).ok())
-                .ok_or_else(|| e.to_string())
-        })?;
+        let encoding = std::time::Instant::now();
+        let encoded = encode_answer(&reporter, body, api_key, version, correlation_id);
+        if let Some(meter) = meter {
+            meter(decoding + encoding.elapsed());
+        }
+        let frame = encoded?;
         reporter.request_done(api_key, started.elapsed());
         Ok(frame)
     };
@@ -540,6 +549,24 @@ fn handle_frame<S: Service>(
         Reply::Later(future) => Some(Box::pin(future.map(encode))),
         Reply::Silent => None,
         Reply::Close(reason) => return Err(reason),
+    })
+}
+
+/// The answer's frame; one the codec cannot encode at the request's version (our bug) becomes
+/// the API's error response where it has one, else an error that closes the connection.
+fn encode_answer<S: Service>(
+    reporter: &Arc<S>,
+    body: Option<ResponseKind>,
+    api_key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+) -> Result<Bytes, String> {
+    let body = body.ok_or_else(|| format!("{api_key:?} v{version}: no response could be built"))?;
+    encode_response(api_key, version, correlation_id, &body).or_else(|e| {
+        reporter.response_unencodable(api_key, version, &e.reason);
+        error_response(api_key, UNKNOWN_SERVER_ERROR)
+            .and_then(|body| encode_response(api_key, version, correlation_id, &body).ok())
+            .ok_or_else(|| e.to_string())
     })
 }
 
@@ -569,6 +596,8 @@ mod tests {
     struct Broken {
         table: ApiTable,
         unencodable: AtomicUsize,
+        /// Nanoseconds the server reported spending on codec work, per request metered.
+        metered: Arc<std::sync::Mutex<Vec<u128>>>,
     }
 
     impl Service for Broken {
@@ -604,6 +633,13 @@ mod tests {
         fn response_unencodable(&self, _api: ApiKey, _version: i16, _reason: &str) {
             self.unencodable.fetch_add(1, Ordering::Relaxed);
         }
+
+        fn codec_meter(&self, _request: &Request, _session: &()) -> Option<CodecMeter> {
+            let metered = Arc::clone(&self.metered);
+            Some(Box::new(move |spent| {
+                metered.lock().unwrap().push(spent.as_nanos());
+            }))
+        }
     }
 
     async fn start() -> (Arc<Broken>, SocketAddr, CancellationToken) {
@@ -623,6 +659,7 @@ mod tests {
                 },
             ]),
             unencodable: AtomicUsize::new(0),
+            metered: Default::default(),
         });
         let shutdown = CancellationToken::new();
         let endpoint = Endpoint {
@@ -676,6 +713,12 @@ mod tests {
         let response = FindCoordinatorResponse::decode(&mut buf, 0).unwrap();
         assert_eq!(response.error_code, crate::codec::UNKNOWN_SERVER_ERROR);
         assert_eq!(service.unencodable.load(Ordering::Relaxed), 1);
+        // The decoding and both encodings were charged, once, before the answer went out.
+        let metered = service.metered.lock().unwrap().clone();
+        assert!(
+            metered.len() == 1 && metered[0] > 0,
+            "one charge of the codec time: {metered:?}"
+        );
         shutdown.cancel();
     }
 

@@ -3,7 +3,10 @@
 //! request's time is what its handler spends on a thread: the synchronous part of its
 //! dispatch plus every poll of its pending answer, read on the monotonic clock around them —
 //! not the time it waits for an fsync, a quorum or a long poll, as Kafka counts time on its
-//! request handler threads and not in purgatory. Over the quota, the answer carries
+//! request handler threads and not in purgatory. The server's time decoding the request and
+//! encoding its answer (Kafka's network thread time) is charged too, once the answer is
+//! encoded ([`Broker::codec_meter`]): it weighs on the requests that follow. Over the
+//! quota, the answer carries
 //! `throttle_time_ms` (the larger of this and a byte-rate throttle) and the connection is
 //! muted for that long, as for the byte rates (KIP-219).
 //!
@@ -19,7 +22,9 @@ use std::task::{Context, Poll};
 
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 use sluice_log::Stopwatch;
-use sluice_wire::{PendingResponse, Reply};
+use sluice_wire::{PendingResponse, Reply, Request};
+
+use crate::security::Session;
 
 use crate::broker::Broker;
 use crate::handlers::{self, Call};
@@ -69,14 +74,45 @@ impl Broker {
     /// Whether the request's user or client id has a `request_percentage` (one look at the
     /// quotas; none at all without quotas).
     fn has_request_quota(&self, call: &Call) -> bool {
+        self.request_quota_of(call.session, call.client_id)
+            .is_some()
+    }
+
+    /// The user a session's requests are charged to, when it or `client_id` has a
+    /// `request_percentage`.
+    fn request_quota_of(&self, session: &Session, client_id: &str) -> Option<String> {
         let quotas = self.client_quotas();
         if !quotas.has_client_entities() {
-            return false;
+            return None;
         }
-        let user = call.session.principal().map(|p| p.name).unwrap_or_default();
+        let user = session.principal().map(|p| p.name).unwrap_or_default();
         quotas
-            .lookup(&user, call.client_id, QuotaKind::Request.key())
+            .lookup(&user, client_id, QuotaKind::Request.key())
             .is_some()
+            .then_some(user)
+    }
+
+    /// The server's own time on a request (decoding it, encoding its answer: Kafka's network
+    /// thread time) charged to the same quota once the answer is encoded. It is not in that
+    /// answer's `throttle_time_ms` (already written); over the quota it mutes the connection,
+    /// and the requests that follow carry the debt.
+    pub(crate) fn codec_meter(
+        &self,
+        request: &Request,
+        session: &Session,
+    ) -> Option<sluice_wire::CodecMeter> {
+        if exempt(request.api_key, &request.body) {
+            return None;
+        }
+        let client_id = request.header.client_id.as_deref().unwrap_or_default();
+        let user = self.request_quota_of(session, client_id)?;
+        let broker = self.arc()?;
+        let client_id = client_id.to_string();
+        let mute = session.mute_handle();
+        Some(Box::new(move |spent| {
+            let ns = u64::try_from(spent.as_nanos()).unwrap_or(u64::MAX);
+            broker.throttle(&user, &client_id, &mute, QuotaKind::Request, ns);
+        }))
     }
 }
 
@@ -218,6 +254,56 @@ mod tests {
         assert!(!exempt(ApiKey::Produce, &produce));
         assert!(exempt(ApiKey::ApiVersions, &produce));
         assert!(exempt(ApiKey::SaslAuthenticate, &produce));
+    }
+
+    /// The server's decode and encode time on a request is charged to its request quota: past
+    /// the quota the connection is muted. Exempt requests and clients without a quota carry
+    /// no meter.
+    #[tokio::test]
+    async fn codec_time_is_charged_to_the_request_quota() {
+        use sluice_cluster::metadata::quotas::{EntityName, QuotaEntity, QuotaValue};
+        let (_dir, broker) = crate::test_support::broker_with_records("t", 0);
+        let entity = QuotaEntity {
+            user: None,
+            client_id: Some(EntityName::Named("noisy".into())),
+            ip: None,
+        };
+        let set = [("request_percentage".to_string(), QuotaValue(1.0))].into();
+        broker
+            .alter_client_quota(entity, set, Vec::new())
+            .await
+            .expect("quota set");
+        let peer = sluice_wire::Peer {
+            addr: "127.0.0.1:5000".parse().expect("an address"),
+            listener: std::sync::Arc::from("PLAINTEXT"),
+            tls: false,
+            client_certificate: None,
+        };
+        let session = Session::open(&peer, &broker.config().security);
+        let request = |api: ApiKey, client: &str, body: RequestKind| Request {
+            header: kafka_protocol::messages::RequestHeader::default()
+                .with_request_api_key(api as i16)
+                .with_client_id(Some(kafka_protocol::protocol::StrBytes::from_string(
+                    client.to_string(),
+                ))),
+            api_key: api,
+            body,
+        };
+        let produce = || RequestKind::Produce(ProduceRequest::default());
+        assert!(broker
+            .codec_meter(&request(ApiKey::Produce, "quiet", produce()), &session)
+            .is_none());
+        assert!(broker
+            .codec_meter(&request(ApiKey::ApiVersions, "noisy", produce()), &session)
+            .is_none());
+        let meter = broker
+            .codec_meter(&request(ApiKey::Produce, "noisy", produce()), &session)
+            .expect("a meter for a client with a request quota");
+        let now = || broker.clock.now_ms();
+        assert_eq!(session.muted_for(now), None);
+        // Half a second of a 1% quota: far over it.
+        meter(std::time::Duration::from_millis(500));
+        assert!(session.muted_for(now).is_some(), "muted after the charge");
     }
 
     #[test]
