@@ -196,6 +196,19 @@ def test_topic_changes_on_any_node_go_through_the_controller(cluster):
     status, err = one.call("POST", "/api/topics/web/partitions", {"count": 2})
     assert status == 400, err
 
+    # Replicas named by hand (kafka-topics.sh --replica-assignment), from node 2; grown the
+    # same way from node 3; a node that does not exist is refused and nothing is made.
+    status, placed = two.call("POST", "/api/topics", {"name": "web-placed", "replicas": [[3, 1], [2, 3]]})
+    assert status == 201, placed
+    assert [(p["replicas"], p["leader"]) for p in placed["partition_table"]] == [([3, 1], 3), ([2, 3], 2)], placed
+    status, grown = three.call("POST", "/api/topics/web-placed/partitions", {"count": 3, "replicas": [[1, 2]]})
+    assert status == 200 and grown["partition_table"][2]["replicas"] == [1, 2], grown
+    status, err = three.call("POST", "/api/topics/web-placed/partitions", {"count": 5, "replicas": [[1, 2]]})
+    assert status == 400 and "one replica list per new partition" in err["error"], err
+    status, err = one.call("POST", "/api/topics", {"name": "web-nowhere", "replicas": [[1, 9]]})
+    assert status == 400 and "not registered" in err["error"], err
+    assert one.call("GET", "/api/topics/web-nowhere")[0] == 404
+
     # Delete, from node 3 (the name must be repeated).
     status, err = three.call("DELETE", "/api/topics/web")
     assert status == 400 and "confirm" in err["error"], err

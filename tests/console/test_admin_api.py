@@ -139,12 +139,23 @@ def test_create_describe_and_bad_creates(api, broker):
         ({"partitions": 1}, 400, "name"),
         ({"name": "extra", "colour": "blue"}, 400, "colour"),
         ({"name": "wrongtype", "partitions": "three"}, 400, "partitions"),
+        ({"name": "elsewhere", "replicas": [[99]]}, 400, "only node"),
+        ({"name": "both", "partitions": 1, "replicas": [[1]]}, 400, "either"),
+        ({"name": "noparts", "replicas": []}, 400, "no partition"),
     ]
     for body, want, word in bad:
         status, err = api.call("POST", "/api/topics", body)
         assert status == want and word in err["error"].lower(), (body, status, err)
         if "name" in body and body["name"] != "orders":
             assert kafka_partitions(broker.bootstrap, body["name"]) is None, f"{body} must create nothing"
+    # Replicas named by hand, as kafka-topics.sh --replica-assignment: one node, so only it.
+    node = t["partition_table"][0]["leader"]
+    status, placed = api.call("POST", "/api/topics", {"name": "placed", "replicas": [[node], [node]]})
+    assert status == 201 and [p["replicas"] for p in placed["partition_table"]] == [[node], [node]], placed
+    status, err = api.call("POST", "/api/topics/placed/partitions", {"count": 4, "replicas": [[node]]})
+    assert status == 400 and "one replica list per new partition" in err["error"], err
+    status, grown = api.call("POST", "/api/topics/placed/partitions", {"count": 3, "replicas": [[node]]})
+    assert status == 200 and len(grown["partition_table"]) == 3, grown
     status, err = api.call("POST", "/api/topics", raw=b'{"name": "half')
     assert status == 400, err
     status, err = api.call("POST", "/api/topics", raw=b'{"name": "x"}', content_type="text/plain")

@@ -236,6 +236,9 @@ pub struct CreateTopic {
     pub name: String,
     pub partitions: Option<i32>,
     pub replication_factor: Option<i32>,
+    /// Each partition's replicas (node ids, the preferred leader first) instead of
+    /// `partitions` and `replication_factor`, as kafka-topics.sh's `--replica-assignment`.
+    pub replicas: Option<Vec<Vec<i32>>>,
     #[serde(default)]
     pub configs: BTreeMap<String, String>,
 }
@@ -247,26 +250,51 @@ pub async fn create(
 ) -> Result<impl IntoResponse, ApiError> {
     access.may_create_topic(&state, &body.name)?;
     let name = body.name.clone();
+    if body.replicas.is_some() && (body.partitions.is_some() || body.replication_factor.is_some()) {
+        return Err(ApiError::bad_request(
+            "give either replicas or partitions and replication_factor, not both",
+        ));
+    }
     if state.broker.replication().is_some() {
-        state
-            .broker
-            .create_topic_in_cluster(
-                &body.name,
-                body.partitions.unwrap_or(-1),
-                body.replication_factor.unwrap_or(-1),
-                body.configs,
-                false,
-            )
-            .await?;
+        match body.replicas {
+            Some(replicas) => {
+                state.broker.check_new_topic_in_cluster(&body.name)?;
+                state
+                    .broker
+                    .create_assigned_topic_in_cluster(&body.name, replicas, body.configs, false)
+                    .await?;
+            }
+            None => {
+                state
+                    .broker
+                    .create_topic_in_cluster(
+                        &body.name,
+                        body.partitions.unwrap_or(-1),
+                        body.replication_factor.unwrap_or(-1),
+                        body.configs,
+                        false,
+                    )
+                    .await?;
+            }
+        }
     } else {
+        let (partitions, replication_factor) = match &body.replicas {
+            Some(replicas) => {
+                if replicas.is_empty() {
+                    return Err(ApiError::bad_request("replicas names no partition"));
+                }
+                sluice_broker::topics::check_one_node_assignment(
+                    state.broker.node_id(),
+                    replicas,
+                    None,
+                )?;
+                (Some(replicas.len() as i32), Some(1))
+            }
+            None => (body.partitions, body.replication_factor),
+        };
         let broker = state.broker.clone();
         tokio::task::spawn_blocking(move || {
-            broker.create_topic(
-                &body.name,
-                body.partitions,
-                body.replication_factor,
-                body.configs,
-            )
+            broker.create_topic(&body.name, partitions, replication_factor, body.configs)
         })
         .await
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
@@ -346,6 +374,9 @@ pub async fn set_configs(
 pub struct AddPartitions {
     /// The new total number of partitions.
     pub count: i32,
+    /// The new partitions' replicas (one list of node ids per new partition, the preferred
+    /// leader first); the controller places them when left out.
+    pub replicas: Option<Vec<Vec<i32>>>,
 }
 
 pub async fn add_partitions(
@@ -364,9 +395,24 @@ pub async fn add_partitions(
     if state.broker.replication().is_some() {
         state
             .broker
-            .add_partitions_in_cluster(&name, body.count)
+            .add_partitions_in_cluster(&name, body.count, body.replicas)
             .await?;
     } else {
+        if let Some(replicas) = &body.replicas {
+            let current = state
+                .broker
+                .topics()
+                .get(&name)
+                .map_or(0, |t| t.partition_count());
+            let adding = i64::from(body.count) - i64::from(current);
+            if adding > 0 {
+                sluice_broker::topics::check_one_node_assignment(
+                    state.broker.node_id(),
+                    replicas,
+                    Some(adding),
+                )?;
+            }
+        }
         let broker = state.broker.clone();
         let n = name.clone();
         tokio::task::spawn_blocking(move || broker.topics().add_partitions(&n, body.count, false))

@@ -703,14 +703,6 @@ impl Service for Broker {
             .connection_creation_rate(&sluice_cluster::metadata::quotas::ip_entity_name(ip))
     }
 
-    fn codec_meter(
-        &self,
-        request: &Request,
-        session: &crate::security::Session,
-    ) -> Option<sluice_wire::CodecMeter> {
-        Broker::codec_meter(self, request, session)
-    }
-
     fn request_done(&self, api: ApiKey, elapsed: std::time::Duration) {
         self.metrics.observe_request(api, elapsed.as_secs_f64());
     }
@@ -728,8 +720,17 @@ impl Service for Broker {
     }
 
     fn call(&self, request: Request, peer: &Peer, session: &crate::security::Session) -> Reply {
+        self.call_metered(request, peer, session).0
+    }
+
+    fn call_metered(
+        &self,
+        request: Request,
+        peer: &Peer,
+        session: &crate::security::Session,
+    ) -> (Reply, Option<sluice_wire::CodecMeter>) {
         if let Err(reason) = session.admit(request.api_key, || self.clock.now_ms()) {
-            return Reply::Close(reason);
+            return (Reply::Close(reason), None);
         }
         let call = handlers::Call {
             api: request.api_key,

@@ -147,6 +147,35 @@ fn check_internal_pins(
     }
 }
 
+/// A manual replica assignment on a single node (CreateTopics, CreatePartitions, the admin
+/// API): every partition on this node alone. Growing a topic by `adding` partitions (once
+/// the count is known to be an increase), it names one replica list per new partition, as
+/// Kafka requires.
+pub fn check_one_node_assignment(
+    node: i32,
+    assignment: &[Vec<i32>],
+    adding: Option<i64>,
+) -> Result<(), BrokerError> {
+    if let Some(adding) = adding.filter(|n| *n != assignment.len() as i64) {
+        return Err(BrokerError::InvalidReplicaAssignment(format!(
+            "{adding} partition(s) would be added, but the assignment names {}; name one \
+             replica list per new partition",
+            assignment.len()
+        )));
+    }
+    match assignment
+        .iter()
+        .enumerate()
+        .find(|(_, replicas)| replicas.as_slice() != [node])
+    {
+        Some((p, bad)) => Err(BrokerError::InvalidReplicaAssignment(format!(
+            "partition {p} of the assignment is on nodes {bad:?}; this cluster has only node \
+             {node}"
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// Checks a topic name by Kafka's rules.
 pub fn validate_topic_name(name: &str) -> Result<(), BrokerError> {
     let bad = |why: &str| {

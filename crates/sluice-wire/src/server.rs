@@ -86,11 +86,11 @@ impl Peer {
     }
 }
 
-/// The broker side of the protocol, as seen by the connection loop.
 /// Takes the time the server spent decoding a request and encoding its answer
-/// ([`Service::codec_meter`]).
+/// ([`Service::call_metered`]).
 pub type CodecMeter = Box<dyn FnOnce(Duration) + Send>;
 
+/// The broker side of the protocol, as seen by the connection loop.
 pub trait Service: Send + Sync + 'static {
     /// What the service remembers about one connection (its authentication); made when the
     /// connection opens (after its TLS handshake), dropped when it closes.
@@ -101,6 +101,19 @@ pub trait Service: Send + Sync + 'static {
     fn open_session(&self, peer: &Peer) -> Self::Session;
     /// Handles one request; called in arrival order for each connection.
     fn call(&self, request: Request, peer: &Peer, session: &Self::Session) -> Reply;
+    /// [`Service::call`], and who pays for the server's own time on the request: decoding it
+    /// and encoding its answer (part of what Kafka counts as network-thread time against a
+    /// request quota, KIP-124). The meter is called once with that time: when the answer is
+    /// encoded, or with the decoding alone when there is no answer to encode (acks=0, a
+    /// closed connection, an answer dropped with its connection). The default: none.
+    fn call_metered(
+        &self,
+        request: Request,
+        peer: &Peer,
+        session: &Self::Session,
+    ) -> (Reply, Option<CodecMeter>) {
+        (self.call(request, peer, session), None)
+    }
     /// A smaller frame limit than `Limits::max_frame_bytes` for this connection now (Kafka
     /// caps frames at 512 KiB until a SASL login, `sasl.server.max.receive.size`).
     fn max_frame_bytes(&self, _session: &Self::Session) -> Option<usize> {
@@ -120,13 +133,6 @@ pub trait Service: Send + Sync + 'static {
         _peer: &Peer,
         _session: &Self::Session,
     ) -> Option<PendingToken> {
-        None
-    }
-    /// Who pays for the server's own time on `request`: decoding it and encoding its answer
-    /// (what Kafka counts as network-thread time against a request quota, KIP-124). `Some`:
-    /// called with that time once the answer is encoded, so it weighs on the requests that
-    /// follow; `None` (the default): not counted.
-    fn codec_meter(&self, _request: &Request, _session: &Self::Session) -> Option<CodecMeter> {
         None
     }
     /// A request of `api` was answered `elapsed` after it was decoded (for metrics).
@@ -529,27 +535,53 @@ fn handle_frame<S: Service>(
         }
         Err(e) => return Err(e.to_string()),
     };
-    let decoding = started.elapsed();
+    let decoded = std::time::Instant::now();
     let (api_key, version, correlation_id) =
         (request.api_key, request.version(), request.correlation_id());
-    let meter = service.codec_meter(&request, session);
+    let (reply, meter) = service.call_metered(request, peer, session);
+    let charge = meter.map(|meter| Charge {
+        meter: Some(meter),
+        decoding: decoded.duration_since(started),
+    });
     let reporter = Arc::clone(service);
     let encode = move |body: Option<ResponseKind>| {
-        let encoding = std::time::Instant::now();
+        let encoding = charge.as_ref().map(|_| std::time::Instant::now());
         let encoded = encode_answer(&reporter, body, api_key, version, correlation_id);
-        if let Some(meter) = meter {
-            meter(decoding + encoding.elapsed());
+        if let (Some(mut charge), Some(encoding)) = (charge, encoding) {
+            charge.pay(encoding.elapsed());
         }
         let frame = encoded?;
         reporter.request_done(api_key, started.elapsed());
         Ok(frame)
     };
-    Ok(match service.call(request, peer, session) {
+    Ok(match reply {
         Reply::Ready(body) => Some(Box::pin(std::future::ready(encode(Some(*body))))),
         Reply::Later(future) => Some(Box::pin(future.map(encode))),
+        // Dropping `encode` drops the charge, which pays for the decoding.
         Reply::Silent => None,
         Reply::Close(reason) => return Err(reason),
     })
+}
+
+/// A request's codec time owed to its meter: paid once, with the encoding when there is an
+/// answer, else (dropped unpaid) with the decoding alone.
+struct Charge {
+    meter: Option<CodecMeter>,
+    decoding: Duration,
+}
+
+impl Charge {
+    fn pay(&mut self, encoding: Duration) {
+        if let Some(meter) = self.meter.take() {
+            meter(self.decoding + encoding);
+        }
+    }
+}
+
+impl Drop for Charge {
+    fn drop(&mut self) {
+        self.pay(Duration::ZERO);
+    }
 }
 
 /// The answer's frame; one the codec cannot encode at the request's version (our bug) becomes
@@ -596,8 +628,8 @@ mod tests {
     struct Broken {
         table: ApiTable,
         unencodable: AtomicUsize,
-        /// Nanoseconds the server reported spending on codec work, per request metered.
-        metered: Arc<std::sync::Mutex<Vec<u128>>>,
+        /// The codec time charged, per request metered.
+        metered_ns: Arc<std::sync::Mutex<Vec<u128>>>,
     }
 
     impl Service for Broken {
@@ -634,11 +666,17 @@ mod tests {
             self.unencodable.fetch_add(1, Ordering::Relaxed);
         }
 
-        fn codec_meter(&self, _request: &Request, _session: &()) -> Option<CodecMeter> {
-            let metered = Arc::clone(&self.metered);
-            Some(Box::new(move |spent| {
+        fn call_metered(
+            &self,
+            request: Request,
+            peer: &Peer,
+            session: &(),
+        ) -> (Reply, Option<CodecMeter>) {
+            let metered = Arc::clone(&self.metered_ns);
+            let meter: CodecMeter = Box::new(move |spent| {
                 metered.lock().unwrap().push(spent.as_nanos());
-            }))
+            });
+            (self.call(request, peer, session), Some(meter))
         }
     }
 
@@ -659,7 +697,7 @@ mod tests {
                 },
             ]),
             unencodable: AtomicUsize::new(0),
-            metered: Default::default(),
+            metered_ns: Default::default(),
         });
         let shutdown = CancellationToken::new();
         let endpoint = Endpoint {
@@ -713,8 +751,8 @@ mod tests {
         let response = FindCoordinatorResponse::decode(&mut buf, 0).unwrap();
         assert_eq!(response.error_code, crate::codec::UNKNOWN_SERVER_ERROR);
         assert_eq!(service.unencodable.load(Ordering::Relaxed), 1);
-        // The decoding and both encodings were charged, once, before the answer went out.
-        let metered = service.metered.lock().unwrap().clone();
+        // The codec time was charged once (the meter runs before the frame is handed back).
+        let metered = service.metered_ns.lock().unwrap().clone();
         assert!(
             metered.len() == 1 && metered[0] > 0,
             "one charge of the codec time: {metered:?}"

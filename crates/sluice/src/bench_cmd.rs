@@ -340,11 +340,11 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
                     printed = one_line(&a.e2e.label, r);
                 }
             })?;
-            printed?;
             report.series.push(Series {
                 broker: a.e2e.label.clone(),
                 runs,
             });
+            // The files asked for are written even when standard output's reader left.
             if let Some(path) = &a.e2e.json {
                 write_json(path, &report)?;
             }
@@ -353,6 +353,7 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
                 std::fs::write(path, html)
                     .with_context(|| format!("writing {}", path.display()))?;
             }
+            printed?;
         }
         BenchCommand::Compare(a) => compare(a)?,
         BenchCommand::E2e(args) => {
@@ -365,7 +366,7 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
                 write!(crate::stdout::lock(), "{}", floor_table(f))?;
             }
             let result = sluice_bench::e2e::run(&config, !args.quiet)?;
-            write!(crate::stdout::lock(), "{}", e2e_table(&result))?;
+            let shown = write!(crate::stdout::lock(), "{}", e2e_table(&result));
             report.series.push(Series {
                 broker: args.label.clone(),
                 runs: vec![result],
@@ -373,6 +374,7 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
             if let Some(path) = &args.json {
                 write_json(path, &report)?;
             }
+            shown?;
         }
     }
     Ok(())
@@ -488,8 +490,9 @@ fn compare(a: CompareArgs) -> anyhow::Result<()> {
         });
         drop(kafka);
         compare::discard_data(&work_dir.join("kafka-data"));
+        let measured = measured?;
         printed?;
-        measured?
+        measured
     };
     let sluice = {
         let (sluice, addr) =
@@ -503,8 +506,9 @@ fn compare(a: CompareArgs) -> anyhow::Result<()> {
         });
         drop(sluice);
         compare::discard_data(&work_dir.join("sluice-data"));
+        let measured = measured?;
         printed?;
-        measured?
+        measured
     };
     // The cluster's throughput is judged against one node's, measured here in the same run.
     let single_node = if config.nodes > 1 {
@@ -535,7 +539,7 @@ fn compare(a: CompareArgs) -> anyhow::Result<()> {
             ));
         }
     }
-    say!("\n{ratios}")?;
+    let shown = say!("\n{ratios}");
     let mut report = Report::new(machine::machine(), Some(floor));
     report.series.push(Series {
         broker: kafka_label,
@@ -578,6 +582,7 @@ fn compare(a: CompareArgs) -> anyhow::Result<()> {
         out_dir.join("compare.html"),
         sluice_bench::html::render(&report, &title, &ratios),
     )?;
+    shown?;
     say!(
         "wrote {} and compare.html",
         out_dir.join("compare.json").display()

@@ -109,26 +109,17 @@ fn on_one_node(broker: &Broker, request: CreatePartitionsRequest) -> ResponseKin
             let additional = current.map_or(0, |c| i64::from(topic.count) - i64::from(c));
             // An unknown topic or a count that is no increase: the topics answer that first,
             // as Kafka does.
-            let assignments = topic.assignments.as_ref().filter(|_| additional > 0);
-            let bad_assignment = assignments.and_then(|assignments| {
-                // As Kafka: one replica list per new partition.
-                if assignments.len() as i64 != additional {
-                    return Some(BrokerError::InvalidReplicaAssignment(format!(
-                        "{additional} partition(s) would be added, but the assignment names {}; \
-                         name one replica list per new partition",
-                        assignments.len()
-                    )));
-                }
-                assignments
-                    .iter()
-                    .find(|a| a.broker_ids.len() != 1 || a.broker_ids[0].0 != node)
-                    .map(|a| {
-                        BrokerError::InvalidReplicaAssignment(format!(
-                            "assignment to brokers {:?}: this cluster has only broker {node}",
-                            a.broker_ids.iter().map(|b| b.0).collect::<Vec<_>>()
-                        ))
-                    })
-            });
+            let bad_assignment = topic
+                .assignments
+                .as_ref()
+                .filter(|_| additional > 0)
+                .and_then(|assignments| {
+                    let lists: Vec<Vec<i32>> = assignments
+                        .iter()
+                        .map(|a| a.broker_ids.iter().map(|b| b.0).collect())
+                        .collect();
+                    crate::topics::check_one_node_assignment(node, &lists, Some(additional)).err()
+                });
             let outcome = match bad_assignment {
                 Some(e) => Err(e),
                 None => {

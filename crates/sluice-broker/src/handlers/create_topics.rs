@@ -170,15 +170,7 @@ fn create(
         }
     } else {
         let assignment = manual_assignment(&topic)?;
-        if let Some((p, bad)) = assignment
-            .iter()
-            .enumerate()
-            .find(|(_, replicas)| replicas.as_slice() != [node])
-        {
-            return Err(BrokerError::InvalidReplicaAssignment(format!(
-                "partition {p} is assigned to brokers {bad:?}; this cluster has only broker {node}"
-            )));
-        }
+        crate::topics::check_one_node_assignment(node, &assignment, None)?;
         assignment.len() as i32
     };
     let configs = configs_of(topic.configs)?;

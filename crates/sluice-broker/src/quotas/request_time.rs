@@ -3,12 +3,12 @@
 //! request's time is what its handler spends on a thread: the synchronous part of its
 //! dispatch plus every poll of its pending answer, read on the monotonic clock around them —
 //! not the time it waits for an fsync, a quorum or a long poll, as Kafka counts time on its
-//! request handler threads and not in purgatory. The server's time decoding the request and
-//! encoding its answer (Kafka's network thread time) is charged too, once the answer is
-//! encoded ([`Broker::codec_meter`]): it weighs on the requests that follow. Over the
-//! quota, the answer carries
+//! request handler threads and not in purgatory. Over the quota, the answer carries
 //! `throttle_time_ms` (the larger of this and a byte-rate throttle) and the connection is
-//! muted for that long, as for the byte rates (KIP-219).
+//! muted for that long, as for the byte rates (KIP-219). The server's time decoding the
+//! request and encoding its answer (part of Kafka's network thread time) is recorded too,
+//! once known, without throttling that answer ([`Broker::codec_meter`]): the next answer
+//! carries the debt.
 //!
 //! Exempt: the requests a client needs to connect and log in (ApiVersions, SaslHandshake,
 //! SaslAuthenticate), so that a throttled client can always reconnect, and the cluster's own
@@ -22,7 +22,7 @@ use std::task::{Context, Poll};
 
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 use sluice_log::Stopwatch;
-use sluice_wire::{PendingResponse, Reply, Request};
+use sluice_wire::{PendingResponse, Reply};
 
 use crate::security::Session;
 
@@ -32,16 +32,41 @@ use crate::quotas::throttle::QuotaKind;
 
 impl Broker {
     /// Hands the request to its handler; under a request-time quota, counts the time it
-    /// holds a thread against the quota and throttles the answer when that is over it.
-    pub(crate) fn dispatch_metered(&self, api: ApiKey, body: RequestKind, call: &Call) -> Reply {
-        if exempt(api, &body) || !self.has_request_quota(call) {
-            return handlers::dispatch(self, api, body, call);
-        }
+    /// holds a thread against the quota and throttles the answer when that is over it, and
+    /// returns with the reply the meter of the server's codec time on the request (see
+    /// [`sluice_wire::Service::call_metered`]) under the same quota.
+    pub(crate) fn dispatch_metered(
+        &self,
+        api: ApiKey,
+        body: RequestKind,
+        call: &Call,
+    ) -> (Reply, Option<sluice_wire::CodecMeter>) {
+        let user = if exempt(api, &body) {
+            None
+        } else {
+            self.request_quota_of(call.session, call.client_id)
+        };
+        let Some(user) = user else {
+            return (handlers::dispatch(self, api, body, call), None);
+        };
         let watch = Stopwatch::start();
         let reply = handlers::dispatch(self, api, body, call);
         let spent = watch.elapsed_ns();
-        let user = call.session.principal().map(|p| p.name).unwrap_or_default();
         let client_id = call.client_id.to_string();
+        let meter = self.codec_meter(user.clone(), client_id.clone());
+        (self.charged(reply, spent, user, client_id, call), meter)
+    }
+
+    /// `reply` with its handler's time charged: its throttle written into the answer (once
+    /// there is one) and the connection muted for it.
+    fn charged(
+        &self,
+        reply: Reply,
+        spent: u64,
+        user: String,
+        client_id: String,
+        call: &Call,
+    ) -> Reply {
         let mute = call.session.mute_handle();
         match reply {
             Reply::Ready(mut response) => {
@@ -71,15 +96,8 @@ impl Broker {
         }
     }
 
-    /// Whether the request's user or client id has a `request_percentage` (one look at the
-    /// quotas; none at all without quotas).
-    fn has_request_quota(&self, call: &Call) -> bool {
-        self.request_quota_of(call.session, call.client_id)
-            .is_some()
-    }
-
     /// The user a session's requests are charged to, when it or `client_id` has a
-    /// `request_percentage`.
+    /// `request_percentage` (one look at the quotas; none at all without quotas).
     fn request_quota_of(&self, session: &Session, client_id: &str) -> Option<String> {
         let quotas = self.client_quotas();
         if !quotas.has_client_entities() {
@@ -92,26 +110,15 @@ impl Broker {
             .then_some(user)
     }
 
-    /// The server's own time on a request (decoding it, encoding its answer: Kafka's network
-    /// thread time) charged to the same quota once the answer is encoded. It is not in that
-    /// answer's `throttle_time_ms` (already written); over the quota it mutes the connection,
-    /// and the requests that follow carry the debt.
-    pub(crate) fn codec_meter(
-        &self,
-        request: &Request,
-        session: &Session,
-    ) -> Option<sluice_wire::CodecMeter> {
-        if exempt(request.api_key, &request.body) {
-            return None;
-        }
-        let client_id = request.header.client_id.as_deref().unwrap_or_default();
-        let user = self.request_quota_of(session, client_id)?;
+    /// The server's own time on a request (decoding it, encoding its answer) charged to the
+    /// same quota once known. Recorded, not throttled: the answer's `throttle_time_ms` is
+    /// already written, so, as Kafka records its network threads' time, the debt shows in
+    /// the throttle of the requests that follow.
+    fn codec_meter(&self, user: String, client_id: String) -> Option<sluice_wire::CodecMeter> {
         let broker = self.arc()?;
-        let client_id = client_id.to_string();
-        let mute = session.mute_handle();
         Some(Box::new(move |spent| {
             let ns = u64::try_from(spent.as_nanos()).unwrap_or(u64::MAX);
-            broker.throttle(&user, &client_id, &mute, QuotaKind::Request, ns);
+            broker.record_quota_use(&user, &client_id, QuotaKind::Request, ns);
         }))
     }
 }
@@ -256,12 +263,15 @@ mod tests {
         assert!(exempt(ApiKey::SaslAuthenticate, &produce));
     }
 
-    /// The server's decode and encode time on a request is charged to its request quota: past
-    /// the quota the connection is muted. Exempt requests and clients without a quota carry
-    /// no meter.
+    /// The server's codec time on a request is recorded against its request quota without
+    /// throttling that request; the next answer carries the debt and the connection is
+    /// muted then. Exempt requests and clients without a quota carry no meter. Through the
+    /// broker's `Service` implementation, as the connection loop calls it.
     #[tokio::test]
     async fn codec_time_is_charged_to_the_request_quota() {
+        use kafka_protocol::messages::MetadataRequest;
         use sluice_cluster::metadata::quotas::{EntityName, QuotaEntity, QuotaValue};
+        use sluice_wire::{Request, Service};
         let (_dir, broker) = crate::test_support::broker_with_records("t", 0);
         let entity = QuotaEntity {
             user: None,
@@ -280,30 +290,43 @@ mod tests {
             client_certificate: None,
         };
         let session = Session::open(&peer, &broker.config().security);
-        let request = |api: ApiKey, client: &str, body: RequestKind| Request {
+        let request = |api: ApiKey, client: &str| Request {
             header: kafka_protocol::messages::RequestHeader::default()
                 .with_request_api_key(api as i16)
+                .with_request_api_version(12)
                 .with_client_id(Some(kafka_protocol::protocol::StrBytes::from_string(
                     client.to_string(),
                 ))),
             api_key: api,
-            body,
+            body: RequestKind::Metadata(MetadataRequest::default()),
         };
-        let produce = || RequestKind::Produce(ProduceRequest::default());
-        assert!(broker
-            .codec_meter(&request(ApiKey::Produce, "quiet", produce()), &session)
-            .is_none());
-        assert!(broker
-            .codec_meter(&request(ApiKey::ApiVersions, "noisy", produce()), &session)
-            .is_none());
-        let meter = broker
-            .codec_meter(&request(ApiKey::Produce, "noisy", produce()), &session)
-            .expect("a meter for a client with a request quota");
+        let throttle = |reply: Reply| match reply {
+            Reply::Ready(r) => match *r {
+                ResponseKind::Metadata(m) => m.throttle_time_ms,
+                other => panic!("not a Metadata answer: {other:?}"),
+            },
+            _ => panic!("Metadata is answered at once"),
+        };
+        let (_, meter) = broker.call_metered(request(ApiKey::Metadata, "quiet"), &peer, &session);
+        assert!(meter.is_none(), "no quota, no meter");
+        let (_, meter) =
+            broker.call_metered(request(ApiKey::ApiVersions, "noisy"), &peer, &session);
+        assert!(meter.is_none(), "ApiVersions is exempt");
+
+        let (reply, meter) =
+            broker.call_metered(request(ApiKey::Metadata, "noisy"), &peer, &session);
+        assert_eq!(throttle(reply), 0, "within the quota so far");
+        let meter = meter.expect("a meter for a client with a request quota");
         let now = || broker.clock.now_ms();
-        assert_eq!(session.muted_for(now), None);
-        // Half a second of a 1% quota: far over it.
+        // Half a second of a 1% quota: far over it, recorded without muting.
         meter(std::time::Duration::from_millis(500));
-        assert!(session.muted_for(now).is_some(), "muted after the charge");
+        assert_eq!(session.muted_for(now), None);
+        let (reply, _) = broker.call_metered(request(ApiKey::Metadata, "noisy"), &peer, &session);
+        assert!(throttle(reply) > 0, "the next answer carries the debt");
+        assert!(
+            session.muted_for(now).is_some(),
+            "and the connection is muted"
+        );
     }
 
     #[test]

@@ -166,13 +166,35 @@ impl Broker {
         kind: QuotaKind,
         bytes: u64,
     ) -> i32 {
-        let quotas = self.client_quotas();
-        if quotas.is_empty() || bytes == 0 {
-            return 0;
-        }
-        let Some((entity, value)) = quotas.lookup(user, client_id, kind.key()) else {
+        let Some(ms) = self.take_quota(user, client_id, kind, bytes) else {
             return 0;
         };
+        if ms > 0 {
+            // Muted for the whole debt, so that large requests cannot outrun the quota; the
+            // client is told at most MAX_THROTTLE_MS (Kafka's bound) and finds the rest when
+            // its next request is read.
+            let now = self.clock.now_ms();
+            mute.fetch_max(now.saturating_add(ms), Ordering::Relaxed);
+            self.metrics.throttled(kind.key());
+        }
+        i32::try_from(ms.min(MAX_THROTTLE_MS)).unwrap_or(i32::MAX)
+    }
+
+    /// Counts `amount` against the quota without throttling or muting (Kafka's
+    /// `recordNoThrottle`): use known only after the answer went out, whose debt the next
+    /// requests' throttle carries.
+    pub fn record_quota_use(&self, user: &str, client_id: &str, kind: QuotaKind, amount: u64) {
+        self.take_quota(user, client_id, kind, amount);
+    }
+
+    /// Takes `bytes` from the bucket of the quota that applies to `user` and `client_id`;
+    /// the throttle it owes in ms, or `None` without such a quota.
+    fn take_quota(&self, user: &str, client_id: &str, kind: QuotaKind, bytes: u64) -> Option<i64> {
+        let quotas = self.client_quotas();
+        if quotas.is_empty() || bytes == 0 {
+            return None;
+        }
+        let (entity, value) = quotas.lookup(user, client_id, kind.key())?;
         let rate = kind.per_second(value);
         // The bucket is the matched entity with its defaults named: each user (or client id)
         // under a default quota has a bucket of its own.
@@ -188,15 +210,7 @@ impl Broker {
             ip: None,
         };
         let now = self.clock.now_ms();
-        let ms = self.quota_buckets.take(kind, bucket, rate, bytes, now);
-        if ms > 0 {
-            // Muted for the whole debt, so that large requests cannot outrun the quota; the
-            // client is told at most MAX_THROTTLE_MS (Kafka's bound) and finds the rest when
-            // its next request is read.
-            mute.fetch_max(now.saturating_add(ms), Ordering::Relaxed);
-            self.metrics.throttled(kind.key());
-        }
-        i32::try_from(ms.min(MAX_THROTTLE_MS)).unwrap_or(i32::MAX)
+        Some(self.quota_buckets.take(kind, bucket, rate, bytes, now))
     }
 }
 

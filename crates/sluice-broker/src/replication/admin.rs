@@ -401,10 +401,13 @@ impl Broker {
         replication.set_topic_configs(name, configs).await
     }
 
+    /// Grows topic `name` to `count` partitions; `assignment`: the new partitions' replicas
+    /// (one list of node ids per new partition), or `None` for the controller to place them.
     pub async fn add_partitions_in_cluster(
         &self,
         name: &str,
         count: i32,
+        assignment: Option<Vec<Vec<i32>>>,
     ) -> Result<(), BrokerError> {
         let replication = self.clustered()?;
         if crate::topics::is_internal(name) {
@@ -415,7 +418,15 @@ impl Broker {
             )));
         }
         self.topics().check_partition_count(count)?;
-        replication.add_partitions(name, count, None, false).await
+        let assignment = assignment.map(|lists| {
+            lists
+                .into_iter()
+                .map(|r| r.into_iter().map(sluice_cluster::NodeId).collect())
+                .collect()
+        });
+        replication
+            .add_partitions(name, count, assignment, false)
+            .await
     }
 }
 
