@@ -409,7 +409,7 @@ pub async fn add_partitions(
                 sluice_broker::topics::check_one_node_assignment(
                     state.broker.node_id(),
                     replicas,
-                    Some(adding),
+                    Some((current, adding)),
                 )?;
             }
         }

@@ -148,15 +148,16 @@ fn check_internal_pins(
 }
 
 /// A manual replica assignment on a single node (CreateTopics, CreatePartitions, the admin
-/// API): every partition on this node alone. Growing a topic by `adding` partitions (once
-/// the count is known to be an increase), it names one replica list per new partition, as
-/// Kafka requires.
+/// API): every partition on this node alone. Growing a topic of `current` partitions by
+/// `adding` (`growing: Some((current, adding))`, once the count is known to be an increase),
+/// it names one replica list per new partition, as Kafka requires.
 pub fn check_one_node_assignment(
     node: i32,
     assignment: &[Vec<i32>],
-    adding: Option<i64>,
+    growing: Option<(i32, i64)>,
 ) -> Result<(), BrokerError> {
-    if let Some(adding) = adding.filter(|n| *n != assignment.len() as i64) {
+    let first = growing.map_or(0, |(current, _)| i64::from(current));
+    if let Some((_, adding)) = growing.filter(|(_, n)| *n != assignment.len() as i64) {
         return Err(BrokerError::InvalidReplicaAssignment(format!(
             "{adding} partition(s) would be added, but the assignment names {}; name one \
              replica list per new partition",
@@ -168,9 +169,10 @@ pub fn check_one_node_assignment(
         .enumerate()
         .find(|(_, replicas)| replicas.as_slice() != [node])
     {
-        Some((p, bad)) => Err(BrokerError::InvalidReplicaAssignment(format!(
-            "partition {p} of the assignment is on nodes {bad:?}; this cluster has only node \
-             {node}"
+        Some((i, bad)) => Err(BrokerError::InvalidReplicaAssignment(format!(
+            "partition {} of the assignment is on nodes {bad:?}; this cluster has only node \
+             {node}",
+            first + i as i64
         ))),
         None => Ok(()),
     }

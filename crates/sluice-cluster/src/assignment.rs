@@ -22,6 +22,15 @@ pub enum AssignmentError {
     Count { additional: usize, given: usize },
     #[error("partition {partition} of the assignment has no replicas")]
     NoReplicas { partition: usize },
+    #[error(
+        "partition {partition} of the assignment names {got} replicas; the cluster has {nodes} \
+         node(s)"
+    )]
+    MoreThanNodes {
+        partition: usize,
+        got: usize,
+        nodes: usize,
+    },
     #[error("partition {partition} of the assignment names node {node} more than once")]
     Repeated { partition: usize, node: i32 },
     #[error(
@@ -62,6 +71,14 @@ pub fn assigned_partitions(
         let partition = first + i;
         if replicas.is_empty() {
             return Err(AssignmentError::NoReplicas { partition });
+        }
+        // Before the check for repeats, which is quadratic in the list's length.
+        if replicas.len() > state.nodes.len() {
+            return Err(AssignmentError::MoreThanNodes {
+                partition,
+                got: replicas.len(),
+                nodes: state.nodes.len(),
+            });
         }
         if let Some((_, node)) = replicas
             .iter()
@@ -163,6 +180,14 @@ mod tests {
         assert_eq!(
             assigned_partitions(&state, 0, &[nodes(&[1]), nodes(&[])], None),
             Err(AssignmentError::NoReplicas { partition: 1 })
+        );
+        assert_eq!(
+            assigned_partitions(&state, 0, &[nodes(&[1, 2, 3, 1])], None),
+            Err(AssignmentError::MoreThanNodes {
+                partition: 0,
+                got: 4,
+                nodes: 3
+            })
         );
         assert_eq!(
             assigned_partitions(&state, 0, &[nodes(&[1, 2, 1])], None),

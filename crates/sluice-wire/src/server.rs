@@ -606,7 +606,8 @@ fn encode_answer<S: Service>(
 mod tests {
     #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
     //! A response the service built but the codec cannot encode at the request's version still
-    //! gets an answer: the API's error response, or a closed connection.
+    //! gets an answer: the API's error response, or a closed connection. And a metered
+    //! request's codec time is charged once, answered or not.
 
     use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -658,6 +659,8 @@ mod tests {
                     ]))
                     .into()
                 }
+                // An acks=0 produce: no answer.
+                RequestKind::Produce(_) => Reply::Silent,
                 _ => Reply::Close("unexpected".into()),
             }
         }
@@ -694,6 +697,11 @@ mod tests {
                     key: ApiKey::ListOffsets,
                     min: 1,
                     max: 7,
+                },
+                ApiRange {
+                    key: ApiKey::Produce,
+                    min: 3,
+                    max: 9,
                 },
             ]),
             unencodable: AtomicUsize::new(0),
@@ -777,6 +785,30 @@ mod tests {
             .expect("the connection closes instead of leaving the client waiting");
         assert!(read.is_ok() && rest.is_empty(), "no frame: {rest:?}");
         assert_eq!(service.unencodable.load(Ordering::Relaxed), 1);
+        shutdown.cancel();
+    }
+
+    /// With no answer to encode (acks=0), the meter is still charged, once, with the
+    /// decoding.
+    #[tokio::test]
+    async fn a_request_without_an_answer_is_charged_its_decoding() {
+        let (service, addr, shutdown) = start().await;
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        send(
+            &mut stream,
+            ApiKey::Produce,
+            3,
+            RequestKind::Produce(kafka_protocol::messages::ProduceRequest::default().with_acks(0)),
+        )
+        .await;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while service.metered_ns.lock().unwrap().is_empty() {
+            assert!(tokio::time::Instant::now() < deadline, "never charged");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let metered = service.metered_ns.lock().unwrap().clone();
+        assert!(metered.len() == 1 && metered[0] > 0, "{metered:?}");
         shutdown.cancel();
     }
 }

@@ -336,9 +336,7 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
             }
             let mut printed = Ok(());
             let runs = sluice_bench::sweep::run(&config, |r| {
-                if printed.is_ok() {
-                    printed = one_line(&a.e2e.label, r);
-                }
+                keep_first(&mut printed, one_line(&a.e2e.label, r))
             })?;
             report.series.push(Series {
                 broker: a.e2e.label.clone(),
@@ -378,6 +376,14 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Keeps the first error of printing in `first` (a reader that left); later ones are the
+/// same error again.
+fn keep_first(first: &mut std::io::Result<()>, printed: std::io::Result<()>) {
+    if first.is_ok() {
+        *first = printed;
+    }
 }
 
 #[derive(serde::Serialize)]
@@ -477,43 +483,35 @@ fn compare(a: CompareArgs) -> anyhow::Result<()> {
     compare::discard_data(&work_dir.join("sluice-data"));
     let floor = machine::floor(&work_dir, 20_000, 2_000)?;
     write!(crate::stdout::lock(), "{}", floor_table(&floor))?;
+    // From here on a reader that leaves does not stop the run: the files are written first.
+    let mut shown = Ok(());
     let kafka_label = format!("kafka {}", config.kafka_version);
     // Each broker's data is deleted as soon as it is stopped: a sweep writes tens of GB.
     let kafka = {
         let (kafka, addr) = compare::start_kafka(&libs, &work_dir, durability, config.nodes)?;
-        say!("Kafka is up on {addr}")?;
-        let mut printed = Ok(());
+        keep_first(&mut shown, say!("Kafka is up on {addr}"));
         let measured = compare::measure(&kafka_label, &addr, &config, |b, r| {
-            if printed.is_ok() {
-                printed = one_line(b, r);
-            }
+            keep_first(&mut shown, one_line(b, r))
         });
         drop(kafka);
         compare::discard_data(&work_dir.join("kafka-data"));
-        let measured = measured?;
-        printed?;
-        measured
+        measured?
     };
     let sluice = {
         let (sluice, addr) =
             compare::start_sluice(&config.sluice_exe, &work_dir, durability, config.nodes)?;
-        say!("Sluice is up on {addr}")?;
-        let mut printed = Ok(());
+        keep_first(&mut shown, say!("Sluice is up on {addr}"));
         let measured = compare::measure("sluice", &addr, &config, |b, r| {
-            if printed.is_ok() {
-                printed = one_line(b, r);
-            }
+            keep_first(&mut shown, one_line(b, r))
         });
         drop(sluice);
         compare::discard_data(&work_dir.join("sluice-data"));
-        let measured = measured?;
-        printed?;
-        measured
+        measured?
     };
     // The cluster's throughput is judged against one node's, measured here in the same run.
     let single_node = if config.nodes > 1 {
         let (single, addr) = compare::start_sluice(&config.sluice_exe, &work_dir, durability, 1)?;
-        say!("one Sluice node is up on {addr}")?;
+        keep_first(&mut shown, say!("one Sluice node is up on {addr}"));
         let base = sluice_bench::E2eConfig {
             topic: "compare-single".into(),
             replication_factor: 1,
@@ -539,7 +537,7 @@ fn compare(a: CompareArgs) -> anyhow::Result<()> {
             ));
         }
     }
-    let shown = say!("\n{ratios}");
+    keep_first(&mut shown, say!("\n{ratios}"));
     let mut report = Report::new(machine::machine(), Some(floor));
     report.series.push(Series {
         broker: kafka_label,

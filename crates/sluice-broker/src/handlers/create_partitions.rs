@@ -118,7 +118,8 @@ fn on_one_node(broker: &Broker, request: CreatePartitionsRequest) -> ResponseKin
                         .iter()
                         .map(|a| a.broker_ids.iter().map(|b| b.0).collect())
                         .collect();
-                    crate::topics::check_one_node_assignment(node, &lists, Some(additional)).err()
+                    let growing = current.map(|c| (c, additional));
+                    crate::topics::check_one_node_assignment(node, &lists, growing).err()
                 });
             let outcome = match bad_assignment {
                 Some(e) => Err(e),

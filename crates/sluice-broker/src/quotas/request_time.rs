@@ -7,7 +7,7 @@
 //! `throttle_time_ms` (the larger of this and a byte-rate throttle) and the connection is
 //! muted for that long, as for the byte rates (KIP-219). The server's time decoding the
 //! request and encoding its answer (part of Kafka's network thread time) is recorded too,
-//! once known, without throttling that answer ([`Broker::codec_meter`]): the next answer
+//! once known, without throttling that answer (`Broker::codec_meter`): the next answer
 //! carries the debt.
 //!
 //! Exempt: the requests a client needs to connect and log in (ApiVersions, SaslHandshake,
@@ -278,7 +278,9 @@ mod tests {
             client_id: Some(EntityName::Named("noisy".into())),
             ip: None,
         };
-        let set = [("request_percentage".to_string(), QuotaValue(1.0))].into();
+        // 10% of a thread: a 100 ms burst, far more than a Metadata call takes even in a
+        // debug build on a loaded machine.
+        let set = [("request_percentage".to_string(), QuotaValue(10.0))].into();
         broker
             .alter_client_quota(entity, set, Vec::new())
             .await
@@ -318,8 +320,8 @@ mod tests {
         assert_eq!(throttle(reply), 0, "within the quota so far");
         let meter = meter.expect("a meter for a client with a request quota");
         let now = || broker.clock.now_ms();
-        // Half a second of a 1% quota: far over it, recorded without muting.
-        meter(std::time::Duration::from_millis(500));
+        // Five seconds of a 10% quota: far over it, recorded without muting.
+        meter(std::time::Duration::from_secs(5));
         assert_eq!(session.muted_for(now), None);
         let (reply, _) = broker.call_metered(request(ApiKey::Metadata, "noisy"), &peer, &session);
         assert!(throttle(reply) > 0, "the next answer carries the debt");

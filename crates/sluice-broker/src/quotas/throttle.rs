@@ -166,14 +166,13 @@ impl Broker {
         kind: QuotaKind,
         bytes: u64,
     ) -> i32 {
-        let Some(ms) = self.take_quota(user, client_id, kind, bytes) else {
+        let Some((ms, now)) = self.take_quota(user, client_id, kind, bytes) else {
             return 0;
         };
         if ms > 0 {
             // Muted for the whole debt, so that large requests cannot outrun the quota; the
             // client is told at most MAX_THROTTLE_MS (Kafka's bound) and finds the rest when
             // its next request is read.
-            let now = self.clock.now_ms();
             mute.fetch_max(now.saturating_add(ms), Ordering::Relaxed);
             self.metrics.throttled(kind.key());
         }
@@ -188,8 +187,15 @@ impl Broker {
     }
 
     /// Takes `bytes` from the bucket of the quota that applies to `user` and `client_id`;
-    /// the throttle it owes in ms, or `None` without such a quota.
-    fn take_quota(&self, user: &str, client_id: &str, kind: QuotaKind, bytes: u64) -> Option<i64> {
+    /// the throttle it owes in ms and the time it was reckoned at, or `None` without such a
+    /// quota.
+    fn take_quota(
+        &self,
+        user: &str,
+        client_id: &str,
+        kind: QuotaKind,
+        bytes: u64,
+    ) -> Option<(i64, i64)> {
         let quotas = self.client_quotas();
         if quotas.is_empty() || bytes == 0 {
             return None;
@@ -210,7 +216,7 @@ impl Broker {
             ip: None,
         };
         let now = self.clock.now_ms();
-        Some(self.quota_buckets.take(kind, bucket, rate, bytes, now))
+        Some((self.quota_buckets.take(kind, bucket, rate, bytes, now), now))
     }
 }
 
