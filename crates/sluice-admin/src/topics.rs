@@ -283,11 +283,7 @@ pub async fn create(
                 if replicas.is_empty() {
                     return Err(ApiError::bad_request("replicas names no partition"));
                 }
-                sluice_broker::topics::check_one_node_assignment(
-                    state.broker.node_id(),
-                    replicas,
-                    None,
-                )?;
+                sluice_broker::topics::check_one_node_assignment(state.broker.node_id(), replicas)?;
                 (Some(replicas.len() as i32), Some(1))
             }
             None => (body.partitions, body.replication_factor),
@@ -395,23 +391,16 @@ pub async fn add_partitions(
     if state.broker.replication().is_some() {
         state
             .broker
-            .add_partitions_in_cluster(&name, body.count, body.replicas)
+            .add_partitions_in_cluster(&name, body.count, body.replicas, false)
             .await?;
     } else {
         if let Some(replicas) = &body.replicas {
-            let current = state
-                .broker
-                .topics()
-                .get(&name)
-                .map_or(0, |t| t.partition_count());
-            let adding = i64::from(body.count) - i64::from(current);
-            if adding > 0 {
-                sluice_broker::topics::check_one_node_assignment(
-                    state.broker.node_id(),
-                    replicas,
-                    Some((current, adding)),
-                )?;
-            }
+            state.broker.topics().check_one_node_growth(
+                state.broker.node_id(),
+                &name,
+                body.count,
+                replicas,
+            )?;
         }
         let broker = state.broker.clone();
         let n = name.clone();

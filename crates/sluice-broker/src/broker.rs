@@ -720,7 +720,7 @@ impl Service for Broker {
     }
 
     fn call(&self, request: Request, peer: &Peer, session: &crate::security::Session) -> Reply {
-        self.call_metered(request, peer, session).0
+        self.serve(request, peer, session, None).0
     }
 
     fn call_metered(
@@ -728,6 +728,21 @@ impl Service for Broker {
         request: Request,
         peer: &Peer,
         session: &crate::security::Session,
+        received: std::time::Instant,
+    ) -> (Reply, Option<sluice_wire::CodecMeter>) {
+        self.serve(request, peer, session, Some(received))
+    }
+}
+
+impl Broker {
+    /// One request, admitted and dispatched; `received` (when its frame was read) lets a
+    /// request-time quota count its decoding.
+    fn serve(
+        &self,
+        request: Request,
+        peer: &Peer,
+        session: &crate::security::Session,
+        received: Option<std::time::Instant>,
     ) -> (Reply, Option<sluice_wire::CodecMeter>) {
         if let Err(reason) = session.admit(request.api_key, || self.clock.now_ms()) {
             return (Reply::Close(reason), None);
@@ -739,6 +754,6 @@ impl Service for Broker {
             peer,
             session,
         };
-        self.dispatch_metered(request.api_key, request.body, &call)
+        self.dispatch_metered(request.api_key, request.body, &call, received)
     }
 }

@@ -147,11 +147,14 @@ fn check_internal_pins(
     }
 }
 
-/// A manual replica assignment on a single node (CreateTopics, CreatePartitions, the admin
-/// API): every partition on this node alone. Growing a topic of `current` partitions by
-/// `adding` (`growing: Some((current, adding))`, once the count is known to be an increase),
-/// it names one replica list per new partition, as Kafka requires.
-pub fn check_one_node_assignment(
+/// A manual replica assignment on a single node (CreateTopics, the admin API): every
+/// partition on this node alone.
+pub fn check_one_node_assignment(node: i32, assignment: &[Vec<i32>]) -> Result<(), BrokerError> {
+    check_one_node_lists(node, assignment, None)
+}
+
+/// `assignment` for partitions numbered from `first`, which must number `adding` when given.
+fn check_one_node_lists(
     node: i32,
     assignment: &[Vec<i32>],
     growing: Option<(i32, i64)>,
@@ -430,6 +433,27 @@ impl Topics {
         self.remove_partitions(&topic, topic.partitions());
         tracing::info!(topic = %name, "deleted topic");
         Ok(topic)
+    }
+
+    /// A manual assignment of the partitions that growing topic `name` to `count` adds, on a
+    /// single node: one list per new partition (as Kafka requires), each this node alone. An
+    /// unknown topic or a count that is no increase is left to [`Topics::add_partitions`],
+    /// which answers those first, as Kafka does.
+    pub fn check_one_node_growth(
+        &self,
+        node: i32,
+        name: &str,
+        count: i32,
+        assignment: &[Vec<i32>],
+    ) -> Result<(), BrokerError> {
+        let Some(current) = self.get(name).map(|t| t.partition_count()) else {
+            return Ok(());
+        };
+        let adding = i64::from(count) - i64::from(current);
+        if adding <= 0 {
+            return Ok(());
+        }
+        check_one_node_lists(node, assignment, Some((current, adding)))
     }
 
     /// Grows a topic to `count` partitions.

@@ -86,8 +86,8 @@ impl Peer {
     }
 }
 
-/// Takes the time the server spent decoding a request and encoding its answer
-/// ([`Service::call_metered`]).
+/// Takes the time the server spent encoding a request's answer (zero when there was none to
+/// encode); see [`Service::call_metered`].
 pub type CodecMeter = Box<dyn FnOnce(Duration) + Send>;
 
 /// The broker side of the protocol, as seen by the connection loop.
@@ -103,14 +103,17 @@ pub trait Service: Send + Sync + 'static {
     fn call(&self, request: Request, peer: &Peer, session: &Self::Session) -> Reply;
     /// [`Service::call`], and who pays for the server's own time on the request: decoding it
     /// and encoding its answer (part of what Kafka counts as network-thread time against a
-    /// request quota, KIP-124). The meter is called once with that time: when the answer is
-    /// encoded, or with the decoding alone when there is no answer to encode (acks=0, a
+    /// request quota, KIP-124). `received`: when the frame was read, before decoding; a
+    /// service that meters the request takes the decoding time from it (so that requests
+    /// nobody meters cost no clock read). The meter is called once: with the encoding time
+    /// when the answer is encoded, or with zero when there is no answer to encode (acks=0, a
     /// closed connection, an answer dropped with its connection). The default: none.
     fn call_metered(
         &self,
         request: Request,
         peer: &Peer,
         session: &Self::Session,
+        _received: std::time::Instant,
     ) -> (Reply, Option<CodecMeter>) {
         (self.call(request, peer, session), None)
     }
@@ -535,14 +538,10 @@ fn handle_frame<S: Service>(
         }
         Err(e) => return Err(e.to_string()),
     };
-    let decoded = std::time::Instant::now();
     let (api_key, version, correlation_id) =
         (request.api_key, request.version(), request.correlation_id());
-    let (reply, meter) = service.call_metered(request, peer, session);
-    let charge = meter.map(|meter| Charge {
-        meter: Some(meter),
-        decoding: decoded.duration_since(started),
-    });
+    let (reply, meter) = service.call_metered(request, peer, session, started);
+    let charge = meter.map(|meter| Charge(Some(meter)));
     let reporter = Arc::clone(service);
     let encode = move |body: Option<ResponseKind>| {
         let encoding = charge.as_ref().map(|_| std::time::Instant::now());
@@ -557,23 +556,20 @@ fn handle_frame<S: Service>(
     Ok(match reply {
         Reply::Ready(body) => Some(Box::pin(std::future::ready(encode(Some(*body))))),
         Reply::Later(future) => Some(Box::pin(future.map(encode))),
-        // Dropping `encode` drops the charge, which pays for the decoding.
+        // Dropping `encode` drops the charge, which the meter is told with zero.
         Reply::Silent => None,
         Reply::Close(reason) => return Err(reason),
     })
 }
 
-/// A request's codec time owed to its meter: paid once, with the encoding when there is an
-/// answer, else (dropped unpaid) with the decoding alone.
-struct Charge {
-    meter: Option<CodecMeter>,
-    decoding: Duration,
-}
+/// A request's meter, paid once: with the encoding time when there is an answer, else
+/// (dropped unpaid) with zero.
+struct Charge(Option<CodecMeter>);
 
 impl Charge {
     fn pay(&mut self, encoding: Duration) {
-        if let Some(meter) = self.meter.take() {
-            meter(self.decoding + encoding);
+        if let Some(meter) = self.0.take() {
+            meter(encoding);
         }
     }
 }
@@ -674,10 +670,15 @@ mod tests {
             request: Request,
             peer: &Peer,
             session: &(),
+            received: std::time::Instant,
         ) -> (Reply, Option<CodecMeter>) {
             let metered = Arc::clone(&self.metered_ns);
-            let meter: CodecMeter = Box::new(move |spent| {
-                metered.lock().unwrap().push(spent.as_nanos());
+            let decoding = received.elapsed();
+            let meter: CodecMeter = Box::new(move |encoding| {
+                metered
+                    .lock()
+                    .unwrap()
+                    .push((decoding + encoding).as_nanos());
             });
             (self.call(request, peer, session), Some(meter))
         }

@@ -18,8 +18,14 @@ use sluice_client::Client;
 
 /// `1,2,3` → node ids.
 pub fn parse_replicas(s: &str) -> Result<Vec<i32>, String> {
+    parse_node_ids(s, ',')
+}
+
+/// Node ids separated by `separator` (`,` in `--replicas`, `:` within a partition of
+/// `--replica-assignment`).
+pub fn parse_node_ids(s: &str, separator: char) -> Result<Vec<i32>, String> {
     let ids: Result<Vec<i32>, String> = s
-        .split(',')
+        .split(separator)
         .map(|n| {
             n.trim()
                 .parse::<i32>()

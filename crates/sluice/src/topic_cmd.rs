@@ -102,16 +102,7 @@ fn parse_assignment(s: &str) -> Result<Assignment, String> {
     s.split(',')
         .enumerate()
         .map(|(p, replicas)| {
-            replicas
-                .split(':')
-                .map(|n| {
-                    n.trim()
-                        .parse::<i32>()
-                        .ok()
-                        .filter(|id| *id >= 0)
-                        .ok_or_else(|| format!("partition {p}: '{n}' is not a node id"))
-                })
-                .collect::<Result<Vec<i32>, String>>()
+            reassign_cmd::parse_node_ids(replicas, ':').map_err(|e| format!("partition {p}: {e}"))
         })
         .collect::<Result<Vec<_>, String>>()
         .map(Assignment)

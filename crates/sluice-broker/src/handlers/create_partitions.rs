@@ -1,12 +1,12 @@
 //! CreatePartitions: grow a topic; a manual assignment may name only this node, or in a
 //! cluster the nodes the controller accepts for it.
 
+use kafka_protocol::messages::create_partitions_request::CreatePartitionsAssignment;
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse, ResponseKind};
 
 use super::str_bytes;
 use crate::broker::Broker;
-use crate::error::BrokerError;
 use crate::handlers::{Call, Versions};
 use sluice_auth::acl::Operation;
 use sluice_wire::Reply;
@@ -38,62 +38,40 @@ pub fn handle(broker: &Broker, mut request: CreatePartitionsRequest, call: &Call
 }
 
 fn handle_authorized(broker: &Broker, request: CreatePartitionsRequest) -> Reply {
-    if let Some(replication) = broker.replication() {
-        let replication = std::sync::Arc::clone(replication);
-        let counts: Vec<Result<(), BrokerError>> = request
-            .topics
-            .iter()
-            .map(|t| broker.topics().check_partition_count(t.count))
-            .collect();
-        return Reply::Later(Box::pin(async move {
-            let mut results = Vec::new();
-            for (topic, count) in request.topics.into_iter().zip(counts) {
-                let outcome = if crate::topics::is_internal(&topic.name) {
-                    // More partitions would move every group (or transactional id) to another
-                    // partition, away from its state.
-                    Err(BrokerError::InvalidPartitions(format!(
-                        "internal topic '{}' cannot get more partitions",
-                        topic.name.as_str()
-                    )))
-                } else if let (true, Err(e)) = (
-                    // Kafka answers an unknown topic before it looks at the count.
-                    replication
-                        .state()
-                        .state
-                        .names
-                        .contains_key(topic.name.as_str()),
-                    count,
-                ) {
-                    Err(e)
-                } else {
-                    let assignment = topic.assignments.as_ref().map(|a| {
-                        a.iter()
-                            .map(|r| {
-                                r.broker_ids
-                                    .iter()
-                                    .map(|b| sluice_cluster::NodeId(b.0))
-                                    .collect()
-                            })
-                            .collect()
-                    });
-                    replication
-                        .add_partitions(&topic.name, topic.count, assignment, request.validate_only)
-                        .await
-                };
-                let result = CreatePartitionsTopicResult::default().with_name(topic.name);
-                results.push(match outcome {
-                    Ok(()) => result,
-                    Err(e) => result
-                        .with_error_code(e.code())
-                        .with_error_message(Some(str_bytes(&e.to_string()))),
-                });
-            }
-            Some(ResponseKind::CreatePartitions(
-                CreatePartitionsResponse::default().with_results(results),
-            ))
-        }));
-    }
-    Reply::Ready(Box::new(on_one_node(broker, request)))
+    let (Some(_), Some(broker)) = (broker.replication(), broker.arc()) else {
+        return Reply::Ready(Box::new(on_one_node(broker, request)));
+    };
+    Reply::Later(Box::pin(async move {
+        let mut results = Vec::new();
+        for topic in request.topics {
+            let outcome = broker
+                .add_partitions_in_cluster(
+                    &topic.name,
+                    topic.count,
+                    topic.assignments.as_deref().map(lists),
+                    request.validate_only,
+                )
+                .await;
+            let result = CreatePartitionsTopicResult::default().with_name(topic.name);
+            results.push(match outcome {
+                Ok(()) => result,
+                Err(e) => result
+                    .with_error_code(e.code())
+                    .with_error_message(Some(str_bytes(&e.to_string()))),
+            });
+        }
+        Some(ResponseKind::CreatePartitions(
+            CreatePartitionsResponse::default().with_results(results),
+        ))
+    }))
+}
+
+/// A request's assignment as lists of node ids, one per new partition.
+fn lists(assignments: &[CreatePartitionsAssignment]) -> Vec<Vec<i32>> {
+    assignments
+        .iter()
+        .map(|a| a.broker_ids.iter().map(|b| b.0).collect())
+        .collect()
 }
 
 fn on_one_node(broker: &Broker, request: CreatePartitionsRequest) -> ResponseKind {
@@ -102,25 +80,12 @@ fn on_one_node(broker: &Broker, request: CreatePartitionsRequest) -> ResponseKin
         .topics
         .into_iter()
         .map(|topic| {
-            let current = broker
-                .topics()
-                .get(&topic.name)
-                .map(|t| t.partition_count());
-            let additional = current.map_or(0, |c| i64::from(topic.count) - i64::from(c));
-            // An unknown topic or a count that is no increase: the topics answer that first,
-            // as Kafka does.
-            let bad_assignment = topic
-                .assignments
-                .as_ref()
-                .filter(|_| additional > 0)
-                .and_then(|assignments| {
-                    let lists: Vec<Vec<i32>> = assignments
-                        .iter()
-                        .map(|a| a.broker_ids.iter().map(|b| b.0).collect())
-                        .collect();
-                    let growing = current.map(|c| (c, additional));
-                    crate::topics::check_one_node_assignment(node, &lists, growing).err()
-                });
+            let bad_assignment = topic.assignments.as_ref().and_then(|assignments| {
+                broker
+                    .topics()
+                    .check_one_node_growth(node, &topic.name, topic.count, &lists(assignments))
+                    .err()
+            });
             let outcome = match bad_assignment {
                 Some(e) => Err(e),
                 None => {

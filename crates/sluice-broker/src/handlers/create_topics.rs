@@ -170,7 +170,7 @@ fn create(
         }
     } else {
         let assignment = manual_assignment(&topic)?;
-        crate::topics::check_one_node_assignment(node, &assignment, None)?;
+        crate::topics::check_one_node_assignment(node, &assignment)?;
         assignment.len() as i32
     };
     let configs = configs_of(topic.configs)?;
@@ -203,10 +203,10 @@ fn in_cluster(broker: std::sync::Arc<Broker>, request: CreateTopicsRequest, vers
 
 async fn create_in_cluster(
     broker: &Broker,
-    topic: CreatableTopic,
+    mut topic: CreatableTopic,
     validate_only: bool,
 ) -> Result<Created, BrokerError> {
-    let configs = configs_of(topic.configs.clone())?;
+    let configs = configs_of(std::mem::take(&mut topic.configs))?;
     let (partitions, replication_factor, id) = if topic.assignments.is_empty() {
         broker
             .create_topic_in_cluster(

@@ -40,6 +40,7 @@ impl Broker {
         api: ApiKey,
         body: RequestKind,
         call: &Call,
+        received: Option<std::time::Instant>,
     ) -> (Reply, Option<sluice_wire::CodecMeter>) {
         let user = if exempt(api, &body) {
             None
@@ -49,11 +50,13 @@ impl Broker {
         let Some(user) = user else {
             return (handlers::dispatch(self, api, body, call), None);
         };
+        // The decoding, up to here (this quota lookup with it, a few microseconds at most).
+        let decoding = received.map_or(std::time::Duration::ZERO, |r| r.elapsed());
         let watch = Stopwatch::start();
         let reply = handlers::dispatch(self, api, body, call);
         let spent = watch.elapsed_ns();
         let client_id = call.client_id.to_string();
-        let meter = self.codec_meter(user.clone(), client_id.clone());
+        let meter = self.codec_meter(user.clone(), client_id.clone(), decoding);
         (self.charged(reply, spent, user, client_id, call), meter)
     }
 
@@ -114,10 +117,15 @@ impl Broker {
     /// same quota once known. Recorded, not throttled: the answer's `throttle_time_ms` is
     /// already written, so, as Kafka records its network threads' time, the debt shows in
     /// the throttle of the requests that follow.
-    fn codec_meter(&self, user: String, client_id: String) -> Option<sluice_wire::CodecMeter> {
+    fn codec_meter(
+        &self,
+        user: String,
+        client_id: String,
+        decoding: std::time::Duration,
+    ) -> Option<sluice_wire::CodecMeter> {
         let broker = self.arc()?;
-        Some(Box::new(move |spent| {
-            let ns = u64::try_from(spent.as_nanos()).unwrap_or(u64::MAX);
+        Some(Box::new(move |encoding| {
+            let ns = u64::try_from((decoding + encoding).as_nanos()).unwrap_or(u64::MAX);
             broker.record_quota_use(&user, &client_id, QuotaKind::Request, ns);
         }))
     }
@@ -268,7 +276,9 @@ mod tests {
     /// muted then. Exempt requests and clients without a quota carry no meter. Through the
     /// broker's `Service` implementation, as the connection loop calls it.
     #[tokio::test]
+    #[allow(clippy::disallowed_methods)] // the frame's arrival, as the connection loop reads it
     async fn codec_time_is_charged_to_the_request_quota() {
+        let received = std::time::Instant::now;
         use kafka_protocol::messages::MetadataRequest;
         use sluice_cluster::metadata::quotas::{EntityName, QuotaEntity, QuotaValue};
         use sluice_wire::{Request, Service};
@@ -309,21 +319,39 @@ mod tests {
             },
             _ => panic!("Metadata is answered at once"),
         };
-        let (_, meter) = broker.call_metered(request(ApiKey::Metadata, "quiet"), &peer, &session);
+        let (_, meter) = broker.call_metered(
+            request(ApiKey::Metadata, "quiet"),
+            &peer,
+            &session,
+            received(),
+        );
         assert!(meter.is_none(), "no quota, no meter");
-        let (_, meter) =
-            broker.call_metered(request(ApiKey::ApiVersions, "noisy"), &peer, &session);
+        let (_, meter) = broker.call_metered(
+            request(ApiKey::ApiVersions, "noisy"),
+            &peer,
+            &session,
+            received(),
+        );
         assert!(meter.is_none(), "ApiVersions is exempt");
 
-        let (reply, meter) =
-            broker.call_metered(request(ApiKey::Metadata, "noisy"), &peer, &session);
+        let (reply, meter) = broker.call_metered(
+            request(ApiKey::Metadata, "noisy"),
+            &peer,
+            &session,
+            received(),
+        );
         assert_eq!(throttle(reply), 0, "within the quota so far");
         let meter = meter.expect("a meter for a client with a request quota");
         let now = || broker.clock.now_ms();
         // Five seconds of a 10% quota: far over it, recorded without muting.
         meter(std::time::Duration::from_secs(5));
         assert_eq!(session.muted_for(now), None);
-        let (reply, _) = broker.call_metered(request(ApiKey::Metadata, "noisy"), &peer, &session);
+        let (reply, _) = broker.call_metered(
+            request(ApiKey::Metadata, "noisy"),
+            &peer,
+            &session,
+            received(),
+        );
         assert!(throttle(reply) > 0, "the next answer carries the debt");
         assert!(
             session.muted_for(now).is_some(),

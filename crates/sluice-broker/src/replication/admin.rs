@@ -370,12 +370,8 @@ impl Broker {
         self.topics().check_partition_count(partitions)?;
         let rf = assignment.first().map_or(0, |r| r.len() as i32);
         crate::topic_config::resolve(&configs, self.topics().defaults())?;
-        let assignment = assignment
-            .into_iter()
-            .map(|r| r.into_iter().map(sluice_cluster::NodeId).collect())
-            .collect();
         let id = replication
-            .create_topic_assigned(name, assignment, configs, validate_only)
+            .create_topic_assigned(name, node_ids(assignment), configs, validate_only)
             .await?;
         Ok((partitions, rf, id))
     }
@@ -401,13 +397,15 @@ impl Broker {
         replication.set_topic_configs(name, configs).await
     }
 
-    /// Grows topic `name` to `count` partitions; `assignment`: the new partitions' replicas
-    /// (one list of node ids per new partition), or `None` for the controller to place them.
+    /// Grows topic `name` to `count` partitions (CreatePartitions, the admin API);
+    /// `assignment`: the new partitions' replicas (one list of node ids per new partition),
+    /// or `None` for the controller to place them.
     pub async fn add_partitions_in_cluster(
         &self,
         name: &str,
         count: i32,
         assignment: Option<Vec<Vec<i32>>>,
+        validate_only: bool,
     ) -> Result<(), BrokerError> {
         let replication = self.clustered()?;
         if crate::topics::is_internal(name) {
@@ -417,15 +415,12 @@ impl Broker {
                 "internal topic '{name}' cannot get more partitions"
             )));
         }
-        self.topics().check_partition_count(count)?;
-        let assignment = assignment.map(|lists| {
-            lists
-                .into_iter()
-                .map(|r| r.into_iter().map(sluice_cluster::NodeId).collect())
-                .collect()
-        });
+        // Kafka answers an unknown topic before it looks at the count (the controller does).
+        if replication.state().state.names.contains_key(name) {
+            self.topics().check_partition_count(count)?;
+        }
         replication
-            .add_partitions(name, count, assignment, false)
+            .add_partitions(name, count, assignment.map(node_ids), validate_only)
             .await
     }
 }
@@ -497,4 +492,12 @@ fn check_new_topic_name(name: &str) -> Result<(), BrokerError> {
         )));
     }
     Ok(())
+}
+
+/// Replica lists of node ids as the controller takes them.
+fn node_ids(lists: Vec<Vec<i32>>) -> Vec<Vec<sluice_cluster::NodeId>> {
+    lists
+        .into_iter()
+        .map(|r| r.into_iter().map(sluice_cluster::NodeId).collect())
+        .collect()
 }
