@@ -4,6 +4,7 @@
 //! drain, runs the checker and reports.
 
 use std::collections::BTreeMap;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -97,7 +98,9 @@ pub fn run(cfg: &BenchConfig, work: &Path) -> Result<Vec<RunReport>, BankError> 
         };
         let prefix = format!("bank-{}-{}", std::process::id(), i + 1);
         let report = run_once(cfg, k, &bootstrap, &prefix, broker.as_mut(), &run_dir)?;
-        eprintln!(
+        // Not eprintln!: a reader of stderr that is gone must not end the run with a panic.
+        let _ = writeln!(
+            std::io::stderr().lock(),
             "{k} processor(s): {:.0} transfers/s, latency ms avg {:.1} p50 {:.1} p99 {:.1}, checker {}",
             report.transfers_per_sec,
             report.latency_ms.avg,

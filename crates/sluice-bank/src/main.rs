@@ -1,6 +1,7 @@
 //! `sluice-bank`: the bank workload's processor and its benchmark (`sluice bench bank` runs
 //! `sluice-bank bench`).
 
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -87,7 +88,7 @@ fn main() -> std::process::ExitCode {
     match run() {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            let _ = writeln!(std::io::stderr().lock(), "error: {e:#}");
             std::process::ExitCode::FAILURE
         }
     }
@@ -128,7 +129,10 @@ fn run_bench(a: BenchArgs) -> anyhow::Result<()> {
         bail!("give --brokers HOST:PORT or --local-broker DIR");
     }
     if a.faults && a.local_broker.is_none() {
-        eprintln!("--faults without --local-broker: only processors are killed");
+        let _ = writeln!(
+            std::io::stderr().lock(),
+            "--faults without --local-broker: only processors are killed"
+        );
     }
     if a.rate == 0 || a.duration == 0 {
         bail!("--rate and --duration must be above 0");

@@ -289,7 +289,7 @@ pub fn run(config: &E2eConfig, progress: bool) -> Result<E2eResult, BenchError> 
         }
     }
     if progress {
-        eprintln!();
+        let _ = writeln!(std::io::stderr().lock());
     }
     // Rates over the scheduled duration, or over longer if the broker made sending or
     // receiving take longer.

@@ -4,6 +4,7 @@
 //! position to the database only once Sluice has committed it.
 
 use std::collections::HashSet;
+use std::io::Write as _;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -455,7 +456,9 @@ pub async fn report(stats: Arc<Stats>, every: Duration, mut stop: watch::Receive
         let s = stats.snapshot();
         let rate = (s.rows - before.min(s.rows)) as f64 / every.as_secs_f64();
         before = s.rows;
-        eprintln!(
+        // Not eprintln!, which panics when standard error's reader is gone.
+        let _ = writeln!(
+            std::io::stderr().lock(),
             "outbox: {} | {rate:.0} rows/s | {} rows published | position {} | last batch \
              {:.1} ms after its commit | {} rows and {} WAL bytes behind",
             s.state.name(),

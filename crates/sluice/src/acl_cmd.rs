@@ -502,7 +502,7 @@ pub async fn run(bootstrap: &str, command: AclCommand) -> anyhow::Result<()> {
             if args.json {
                 write_json(&mut out, &acls)?;
             } else if acls.is_empty() {
-                eprintln!("no ACLs match");
+                crate::stdout::tell!("no ACLs match");
             } else {
                 write_table(&mut out, &acls)?;
             }

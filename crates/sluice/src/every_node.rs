@@ -25,13 +25,13 @@ where
                 found.extend(list);
             }
             Err(e) if failed.is_none() => failed = Some((node, addr, e)),
-            Err(e) => eprintln!("node {node} ({addr}) not listed: {e}"),
+            Err(e) => crate::stdout::tell!("node {node} ({addr}) not listed: {e}"),
         }
     }
     match failed {
         Some((_, _, e)) if answered == 0 => Err(e.into()),
         Some((node, addr, e)) => {
-            eprintln!("node {node} ({addr}) not listed: {e}");
+            crate::stdout::tell!("node {node} ({addr}) not listed: {e}");
             Ok(found)
         }
         None => Ok(found),

@@ -193,7 +193,7 @@ fn main() {
         if stdout::reader_gone(&e) {
             return;
         }
-        eprintln!("error: {e:#}");
+        crate::stdout::tell!("error: {e:#}");
         std::process::exit(1);
     }
 }

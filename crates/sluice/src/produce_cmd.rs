@@ -123,7 +123,7 @@ pub async fn run(bootstrap: &str, args: ProduceArgs) -> anyhow::Result<()> {
             sent += records.len() as u64;
         }
     }
-    eprintln!("produced {sent} record(s) to {}", args.topic);
+    crate::stdout::tell!("produced {sent} record(s) to {}", args.topic);
     Ok(())
 }
 

@@ -1,4 +1,4 @@
-//! The CLI's standard output. A reader that goes away (`sluice consume ... | head`) ends a
+//! The CLI's standard output (and, with [`tell`], its standard error). A reader that goes away (`sluice consume ... | head`) ends a
 //! command quietly, as it ends `cat`; a broken pipe anywhere else (a broker's connection that
 //! closed under a request) stays an error with a non-zero exit status. Before, any broken
 //! pipe in the error's chain was taken for the reader's, so a command whose broker went away
@@ -52,6 +52,17 @@ macro_rules! say {
     }};
 }
 pub(crate) use say;
+
+/// `eprintln!` that does not panic: a message to standard error whose reader has gone
+/// (`sluice ... 2>&1 | head`) has nowhere to go, so it is dropped, and the command goes on to
+/// the exit status it would have had.
+macro_rules! tell {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+    }};
+}
+pub(crate) use tell;
 
 /// Whether `e` is standard output's reader going away (and nothing to report).
 pub fn reader_gone(e: &anyhow::Error) -> bool {

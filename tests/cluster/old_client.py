@@ -1,0 +1,103 @@
+"""A producer or a group consumer written with an old client (confluent-kafka 2.0.2, i.e.
+librdkafka 2.0.2, or kafka-python 2.0.2), run by test_old_clients.py in that client's venv
+(tests/compat/python/setup). It writes one JSON line per delivery report or record to OUT.
+
+    old_client.py confluent|kafka-python produce BOOTSTRAP TOPIC OUT COUNT RATE
+    old_client.py confluent|kafka-python consume BOOTSTRAP TOPIC OUT GROUP SECONDS
+
+A producer sends "<prefix>-<n>" (key = value) at RATE per second, then waits for every report
+(at most 60 s). A consumer reads from the earliest offset for SECONDS, committing automatically.
+"""
+
+import json
+import sys
+import time
+
+client, mode, bootstrap, topic, out = sys.argv[1:6]
+prefix = "ck" if client == "confluent" else "kp"
+
+
+def paced(count, rate):
+    """Yields 0..count-1, each at its due time."""
+    start = time.monotonic()
+    for i in range(count):
+        wait = start + i / rate - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+        yield i
+
+
+def confluent_produce(f, count, rate):
+    from confluent_kafka import Producer
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                  "linger.ms": 5, "request.timeout.ms": 5000, "message.timeout.ms": 30000,
+                  "reconnect.backoff.max.ms": 1000})
+
+    def report(err, msg):
+        f.write(json.dumps({"v": msg.value().decode(), "err": str(err) if err else None,
+                            "p": msg.partition(), "o": msg.offset()}) + "\n")
+
+    for i in paced(count, rate):
+        p.produce(topic, key=f"{prefix}-{i}", value=f"{prefix}-{i}", on_delivery=report)
+        p.poll(0)
+    if p.flush(60):
+        print("records without a report after 60 s", file=sys.stderr)
+
+
+def confluent_consume(f, group, seconds):
+    from confluent_kafka import Consumer
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                  "auto.commit.interval.ms": 500, "reconnect.backoff.max.ms": 1000,
+                  "session.timeout.ms": 10000})
+    c.subscribe([topic])
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        m = c.poll(0.5)
+        if m is None:
+            continue
+        if m.error():
+            f.write(json.dumps({"error": str(m.error())}) + "\n")
+        else:
+            f.write(json.dumps({"v": m.value().decode(), "p": m.partition(), "o": m.offset()}) + "\n")
+    c.close()
+
+
+def kafka_python_produce(f, count, rate):
+    # kafka-python 2.0.2 has no idempotent producer: a retried batch may be stored twice.
+    from kafka import KafkaProducer
+    p = KafkaProducer(bootstrap_servers=bootstrap, acks="all", retries=10, linger_ms=5,
+                      max_in_flight_requests_per_connection=1, request_timeout_ms=5000,
+                      reconnect_backoff_max_ms=1000, retry_backoff_ms=200)
+    sent = [(f"{prefix}-{i}", p.send(topic, key=f"{prefix}-{i}".encode(), value=f"{prefix}-{i}".encode()))
+            for i in paced(count, rate)]
+    p.flush(60)
+    for value, future in sent:
+        try:
+            md = future.get(timeout=30)
+            f.write(json.dumps({"v": value, "err": None, "p": md.partition, "o": md.offset}) + "\n")
+        except Exception as e:  # the client's own words, for the test to show
+            f.write(json.dumps({"v": value, "err": repr(e)}) + "\n")
+    p.close(10)
+
+
+def kafka_python_consume(f, group, seconds):
+    from kafka import KafkaConsumer
+    c = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
+                      auto_commit_interval_ms=500, reconnect_backoff_max_ms=1000,
+                      session_timeout_ms=10000)
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        for records in c.poll(timeout_ms=500).values():
+            for m in records:
+                f.write(json.dumps({"v": m.value.decode(), "p": m.partition, "o": m.offset}) + "\n")
+    c.close()
+
+
+with open(out, "w") as f:
+    run = {("confluent", "produce"): confluent_produce, ("confluent", "consume"): confluent_consume,
+           ("kafka-python", "produce"): kafka_python_produce,
+           ("kafka-python", "consume"): kafka_python_consume}[(client, mode)]
+    if mode == "produce":
+        run(f, int(sys.argv[6]), float(sys.argv[7]))
+    else:
+        run(f, sys.argv[6], float(sys.argv[7]))

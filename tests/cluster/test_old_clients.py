@@ -1,0 +1,93 @@
+"""Old clients through a failover: a version that ApiVersions advertises is a promise, on a
+cluster too. confluent-kafka 2.0.2 (librdkafka 2.0.2, Debian 12's) and kafka-python 2.0.2 (no
+idempotence; the version long-running deployments pin), each from its own venv
+(tests/compat/python/setup), produce to a 3-partition RF=3 topic and read it in a consumer group
+while the leader of partition 0 is SIGKILLed and restarted, and then the leader of another
+partition. After that, a fresh group of each client drains the topic. Checked: every record
+acknowledged to either producer is read by every consumer, one value per offset, and the
+idempotent producer's records are stored once (kafka-python's retries may store one twice)."""
+
+import collections
+import json
+import subprocess
+import time
+
+import pytest
+
+from compat import harness
+
+pytestmark = pytest.mark.timeout(240)
+
+PYTHON = harness.COMPAT / "python"
+CLIENTS = {"confluent": ("venv-confluent-2.0.2", "ck"), "kafka-python": ("venv-kafka-python-2.0.2", "kp")}
+PROGRAM = __file__.replace("test_old_clients.py", "old_client.py")
+COUNT, RATE = 3000, 300      # 10 s of sending each
+
+
+def start(client, args, out, err):
+    venv = PYTHON / CLIENTS[client][0]
+    return subprocess.Popen([str(venv / "bin" / "python"), PROGRAM, client, *map(str, args[:3]),
+                             str(out), *map(str, args[3:])], stderr=open(err, "w"))
+
+
+def read(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def test_old_clients_lose_nothing_through_leader_kills(cluster, tmp_path):
+    harness.setup("python")
+    c = cluster(3)
+    c.create_topic("old", 3, replication_factor=3)
+    procs = {}
+    for client in CLIENTS:
+        procs[f"produce-{client}"] = start(client, ["produce", c.bootstrap, "old", COUNT, RATE],
+                                           tmp_path / f"produce-{client}.json", tmp_path / f"produce-{client}.err")
+        procs[f"live-{client}"] = start(client, ["consume", c.bootstrap, "old", f"live-{client}", COUNT / RATE + 25],
+                                        tmp_path / f"live-{client}.json", tmp_path / f"live-{client}.err")
+    began = time.monotonic()
+    killed = []
+    for at, partition in [(2.5, 0), (6.5, 1)]:
+        time.sleep(max(0.0, began + at - time.monotonic()))
+        victim = c.leader_of("old", partition)
+        assert victim is not None, f"partition {partition} has no leader"
+        c.kill(victim)
+        killed.append(victim)
+        time.sleep(2.5)
+        c.restart(victim)
+    for client in CLIENTS:
+        procs[f"produce-{client}"].wait(120)
+    c.wait_all_in_sync(90)
+    for client in CLIENTS:
+        procs[f"drain-{client}"] = start(client, ["consume", c.bootstrap, "old", f"drain-{client}", 25],
+                                         tmp_path / f"drain-{client}.json", tmp_path / f"drain-{client}.err")
+    for p in procs.values():
+        p.wait(120)
+
+    def stderr(name):
+        return (tmp_path / f"{name}.err").read_text()[-2000:]
+
+    for client, (_, prefix) in CLIENTS.items():
+        reports = read(tmp_path / f"produce-{client}.json")
+        failed = [r for r in reports if r["err"] is not None]
+        acked = {r["v"] for r in reports if r["err"] is None}
+        assert len(reports) == COUNT and not failed, (client, len(reports), failed[:5], stderr(f"produce-{client}"))
+        for reader in ("drain", "live"):
+            for reading in CLIENTS:
+                name = f"{reader}-{reading}"
+                records = [r for r in read(tmp_path / f"{name}.json") if r.get("v", "").startswith(prefix + "-")]
+                values = collections.Counter(r["v"] for r in records)
+                lost = sorted(acked - set(values))
+                assert not lost, (f"{name} lost {len(lost)} of {client}'s acknowledged records: {lost[:5]}",
+                                  killed, stderr(name))
+                stored = collections.defaultdict(set)
+                for r in records:
+                    stored[(r["p"], r["o"])].add(r["v"])
+                assert all(len(v) == 1 for v in stored.values()), f"{name}: one offset, two values"
+                if client == "confluent":
+                    # The idempotent producer's retries are stored once.
+                    offsets = collections.defaultdict(set)
+                    for r in records:
+                        offsets[r["v"]].add((r["p"], r["o"]))
+                    twice = [v for v, at in offsets.items() if len(at) > 1]
+                    assert not twice, f"{name}: {client}'s records stored twice: {twice[:5]}"
