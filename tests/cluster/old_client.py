@@ -4,9 +4,14 @@ librdkafka 2.0.2, or kafka-python 2.0.2), run by test_old_clients.py in that cli
 
     old_client.py confluent|kafka-python produce BOOTSTRAP TOPIC OUT COUNT RATE
     old_client.py confluent|kafka-python consume BOOTSTRAP TOPIC OUT GROUP SECONDS
+    old_client.py confluent transform BOOTSTRAP SOURCE OUT GROUP SECONDS SINK TXN_ID TOTAL
 
 A producer sends "<prefix>-<n>" (key = value) at RATE per second, then waits for every report
-(at most 60 s). A consumer reads from the earliest offset for SECONDS, committing automatically.
+(at most 60 s). A consumer reads from the earliest offset for SECONDS, committing automatically. A transform
+copies SOURCE to SINK exactly once (consume-transform-produce: read_committed, the input offsets
+in each transaction) until its group has committed TOTAL input records or SECONDS passed,
+writing a line per commit or error; on an error it starts again with new clients (the new
+producer of the same transactional id fences the old one), as an application recovers.
 """
 
 import json
@@ -93,11 +98,60 @@ def kafka_python_consume(f, group, seconds):
     c.close()
 
 
+def confluent_transform(f, group, seconds, sink, txn_id, total):
+    from confluent_kafka import Consumer, KafkaException, Producer
+    end = time.monotonic() + seconds
+    consumer = producer = None
+    commits = 0
+    while time.monotonic() < end:
+        try:
+            if consumer is None:
+                consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                                     "isolation.level": "read_committed", "enable.auto.commit": False,
+                                     "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
+                                     "reconnect.backoff.max.ms": 1000})
+                consumer.subscribe([topic])
+                producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id,
+                                     "acks": "all", "linger.ms": 5, "transaction.timeout.ms": 10000,
+                                     "message.timeout.ms": 10000, "reconnect.backoff.max.ms": 1000})
+                producer.init_transactions(30)
+            msgs = [m for m in consumer.consume(20, 0.5) if m.error() is None]
+            if not msgs:
+                assignment = consumer.assignment()
+                done = sum(max(tp.offset, 0) for tp in consumer.committed(assignment, timeout=10))
+                if assignment and done >= total:
+                    f.write(json.dumps({"done": done, "commits": commits}) + "\n")
+                    return
+                continue
+            producer.begin_transaction()
+            for m in msgs:
+                producer.produce(sink, key=m.key(), value=m.value())
+            producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
+                                                 consumer.consumer_group_metadata(), 30)
+            producer.commit_transaction(30)
+            commits += 1
+            f.write(json.dumps({"commit": commits}) + "\n")
+            f.flush()
+        except KafkaException as e:
+            f.write(json.dumps({"error": str(e.args[0])}) + "\n")
+            f.flush()
+            if consumer is not None:
+                try:
+                    consumer.close()
+                except KafkaException:
+                    pass
+            consumer = producer = None
+            time.sleep(0.2)
+
+
 with open(out, "w") as f:
     run = {("confluent", "produce"): confluent_produce, ("confluent", "consume"): confluent_consume,
            ("kafka-python", "produce"): kafka_python_produce,
-           ("kafka-python", "consume"): kafka_python_consume}[(client, mode)]
+           ("kafka-python", "consume"): kafka_python_consume,
+           ("confluent", "transform"): confluent_transform}[(client, mode)]
     if mode == "produce":
         run(f, int(sys.argv[6]), float(sys.argv[7]))
+    elif mode == "transform":
+        run(f, sys.argv[6], float(sys.argv[7]), sys.argv[8], sys.argv[9], int(sys.argv[10]))
     else:
         run(f, sys.argv[6], float(sys.argv[7]))

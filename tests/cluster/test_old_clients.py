@@ -5,7 +5,9 @@ idempotence; the version long-running deployments pin), each from its own venv
 while the leader of partition 0 is SIGKILLed and restarted, and then the leader of another
 partition. After that, a fresh group of each client drains the topic. Checked: every record
 acknowledged to either producer is read by every consumer, one value per offset, and the
-idempotent producer's records are stored once (kafka-python's retries may store one twice)."""
+idempotent producer's records are stored once (kafka-python's retries may store one twice).
+And librdkafka 2.0.2's transactions stay exactly once when the transaction coordinator is
+SIGKILLed under a consume-transform-produce loop."""
 
 import collections
 import json
@@ -15,6 +17,10 @@ import time
 import pytest
 
 from compat import harness
+
+from .checker import History
+from .test_transactions import TXN_TOPIC, coordinator_node, end_offsets, exactly_once
+from .workload import produce_records
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -91,3 +97,39 @@ def test_old_clients_lose_nothing_through_leader_kills(cluster, tmp_path):
                         offsets[r["v"]].add((r["p"], r["o"]))
                     twice = [v for v, at in offsets.items() if len(at) > 1]
                     assert not twice, f"{name}: {client}'s records stored twice: {twice[:5]}"
+
+
+def test_old_librdkafka_transactions_are_exactly_once_across_a_coordinator_kill(cluster, tmp_path):
+    harness.setup("python")
+    c = cluster(3)
+    source, sink, group, txn_id, total = "old-in", "old-out", "g-old-ctp", "t-old-ctp", 1500
+    c.create_topic(source, 3, replication_factor=3)
+    c.create_topic(sink, 3, replication_factor=3)
+    history = History()
+    produce_records(c.bootstrap, source, history, total)
+    assert all(s.status == "ok" for s in history.sends)
+    log = tmp_path / "transform.json"
+    proc = start("confluent", ["transform", c.bootstrap, source, group, 90, sink, txn_id, total],
+                 log, tmp_path / "transform.err")
+    try:
+        def commits():
+            return sum(1 for r in read(log) if "commit" in r) if log.exists() else 0
+        deadline = time.monotonic() + 60
+        while commits() < 15 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert commits() >= 15, (read(log)[-5:], (tmp_path / "transform.err").read_text()[-2000:])
+        victim = coordinator_node(c, TXN_TOPIC, txn_id)
+        c.kill(victim)
+        before_kill = len(read(log))
+        proc.wait(120)
+    finally:
+        proc.kill()
+    records = read(log)
+    assert records and "done" in records[-1], (records[-5:], (tmp_path / "transform.err").read_text()[-2000:])
+    after = records[before_kill:]
+    assert any("commit" in r for r in after), f"no commit after node {victim}'s kill: {after[-5:]}"
+    # Every input record turned into exactly one committed output record, and no transaction
+    # hangs on the sink.
+    assert exactly_once(c, source, sink) == total
+    for p, (lso, high) in enumerate(end_offsets(c.bootstrap, sink, 3)):
+        assert lso == high, f"{sink}/{p}: last stable offset {lso} < high watermark {high}"
