@@ -1,11 +1,11 @@
 """Old clients through a failover: a version that ApiVersions advertises is a promise, on a
 cluster too. confluent-kafka 2.0.2 (librdkafka 2.0.2, Debian 12's) and kafka-python 2.0.2 (no
 idempotence; the version long-running deployments pin), each from its own venv
-(tests/compat/python/setup), produce to a 3-partition RF=3 topic and read it in a consumer group
-while the leader of partition 0 is SIGKILLed and restarted, and then the leader of another
+(tests/compat/python/setup), and the Java client 2.8.2 (tests/compat/java/setup) produce to a
+3-partition RF=3 topic and read it in a consumer group while the leader of partition 0 is SIGKILLed and restarted, and then the leader of another
 partition. After that, a fresh group of each client drains the topic. Checked: every record
-acknowledged to either producer is read by every consumer, one value per offset, and the
-idempotent producer's records are stored once (kafka-python's retries may store one twice).
+acknowledged to any producer is read by every consumer, one value per offset, and the
+idempotent producers' records are stored once (kafka-python's retries may store one twice).
 And librdkafka 2.0.2's transactions stay exactly once when the transaction coordinator is
 SIGKILLed under a consume-transform-produce loop."""
 
@@ -25,15 +25,21 @@ from .workload import produce_records
 pytestmark = pytest.mark.timeout(240)
 
 PYTHON = harness.COMPAT / "python"
-CLIENTS = {"confluent": ("venv-confluent-2.0.2", "ck"), "kafka-python": ("venv-kafka-python-2.0.2", "kp")}
+CLIENTS = {"confluent": ("venv-confluent-2.0.2", "ck"), "kafka-python": ("venv-kafka-python-2.0.2", "kp"),
+           "java": (None, "jv")}
 PROGRAM = __file__.replace("test_old_clients.py", "old_client.py")
+JAVA_PROGRAM = __file__.replace("test_old_clients.py", "OldJavaClient.java")  # run as a single-file source
 COUNT, RATE = 3000, 300      # 10 s of sending each
 
 
 def start(client, args, out, err):
-    venv = PYTHON / CLIENTS[client][0]
-    return subprocess.Popen([str(venv / "bin" / "python"), PROGRAM, client, *map(str, args[:3]),
-                             str(out), *map(str, args[3:])], stderr=open(err, "w"))
+    if client == "java":
+        argv = ["java", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+                "-cp", str(harness.COMPAT / "java" / "lib-2.8.2" / "*"), JAVA_PROGRAM]
+    else:
+        argv = [str(PYTHON / CLIENTS[client][0] / "bin" / "python"), PROGRAM, client]
+    return subprocess.Popen([*argv, *map(str, args[:3]), str(out), *map(str, args[3:])],
+                            stderr=open(err, "w"))
 
 
 def read(path):
@@ -43,6 +49,7 @@ def read(path):
 
 def test_old_clients_lose_nothing_through_leader_kills(cluster, tmp_path):
     harness.setup("python")
+    harness.setup("java")
     c = cluster(3)
     c.create_topic("old", 3, replication_factor=3)
     procs = {}
@@ -90,8 +97,8 @@ def test_old_clients_lose_nothing_through_leader_kills(cluster, tmp_path):
                 for r in records:
                     stored[(r["p"], r["o"])].add(r["v"])
                 assert all(len(v) == 1 for v in stored.values()), f"{name}: one offset, two values"
-                if client == "confluent":
-                    # The idempotent producer's retries are stored once.
+                if client != "kafka-python":
+                    # The idempotent producers' retries are stored once.
                     offsets = collections.defaultdict(set)
                     for r in records:
                         offsets[r["v"]].add((r["p"], r["o"]))
