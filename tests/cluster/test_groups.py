@@ -1,7 +1,7 @@
 """Consumer groups on a 3-node cluster: `__consumer_offsets` is replicated like any topic and a
 group's coordinator is the leader of the group's offsets partition. Killing that node moves the
-coordinator with the leadership; the group's members find the new one by themselves and no
-committed offset is lost or moves backwards. Each test is bounded; the timeout mark is the hard
+coordinator with the leadership; the group's members (classic or KIP-848) find the new one by
+themselves and no committed offset is lost or moves backwards. Each test is bounded; the timeout mark is the hard
 stop for a hung one."""
 
 import time
@@ -83,13 +83,15 @@ def test_the_offsets_topic_is_replicated_and_marked_internal(cluster):
     assert committed_offsets(c.bootstrap, "g-meta", "plain", [0]) == {0: 5}
 
 
-def test_killing_the_group_coordinator_loses_no_committed_offset(cluster):
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_killing_the_group_coordinator_loses_no_committed_offset(cluster, protocol):
     c = cluster(3)
     topic, group = "grp-kill", "g-kill"
     c.create_topic(topic, 3, replication_factor=3)
     history = History()
     producer = ProducerWorkload(c.bootstrap, topic, history, rate_per_s=200, duration_s=40.0).start()
-    consumer = ConsumerWorkload(c.bootstrap, topic, group, history, duration_s=90.0).start()
+    consumer = ConsumerWorkload(c.bootstrap, topic, group, history, duration_s=90.0,
+                                conf={"group.protocol": protocol}).start()
     try:
         wait_until(lambda: commits_since(history, group, 0) >= 5, 30, "the group's first commits")
         partition, coordinator = coordinator_of(c, group)

@@ -169,6 +169,10 @@ class ConsumerWorkload:
                      "auto.offset.reset": "earliest", "isolation.level": isolation,
                      "session.timeout.ms": 6000, "heartbeat.interval.ms": 500, **CLIENT_DEFAULTS,
                      **(conf or {}), "error_cb": self._client_error}
+        if self.conf.get("group.protocol") == "consumer":
+            # KIP-848: the coordinator sets the session and heartbeat intervals, and librdkafka
+            # refuses the classic protocol's settings.
+            del self.conf["session.timeout.ms"], self.conf["heartbeat.interval.ms"]
         self.client_errors = []
         self.error = None
         self._stop = threading.Event()
