@@ -124,8 +124,11 @@ class Processor:
     the same transactional id (which fences and aborts the old one): the way an application
     recovers, and the way exactly-once must survive."""
 
-    def __init__(self, bootstrap, source, sink, group, txn_id, batch=20):
+    def __init__(self, bootstrap, source, sink, group, txn_id, batch=20, protocol="classic"):
         self.bootstrap, self.source, self.sink = bootstrap, source, sink
+        # KIP-848 (`consumer`): the coordinator sets the session timeout; librdkafka refuses it.
+        self.group_conf = ({"group.protocol": "consumer"} if protocol == "consumer"
+                           else {"session.timeout.ms": 6000})
         self.group, self.txn_id, self.batch = group, txn_id, batch
         self.commits = 0
         self.restarts = 0
@@ -134,7 +137,7 @@ class Processor:
     def _clients(self):
         consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group,
                              "isolation.level": "read_committed", "enable.auto.commit": False,
-                             "auto.offset.reset": "earliest", "session.timeout.ms": 6000, **CLIENT_DEFAULTS})
+                             "auto.offset.reset": "earliest", **self.group_conf, **CLIENT_DEFAULTS})
         consumer.subscribe([self.source])
         return consumer, transactional_producer(self.bootstrap, self.txn_id)
 
@@ -212,8 +215,9 @@ def exactly_once(c, source, sink, timeout=40):
     return len(expected)
 
 
-@pytest.mark.parametrize("victim", ["transaction-coordinator", "group-coordinator", "output-leader"])
-def test_consume_transform_produce_is_exactly_once_across_a_node_kill(cluster, victim):
+@pytest.mark.parametrize("victim,protocol", [("transaction-coordinator", "classic"), ("group-coordinator", "classic"),
+                                              ("output-leader", "classic"), ("group-coordinator", "consumer")])
+def test_consume_transform_produce_is_exactly_once_across_a_node_kill(cluster, victim, protocol):
     c = cluster(3)
     source, sink, group, txn_id = "ctp-in", "ctp-out", "g-ctp", "t-ctp"
     c.create_topic(source, 3, replication_factor=3)
@@ -226,7 +230,7 @@ def test_consume_transform_produce_is_exactly_once_across_a_node_kill(cluster, v
         assert s.status == "ok", s
         ends[s.partition] = max(ends.get(s.partition, 0), s.offset + 1)
 
-    processor = Processor(c.bootstrap, source, sink, group, txn_id)
+    processor = Processor(c.bootstrap, source, sink, group, txn_id, protocol=protocol)
     killed = {}
 
     def kill_once(commits):
