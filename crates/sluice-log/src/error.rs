@@ -66,7 +66,7 @@ pub enum LogError {
     },
     #[error("log {path} is offline after an unrecoverable I/O error: {reason}")]
     Offline { path: PathBuf, reason: String },
-    #[error("replicated batch starts at {got}, the log ends at {expected}")]
+    #[error("replicated batch starts at {got}, before the log's end at {expected}")]
     NonContiguous { expected: Offset, got: Offset },
     #[error("invalid log config: {0}")]
     Config(String),

@@ -313,11 +313,15 @@ impl Log {
     }
 
     /// Appends batches that already carry their offsets (a follower copying its leader):
-    /// each is checked in full and must continue the log exactly.
+    /// each is checked in full and must start at or after the end of what comes before it.
+    /// A batch may start after it: a compacted leader no longer holds the offsets in between
+    /// (Kafka's followers take such gaps too). The segments that get a gap are marked
+    /// ([`Segment::mark_gaps`]) before it is written, so that recovery keeps it.
     pub fn append_assigned(&mut self, bytes: &[u8]) -> Result<AppendInfo, LogError> {
         self.check_online()?;
         let mut headers = Vec::new();
         let mut expected = self.next_offset;
+        let mut gaps = false;
         let mut at = 0;
         while at < bytes.len() {
             let extent =
@@ -332,12 +336,13 @@ impl Log {
                     available: bytes.len() - at,
                 },
             )?)?;
-            if header.base_offset != expected {
+            if header.base_offset < expected {
                 return Err(LogError::NonContiguous {
                     expected,
                     got: header.base_offset,
                 });
             }
+            gaps |= header.base_offset > expected;
             expected = header.last_offset().plus(1);
             headers.push(header);
             at = end;
@@ -348,7 +353,19 @@ impl Log {
             );
         };
         let now_ms = self.clock.now_ms();
-        self.write(bytes, &headers, now_ms)?;
+        if gaps {
+            // The gap may fall inside the active segment or at its end (when the write rolls
+            // a new segment at the batch's base, the active one stops short of its successor):
+            // both are marked, the new one once it exists.
+            self.active_mut().mark_gaps()?;
+            let before = self.active().base_offset;
+            self.write(bytes, &headers, now_ms)?;
+            if self.active().base_offset != before {
+                self.active_mut().mark_gaps()?;
+            }
+        } else {
+            self.write(bytes, &headers, now_ms)?;
+        }
         Ok(AppendInfo {
             base_offset: first.base_offset,
             last_offset: expected.plus(-1),

@@ -77,7 +77,8 @@ pub(crate) struct Segment {
     first_append_ms: Option<i64>,
     /// Bytes before this position have had their writeback started.
     writeback_started: u64,
-    /// Rewritten by compaction: offsets have gaps (`<base>.compacted` marks it on disk).
+    /// Offsets may have gaps (`<base>.compacted` marks it on disk): rewritten by compaction,
+    /// or holding batches a follower copied from a compacted leader ([`Segment::mark_gaps`]).
     compacted: bool,
 }
 
@@ -472,6 +473,24 @@ impl Segment {
 
     pub(crate) fn is_compacted(&self) -> bool {
         self.compacted
+    }
+
+    /// Marks this segment, durably and before the batches that need it are written, as one
+    /// whose offsets may have gaps: a follower copying a compacted leader's log receives
+    /// batches that do not continue its log exactly, and recovery after a crash must not take
+    /// such a gap for damage (and cut the log there). The segment then counts as compacted:
+    /// the cleaner takes it up with the next segment sealed uncleaned.
+    pub(crate) fn mark_gaps(&mut self) -> Result<(), LogError> {
+        if self.compacted {
+            return Ok(());
+        }
+        let marker = crate::compaction::marker_path(&self.dir, self.base_offset);
+        fs::File::create(&marker)
+            .and_then(|f| f.sync_all())
+            .map_err(|e| LogError::io("create", &marker, e))?;
+        crate::checkpoint::sync_dir(&self.dir)?;
+        self.compacted = true;
+        Ok(())
     }
 
     pub(crate) fn first_append_ms(&self) -> Option<i64> {

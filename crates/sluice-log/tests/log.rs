@@ -426,7 +426,7 @@ fn truncation_to_an_offset_removes_everything_after_it() {
 }
 
 #[test]
-fn replicated_batches_must_continue_the_log() {
+fn replicated_batches_must_not_overlap_the_log() {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(0);
     let mut log = open(dir.path(), config(), &clock);
@@ -434,7 +434,7 @@ fn replicated_batches_must_continue_the_log() {
     let info = log.append_assigned(&first).unwrap();
     assert_eq!((info.base_offset, info.last_offset), (Offset(0), Offset(2)));
     assert!(matches!(
-        log.append_assigned(&batch_bytes(5, 1, 0, 10, 0)),
+        log.append_assigned(&batch_bytes(2, 1, 0, 10, 0)),
         Err(LogError::NonContiguous { .. })
     ));
     let mut corrupt = batch_bytes(3, 1, 0, 10, 0);
@@ -443,6 +443,63 @@ fn replicated_batches_must_continue_the_log() {
     assert!(log.append_assigned(&corrupt).is_err());
     log.append_assigned(&batch_bytes(3, 1, 0, 10, 0)).unwrap();
     assert_eq!(read_all(&log).len(), 4);
+}
+
+/// Offsets of every record from the log start, gaps allowed.
+fn offsets(log: &Log) -> Vec<i64> {
+    sluice_log::testing::records_from_start(log)
+        .into_iter()
+        .map(|r| r.offset)
+        .collect()
+}
+
+#[test]
+fn replicated_batches_may_skip_what_a_compacted_leader_no_longer_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(0);
+    let mut log = open(dir.path(), config(), &clock);
+    log.append_assigned(&batch_bytes(0, 3, 0, 10, 0)).unwrap();
+    // The leader compacted away 3..=9: its next batch starts at 10, inside this segment.
+    let info = log.append_assigned(&batch_bytes(10, 2, 0, 10, 0)).unwrap();
+    assert_eq!(
+        (info.base_offset, info.last_offset),
+        (Offset(10), Offset(11))
+    );
+    // Two batches in one append, with a gap between them.
+    let mut two = batch_bytes(12, 1, 0, 10, 0);
+    two.extend_from_slice(&batch_bytes(20, 2, 0, 10, 0));
+    log.append_assigned(&two).unwrap();
+    assert_eq!(log.next_offset(), Offset(22));
+    // A gap that rolls a segment: the full active segment stops short of the new one.
+    let big = batch_bytes(100, 1, 0, 4000, 0);
+    log.append_assigned(&big).unwrap();
+    log.append_assigned(&batch_bytes(101, 1, 0, 10, 0)).unwrap();
+    let segments = log.segment_count();
+    assert!(segments >= 2, "{segments}");
+    let want = vec![0, 1, 2, 10, 11, 12, 20, 21, 100, 101];
+    assert_eq!(offsets(&log), want);
+    // A read from inside a gap starts at the next batch, as on the leader.
+    let read = log
+        .read(Offset(5), 1 << 20, log.next_offset(), true)
+        .unwrap();
+    let bytes = read.load().unwrap();
+    assert_eq!(
+        i64::from_be_bytes(bytes[..8].try_into().unwrap()),
+        10,
+        "the first batch returned"
+    );
+    // A crash with nothing fsynced: recovery scans every segment and must not take the gaps
+    // for damage.
+    drop(log);
+    let (log, report) = Log::open(dir.path(), config(), Arc::clone(&clock) as _).unwrap();
+    assert_eq!(report.scanned_segments, segments, "{report:?}");
+    assert_eq!(
+        (report.truncated_bytes, report.removed_segments),
+        (0, 0),
+        "{report:?}"
+    );
+    assert_eq!(offsets(&log), want);
+    assert_eq!(log.next_offset(), Offset(102));
 }
 
 #[test]
