@@ -2,7 +2,7 @@
 fetches a log with gaps in its offsets (the records in between are gone for good): it must take
 the gaps as Kafka's followers do, rejoin the ISR, serve the newest value of every key once it
 leads, and keep the gaps through a crash of every node (recovery must not take a gap for
-damage). `__consumer_offsets` and `__transaction_state` are compacted too, so a node that was
+damage); a node with a replaced disk refills from an empty log the same way. `__consumer_offsets` and `__transaction_state` are compacted too, so a node that was
 down long enough for them to be cleaned depends on the same path."""
 
 import time
@@ -119,3 +119,9 @@ def test_a_follower_that_missed_a_compaction_catches_up_through_the_gaps(cluster
     assert "truncated a torn or corrupt tail" not in c.nodes[2].log()
     after = read_all(c.bootstrap)
     assert newest(after) == want and [o for o, _, _ in after][-1] == offsets[-1]
+
+    # A replaced disk: node 3 refills from an empty log, and its first batch from the leader
+    # starts far past offset 0. It must rejoin the ISR (only once it holds the leader's log end).
+    c.wipe(3, leave_isr_of=TOPIC)
+    c.wait_in_sync(TOPIC, timeout=60)
+    assert "cannot append what the leader sent" not in c.nodes[3].log()
