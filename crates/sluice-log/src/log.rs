@@ -98,7 +98,7 @@ impl Log {
                 // Everything after a damaged segment (or overlapping an earlier one) follows a
                 // hole in the log; serving it would skip records silently.
                 tracing::warn!(dir = %dir.display(), base = base.0, "removing segment after damaged log data");
-                for ext in ["log", "index", "timeindex"] {
+                for ext in ["log", "index", "timeindex", "compacted"] {
                     crate::segment::remove_if_exists(
                         &dir.join(format!("{}.{ext}", crate::segment::file_stem(base))),
                     )?;
@@ -354,18 +354,21 @@ impl Log {
         };
         let now_ms = self.clock.now_ms();
         if gaps {
-            // The gap may fall inside the active segment or at its end (when the write rolls
-            // a new segment at the batch's base, the active one stops short of its successor):
-            // both are marked, the new one once it exists.
+            // The gap may fall inside the active segment or at its end (when these batches go
+            // to a new segment, the active one stops short of its successor's base), or
+            // inside the new segment: the active segment is marked, the roll made here (the
+            // write then finds no roll to make), and the segment written to marked, all
+            // before a byte of the batches is written.
             self.active_mut().mark_gaps()?;
-            let before = self.active().base_offset;
-            self.write(bytes, &headers, now_ms)?;
-            if self.active().base_offset != before {
-                self.active_mut().mark_gaps()?;
-            }
-        } else {
-            self.write(bytes, &headers, now_ms)?;
+            self.maybe_roll(
+                bytes.len() as u64,
+                first.base_offset,
+                expected.plus(-1),
+                now_ms,
+            )?;
+            self.active_mut().mark_gaps()?;
         }
+        self.write(bytes, &headers, now_ms)?;
         Ok(AppendInfo {
             base_offset: first.base_offset,
             last_offset: expected.plus(-1),
@@ -467,7 +470,18 @@ impl Log {
         debug_assert!(base >= self.next_offset);
         let sealed = self.active();
         let mut to_sync = sealed.write_indexes()?;
-        to_sync.push(Arc::clone(sealed.file()));
+        if sealed.is_compacted() {
+            // Recovery cannot tell a lost tail of a segment whose offsets may have gaps from a
+            // gap (its end need not meet its successor's base), so its bytes are made durable
+            // before its successor gets any, instead of with the next flush.
+            let path = crate::segment::log_path(&self.dir, sealed.base_offset);
+            sealed
+                .file()
+                .sync_all()
+                .map_err(|e| LogError::io("fsync", path, e))?;
+        } else {
+            to_sync.push(Arc::clone(sealed.file()));
+        }
         let segment = Segment::create(&self.dir, base, self.config.index_interval_bytes)?;
         self.segments.insert(base, segment);
         self.unsynced.extend(to_sync);
@@ -585,7 +599,8 @@ impl Log {
     }
 
     /// Removes every batch whose last offset is ≥ `offset` (a follower whose log diverged
-    /// from its leader's). Returns the new log end offset (the base of the first removed batch).
+    /// from its leader's). Returns the new log end offset: the end of the last batch kept
+    /// (below the first removed batch's base where the log has a gap there).
     pub fn truncate_to(&mut self, offset: Offset) -> Result<Offset, LogError> {
         self.check_online()?;
         if offset >= self.next_offset {

@@ -96,7 +96,13 @@ impl Segment {
             .truncate(true)
             .open(&path)
             .map_err(|e| LogError::io("create segment", &path, e))?;
-        for stale in [index_path(dir, base), time_index_path(dir, base)] {
+        // A marker left by an earlier segment at this base (removed by a crash's recovery,
+        // or by a crash in the middle of deleting it) is not this segment's.
+        for stale in [
+            index_path(dir, base),
+            time_index_path(dir, base),
+            crate::compaction::marker_path(dir, base),
+        ] {
             remove_if_exists(&stale)?;
         }
         Ok(Segment {
@@ -478,8 +484,10 @@ impl Segment {
     /// Marks this segment, durably and before the batches that need it are written, as one
     /// whose offsets may have gaps: a follower copying a compacted leader's log receives
     /// batches that do not continue its log exactly, and recovery after a crash must not take
-    /// such a gap for damage (and cut the log there). The segment then counts as compacted:
-    /// the cleaner takes it up with the next segment sealed uncleaned.
+    /// such a gap for damage (and cut the log there). Recovery then cannot tell a lost tail
+    /// from a gap either, so a marked segment is fsynced when it is sealed (`Log::roll`).
+    /// The segment counts as compacted: the cleaner takes it up with the next segment sealed
+    /// uncleaned.
     pub(crate) fn mark_gaps(&mut self) -> Result<(), LogError> {
         if self.compacted {
             return Ok(());

@@ -458,8 +458,10 @@ fn replicated_batches_may_skip_what_a_compacted_leader_no_longer_holds() {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(0);
     let mut log = open(dir.path(), config(), &clock);
-    log.append_assigned(&batch_bytes(0, 3, 0, 10, 0)).unwrap();
-    // The leader compacted away 3..=9: its next batch starts at 10, inside this segment.
+    // A fresh replica whose leader cleaned its first offsets away: a gap into the empty
+    // active segment.
+    log.append_assigned(&batch_bytes(5, 3, 0, 10, 0)).unwrap();
+    // A gap inside the segment.
     let info = log.append_assigned(&batch_bytes(10, 2, 0, 10, 0)).unwrap();
     assert_eq!(
         (info.base_offset, info.last_offset),
@@ -470,36 +472,73 @@ fn replicated_batches_may_skip_what_a_compacted_leader_no_longer_holds() {
     two.extend_from_slice(&batch_bytes(20, 2, 0, 10, 0));
     log.append_assigned(&two).unwrap();
     assert_eq!(log.next_offset(), Offset(22));
-    // A gap that rolls a segment: the full active segment stops short of the new one.
-    let big = batch_bytes(100, 1, 0, 4000, 0);
-    log.append_assigned(&big).unwrap();
-    log.append_assigned(&batch_bytes(101, 1, 0, 10, 0)).unwrap();
-    let segments = log.segment_count();
-    assert!(segments >= 2, "{segments}");
-    let want = vec![0, 1, 2, 10, 11, 12, 20, 21, 100, 101];
+    let want = vec![5, 6, 7, 10, 11, 12, 20, 21];
     assert_eq!(offsets(&log), want);
     // A read from inside a gap starts at the next batch, as on the leader.
     let read = log
-        .read(Offset(5), 1 << 20, log.next_offset(), true)
+        .read(Offset(15), 1 << 20, log.next_offset(), true)
         .unwrap();
     let bytes = read.load().unwrap();
     assert_eq!(
         i64::from_be_bytes(bytes[..8].try_into().unwrap()),
-        10,
+        20,
         "the first batch returned"
     );
-    // A crash with nothing fsynced: recovery scans every segment and must not take the gaps
+    // A crash with nothing fsynced: recovery scans the segment and must not take the gaps
     // for damage.
     drop(log);
     let (log, report) = Log::open(dir.path(), config(), Arc::clone(&clock) as _).unwrap();
-    assert_eq!(report.scanned_segments, segments, "{report:?}");
+    assert_eq!(report.scanned_segments, 1, "{report:?}");
     assert_eq!(
         (report.truncated_bytes, report.removed_segments),
         (0, 0),
         "{report:?}"
     );
     assert_eq!(offsets(&log), want);
-    assert_eq!(log.next_offset(), Offset(102));
+    assert_eq!(log.next_offset(), Offset(22));
+}
+
+#[test]
+fn a_gap_at_a_roll_marks_both_segments_before_the_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(0);
+    let mut log = open(dir.path(), config(), &clock);
+    // A segment without gaps, nearly full.
+    log.append_assigned(&batch_bytes(0, 3, 0, 10, 0)).unwrap();
+    log.append_assigned(&batch_bytes(3, 1, 0, 3000, 0)).unwrap();
+    assert_eq!(markers(dir.path()), 0);
+    // One append whose first batch starts past the end and no longer fits (a roll: the full
+    // segment stops short of the new one) and whose second has a gap inside the new segment.
+    let mut two = batch_bytes(100, 1, 0, 1000, 0);
+    two.extend_from_slice(&batch_bytes(110, 1, 0, 10, 0));
+    log.append_assigned(&two).unwrap();
+    assert_eq!(log.segment_count(), 2);
+    assert_eq!(markers(dir.path()), 2, "both segments may have gaps");
+    let want = vec![0, 1, 2, 3, 100, 110];
+    assert_eq!(offsets(&log), want);
+    drop(log);
+    let (log, report) = Log::open(dir.path(), config(), Arc::clone(&clock) as _).unwrap();
+    assert_eq!(report.scanned_segments, 2, "{report:?}");
+    assert_eq!(
+        (report.truncated_bytes, report.removed_segments),
+        (0, 0),
+        "{report:?}"
+    );
+    assert_eq!(offsets(&log), want);
+}
+
+/// How many segments carry the "offsets may have gaps" marker.
+fn markers(dir: &Path) -> usize {
+    fs::read_dir(dir)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "compacted")
+        })
+        .count()
 }
 
 #[test]
