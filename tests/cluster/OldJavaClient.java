@@ -5,12 +5,15 @@
 //
 //   OldJavaClient.java produce BOOTSTRAP TOPIC OUT COUNT RATE
 //   OldJavaClient.java consume BOOTSTRAP TOPIC OUT GROUP SECONDS
+//
+// A producer says "first record acknowledged" on stderr once one is.
 
 import java.io.PrintWriter;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.Collections;
 import java.util.Properties;
+import java.util.concurrent.atomic.AtomicBoolean;
 
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -47,6 +50,7 @@ public class OldJavaClient {
         p.put("key.serializer", StringSerializer.class.getName());
         p.put("value.serializer", StringSerializer.class.getName());
         long start = System.nanoTime();
+        AtomicBoolean acked = new AtomicBoolean();
         try (KafkaProducer<String, String> producer = new KafkaProducer<>(p)) {
             for (int i = 0; i < count; i++) {
                 long wait = start + (long) (i * 1e9 / rate) - System.nanoTime();
@@ -55,6 +59,9 @@ public class OldJavaClient {
                 }
                 String v = "jv-" + i;
                 producer.send(new ProducerRecord<>(topic, v, v), (md, e) -> {
+                    if (e == null && !acked.getAndSet(true)) {
+                        System.err.println("first record acknowledged");
+                    }
                     synchronized (out) {
                         if (e == null) {
                             out.println("{\"v\": " + quote(v) + ", \"err\": null, \"p\": " + md.partition() + ", \"o\": " + md.offset() + "}");

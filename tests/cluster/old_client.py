@@ -7,7 +7,7 @@ librdkafka 2.0.2, or kafka-python 2.0.2), run by test_old_clients.py in that cli
     old_client.py confluent transform BOOTSTRAP SOURCE OUT GROUP SECONDS SINK TXN_ID TOTAL
 
 A producer sends "<prefix>-<n>" (key = value) at RATE per second, then waits for every report
-(at most 60 s). A consumer reads from the earliest offset for SECONDS, committing automatically. A transform
+(at most 60 s); it says "first record acknowledged" on stderr once one is. A consumer reads from the earliest offset for SECONDS, committing automatically. A transform
 copies SOURCE to SINK exactly once (consume-transform-produce: read_committed, the input offsets
 in each transaction) until its group has committed TOTAL input records or SECONDS passed,
 writing a line per commit or error; on an error it starts again with new clients (the new
@@ -39,8 +39,13 @@ def confluent_produce(f, count, rate):
                   "reconnect.backoff.max.ms": 1000})
 
     def report(err, msg):
+        if err is None and not acked:
+            acked.append(msg)
+            print("first record acknowledged", file=sys.stderr, flush=True)
         f.write(json.dumps({"v": msg.value().decode(), "err": str(err) if err else None,
                             "p": msg.partition(), "o": msg.offset()}) + "\n")
+
+    acked = []
 
     for i in paced(count, rate):
         p.produce(topic, key=f"{prefix}-{i}", value=f"{prefix}-{i}", on_delivery=report)
@@ -73,8 +78,12 @@ def kafka_python_produce(f, count, rate):
     p = KafkaProducer(bootstrap_servers=bootstrap, acks="all", retries=10, linger_ms=5,
                       max_in_flight_requests_per_connection=1, request_timeout_ms=5000,
                       reconnect_backoff_max_ms=1000, retry_backoff_ms=200)
-    sent = [(f"{prefix}-{i}", p.send(topic, key=f"{prefix}-{i}".encode(), value=f"{prefix}-{i}".encode()))
-            for i in paced(count, rate)]
+    sent = []
+    for i in paced(count, rate):
+        sent.append((f"{prefix}-{i}", p.send(topic, key=f"{prefix}-{i}".encode(), value=f"{prefix}-{i}".encode())))
+        if i == 0:
+            sent[0][1].get(timeout=30)
+            print("first record acknowledged", file=sys.stderr, flush=True)
     p.flush(60)
     for value, future in sent:
         try:
@@ -144,7 +153,7 @@ def confluent_transform(f, group, seconds, sink, txn_id, total):
             time.sleep(0.2)
 
 
-with open(out, "w") as f:
+with open(out, "w", buffering=1) as f:  # line by line: the test reads as it goes
     run = {("confluent", "produce"): confluent_produce, ("confluent", "consume"): confluent_consume,
            ("kafka-python", "produce"): kafka_python_produce,
            ("kafka-python", "consume"): kafka_python_consume,

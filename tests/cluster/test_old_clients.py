@@ -17,6 +17,7 @@ import time
 import pytest
 
 from compat import harness
+from conftest import wait_until
 
 from .checker import History
 from .test_transactions import TXN_TOPIC, coordinator_node, end_offsets, exactly_once
@@ -38,29 +39,46 @@ def start(client, args, out, err):
                 "-cp", str(harness.COMPAT / "java" / "lib-2.8.2" / "*"), JAVA_PROGRAM]
     else:
         argv = [str(PYTHON / CLIENTS[client][0] / "bin" / "python"), PROGRAM, client]
-    return subprocess.Popen([*argv, *map(str, args[:3]), str(out), *map(str, args[3:])],
-                            stderr=open(err, "w"))
+    with open(err, "w") as stderr:  # the child keeps its own copy
+        return subprocess.Popen([*argv, *map(str, args[:3]), str(out), *map(str, args[3:])],
+                                stderr=stderr)
+
+
+@pytest.fixture
+def children():
+    """The client processes a test starts; any still running at its end are killed."""
+    procs = {}
+    yield procs
+    for p in procs.values():
+        if p.poll() is None:
+            p.kill()
+            p.wait(10)
 
 
 def read(path):
+    """The JSON lines a child wrote (one it is still writing is left for the next read)."""
     with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
+        return [json.loads(line) for line in f if line.endswith("\n") and line.strip()]
 
 
-def test_old_clients_lose_nothing_through_leader_kills(cluster, tmp_path):
+def test_old_clients_lose_nothing_through_leader_kills(cluster, tmp_path, children):
     harness.setup("python")
     harness.setup("java")
     c = cluster(3)
     c.create_topic("old", 3, replication_factor=3)
-    procs = {}
+    procs = children
     for client in CLIENTS:
         procs[f"produce-{client}"] = start(client, ["produce", c.bootstrap, "old", COUNT, RATE],
                                            tmp_path / f"produce-{client}.json", tmp_path / f"produce-{client}.err")
-        procs[f"live-{client}"] = start(client, ["consume", c.bootstrap, "old", f"live-{client}", COUNT / RATE + 25],
+        procs[f"live-{client}"] = start(client, ["consume", c.bootstrap, "old", f"live-{client}", COUNT / RATE + 45],
                                         tmp_path / f"live-{client}.json", tmp_path / f"live-{client}.err")
+    # The kills begin once every producer has had a record acknowledged (the Java program is
+    # compiled at its start, which takes seconds on a loaded machine).
+    wait_until(lambda: all("first record acknowledged" in (tmp_path / f"produce-{client}.err").read_text()
+                           for client in CLIENTS), 60, "every producer's first acknowledgement")
     began = time.monotonic()
     killed = []
-    for at, partition in [(2.5, 0), (6.5, 1)]:
+    for at, partition in [(1.0, 0), (5.0, 1)]:
         time.sleep(max(0.0, began + at - time.monotonic()))
         victim = c.leader_of("old", partition)
         assert victim is not None, f"partition {partition} has no leader"
@@ -106,7 +124,7 @@ def test_old_clients_lose_nothing_through_leader_kills(cluster, tmp_path):
                     assert not twice, f"{name}: {client}'s records stored twice: {twice[:5]}"
 
 
-def test_old_librdkafka_transactions_are_exactly_once_across_a_coordinator_kill(cluster, tmp_path):
+def test_old_librdkafka_transactions_are_exactly_once_across_a_coordinator_kill(cluster, tmp_path, children):
     harness.setup("python")
     c = cluster(3)
     source, sink, group, txn_id, total = "old-in", "old-out", "g-old-ctp", "t-old-ctp", 1500
@@ -116,21 +134,19 @@ def test_old_librdkafka_transactions_are_exactly_once_across_a_coordinator_kill(
     produce_records(c.bootstrap, source, history, total)
     assert all(s.status == "ok" for s in history.sends)
     log = tmp_path / "transform.json"
-    proc = start("confluent", ["transform", c.bootstrap, source, group, 90, sink, txn_id, total],
-                 log, tmp_path / "transform.err")
-    try:
-        def commits():
-            return sum(1 for r in read(log) if "commit" in r) if log.exists() else 0
-        deadline = time.monotonic() + 60
-        while commits() < 15 and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert commits() >= 15, (read(log)[-5:], (tmp_path / "transform.err").read_text()[-2000:])
-        victim = coordinator_node(c, TXN_TOPIC, txn_id)
-        c.kill(victim)
-        before_kill = len(read(log))
-        proc.wait(120)
-    finally:
-        proc.kill()
+    proc = children["transform"] = start("confluent", ["transform", c.bootstrap, source, group, 90, sink,
+                                                       txn_id, total], log, tmp_path / "transform.err")
+
+    def commits():
+        return sum(1 for r in read(log) if "commit" in r) if log.exists() else 0
+    deadline = time.monotonic() + 60
+    while commits() < 15 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert commits() >= 15, (read(log)[-5:], (tmp_path / "transform.err").read_text()[-2000:])
+    victim = coordinator_node(c, TXN_TOPIC, txn_id)
+    before_kill = len(read(log))
+    c.kill(victim)
+    proc.wait(120)
     records = read(log)
     assert records and "done" in records[-1], (records[-5:], (tmp_path / "transform.err").read_text()[-2000:])
     after = records[before_kill:]

@@ -218,7 +218,9 @@ def exactly_once(c, source, sink, timeout=40):
 @pytest.mark.parametrize("victim,protocol", [("transaction-coordinator", "classic"), ("group-coordinator", "classic"),
                                               ("output-leader", "classic"), ("group-coordinator", "consumer")])
 def test_consume_transform_produce_is_exactly_once_across_a_node_kill(cluster, victim, protocol):
-    c = cluster(3)
+    # KIP-848: the coordinator's session timeout (45 s by default) bounds how long a member
+    # that the processor dropped without a goodbye (its coordinator was dead) holds partitions.
+    c = cluster(3, env={"SLUICE_GROUP_CONSUMER_SESSION_TIMEOUT_MS": "6000"} if protocol == "consumer" else None)
     source, sink, group, txn_id = "ctp-in", "ctp-out", "g-ctp", "t-ctp"
     c.create_topic(source, 3, replication_factor=3)
     c.create_topic(sink, 3, replication_factor=3)

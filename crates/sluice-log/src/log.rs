@@ -360,15 +360,22 @@ impl Log {
             // write then finds no roll to make), and the segment written to marked, all
             // before a byte of the batches is written.
             self.active_mut().mark_gaps()?;
-            self.maybe_roll(
-                bytes.len() as u64,
-                first.base_offset,
-                expected.plus(-1),
-                now_ms,
-            )?;
-            self.active_mut().mark_gaps()?;
+            let written = self
+                .maybe_roll(
+                    bytes.len() as u64,
+                    first.base_offset,
+                    expected.plus(-1),
+                    now_ms,
+                )
+                .and_then(|()| self.active_mut().mark_gaps())
+                .and_then(|()| self.write(bytes, &headers, now_ms));
+            if written.is_err() {
+                self.drop_empty_segment_above_end();
+            }
+            written?;
+        } else {
+            self.write(bytes, &headers, now_ms)?;
         }
-        self.write(bytes, &headers, now_ms)?;
         Ok(AppendInfo {
             base_offset: first.base_offset,
             last_offset: expected.plus(-1),
@@ -463,6 +470,28 @@ impl Log {
             self.roll(first)?;
         }
         Ok(())
+    }
+
+    /// Undoes a roll made for batches that were then not written (a failed mark or write
+    /// after `append_assigned`'s own roll): an empty active segment whose base is above the
+    /// log's end would otherwise take the next batches below its base. Its files and the
+    /// producer snapshot written at its base go too; a failure to remove them leaves what a
+    /// crash right after the roll leaves (an empty segment that the next start reads as the
+    /// log's end).
+    fn drop_empty_segment_above_end(&mut self) {
+        let active = self.active();
+        if !active.is_empty() || active.base_offset <= self.next_offset || self.segments.len() < 2 {
+            return;
+        }
+        let base = active.base_offset;
+        if let Some(segment) = self.segments.remove(&base) {
+            let removed = segment
+                .delete_files()
+                .and_then(|()| producer_state::remove_snapshots_above(&self.dir, self.next_offset));
+            if let Err(e) = removed {
+                tracing::warn!(dir = %self.dir.display(), base = base.0, error = %e, "could not remove an unused segment");
+            }
+        }
     }
 
     /// Seals the active segment and starts a new one at `base`.
@@ -599,8 +628,7 @@ impl Log {
     }
 
     /// Removes every batch whose last offset is ≥ `offset` (a follower whose log diverged
-    /// from its leader's). Returns the new log end offset: the end of the last batch kept
-    /// (below the first removed batch's base where the log has a gap there).
+    /// from its leader's). Returns the new log end offset.
     pub fn truncate_to(&mut self, offset: Offset) -> Result<Offset, LogError> {
         self.check_online()?;
         if offset >= self.next_offset {

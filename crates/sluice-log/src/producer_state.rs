@@ -413,16 +413,22 @@ pub(crate) fn write_snapshot(
     Ok(())
 }
 
+/// Removes the snapshots taken past `at_most` (the log no longer reaches them).
+pub(crate) fn remove_snapshots_above(dir: &Path, at_most: Offset) -> Result<(), LogError> {
+    for offset in snapshot_offsets(dir).into_iter().filter(|o| *o > at_most) {
+        crate::segment::remove_if_exists(&snapshot_path(dir, offset))?;
+    }
+    Ok(())
+}
+
 /// The newest readable snapshot at or below `at_most`, as `(offset, state)`; snapshots past
 /// it (the log was cut shorter) are deleted.
 pub(crate) fn load_snapshot(
     dir: &Path,
     at_most: Offset,
 ) -> Result<Option<(Offset, ProducerStates)>, LogError> {
+    remove_snapshots_above(dir, at_most)?;
     let offsets = snapshot_offsets(dir);
-    for offset in offsets.iter().filter(|o| **o > at_most) {
-        crate::segment::remove_if_exists(&snapshot_path(dir, *offset))?;
-    }
     for offset in offsets.iter().rev().filter(|o| **o <= at_most) {
         match fs::read(snapshot_path(dir, *offset))
             .ok()
