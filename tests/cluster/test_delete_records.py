@@ -92,7 +92,10 @@ def test_deleted_records_stay_deleted_when_the_leader_dies_right_after_the_answe
 
 
 def test_a_follower_that_does_not_follow_in_time_makes_the_answer_time_out(cluster):
-    c = cluster(3)
+    # A long session, so that the paused follower stays in the ISR for the whole request: with
+    # the default (1 s), a loaded machine took longer than that to send it (CI, 2026-11-29:
+    # the follower was fenced, left the ISR, and the answer came without it).
+    c = cluster(3, extra=["--cluster-session-timeout-ms", "30000"])
     topic = "purge-slow"
     c.create_topic(topic, 1, replication_factor=3)
     produce(c.bootstrap, topic, 20)
@@ -100,7 +103,7 @@ def test_a_follower_that_does_not_follow_in_time_makes_the_answer_time_out(clust
     c.wait_for_isr(topic, 0)
     follower = next(i for i in c.ids if i != leader)
     # A paused node stays in the ISR until the controller fences it when its session lapses
-    # (1 s by default): the request's timeout is shorter, so the follower still counts.
+    # (30 s here): the request's timeout is shorter, so the follower still counts.
     c.pause(follower)
     try:
         result = delete_before(c.nodes[leader].bootstrap, topic, 10, timeout_s=0.3)
