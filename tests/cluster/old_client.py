@@ -108,6 +108,8 @@ def kafka_python_consume(f, group, seconds):
 
 
 def confluent_transform(f, group, seconds, sink, txn_id, total):
+    # test_transactions.Processor's loop, written again here: this runs in the old client's
+    # venv, which has neither pytest nor the suite's modules to import it from.
     from confluent_kafka import Consumer, KafkaException, Producer
     end = time.monotonic() + seconds
     consumer = producer = None

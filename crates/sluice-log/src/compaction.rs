@@ -84,6 +84,15 @@ pub(crate) fn marker_path(dir: &Path, base: Offset) -> PathBuf {
     dir.join(format!("{}.compacted", file_stem(base)))
 }
 
+/// Writes the segment at `base`'s "offsets may have gaps" marker and fsyncs it (the caller
+/// syncs the directory).
+pub(crate) fn write_marker(dir: &Path, base: Offset) -> Result<(), LogError> {
+    let marker = marker_path(dir, base);
+    File::create(&marker)
+        .and_then(|f| f.sync_all())
+        .map_err(io("create", &marker))
+}
+
 fn compression_of(header: &BatchHeader) -> Compression {
     match header.compression() {
         1 => Compression::Gzip,
@@ -286,10 +295,7 @@ fn for_each_record(
 
 /// Makes a cleaned file the segment (phase 3, called under the log's lock).
 pub(crate) fn swap_in(dir: &Path, cleaned: &Cleaned) -> Result<(), LogError> {
-    let marker = marker_path(dir, cleaned.base);
-    File::create(&marker)
-        .and_then(|f| f.sync_all())
-        .map_err(io("create", &marker))?;
+    write_marker(dir, cleaned.base)?;
     for ext in ["index", "timeindex"] {
         crate::segment::remove_if_exists(&dir.join(format!("{}.{ext}", file_stem(cleaned.base))))?;
     }

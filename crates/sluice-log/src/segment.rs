@@ -492,10 +492,7 @@ impl Segment {
         if self.compacted {
             return Ok(());
         }
-        let marker = crate::compaction::marker_path(&self.dir, self.base_offset);
-        fs::File::create(&marker)
-            .and_then(|f| f.sync_all())
-            .map_err(|e| LogError::io("create", &marker, e))?;
+        crate::compaction::write_marker(&self.dir, self.base_offset)?;
         crate::checkpoint::sync_dir(&self.dir)?;
         self.compacted = true;
         Ok(())

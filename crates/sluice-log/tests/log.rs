@@ -486,14 +486,7 @@ fn replicated_batches_may_skip_what_a_compacted_leader_no_longer_holds() {
     );
     // A crash with nothing fsynced: recovery scans the segment and must not take the gaps
     // for damage.
-    drop(log);
-    let (log, report) = Log::open(dir.path(), config(), Arc::clone(&clock) as _).unwrap();
-    assert_eq!(report.scanned_segments, 1, "{report:?}");
-    assert_eq!(
-        (report.truncated_bytes, report.removed_segments),
-        (0, 0),
-        "{report:?}"
-    );
+    let log = reopen_after_crash_cutting_nothing(log, dir.path(), &clock, 1);
     assert_eq!(offsets(&log), want);
     assert_eq!(log.next_offset(), Offset(22));
 }
@@ -516,15 +509,27 @@ fn a_gap_at_a_roll_marks_both_segments_before_the_write() {
     assert_eq!(markers(dir.path()), 2, "both segments may have gaps");
     let want = vec![0, 1, 2, 3, 100, 110];
     assert_eq!(offsets(&log), want);
+    let log = reopen_after_crash_cutting_nothing(log, dir.path(), &clock, 2);
+    assert_eq!(offsets(&log), want);
+}
+
+/// Drops `log` unflushed (a crash) and opens it again: recovery scans `scanned` segments and
+/// neither truncates nor removes anything.
+fn reopen_after_crash_cutting_nothing(
+    log: Log,
+    dir: &Path,
+    clock: &Arc<ManualClock>,
+    scanned: usize,
+) -> Log {
     drop(log);
-    let (log, report) = Log::open(dir.path(), config(), Arc::clone(&clock) as _).unwrap();
-    assert_eq!(report.scanned_segments, 2, "{report:?}");
+    let (log, report) = Log::open(dir, config(), Arc::clone(clock) as _).unwrap();
+    assert_eq!(report.scanned_segments, scanned, "{report:?}");
     assert_eq!(
         (report.truncated_bytes, report.removed_segments),
         (0, 0),
         "{report:?}"
     );
-    assert_eq!(offsets(&log), want);
+    log
 }
 
 /// How many segments carry the "offsets may have gaps" marker.
