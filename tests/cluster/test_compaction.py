@@ -11,6 +11,9 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, ElectionType, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from kafka import TopicPartition as KafkaTopicPartition
+from kafka.admin import KafkaAdminClient
+
 from conftest import wait_until
 
 from .harness import CLIENT_DEFAULTS
@@ -21,14 +24,14 @@ TOPIC = "compacted"
 KEYS, VERSIONS = 20, 30
 
 
-def read_all(bootstrap):
+def read_all(bootstrap, topic=TOPIC):
     """(offset, key, value) of every record, from the start to the high watermark (the last
     record is never compacted away: the active segment is not cleaned)."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{time.monotonic()}",
                   "enable.auto.commit": False, **CLIENT_DEFAULTS})
     try:
-        _, high = c.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=10, cached=False)
-        c.assign([TopicPartition(TOPIC, 0, OFFSET_BEGINNING)])
+        _, high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10, cached=False)
+        c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
         out = []
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and not (out and out[-1][0] >= high - 1):
@@ -47,14 +50,14 @@ def newest(records):
     return {k: v for k, v in values.items() if v is not None}
 
 
-def make_leader(c, admin, node):
+def make_leader(c, admin, node, topic=TOPIC):
     def led():
         try:
-            admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(TOPIC, 0)]).result(10)
+            admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 0)]).result(10)
         except KafkaException:
             pass  # ELECTION_NOT_NEEDED, or not yet possible: look again
-        return c.leader_of(TOPIC, 0) == node
-    wait_until(led, 30, f"node {node} to lead {TOPIC}/0")
+        return c.leader_of(topic, 0) == node
+    wait_until(led, 30, f"node {node} to lead {topic}/0")
 
 
 def test_a_follower_that_missed_a_compaction_catches_up_through_the_gaps(cluster):
@@ -130,3 +133,81 @@ def test_a_follower_that_missed_a_compaction_catches_up_through_the_gaps(cluster
     c.wipe(3, leave_isr_of=TOPIC)
     c.wait_in_sync(TOPIC, timeout=60)
     assert "cannot append what the leader sent" not in c.nodes[3].log()
+
+
+PRODUCERS_TOPIC = "compacted-producers"
+
+
+def last_sequences(bootstrap, node):
+    """{producer id: last sequence} of the producers node `node`'s replica knows
+    (DescribeProducers sent to that node)."""
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
+    try:
+        tp = KafkaTopicPartition(PRODUCERS_TOPIC, 0)
+        state = admin.describe_producers([tp], broker_id=node)[tp]
+        return {p.producer_id: p.last_sequence for p in state.active_producers}
+    finally:
+        admin.close()
+
+
+def segments_hold(c, node, needle):
+    """Whether any segment of the topic on `node` holds the bytes `needle`."""
+    files = [f for f in c.nodes[node].data_dir.rglob("*.log") if f.parent.name == f"{PRODUCERS_TOPIC}-0"]
+    assert files, f"no segments of {PRODUCERS_TOPIC}-0 on node {node}"
+    return any(needle in f.read_bytes() for f in files)
+
+
+def test_an_idempotent_producer_carries_on_after_failover_to_a_copy_of_a_compacted_log(cluster):
+    """The cleaner removes every record of a producer's last batch (newer values came from
+    another producer). A replica that copies the cleaned log must still learn the producer's
+    last sequence, as Kafka's does (the cleaner keeps that batch, emptied); otherwise, once it
+    leads, it refuses the producer's next batch as UNKNOWN_PRODUCER_ID or out of order."""
+    c = cluster(3, env={"SLUICE_LOG_CLEANER_INTERVAL_MS": "200"})
+    admin = AdminClient({"bootstrap.servers": c.bootstrap, **CLIENT_DEFAULTS})
+    admin.create_topics([NewTopic(PRODUCERS_TOPIC, 1, replica_assignment=[[3, 1, 2]], config={
+        "cleanup.policy": "compact", "segment.bytes": "4096"})])[PRODUCERS_TOPIC].result(20)
+    c.wait_in_sync(PRODUCERS_TOPIC)
+    errors = []
+
+    def report(err, _msg):
+        if err is not None:
+            errors.append(err)
+
+    idempotent = Producer({"bootstrap.servers": c.bootstrap, "acks": "all", "enable.idempotence": True,
+                           "linger.ms": 0, **CLIENT_DEFAULTS})
+    for k in range(10):
+        idempotent.produce(PRODUCERS_TOPIC, key=f"k{k}".encode(), value=f"from-idempotent-{k}".encode(),
+                           on_delivery=report)
+    assert idempotent.flush(20) == 0 and not errors, errors
+    known = last_sequences(c.bootstrap, 3)
+    assert list(known.values()) == [9], known
+    (pid,) = known
+    plain = Producer({"bootstrap.servers": c.bootstrap, "acks": "all", "enable.idempotence": False,
+                      "linger.ms": 0, **CLIENT_DEFAULTS})
+    for k in range(10):
+        plain.produce(PRODUCERS_TOPIC, key=f"k{k}".encode(), value=f"from-plain-{k}".encode(), on_delivery=report)
+    assert plain.flush(30) == 0 and not errors, errors
+    for _ in range(60):  # seal the segments holding all of the above: one batch at a time
+        plain.produce(PRODUCERS_TOPIC, key=b"filler", value=b"x" * 100, on_delivery=report)
+        assert plain.flush(30) == 0 and not errors, errors
+    # Every replica's cleaner removes the idempotent producer's records (each node cleans its
+    # own copy), so that node 3 refills from a cleaned log whichever node then leads.
+    for node in c.ids:
+        wait_until(lambda node=node: not segments_hold(c, node, b"from-idempotent"), 60,
+                   f"node {node}'s cleaner to remove the idempotent producer's records")
+        assert last_sequences(c.bootstrap, node) == {pid: 9}
+
+    c.wipe(3, leave_isr_of=PRODUCERS_TOPIC)
+    c.wait_in_sync(PRODUCERS_TOPIC, timeout=60)
+    assert not segments_hold(c, 3, b"from-idempotent"), "node 3 copied a log the cleaner had not cleaned"
+    assert last_sequences(c.bootstrap, 3) == {pid: 9}, "the copy knows the producer's last sequence"
+
+    make_leader(c, admin, 3, PRODUCERS_TOPIC)
+    for k in range(5):
+        idempotent.produce(PRODUCERS_TOPIC, key=f"k{k}".encode(), value=f"again-{k}".encode(), on_delivery=report)
+    assert idempotent.flush(30) == 0 and not errors, errors
+    assert last_sequences(c.bootstrap, 3) == {pid: 14}
+    records = read_all(c.bootstrap, PRODUCERS_TOPIC)
+    values = [v for _, k, v in records if k != b"filler"]
+    assert values[-5:] == [f"again-{k}".encode() for k in range(5)], values
+    assert len([v for v in values if v.startswith(b"again-")]) == 5, "each record once"

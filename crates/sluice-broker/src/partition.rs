@@ -296,6 +296,11 @@ impl Partition {
         self.state.lock().log.open_transactions()
     }
 
+    /// Every idempotent or transactional producer this replica knows (DescribeProducers).
+    pub fn active_producers(&self) -> Vec<sluice_log::ActiveProducer> {
+        self.state.lock().log.active_producers()
+    }
+
     /// Waits until everything below `end` is on disk; `false` if the log failed first.
     pub async fn wait_durable(&self, end: Offset) -> bool {
         let mut rx = self.progress.subscribe();

@@ -96,6 +96,9 @@ use sluice_wire::consumer_protocol::decode_assignment;
 #[derive(Debug, Clone)]
 pub struct Fetched {
     pub records: Vec<InRecord>,
+    /// Where the next fetch starts: past the last whole batch returned, which may lie past
+    /// the last record (transaction markers, cleaned or emptied batches).
+    pub next_offset: i64,
     pub high_watermark: i64,
     pub log_start_offset: i64,
 }
@@ -496,12 +499,16 @@ impl Client {
             p.error_code,
             None,
         )?;
-        let records = match &p.records {
-            Some(bytes) => decode_batches(bytes)?,
-            None => Vec::new(),
+        let (records, next_offset) = match &p.records {
+            Some(bytes) => (
+                decode_batches(bytes)?,
+                crate::records::offset_after_batches(bytes, offset),
+            ),
+            None => (Vec::new(), offset),
         };
         Ok(Fetched {
             records: records.into_iter().filter(|r| r.offset >= offset).collect(),
+            next_offset,
             high_watermark: p.high_watermark,
             log_start_offset: p.log_start_offset,
         })

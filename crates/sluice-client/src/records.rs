@@ -121,6 +121,31 @@ pub fn decode_batches(bytes: &Bytes) -> Result<Vec<InRecord>, ClientError> {
     Ok(out)
 }
 
+/// The offset after the last whole batch in `bytes`, or `from` if there is none: where the
+/// next fetch starts. A batch may end past its last record (compaction), hold no records at
+/// all (a producer's emptied last batch) or hold only a transaction marker.
+pub fn offset_after_batches(bytes: &Bytes, from: i64) -> i64 {
+    let mut next = from;
+    let mut at = 0usize;
+    // Up to and including lastOffsetDelta; a whole header is 61 bytes (length 49 at least).
+    while let Some(head) = bytes.get(at..at + 27) {
+        let mut base = [0u8; 8];
+        base.copy_from_slice(&head[0..8]);
+        let length = i32::from_be_bytes([head[8], head[9], head[10], head[11]]);
+        let last_delta = i32::from_be_bytes([head[23], head[24], head[25], head[26]]);
+        let total = match usize::try_from(length) {
+            Ok(length) if length >= 49 => 12 + length,
+            _ => break,
+        };
+        if bytes.len() < at + total {
+            break; // a partial batch at the end of a fetch
+        }
+        next = next.max(i64::from_be_bytes(base) + i64::from(last_delta) + 1);
+        at += total;
+    }
+    next
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -143,5 +168,34 @@ mod tests {
             assert_eq!(back[3].headers[0].0, "h");
             assert_eq!(i32::from_be_bytes(batch[53..57].try_into().unwrap()), -1);
         }
+    }
+
+    #[test]
+    fn the_next_fetch_starts_after_the_last_whole_batch_not_the_last_record() {
+        let record = |i: i64| OutRecord {
+            key: None,
+            value: Some(Bytes::from(format!("v{i}"))),
+            headers: Vec::new(),
+            timestamp_ms: 1000,
+        };
+        let batch = encode_batch(&[record(0), record(1)], Compression::None).unwrap();
+        // The same batch at offset 10, ending at 14 with its last records cleaned away, then a
+        // record-less header at 15-16 (a producer's emptied last batch), then half a batch.
+        let mut at_10 = batch.to_vec();
+        at_10[0..8].copy_from_slice(&10i64.to_be_bytes());
+        at_10[23..27].copy_from_slice(&4i32.to_be_bytes());
+        let mut emptied = at_10[..61].to_vec();
+        emptied[0..8].copy_from_slice(&15i64.to_be_bytes());
+        emptied[8..12].copy_from_slice(&49i32.to_be_bytes());
+        emptied[23..27].copy_from_slice(&1i32.to_be_bytes());
+        emptied[57..61].copy_from_slice(&0i32.to_be_bytes());
+        let mut bytes = at_10.clone();
+        assert_eq!(offset_after_batches(&Bytes::from(bytes.clone()), 10), 15);
+        bytes.extend_from_slice(&emptied);
+        assert_eq!(offset_after_batches(&Bytes::from(bytes.clone()), 10), 17);
+        bytes.extend_from_slice(&batch[..40]);
+        assert_eq!(offset_after_batches(&Bytes::from(bytes), 10), 17);
+        assert_eq!(offset_after_batches(&Bytes::new(), 10), 10);
+        assert_eq!(offset_after_batches(&Bytes::from(at_10), 20), 20);
     }
 }

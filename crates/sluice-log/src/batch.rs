@@ -27,7 +27,7 @@ pub const OFFSET_RANGE_BYTES: usize = 27;
 pub const MAGIC_V2: i8 = 2;
 
 const CRC_START: usize = 21;
-const ATTR_COMPRESSION_MASK: i16 = 0x07;
+pub(crate) const ATTR_COMPRESSION_MASK: i16 = 0x07;
 const ATTR_LOG_APPEND_TIME: i16 = 0x08;
 const ATTR_TRANSACTIONAL: i16 = 0x10;
 const ATTR_CONTROL: i16 = 0x20;
@@ -378,6 +378,11 @@ pub(crate) fn stamp_log_append_time(batch: &mut [u8], now_ms: i64) {
     let attributes = i16_at(batch, 21) | ATTR_LOG_APPEND_TIME;
     batch[21..23].copy_from_slice(&attributes.to_be_bytes());
     batch[35..43].copy_from_slice(&now_ms.to_be_bytes());
+    reseal(batch);
+}
+
+/// Recomputes a batch's CRC after a change to the bytes it covers.
+pub(crate) fn reseal(batch: &mut [u8]) {
     let crc = crc32c::crc32c(&batch[CRC_START..]);
     batch[17..21].copy_from_slice(&crc.to_be_bytes());
 }

@@ -7,6 +7,12 @@
 //! transactional records are compacted like any other; a transaction's marker goes once none
 //! of its records is left and the marker is older than `delete.retention.ms`.
 //!
+//! Idempotent producers: the log's newest data batch of each producer it still knows is kept,
+//! emptied of its records if none survives (as Kafka's cleaner does), and a batch that loses
+//! records keeps its last offset and last sequence. A follower that copies the cleaned log, or
+//! a recovery that reads it, then knows every producer's next sequence as the leader does; a
+//! producer that carries on after a failover is neither refused as unknown nor as out of order.
+//!
 //! Three phases, so that produce and fetch are not held up:
 //! 1. under the log's lock: list the sealed segments ([`Log::compaction_plan`]);
 //! 2. without it: read them, find each key's newest offset, write each segment's survivors to
@@ -32,9 +38,10 @@ use kafka_protocol::records::{
     Compression, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions,
 };
 
-use crate::batch::BatchHeader;
+use crate::batch::{BatchHeader, ATTR_COMPRESSION_MASK, HEADER_BYTES, LOG_OVERHEAD};
 use crate::error::LogError;
 use crate::offset::Offset;
+use crate::producer_state::sequence_after;
 use crate::scan::{BatchScanner, Scanned};
 use crate::segment::{file_stem, log_path};
 use crate::txn_index::AbortedTxn;
@@ -55,6 +62,9 @@ pub struct CompactionPlan {
     pub(crate) tombstone_cutoff_ms: i64,
     /// Aborted transactions with records in the segments.
     pub(crate) aborted: Vec<AbortedTxn>,
+    /// The last offset of each known producer's newest data batch (from the log's producer
+    /// state): those batches are kept.
+    pub(crate) producers_last_batches: HashMap<i64, Offset>,
 }
 
 /// A cleaned segment waiting to be swapped in.
@@ -135,9 +145,20 @@ impl CompactionPlan {
         live_txn_data: &mut HashSet<i64>,
         removed: &mut u64,
     ) -> Option<Cow<'a, [u8]>> {
+        let producers_last = !header.is_control()
+            && header.producer_id >= 0
+            && self.producers_last_batches.get(&header.producer_id) == Some(&header.last_offset());
+        // A kept transactional batch keeps its transaction's marker (a replica that reads the
+        // batch must see its transaction end).
+        let keep_empty = |live_txn_data: &mut HashSet<i64>| {
+            if header.is_transactional() {
+                live_txn_data.insert(header.producer_id);
+            }
+            Some(Cow::Owned(emptied(bytes)))
+        };
         if self.is_aborted(header) {
             *removed += u64::try_from(header.record_count).unwrap_or(0);
-            return None;
+            return producers_last.then(|| keep_empty(live_txn_data)).flatten();
         }
         if header.is_control() {
             let data_left = live_txn_data.remove(&header.producer_id);
@@ -168,7 +189,7 @@ impl CompactionPlan {
             .collect();
         if keep.is_empty() {
             *removed += total as u64;
-            return None;
+            return producers_last.then(|| keep_empty(live_txn_data)).flatten();
         }
         if header.is_transactional() {
             live_txn_data.insert(header.producer_id);
@@ -181,18 +202,15 @@ impl CompactionPlan {
             version: 2,
             compression: compression_of(header),
         };
-        if RecordBatchEncoder::encode(&mut encoded, &keep, &options).is_err() || encoded.len() < 16
-        {
+        let new_base = RecordBatchEncoder::encode(&mut encoded, &keep, &options)
+            .ok()
+            .and_then(|()| BatchHeader::parse(&encoded).ok())
+            .filter(|h| h.total_bytes() == encoded.len())
+            .map(|h| h.base_offset);
+        let Some(new_base) = new_base else {
             return Some(Cow::Borrowed(bytes));
-        }
-        // The encoder sets the epoch from the records; keep the stored one.
-        encoded[12..16].copy_from_slice(&header.partition_leader_epoch.0.to_be_bytes());
-        // It also writes CreateTime with the records' newest time: a LogAppendTime batch keeps
-        // its flag and the broker's time (consumers, the time index and tombstone expiry read
-        // the batch's time, not the producers').
-        if header.is_log_append_time() {
-            crate::batch::stamp_log_append_time(&mut encoded, header.max_timestamp);
-        }
+        };
+        restore_header(&mut encoded, new_base, header);
         *removed += (total - keep.len()) as u64;
         Some(Cow::Owned(encoded.to_vec()))
     }
@@ -254,6 +272,47 @@ impl CompactionPlan {
         }
         Ok(cleaned)
     }
+}
+
+/// Gives a re-encoded batch back what the encoder cannot know: the stored leader epoch (it
+/// takes the records'), the original last offset and last sequence (it ends at the last
+/// surviving record; a producer's next sequence follows the original), the base sequence of
+/// a batch without one, and a LogAppendTime batch's flag and time (it writes CreateTime with
+/// the records' newest; consumers, the time index and tombstone expiry read the batch's).
+fn restore_header(encoded: &mut [u8], new_base: Offset, original: &BatchHeader) {
+    let new_base = new_base.0;
+    encoded[12..16].copy_from_slice(&original.partition_leader_epoch.0.to_be_bytes());
+    let shift = new_base - original.base_offset.0;
+    // Both deltas fit: the new base lies inside the original batch's offset range.
+    let last_delta = i32::try_from(original.last_offset().0 - new_base).unwrap_or(i32::MAX);
+    encoded[23..27].copy_from_slice(&last_delta.to_be_bytes());
+    let base_sequence = if original.base_sequence < 0 {
+        original.base_sequence
+    } else {
+        sequence_after(
+            original.base_sequence,
+            i32::try_from(shift).unwrap_or_default(),
+        )
+    };
+    encoded[53..57].copy_from_slice(&base_sequence.to_be_bytes());
+    if original.is_log_append_time() {
+        crate::batch::stamp_log_append_time(encoded, original.max_timestamp);
+    } else {
+        crate::batch::reseal(encoded);
+    }
+}
+
+/// A batch's header alone, with no records (Kafka's "empty batch" that keeps a producer's
+/// newest offsets and sequences): uncompressed, record count 0, its CRC recomputed.
+fn emptied(batch: &[u8]) -> Vec<u8> {
+    let mut out = batch[..HEADER_BYTES].to_vec();
+    let length = (HEADER_BYTES - LOG_OVERHEAD) as i32;
+    out[8..12].copy_from_slice(&length.to_be_bytes());
+    let attributes = i16::from_be_bytes([out[21], out[22]]) & !ATTR_COMPRESSION_MASK;
+    out[21..23].copy_from_slice(&attributes.to_be_bytes());
+    out[57..61].copy_from_slice(&0i32.to_be_bytes());
+    crate::batch::reseal(&mut out);
+    out
 }
 
 fn for_each_batch(

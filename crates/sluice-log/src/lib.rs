@@ -41,7 +41,7 @@ pub use error::{BatchError, BatchErrorKind, LogError};
 pub use flush::FlushJob;
 pub use log::{AppendInfo, Log, RecoveryReport};
 pub use offset::{LeaderEpoch, Offset};
-pub use producer_state::{OpenTxn, ProducerError};
+pub use producer_state::{ActiveProducer, OpenTxn, ProducerError};
 pub use read::ReadPlan;
 pub use replace_file::replace_file;
 pub use txn_index::AbortedTxn;

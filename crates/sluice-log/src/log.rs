@@ -835,6 +835,7 @@ impl Log {
         Some(crate::compaction::CompactionPlan {
             dir: self.dir.clone(),
             aborted: self.aborted.overlapping(from, to),
+            producers_last_batches: self.producers.last_batches(),
             segments: sealed
                 .iter()
                 .filter(|s| !s.is_empty())
@@ -1091,6 +1092,10 @@ impl Log {
     /// The open transactions on this partition, oldest first.
     pub fn open_transactions(&self) -> Vec<OpenTxn> {
         self.producers.open_transactions()
+    }
+
+    pub fn active_producers(&self) -> Vec<crate::ActiveProducer> {
+        self.producers.active_producers()
     }
 
     /// Aborted transactions that may have records in `[from, to)`.

@@ -78,7 +78,7 @@ pub enum SequenceCheck {
 }
 
 /// The sequence number `n` after `sequence`, wrapping at `i32::MAX` as Kafka's do.
-fn sequence_after(sequence: i32, n: i32) -> i32 {
+pub(crate) fn sequence_after(sequence: i32, n: i32) -> i32 {
     if sequence > i32::MAX - n {
         n - (i32::MAX - sequence) - 1
     } else {
@@ -95,6 +95,18 @@ pub struct ProducerStates {
     producers: HashMap<i64, ProducerEntry>,
     /// Open transactions by first offset (→ producer id).
     ongoing: BTreeMap<Offset, i64>,
+}
+
+/// A producer the partition knows, as DescribeProducers shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ActiveProducer {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    /// The last sequence of its newest batch here (-1: none since its epoch began).
+    pub last_sequence: i32,
+    pub last_timestamp: i64,
+    /// The first offset of its open transaction here, if one is open.
+    pub txn_first_offset: Option<Offset>,
 }
 
 /// A producer's open transaction on a partition.
@@ -207,6 +219,23 @@ impl ProducerStates {
             .collect()
     }
 
+    /// Every producer known here, by producer id.
+    pub fn active_producers(&self) -> Vec<ActiveProducer> {
+        let mut out: Vec<ActiveProducer> = self
+            .producers
+            .iter()
+            .map(|(pid, e)| ActiveProducer {
+                producer_id: *pid,
+                producer_epoch: e.epoch,
+                last_sequence: e.batches.back().map_or(-1, |b| b.last_sequence),
+                last_timestamp: e.last_timestamp,
+                txn_first_offset: e.txn_first_offset,
+            })
+            .collect();
+        out.sort_by_key(|p| p.producer_id);
+        out
+    }
+
     /// Records a batch now in the log (its header carries its assigned offsets; `batch` is its
     /// bytes). An abort marker that closes an open transaction returns it.
     pub fn record(&mut self, header: &BatchHeader, batch: &[u8]) -> Option<AbortedTxn> {
@@ -255,6 +284,16 @@ impl ProducerStates {
         });
         entry.last_timestamp = entry.last_timestamp.max(header.max_timestamp);
         None
+    }
+
+    /// Each producer's newest data batch, by its last offset: what the cleaner must keep (if
+    /// need be without its records) so that a replica or a recovery reading the cleaned log
+    /// rebuilds the same sequence numbers.
+    pub(crate) fn last_batches(&self) -> HashMap<i64, Offset> {
+        self.producers
+            .iter()
+            .filter_map(|(pid, e)| Some((*pid, e.batches.back()?.last_offset)))
+            .collect()
     }
 
     /// Forgets producers silent since before `cutoff_timestamp` (`producer.id.expiration.ms`),

@@ -172,18 +172,41 @@ fn read_from_start(log: &crate::Log, mut visit: impl FnMut(Bytes, crate::Offset)
 /// cannot be read: for tests only.
 pub fn records_from_start(log: &crate::Log) -> Vec<Record> {
     let mut out = Vec::new();
-    read_from_start(log, |mut buf, mut offset| {
-        let sets = kafka_protocol::records::RecordBatchDecoder::decode_all(&mut buf)
-            .expect("decodable batches");
-        for r in sets.into_iter().flat_map(|s| s.records) {
-            if r.offset >= offset.0 {
-                offset = crate::Offset(r.offset + 1);
-                out.push(r);
-            }
+    read_from_start(log, |buf, mut offset| {
+        let mut rest = buf;
+        while !rest.is_empty() {
+            let extent = crate::batch::peek_extent(&rest).expect("a whole batch");
+            let mut batch = rest.split_to(extent.total_bytes);
+            let set = kafka_protocol::records::RecordBatchDecoder::decode(&mut batch)
+                .expect("a decodable batch");
+            out.extend(set.records.into_iter().filter(|r| r.offset >= offset.0));
+            // A batch may end past its last record (a cleaned one) or hold none at all.
+            offset = offset.max(crate::Offset(extent.last_offset.0 + 1));
         }
         offset
     });
     out
+}
+
+/// Appends every batch of `leader` from its log start to `follower`, as replication copies
+/// them. Panics on a log that cannot be read or a batch the follower refuses: for tests only.
+pub fn replicate_from_start(leader: &crate::Log, follower: &mut crate::Log) {
+    read_from_start(leader, |buf, offset| {
+        let mut next = offset;
+        let mut rest = &buf[..];
+        while !rest.is_empty() {
+            let extent = crate::batch::peek_extent(rest).expect("a whole batch");
+            let (batch, after) = rest.split_at(extent.total_bytes);
+            if extent.last_offset >= next {
+                follower
+                    .append_assigned(batch)
+                    .expect("a batch the follower takes");
+                next = crate::Offset(extent.last_offset.0 + 1);
+            }
+            rest = after;
+        }
+        next
+    });
 }
 
 /// The header of every batch of `log` from the segment holding its log start, each batch's CRC

@@ -978,6 +978,147 @@ fn compaction_keeps_a_log_append_time_batchs_flag_and_the_brokers_time() {
     }
 }
 
+/// A keyed batch from idempotent producer `producer_id` (epoch 0) starting at `sequence`.
+fn producer_batch(producer_id: i64, sequence: i32, records: &[(u32, Option<&str>)]) -> Vec<u8> {
+    let mut bytes = keyed_batch(records, 1_000);
+    sluice_log::testing::set_producer(&mut bytes, producer_id, 0, sequence, false);
+    bytes
+}
+
+fn produce(log: &mut Log, bytes: &[u8]) -> Result<sluice_log::AppendInfo, LogError> {
+    log.append(validate_produce(bytes, 1 << 20).unwrap(), LeaderEpoch(0))
+}
+
+#[test]
+fn compaction_keeps_each_producers_last_sequence_for_replicas_and_recovery() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(1_000_000);
+    let cfg = LogConfig {
+        compact: true,
+        delete_policy: false,
+        ..config()
+    };
+    let mut leader = open(dir.path(), cfg.clone(), &clock);
+    // Producer 7: keys 0-3 (sequences 0-3) then its last batch, keys 4-5 (4-5), at 4-5.
+    produce(
+        &mut leader,
+        &producer_batch(
+            7,
+            0,
+            &[
+                (0, Some("a")),
+                (1, Some("b")),
+                (2, Some("c")),
+                (3, Some("d")),
+            ],
+        ),
+    )
+    .unwrap();
+    let last7 = produce(
+        &mut leader,
+        &producer_batch(7, 4, &[(4, Some("e")), (5, Some("f"))]),
+    )
+    .unwrap();
+    // Producer 8: keys 10-12 (sequences 0-2) in one batch at 6-8.
+    let last8 = produce(
+        &mut leader,
+        &producer_batch(8, 0, &[(10, Some("x")), (11, Some("y")), (12, Some("z"))]),
+    )
+    .unwrap();
+    // A producer without idempotence overwrites all of producer 7's last batch and the last
+    // record of producer 8's, then fills segments so that all of the above is sealed.
+    produce(
+        &mut leader,
+        &keyed_batch(&[(4, Some("e2")), (5, Some("f2")), (12, Some("z2"))], 1_000),
+    )
+    .unwrap();
+    for _ in 0..100 {
+        produce(
+            &mut leader,
+            &keyed_batch(&[(100, Some("filler-filler-filler"))], 1_000),
+        )
+        .unwrap();
+    }
+    let plan = leader.compaction_plan().expect("sealed segments to clean");
+    let cleaned = plan.run(|_| {}).unwrap();
+    leader.finish_compaction(cleaned).unwrap();
+
+    let headers = sluice_log::testing::batch_headers_from_start(&leader);
+    let of = |pid: i64| -> Vec<&sluice_log::BatchHeader> {
+        headers.iter().filter(|h| h.producer_id == pid).collect()
+    };
+    let kept7 = of(7);
+    assert_eq!(kept7.len(), 2, "{kept7:?}");
+    let emptied = kept7[1];
+    assert_eq!(
+        (
+            emptied.record_count,
+            emptied.base_offset,
+            emptied.last_offset(),
+            emptied.base_sequence
+        ),
+        (0, last7.base_offset, last7.last_offset, 4),
+        "producer 7's last batch is kept without its records"
+    );
+    let kept8 = of(8);
+    assert_eq!(kept8.len(), 1);
+    assert_eq!(
+        (
+            kept8[0].record_count,
+            kept8[0].last_offset(),
+            kept8[0].base_sequence + kept8[0].last_offset_delta
+        ),
+        (2, last8.last_offset, 2),
+        "producer 8's batch lost its last record but keeps its last offset and sequence"
+    );
+    // Consumers read on across the emptied batch and the shortened one.
+    let values: Vec<(i64, Bytes)> = sluice_log::testing::records_from_start(&leader)
+        .into_iter()
+        .filter(|r| r.offset < 9)
+        .map(|r| (r.offset, r.value.unwrap()))
+        .collect();
+    let want: Vec<(i64, Bytes)> = [(0, "a"), (1, "b"), (2, "c"), (3, "d"), (6, "x"), (7, "y")]
+        .into_iter()
+        .map(|(o, v)| (o, Bytes::from(v)))
+        .collect();
+    assert_eq!(values, want);
+
+    // A replica that copies the cleaned log, and the leader recovering from the cleaned log
+    // alone (no producer snapshots), both know where each producer goes on: a retry of the
+    // last batch is a duplicate, the next sequence is taken, a skipped one refused.
+    let replica_dir = tempfile::tempdir().unwrap();
+    let mut replica = open(replica_dir.path(), cfg.clone(), &clock);
+    sluice_log::testing::replicate_from_start(&leader, &mut replica);
+    drop(leader);
+    for entry in fs::read_dir(dir.path()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|x| x == "snapshot") {
+            fs::remove_file(path).unwrap();
+        }
+    }
+    let recovered = open(dir.path(), cfg, &clock);
+    for mut log in [replica, recovered] {
+        let retry = produce(
+            &mut log,
+            &producer_batch(7, 4, &[(4, Some("e")), (5, Some("f"))]),
+        )
+        .unwrap();
+        assert_eq!(
+            (retry.base_offset, retry.last_offset),
+            (last7.base_offset, last7.last_offset),
+            "a retry"
+        );
+        assert!(matches!(
+            produce(&mut log, &producer_batch(7, 7, &[(4, Some("skip"))])),
+            Err(LogError::Producer(
+                sluice_log::ProducerError::OutOfOrder { .. }
+            ))
+        ));
+        produce(&mut log, &producer_batch(7, 6, &[(4, Some("e3"))])).unwrap();
+        produce(&mut log, &producer_batch(8, 3, &[(12, Some("z3"))])).unwrap();
+    }
+}
+
 #[test]
 fn delete_records_moves_the_start_into_a_segment_and_survives_restarts() {
     let dir = tempfile::tempdir().unwrap();

@@ -6,8 +6,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use sluice_log::testing::{
-    batch_bytes, keyed_batch_bytes, records_from_start, set_producer, transactional_batch_bytes,
+    batch_bytes, keyed_batch_bytes, records_from_start, replicate_from_start, set_producer,
+    transactional_batch_bytes,
 };
+use sluice_log::Clock as _;
 use sluice_log::{
     validate_produce, AbortedTxn, LeaderEpoch, Log, LogConfig, LogError, ManualClock, Marker,
     Offset, ProducerError,
@@ -294,9 +296,23 @@ fn compaction_never_lets_an_aborted_or_open_transaction_replace_a_value() {
         "markers stay within delete.retention.ms"
     );
 
-    // Past delete.retention.ms, a marker whose transaction has no record left goes; the one
-    // of producer 7 (whose "c" survives) stays.
+    // Past delete.retention.ms, the markers stay while their producers are known: each
+    // producer's last batch is kept (emptied) for its sequence numbers, as in Kafka, and a
+    // kept transactional batch keeps its marker.
     clock.advance_ms(LogConfig::default().delete_retention_ms + 1);
+    seal(&mut log);
+    compact(&mut log);
+    assert_eq!(markers(&log), vec![5, 6, 7, 8]);
+    assert_eq!(log.first_unstable_offset(), None);
+    // A replica that copies the cleaned log sees every kept transaction end.
+    let replica_dir = tempfile::tempdir().unwrap();
+    let mut replica = open_with(replica_dir.path(), &clock, cfg.clone());
+    replicate_from_start(&log, &mut replica);
+    assert_eq!(replica.first_unstable_offset(), None);
+    assert_eq!(committed_view(&replica), committed_view(&log));
+    // Once the producers expire (`producer.id.expiration.ms`), a marker whose transaction has
+    // no record left goes; the one of producer 7 (whose "c" survives) stays.
+    assert_eq!(log.expire_producers(clock.now_ms()), 4);
     seal(&mut log);
     assert!(compact(&mut log) > 0);
     assert_eq!(markers(&log), vec![7]);

@@ -89,6 +89,7 @@ pub async fn run(bootstrap: &str, args: ConsumeArgs) -> anyhow::Result<()> {
                 }
             }
             out.flush()?;
+            *offset = (*offset).max(fetched.next_offset);
             if *offset >= fetched.high_watermark {
                 at_end += 1;
             }

@@ -1,5 +1,7 @@
-//! DescribeProducers: per partition, the producers with a transaction open on it and where it
-//! began (what `kafka-transactions.sh find-hanging` looks for).
+//! DescribeProducers: per partition, every idempotent or transactional producer this replica
+//! knows, with its epoch, last sequence and, if it has a transaction open there, where that
+//! began (what `kafka-transactions.sh describe-producers` prints and `find-hanging` looks
+//! for). Any replica answers, from its own producer state, as in Kafka.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_producers_response::{
@@ -55,16 +57,18 @@ fn handle_authorized(broker: &Broker, request: DescribeProducersRequest) -> Resp
                     match topic.as_ref().and_then(|x| x.partition(index)) {
                         None => base.with_error_code(ResponseError::UnknownTopicOrPartition.code()),
                         Some(p) => base.with_active_producers(
-                            p.open_transactions()
+                            p.active_producers()
                                 .into_iter()
                                 .map(|o| {
                                     ProducerState::default()
                                         .with_producer_id(ProducerId(o.producer_id))
                                         .with_producer_epoch(i32::from(o.producer_epoch))
-                                        .with_last_sequence(-1)
+                                        .with_last_sequence(o.last_sequence)
                                         .with_last_timestamp(o.last_timestamp)
-                                        .with_coordinator_epoch(0)
-                                        .with_current_txn_start_offset(o.first_offset.0)
+                                        .with_coordinator_epoch(-1)
+                                        .with_current_txn_start_offset(
+                                            o.txn_first_offset.map_or(-1, |f| f.0),
+                                        )
                                 })
                                 .collect(),
                         ),
