@@ -141,8 +141,11 @@ impl Broker {
             if bytes.is_empty() {
                 break;
             }
-            let mut last = offset;
-            for (set, log_append_time) in decode_batches(bytes)? {
+            let (batches, batches_end) = decode_batches(bytes)?;
+            // Past the last batch read, which may end past its last record (a cleaned batch,
+            // one emptied of its records, a transaction marker).
+            let mut last = offset.max(batches_end - 1);
+            for (set, log_append_time) in batches {
                 for r in set.records {
                     last = last.max(r.offset);
                     if r.offset < offset || r.offset > hi || r.control || records.len() >= limit {
@@ -193,9 +196,14 @@ impl Broker {
 /// The batches in `bytes`, each decoded with the time the broker stamped on it where its
 /// topic keeps LogAppendTime: that is the batch's max timestamp, which is every record's time
 /// (the records' own deltas still hold the producer's times).
-fn decode_batches(bytes: Bytes) -> Result<Vec<(RecordSet, Option<i64>)>, BrokerError> {
+/// The batches in `bytes` with each one's LogAppendTime (if it has one), and the offset after
+/// the last of them (0 if there is none).
+type Decoded = (Vec<(RecordSet, Option<i64>)>, i64);
+
+fn decode_batches(bytes: Bytes) -> Result<Decoded, BrokerError> {
     let bad = |e: String| BrokerError::InvalidRequest(format!("cannot decode stored records: {e}"));
     let mut batches = Vec::new();
+    let mut end_offset = 0i64;
     let mut at = 0;
     while let Some(extent) = peek_extent(&bytes[at..]) {
         let end = at + extent.total_bytes;
@@ -207,6 +215,7 @@ fn decode_batches(bytes: Bytes) -> Result<Vec<(RecordSet, Option<i64>)>, BrokerE
         let sets = RecordBatchDecoder::decode_all(&mut one).map_err(|e| bad(format!("{e:#}")))?;
         let stamped = header.is_log_append_time().then_some(header.max_timestamp);
         batches.extend(sets.into_iter().map(|set| (set, stamped)));
+        end_offset = end_offset.max(extent.last_offset.0.saturating_add(1));
         at = end;
     }
     // A read returns whole batches: anything left is a damaged one.
@@ -216,7 +225,7 @@ fn decode_batches(bytes: Bytes) -> Result<Vec<(RecordSet, Option<i64>)>, BrokerE
             bytes.len() - at
         )));
     }
-    Ok(batches)
+    Ok((batches, end_offset))
 }
 
 #[cfg(test)]

@@ -142,7 +142,7 @@ pub fn for_each_value(
                 }
             }
         }
-        next = next.max(base + i64::from(last_delta) + 1);
+        next = next.max(base.saturating_add(i64::from(last_delta)).saturating_add(1));
         at += total;
     }
     Ok(next)

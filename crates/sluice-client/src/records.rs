@@ -140,7 +140,11 @@ pub fn offset_after_batches(bytes: &Bytes, from: i64) -> i64 {
         if bytes.len() < at + total {
             break; // a partial batch at the end of a fetch
         }
-        next = next.max(i64::from_be_bytes(base) + i64::from(last_delta) + 1);
+        next = next.max(
+            i64::from_be_bytes(base)
+                .saturating_add(i64::from(last_delta))
+                .saturating_add(1),
+        );
         at += total;
     }
     next

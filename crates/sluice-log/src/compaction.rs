@@ -65,6 +65,8 @@ pub struct CompactionPlan {
     /// The last offset of each known producer's newest data batch (from the log's producer
     /// state): those batches are kept.
     pub(crate) producers_last_batches: HashMap<i64, Offset>,
+    /// The log's count of cuts at its end when this was planned.
+    pub(crate) truncations: u64,
 }
 
 /// A cleaned segment waiting to be swapped in.
@@ -75,6 +77,8 @@ pub struct Cleaned {
     pub(crate) path: PathBuf,
     pub(crate) new_size_bytes: u64,
     pub(crate) records_removed: u64,
+    /// The plan's [`CompactionPlan::truncations`].
+    pub(crate) truncations: u64,
 }
 
 /// What a compaction did.
@@ -268,6 +272,7 @@ impl CompactionPlan {
                 path,
                 new_size_bytes: written,
                 records_removed: removed,
+                truncations: self.truncations,
             });
         }
         Ok(cleaned)

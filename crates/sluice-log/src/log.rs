@@ -73,6 +73,9 @@ pub struct Log {
     epochs: EpochCache,
     /// Set when an I/O failure left the files in a state we could not undo.
     offline: Option<String>,
+    /// How many times the log was cut back at its end (`truncate_to`, `reset_to`): a
+    /// compaction planned before a cut is not swapped in after it (see `finish_compaction`).
+    truncations: u64,
 }
 
 impl Log {
@@ -188,6 +191,7 @@ impl Log {
             aborted: AbortedIndex::open(dir, next_offset)?,
             epochs: EpochCache::default(),
             offline: None,
+            truncations: 0,
         };
         log.load_epochs()?;
         log.rebuild_producer_state()?;
@@ -634,6 +638,7 @@ impl Log {
         if offset >= self.next_offset {
             return Ok(self.next_offset);
         }
+        self.truncations += 1;
         let keep_from = if offset < self.log_start_offset {
             Offset(i64::MIN) // nothing survives: every segment goes
         } else {
@@ -691,6 +696,7 @@ impl Log {
                 end: self.next_offset,
             });
         }
+        self.truncations += 1;
         for (_, segment) in std::mem::take(&mut self.segments) {
             segment.delete_files()?;
         }
@@ -836,6 +842,7 @@ impl Log {
             dir: self.dir.clone(),
             aborted: self.aborted.overlapping(from, to),
             producers_last_batches: self.producers.last_batches(),
+            truncations: self.truncations,
             segments: sealed
                 .iter()
                 .filter(|s| !s.is_empty())
@@ -853,7 +860,9 @@ impl Log {
     }
 
     /// Phase 3 of compaction: swaps the cleaned segments in, skipping any that changed while
-    /// they were being cleaned.
+    /// they were being cleaned, and all of them if the log was cut back at its end meanwhile:
+    /// the producers the cleaning kept batches for may then have lost their newest batches,
+    /// and older ones (which the cleaning may have dropped) become their last.
     pub fn finish_compaction(
         &mut self,
         cleaned: Vec<crate::compaction::Cleaned>,
@@ -863,6 +872,7 @@ impl Log {
         let active = self.active().base_offset;
         for c in cleaned {
             let unchanged = c.base != active
+                && c.truncations == self.truncations
                 && self
                     .segments
                     .get(&c.base)

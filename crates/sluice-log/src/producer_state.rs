@@ -162,13 +162,20 @@ impl ProducerStates {
             };
         }
         let last = last_sequence(header);
-        if let Some(cached) = entry
-            .batches
-            .iter()
-            .find(|b| b.first_sequence == header.base_sequence && b.last_sequence == last)
-        {
+        // A retry of a batch in the log. The log's copy may be shorter at the front (the
+        // cleaner re-encodes a batch that lost its first records from its first survivor on,
+        // keeping its last offset and sequence): a cached batch that ends where the retry
+        // ends and is its tail is a duplicate, whose first offset is the retry's length
+        // before its last.
+        let delta = header.last_offset_delta;
+        if let Some(cached) = entry.batches.iter().find(|b| {
+            let span = b.last_offset.0 - b.base_offset.0;
+            b.last_sequence == last
+                && (0..=i64::from(delta)).contains(&span)
+                && b.first_sequence == sequence_after(header.base_sequence, delta - span as i32)
+        }) {
             return Ok(SequenceCheck::Duplicate {
-                base_offset: cached.base_offset,
+                base_offset: Offset(cached.last_offset.0 - i64::from(delta)),
                 last_offset: cached.last_offset,
             });
         }
@@ -551,6 +558,35 @@ mod tests {
             apply(&mut s, header(-1, -1, -1, 1, 6)),
             Ok(SequenceCheck::Append)
         );
+    }
+
+    #[test]
+    fn a_retry_of_a_batch_the_cleaner_shortened_is_a_duplicate() {
+        let mut s = ProducerStates::default();
+        // Sequences 0-4 were written at offsets 10-14; the cleaner kept 12-14 (sequences 2-4).
+        let mut shortened = header(7, 0, 2, 3, 12);
+        shortened.record_count = 1;
+        assert_eq!(s.record(&shortened, &[]), None);
+        for (seq, count, base) in [(0, 5, 10), (1, 4, 11), (2, 3, 12)] {
+            assert_eq!(
+                s.check(&header(7, 0, seq, count, 99)),
+                Ok(SequenceCheck::Duplicate {
+                    base_offset: Offset(base),
+                    last_offset: Offset(14)
+                }),
+                "sequences {seq}-4"
+            );
+        }
+        // Shorter than what the log holds, or ending elsewhere: not that batch.
+        assert!(matches!(
+            s.check(&header(7, 0, 3, 2, 99)),
+            Err(ProducerError::OutOfOrder { .. })
+        ));
+        assert!(matches!(
+            s.check(&header(7, 0, 0, 4, 99)),
+            Err(ProducerError::OutOfOrder { .. })
+        ));
+        assert_eq!(s.check(&header(7, 0, 5, 1, 99)), Ok(SequenceCheck::Append));
     }
 
     #[test]

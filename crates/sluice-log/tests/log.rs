@@ -1025,11 +1025,20 @@ fn compaction_keeps_each_producers_last_sequence_for_replicas_and_recovery() {
         &producer_batch(8, 0, &[(10, Some("x")), (11, Some("y")), (12, Some("z"))]),
     )
     .unwrap();
-    // A producer without idempotence overwrites all of producer 7's last batch and the last
-    // record of producer 8's, then fills segments so that all of the above is sealed.
+    // A producer without idempotence overwrites all of producer 7's last batch and the first
+    // and last records of producer 8's, then fills segments so that all of the above is
+    // sealed.
     produce(
         &mut leader,
-        &keyed_batch(&[(4, Some("e2")), (5, Some("f2")), (12, Some("z2"))], 1_000),
+        &keyed_batch(
+            &[
+                (4, Some("e2")),
+                (5, Some("f2")),
+                (10, Some("x2")),
+                (12, Some("z2")),
+            ],
+            1_000,
+        ),
     )
     .unwrap();
     for _ in 0..100 {
@@ -1065,11 +1074,14 @@ fn compaction_keeps_each_producers_last_sequence_for_replicas_and_recovery() {
     assert_eq!(
         (
             kept8[0].record_count,
+            kept8[0].base_offset,
+            kept8[0].base_sequence,
             kept8[0].last_offset(),
             kept8[0].base_sequence + kept8[0].last_offset_delta
         ),
-        (2, last8.last_offset, 2),
-        "producer 8's batch lost its last record but keeps its last offset and sequence"
+        (1, Offset(7), 1, last8.last_offset, 2),
+        "producer 8's batch lost its first and last records: it starts at its survivor and \
+         keeps its last offset and sequence"
     );
     // Consumers read on across the emptied batch and the shortened one.
     let values: Vec<(i64, Bytes)> = sluice_log::testing::records_from_start(&leader)
@@ -1077,7 +1089,7 @@ fn compaction_keeps_each_producers_last_sequence_for_replicas_and_recovery() {
         .filter(|r| r.offset < 9)
         .map(|r| (r.offset, r.value.unwrap()))
         .collect();
-    let want: Vec<(i64, Bytes)> = [(0, "a"), (1, "b"), (2, "c"), (3, "d"), (6, "x"), (7, "y")]
+    let want: Vec<(i64, Bytes)> = [(0, "a"), (1, "b"), (2, "c"), (3, "d"), (7, "y")]
         .into_iter()
         .map(|(o, v)| (o, Bytes::from(v)))
         .collect();
@@ -1115,8 +1127,57 @@ fn compaction_keeps_each_producers_last_sequence_for_replicas_and_recovery() {
             ))
         ));
         produce(&mut log, &producer_batch(7, 6, &[(4, Some("e3"))])).unwrap();
+        let original8 = [(10, Some("x")), (11, Some("y")), (12, Some("z"))];
+        let retry8 = produce(&mut log, &producer_batch(8, 0, &original8)).unwrap();
+        assert_eq!(
+            (retry8.base_offset, retry8.last_offset),
+            (last8.base_offset, last8.last_offset),
+            "a retry of the shortened batch"
+        );
         produce(&mut log, &producer_batch(8, 3, &[(12, Some("z3"))])).unwrap();
     }
+}
+
+#[test]
+fn a_compaction_planned_before_the_log_is_cut_back_is_not_swapped_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(1_000_000);
+    let cfg = LogConfig {
+        compact: true,
+        delete_policy: false,
+        ..config()
+    };
+    let mut log = open(dir.path(), cfg, &clock);
+    for version in 0..3 {
+        let value = format!("v{version}");
+        produce(&mut log, &keyed_batch(&[(1, Some(value.as_str()))], 1_000)).unwrap();
+    }
+    for _ in 0..100 {
+        produce(
+            &mut log,
+            &keyed_batch(&[(100, Some("filler-filler-filler"))], 1_000),
+        )
+        .unwrap();
+    }
+    let plan = log.compaction_plan().expect("sealed segments to clean");
+    let cleaned = plan.run(|_| {}).unwrap();
+    // A follower cut back at its end while its cleaner worked: the producers whose batches
+    // the plan kept may have lost theirs, so nothing planned before is swapped in.
+    let end = log.next_offset();
+    log.truncate_to(Offset(end.0 - 1)).unwrap();
+    let report = log.finish_compaction(cleaned).unwrap();
+    assert_eq!(report.segments, 0, "{report:?}");
+    assert!(
+        fs::read_dir(dir.path()).unwrap().all(|e| !e
+            .unwrap()
+            .path()
+            .to_string_lossy()
+            .ends_with(".cleaned")),
+        "the cleaned files are removed"
+    );
+    let plan = log.compaction_plan().expect("a new plan");
+    let cleaned = plan.run(|_| {}).unwrap();
+    assert!(log.finish_compaction(cleaned).unwrap().segments > 0);
 }
 
 #[test]
