@@ -189,6 +189,33 @@ def test_cli_topic_commands(broker):
     assert r.returncode == 1 and "cannot connect" in r.stderr
 
 
+def test_cli_consume_ends_at_a_transaction_marker_and_producers_are_described(broker):
+    """A partition whose last batch is a transaction's commit marker: `sluice consume -e` must
+    move past the marker (no record there) and end. DescribeProducers lists the transactional
+    producer with its last sequence and no open transaction, and an idempotent one beside it."""
+    from confluent_kafka import Producer
+    import kafka
+    sluice_cli("topic", "create", "txn-lines", "--partitions", "1", "-b", broker.bootstrap)
+    p = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "cli-txn"})
+    p.init_transactions(20)
+    p.begin_transaction()
+    for i in range(3):
+        p.produce("txn-lines", value=f"in txn {i}".encode())
+    p.commit_transaction(20)
+    out = sluice_cli("consume", "-t", "txn-lines", "-e", "-b", broker.bootstrap, timeout=30).stdout
+    assert out.splitlines() == [f"in txn {i}" for i in range(3)]
+    idempotent = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True})
+    idempotent.produce("txn-lines", value=b"idempotent")
+    assert idempotent.flush(20) == 0
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        tp = kafka.TopicPartition("txn-lines", 0)
+        producers = admin.describe_producers([tp])[tp].active_producers
+    finally:
+        admin.close()
+    assert sorted((x.last_sequence, x.current_transaction_start_offset) for x in producers) == [(0, -1), (2, -1)], producers
+
+
 def test_cli_produce_and_consume(broker):
     b = ["-b", broker.bootstrap]
     sluice_cli("topic", "create", "lines", "--partitions", "2", *b)

@@ -193,13 +193,12 @@ impl Broker {
     }
 }
 
+/// Decoded batches and the offset after the last of them (0 if there is none).
+type Decoded = (Vec<(RecordSet, Option<i64>)>, i64);
+
 /// The batches in `bytes`, each decoded with the time the broker stamped on it where its
 /// topic keeps LogAppendTime: that is the batch's max timestamp, which is every record's time
 /// (the records' own deltas still hold the producer's times).
-/// The batches in `bytes` with each one's LogAppendTime (if it has one), and the offset after
-/// the last of them (0 if there is none).
-type Decoded = (Vec<(RecordSet, Option<i64>)>, i64);
-
 fn decode_batches(bytes: Bytes) -> Result<Decoded, BrokerError> {
     let bad = |e: String| BrokerError::InvalidRequest(format!("cannot decode stored records: {e}"));
     let mut batches = Vec::new();

@@ -86,6 +86,11 @@ pub(crate) fn sequence_after(sequence: i32, n: i32) -> i32 {
     }
 }
 
+/// How many sequence numbers from `from` to `to`, going forwards (wrapping at `i32::MAX`).
+fn sequence_distance(from: i32, to: i32) -> i64 {
+    (i64::from(to) - i64::from(from)).rem_euclid(i64::from(i32::MAX) + 1)
+}
+
 fn last_sequence(header: &BatchHeader) -> i32 {
     sequence_after(header.base_sequence, header.last_offset_delta)
 }
@@ -166,13 +171,22 @@ impl ProducerStates {
         // cleaner re-encodes a batch that lost its first records from its first survivor on,
         // keeping its last offset and sequence): a cached batch that ends where the retry
         // ends and is its tail is a duplicate, whose first offset is the retry's length
-        // before its last.
+        // before its last — unless another cached batch holds part of the retry's front (the
+        // retry then spans two batches, which no client sends: refused, as on Kafka).
         let delta = header.last_offset_delta;
+        let front_elsewhere = |tail: &CachedBatch| {
+            entry.batches.iter().any(|b| {
+                b != tail
+                    && sequence_distance(header.base_sequence, b.last_sequence)
+                        < sequence_distance(header.base_sequence, tail.first_sequence)
+            })
+        };
         if let Some(cached) = entry.batches.iter().find(|b| {
             let span = b.last_offset.0 - b.base_offset.0;
             b.last_sequence == last
                 && (0..=i64::from(delta)).contains(&span)
                 && b.first_sequence == sequence_after(header.base_sequence, delta - span as i32)
+                && (span == i64::from(delta) || !front_elsewhere(b))
         }) {
             return Ok(SequenceCheck::Duplicate {
                 base_offset: Offset(cached.last_offset.0 - i64::from(delta)),
@@ -587,6 +601,35 @@ mod tests {
             Err(ProducerError::OutOfOrder { .. })
         ));
         assert_eq!(s.check(&header(7, 0, 5, 1, 99)), Ok(SequenceCheck::Append));
+        // A "retry" spanning two batches in the log (sequences 5-6 and 7-9 at 20-21 and
+        // 30-32) is no retry of either: refused, as on Kafka.
+        let mut s = ProducerStates::default();
+        assert_eq!(s.record(&header(7, 0, 5, 2, 20), &[]), None);
+        assert_eq!(s.record(&header(7, 0, 7, 3, 30), &[]), None);
+        assert!(matches!(
+            s.check(&header(7, 0, 5, 5, 99)),
+            Err(ProducerError::OutOfOrder { .. })
+        ));
+        assert_eq!(
+            s.check(&header(7, 0, 7, 3, 99)),
+            Ok(SequenceCheck::Duplicate {
+                base_offset: Offset(30),
+                last_offset: Offset(32)
+            })
+        );
+        // Across the wrap at i32::MAX: sequences MAX-1, MAX, 0, 1 written at 40-43, the
+        // cleaner kept 42-43 (0-1).
+        let mut s = ProducerStates::default();
+        let mut shortened = header(7, 0, 0, 2, 42);
+        shortened.record_count = 1;
+        assert_eq!(s.record(&shortened, &[]), None);
+        assert_eq!(
+            s.check(&header(7, 0, i32::MAX - 1, 4, 99)),
+            Ok(SequenceCheck::Duplicate {
+                base_offset: Offset(40),
+                last_offset: Offset(43)
+            })
+        );
     }
 
     #[test]

@@ -1116,8 +1116,8 @@ fn compaction_keeps_each_producers_last_sequence_for_replicas_and_recovery() {
         )
         .unwrap();
         assert_eq!(
-            (retry.base_offset, retry.last_offset),
-            (last7.base_offset, last7.last_offset),
+            (retry.duplicate, retry.base_offset, retry.last_offset),
+            (true, last7.base_offset, last7.last_offset),
             "a retry"
         );
         assert!(matches!(
@@ -1130,8 +1130,8 @@ fn compaction_keeps_each_producers_last_sequence_for_replicas_and_recovery() {
         let original8 = [(10, Some("x")), (11, Some("y")), (12, Some("z"))];
         let retry8 = produce(&mut log, &producer_batch(8, 0, &original8)).unwrap();
         assert_eq!(
-            (retry8.base_offset, retry8.last_offset),
-            (last8.base_offset, last8.last_offset),
+            (retry8.duplicate, retry8.base_offset, retry8.last_offset),
+            (true, last8.base_offset, last8.last_offset),
             "a retry of the shortened batch"
         );
         produce(&mut log, &producer_batch(8, 3, &[(12, Some("z3"))])).unwrap();
