@@ -847,6 +847,13 @@ fn keyed_batch(records: &[(u32, Option<&str>)], timestamp: i64) -> Vec<u8> {
     sluice_log::testing::keyed_batch_bytes(&records, timestamp)
 }
 
+/// Plans, runs and swaps in one compaction of the sealed segments (there must be some).
+fn compact(log: &mut Log) -> sluice_log::compaction::CompactionReport {
+    let plan = log.compaction_plan().expect("sealed segments to clean");
+    let cleaned = plan.run(|_| {}).unwrap();
+    log.finish_compaction(cleaned).unwrap()
+}
+
 #[test]
 fn compaction_keeps_the_newest_value_per_key_and_survives_a_restart() {
     let dir = tempfile::tempdir().unwrap();
@@ -889,9 +896,7 @@ fn compaction_keeps_the_newest_value_per_key_and_survives_a_restart() {
     }
     let end = log.next_offset();
     clock.advance_ms(10);
-    let plan = log.compaction_plan().expect("sealed segments to clean");
-    let cleaned = plan.run(|_| {}).unwrap();
-    let report = log.finish_compaction(cleaned).unwrap();
+    let report = compact(&mut log);
     assert!(report.records_removed > 0, "{report:?}");
     assert_eq!(log.next_offset(), end, "offsets do not change");
     let check = |log: &Log| {
@@ -962,9 +967,7 @@ fn compaction_keeps_a_log_append_time_batchs_flag_and_the_brokers_time() {
     let before = sluice_log::testing::batch_headers_from_start(&log);
     assert_eq!(before[0].record_count, 4);
     clock.advance_ms(10);
-    let plan = log.compaction_plan().expect("sealed segments to clean");
-    let cleaned = plan.run(|_| {}).unwrap();
-    log.finish_compaction(cleaned).unwrap();
+    compact(&mut log);
     let after = sluice_log::testing::batch_headers_from_start(&log);
     let first = &after[0];
     assert_eq!(
@@ -1048,9 +1051,7 @@ fn compaction_keeps_each_producers_last_sequence_for_replicas_and_recovery() {
         )
         .unwrap();
     }
-    let plan = leader.compaction_plan().expect("sealed segments to clean");
-    let cleaned = plan.run(|_| {}).unwrap();
-    leader.finish_compaction(cleaned).unwrap();
+    compact(&mut leader);
 
     let headers = sluice_log::testing::batch_headers_from_start(&leader);
     let of = |pid: i64| -> Vec<&sluice_log::BatchHeader> {
@@ -1175,9 +1176,7 @@ fn a_compaction_planned_before_the_log_is_cut_back_is_not_swapped_in() {
             .ends_with(".cleaned")),
         "the cleaned files are removed"
     );
-    let plan = log.compaction_plan().expect("a new plan");
-    let cleaned = plan.run(|_| {}).unwrap();
-    assert!(log.finish_compaction(cleaned).unwrap().segments > 0);
+    assert!(compact(&mut log).segments > 0, "a new plan is swapped in");
 }
 
 #[test]
