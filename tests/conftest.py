@@ -182,7 +182,7 @@ class Broker:
         ]
 
     def start(self, wait=True):
-        assert SLUICE.exists(), f"{SLUICE} is missing: build it with `cargo build --release -p sluice`"
+        assert SLUICE.exists(), f"{SLUICE} is missing: build it with `cargo build --release -p sluice` (scripts/test builds target/ci/sluice and sets SLUICE_BIN)"
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         self.starts += 1
         self.log_path = ARTIFACTS / f"{log_prefix()}{self.name}-{self.port}-{self.starts}.log"
