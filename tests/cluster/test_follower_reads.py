@@ -197,3 +197,57 @@ def wait_until_follower_holds(c, node, topic, end, timeout=10):
         got = value(scrape(c.node(node)), "sluice_log_end_offset", topic=topic, partition=0)
         return int(got) if got is not None and got >= end else None
     return wait_until(holds, timeout, f"node {node} to replicate {topic}/0 up to {end}")
+
+
+def high_watermark(c, node, topic):
+    return value(scrape(c.node(node)), "sluice_high_watermark", topic=topic, partition=0)
+
+
+def test_a_restarted_follower_serves_only_what_was_committed(cluster):
+    """A replica's log ends past the high watermark (records no quorum has yet). A follower
+    that restarts must not take its whole log as committed: it starts from the high watermark
+    it saved (Kafka's replication-offset-checkpoint) and learns the rest from its leader.
+    Before that checkpoint it published its log end, and gave the uncommitted records to the
+    consumer in its rack."""
+    topic = "fr-restart"
+    c, leader, follower, paused = rack_cluster(cluster, topic, extra=("--cluster-session-timeout-ms", "20000"))
+    first = [f"a{i}".encode() for i in range(50)]
+    produce(c.bootstrap, topic, first)
+    consumer = rack_consumer(c.bootstrap, RACKS[follower - 1])
+    try:
+        assert read(consumer, topic, len(first), 30) == first
+        assert fetched_records(c.node(follower), topic) >= len(first), "not read from the follower"
+        # As in the test above: with one in-sync follower paused, acks=1 records reach the
+        # other follower's log and stay uncommitted (for the 10 s until the paused one leaves
+        # the ISR).
+        c.pause(paused)
+        paused_at = time.monotonic()
+        try:
+            later = [f"b{i}".encode() for i in range(20)]
+            answering = ",".join(c.node(i).bootstrap for i in (leader, follower))
+            produce(answering, topic, later, acks="1")
+            total = len(first) + len(later)
+            wait_until_follower_holds(c, follower, topic, total)
+            assert high_watermark(c, leader, topic) == len(first)
+            c.restart(follower)  # SIGKILL, then start again
+            wait_until_follower_holds(c, follower, topic, total)
+            hw = high_watermark(c, follower, topic)
+            assert hw is not None and hw <= len(first), \
+                f"the restarted follower publishes {hw} of its log's {total} as committed"
+            seen = []
+            while time.monotonic() < paused_at + 8:
+                seen += [m.value() for m in consumer.consume(100, 0.5) if m.error() is None]
+            assert time.monotonic() < paused_at + 9.5, "the paused follower may have left the ISR"
+            assert seen == [], f"the restarted follower served uncommitted records: {seen[:5]}"
+            assert high_watermark(c, follower, topic) == len(first)
+        finally:
+            c.resume(paused)
+        seen = []
+        deadline = time.monotonic() + 30
+        while len(seen) < len(later) and time.monotonic() < deadline:
+            seen += [m.value() for m in consumer.consume(100, 0.5) if m.error() is None]
+        assert seen == later
+        # ... from the restarted follower (its counters start again at its restart).
+        assert fetched_records(c.node(follower), topic) >= len(later), "not read from the follower"
+    finally:
+        consumer.close()

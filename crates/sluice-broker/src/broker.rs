@@ -390,13 +390,15 @@ impl Broker {
         }
     }
 
-    /// Flushes and closes every log, recording a clean shutdown.
+    /// Flushes and closes every log, recording a clean shutdown (and, in a cluster, the
+    /// partitions' high watermarks).
     pub fn close(&self) {
         for partition in self.topics.all_partitions() {
             if let Err(e) = partition.close() {
                 tracing::error!(?partition, error = %e, "closing partition failed");
             }
         }
+        self.save_high_watermarks();
     }
 
     pub fn groups_summary(&self) -> Vec<GroupSummary> {

@@ -120,7 +120,7 @@ impl Broker {
             BrowseFrom::Oldest => start,
             BrowseFrom::Newest => end - 1,
             BrowseFrom::Offset(o) => o,
-            BrowseFrom::Timestamp(t) => match p.offset_for_timestamp(t)? {
+            BrowseFrom::Timestamp(t) => match p.offset_for_timestamp(t, false)? {
                 Some((o, _)) => o.0,
                 None => end,
             },

@@ -102,7 +102,7 @@ impl Broker {
                     ResetTo::Latest => end,
                     ResetTo::Offset(o) => o,
                     ResetTo::Timestamp(ts) => p
-                        .offset_for_timestamp(ts)
+                        .offset_for_timestamp(ts, false)
                         .map_err(BrokerError::from)?
                         .map_or(end, |(o, _)| o.0),
                     ResetTo::ShiftBy(n) => current.unwrap_or(end).saturating_add(n),

@@ -301,6 +301,28 @@ impl Partition {
         self.state.lock().log.active_producers()
     }
 
+    /// A leader's `acks=1` write under `flush.mode=sync`: waits until everything below `end`
+    /// is on disk. Gives up when this replica stops leading (its log may be cut back and
+    /// written again with other records at those offsets) or the log fails.
+    pub async fn wait_durable_leading(&self, end: Offset) -> Result<(), BrokerError> {
+        let mut rx = self.progress.subscribe();
+        let outcome = rx
+            .wait_for(|p| p.durable >= end || p.failed || !p.leading)
+            .await
+            .map(|p| *p);
+        match outcome {
+            Ok(p) if p.leading && p.durable >= end => Ok(()),
+            Ok(p) if p.failed => Err(BrokerError::Log(LogError::Offline {
+                path: std::path::PathBuf::from(format!("{}-{}", self.topic, self.index)),
+                reason: "the log failed before the write was on disk".into(),
+            })),
+            _ => Err(BrokerError::NotLeader(format!(
+                "leadership of {}-{} moved before the write was on disk",
+                self.topic, self.index
+            ))),
+        }
+    }
+
     /// Waits until everything below `end` is on disk; `false` if the log failed first.
     pub async fn wait_durable(&self, end: Offset) -> bool {
         let mut rx = self.progress.subscribe();
@@ -349,14 +371,43 @@ impl Partition {
         })
     }
 
-    pub fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<(Offset, i64)>, LogError> {
-        let upper = self.progress().visible;
+    /// The first offset at or after `timestamp` below the high watermark (below the last
+    /// stable offset for `committed`, a read_committed consumer's view).
+    pub fn offset_for_timestamp(
+        &self,
+        timestamp: i64,
+        committed: bool,
+    ) -> Result<Option<(Offset, i64)>, LogError> {
+        let upper = self.fetchable_end(committed);
         self.state.lock().log.offset_for_timestamp(timestamp, upper)
     }
 
-    pub fn offset_of_max_timestamp(&self) -> Result<Option<(Offset, i64)>, LogError> {
-        let upper = self.progress().visible;
+    pub fn offset_of_max_timestamp(
+        &self,
+        committed: bool,
+    ) -> Result<Option<(Offset, i64)>, LogError> {
+        let upper = self.fetchable_end(committed);
         self.state.lock().log.offset_of_max_timestamp(upper)
+    }
+
+    fn fetchable_end(&self, committed: bool) -> Offset {
+        let progress = self.progress();
+        if committed {
+            progress.stable
+        } else {
+            progress.visible
+        }
+    }
+
+    /// Whether this replica leads in an epoch whose high watermark has not yet reached the
+    /// log end the epoch started at: until its followers have fetched, the new leader's high
+    /// watermark may be below its predecessor's, and ListOffsets answers OFFSET_NOT_AVAILABLE
+    /// rather than an end offset that moved backwards (KIP-207).
+    pub fn high_watermark_behind_epoch_start(&self) -> bool {
+        match &self.state.lock().role {
+            Role::Leader { replicas, .. } => replicas.high_watermark_behind_epoch_start(),
+            _ => false,
+        }
     }
 
     /// Starts an interval-mode flush if one is due; called by the broker's flush ticker.
@@ -700,6 +751,7 @@ impl Partition {
         });
         if let Some(first) = straddling {
             state.log.reset_to(first.base_offset)?;
+            self.publish_cut(&mut state);
             state.log.append_assigned(bytes)?;
             state.log.delete_records_before(start)?;
         } else {
@@ -721,7 +773,7 @@ impl Partition {
         self.still_follows(&state, from, epoch)?;
         let end = state.log.truncate_to(offset)?;
         tracing::warn!(partition = ?self, to = end.0, "truncated to the leader's log");
-        self.publish(&mut state);
+        self.publish_cut(&mut state);
         Ok(end)
     }
 
@@ -741,7 +793,7 @@ impl Partition {
         }
         state.log.reset_to(leader_start)?;
         tracing::warn!(partition = ?self, start = leader_start.0, "the leader no longer holds what this replica lacks: restarted the log at the leader's start");
-        self.publish(&mut state);
+        self.publish_cut(&mut state);
         Ok(())
     }
 
@@ -870,8 +922,52 @@ impl Partition {
         }
     }
 
+    /// A node rejoining its cluster: the high watermark starts at `checkpointed` (the last
+    /// one this node saved; the log start when it saved none), not at the log end, which may
+    /// hold records no quorum has (a follower's copy of its leader's tail, a leader's own
+    /// unreplicated writes). The role then raises it: a follower from its leader's, a
+    /// leader once its in-sync followers hold more.
+    pub fn restart_high_watermark(&self, checkpointed: Option<Offset>) {
+        let mut state = self.state.lock();
+        let start = state.log.log_start_offset();
+        let visible = checkpointed
+            .unwrap_or(start)
+            .min(state.log.next_offset())
+            .max(start);
+        self.progress.send_modify(|p| p.visible = visible);
+        self.publish(&mut state);
+    }
+
+    /// Publishes a log that was cut back (a follower's truncation or restart at its leader's
+    /// start): the high watermark and the durable end come down to what the log still holds,
+    /// the only time they move backwards. A correct high watermark is never above a
+    /// truncation point (committed records are never cut); the durable end may be, and
+    /// what is written again there is not on disk yet.
+    fn publish_cut(&self, state: &mut State) {
+        let log = &state.log;
+        let (start, end, durable) = (
+            log.log_start_offset(),
+            log.next_offset(),
+            log.durable_offset(),
+        );
+        self.progress.send_modify(|p| {
+            p.visible = p.visible.min(end).max(start);
+            p.durable = durable;
+        });
+        // A follower's copy of its leader's high watermark comes down too, or the next
+        // records written again past the cut would bring the old value back.
+        if let Role::Follower {
+            leader_high_watermark,
+            ..
+        } = &mut state.role
+        {
+            *leader_high_watermark = (*leader_high_watermark).min(end).max(start);
+        }
+        self.publish(state);
+    }
+
     /// Publishes the log's current ends; the high watermark and durable end only ever move
-    /// forward.
+    /// forward (see [`Partition::publish_cut`] for the exception).
     fn publish(&self, state: &mut State) {
         let log = &state.log;
         let local_end = if log.config().flush == FlushMode::Sync {
@@ -883,7 +979,9 @@ impl Partition {
         let high_watermark = state.role.high_watermark(local_end, current);
         let leading = state.role.leads();
         self.progress.send_if_modified(|p| {
-            let visible = p.visible.max(high_watermark);
+            // Never below the log start (retention and DeleteRecords move it on their own; a
+            // restarted replica's high watermark may start below it), as in Kafka.
+            let visible = p.visible.max(high_watermark).max(log.log_start_offset());
             let next = Progress {
                 visible,
                 stable: log
@@ -994,5 +1092,91 @@ mod tests {
         assert!(p
             .on_follower_fetch(NodeId(2), Offset(0), Offset(0), 9)
             .is_some());
+    }
+
+    fn with_records(dir: &std::path::Path, count: usize) -> Arc<Partition> {
+        let clock: Arc<dyn sluice_log::Clock> = Arc::new(sluice_log::SystemClock);
+        let (mut log, _) = Log::open(dir, LogConfig::default(), clock).unwrap();
+        let bytes = sluice_log::testing::batch_bytes(0, count, 1_000, 8, 0);
+        log.append_assigned(&bytes).unwrap();
+        Partition::new(Arc::from("t"), 0, log, 0, Arc::default())
+    }
+
+    #[test]
+    fn a_replica_rejoining_its_cluster_starts_from_its_checkpointed_high_watermark() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = with_records(dir.path(), 10);
+        assert_eq!(
+            p.progress().visible,
+            Offset(10),
+            "a single node's is its log end"
+        );
+        // Rejoining: the log's last 6 records may be on no other replica.
+        p.follow(None, Epoch(3));
+        p.restart_high_watermark(Some(Offset(4)));
+        assert_eq!(
+            (p.progress().visible, p.progress().stable),
+            (Offset(4), Offset(4))
+        );
+        // Leading again, in a new epoch, with follower 2 in the ISR: nothing more is
+        // committed until 2 has fetched, and ListOffsets says so.
+        p.lead(NodeId(1), &assignment(&[1, 2], 0), 1, 10_000, 0);
+        assert_eq!(p.progress().visible, Offset(4));
+        assert!(p.high_watermark_behind_epoch_start());
+        p.on_follower_fetch(NodeId(2), Offset(7), Offset(0), 1);
+        assert_eq!(p.progress().visible, Offset(7));
+        assert!(p.high_watermark_behind_epoch_start());
+        p.on_follower_fetch(NodeId(2), Offset(10), Offset(0), 2);
+        assert_eq!(p.progress().visible, Offset(10));
+        assert!(!p.high_watermark_behind_epoch_start());
+
+        // No checkpoint: the log start. A checkpoint past the log end: the log end.
+        let dir = tempfile::tempdir().unwrap();
+        let p = with_records(dir.path(), 10);
+        p.follow(None, Epoch(3));
+        p.restart_high_watermark(None);
+        assert_eq!(p.progress().visible, Offset(0));
+        p.restart_high_watermark(Some(Offset(50)));
+        assert_eq!(p.progress().visible, Offset(10));
+    }
+
+    #[test]
+    fn a_follower_cut_back_publishes_no_high_watermark_or_durable_end_past_its_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = leader_of(dir.path());
+        p.follow(Some(NodeId(2)), Epoch(3));
+        let bytes = sluice_log::testing::batch_bytes(0, 6, 1_000, 8, 0);
+        p.append_replicated(NodeId(2), 3, &bytes, Offset(6))
+            .unwrap();
+        let bytes = sluice_log::testing::batch_bytes(6, 4, 1_000, 8, 0);
+        p.append_replicated(NodeId(2), 3, &bytes, Offset(10))
+            .unwrap();
+        let job = p.state.lock().log.flush_job().unwrap();
+        let outcome = job.run();
+        p.state.lock().log.complete_flush(&job, outcome).unwrap();
+        p.publish(&mut p.state.lock());
+        assert_eq!(
+            (p.progress().visible, p.progress().durable),
+            (Offset(10), Offset(10))
+        );
+        // (A correct high watermark is never past a truncation point; an unclean election
+        // or a restart that took its log end as committed could leave it there.)
+        p.truncate_to(NodeId(2), 3, Offset(6)).unwrap();
+        let progress = p.progress();
+        assert_eq!(
+            (progress.visible, progress.durable, progress.end),
+            (Offset(6), Offset(6), Offset(6))
+        );
+        // Written again: not durable until fsynced, and not committed until the leader says.
+        let bytes = sluice_log::testing::batch_bytes(6, 4, 1_000, 8, 0);
+        p.append_replicated(NodeId(2), 3, &bytes, Offset(6))
+            .unwrap();
+        let progress = p.progress();
+        assert_eq!(
+            (progress.visible, progress.durable, progress.end),
+            (Offset(6), Offset(6), Offset(10))
+        );
+        p.append_replicated(NodeId(2), 3, &[], Offset(8)).unwrap();
+        assert_eq!(p.progress().visible, Offset(8));
     }
 }

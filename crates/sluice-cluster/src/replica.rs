@@ -132,17 +132,26 @@ impl LeaderReplicas {
         self.high_watermark
     }
 
+    /// Whether the high watermark is still below the log end this leader's epoch started at:
+    /// a new leader learns what its predecessor had committed only as its followers fetch.
+    pub fn high_watermark_behind_epoch_start(&self) -> bool {
+        self.high_watermark < self.epoch_start
+    }
+
     pub fn isr(&self) -> &[NodeId] {
         &self.isr
     }
 
-    /// The in-sync followers known to hold every offset below `offset`: where a consumer
-    /// reading from `offset` may be sent instead of the leader (KIP-392).
+    /// The in-sync followers known to hold every offset below `offset` and `offset` itself
+    /// onwards (their log starts at or below it: retention runs on each replica by itself):
+    /// where a consumer reading from `offset` may be sent instead of the leader (KIP-392).
     pub fn followers_holding(&self, offset: Offset) -> Vec<NodeId> {
         self.followers
             .iter()
             .filter(|(node, f)| {
-                self.isr.contains(node) && f.log_end.is_some_and(|end| end >= offset)
+                self.isr.contains(node)
+                    && f.log_end.is_some_and(|end| end >= offset)
+                    && f.log_start.is_some_and(|start| start <= offset)
             })
             .map(|(node, _)| *node)
             .collect()
@@ -206,9 +215,10 @@ impl LeaderReplicas {
         let Some(f) = self.followers.get_mut(&follower) else {
             return Update::default();
         };
-        // A follower never loses what it reported within one epoch (it truncates only when
-        // the leader changes), so its end only moves forward here.
-        f.log_end = Some(f.log_end.map_or(fetch_offset, |e| e.max(fetch_offset)));
+        // Its latest fetch says where its log ends, as in Kafka: a follower that restarted
+        // within its session (still in the ISR) may have lost what no fsync covered, and must
+        // not be counted for the high watermark, or sent consumers, on its old end.
+        f.log_end = Some(fetch_offset);
         if fetch_offset >= leader_end {
             f.last_caught_up_ms = now_ms;
         }
@@ -418,12 +428,26 @@ mod tests {
         l.on_local_end(Offset(50));
         l.on_fetch(node(2), Offset(30), Offset(50), 1);
         l.on_fetch(node(3), Offset(50), Offset(50), 1);
+        assert!(
+            l.followers_holding(Offset(30)).is_empty(),
+            "2 has not said where its log starts"
+        );
+        l.on_log_start(node(2), Offset(10));
+        l.on_log_start(node(3), Offset(0));
         assert_eq!(
             l.followers_holding(Offset(30)),
             vec![node(2)],
             "3 is not in the ISR"
         );
         assert!(l.followers_holding(Offset(31)).is_empty());
+        assert!(
+            l.followers_holding(Offset(9)).is_empty(),
+            "retention on 2 removed offset 9 there"
+        );
+        assert_eq!(l.followers_holding(Offset(10)), vec![node(2)]);
+        // 2 restarted and lost what it had not fsynced: its next fetch says so.
+        l.on_fetch(node(2), Offset(20), Offset(50), 2);
+        assert!(l.followers_holding(Offset(25)).is_empty());
     }
 
     #[test]
@@ -513,12 +537,23 @@ mod tests {
         l.on_local_end(Offset(10));
         l.on_fetch(node(2), Offset(10), Offset(10), 1);
         assert_eq!(l.high_watermark(), Offset(10));
-        // A late, reordered fetch from an older position changes nothing.
+        // A fetch from an older position (a follower that restarted and lost its unsynced
+        // tail) does not lower it; the follower then holds it until it is back at 10.
         assert_eq!(
             l.on_fetch(node(2), Offset(5), Offset(10), 2),
             Update::default()
         );
         assert_eq!(l.high_watermark(), Offset(10));
+        l.on_local_end(Offset(20));
+        assert_eq!(
+            l.on_fetch(node(2), Offset(8), Offset(20), 3).high_watermark,
+            None
+        );
+        assert_eq!(
+            l.on_fetch(node(2), Offset(15), Offset(20), 4)
+                .high_watermark,
+            Some(Offset(15))
+        );
     }
 
     #[test]

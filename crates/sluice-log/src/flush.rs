@@ -16,6 +16,9 @@ pub struct FlushJob {
     pub(crate) upto: Offset,
     /// Segments before this base were fully written and are synced by this job.
     pub(crate) recovery_point: Offset,
+    /// The log's truncation count when the job was handed out: a log cut back and written
+    /// again while the fsync ran holds new bytes below `upto` that this job did not cover.
+    pub(crate) truncations: u64,
 }
 
 impl FlushJob {

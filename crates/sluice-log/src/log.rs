@@ -640,7 +640,10 @@ impl Log {
         }
         self.truncations += 1;
         let keep_from = if offset < self.log_start_offset {
-            Offset(i64::MIN) // nothing survives: every segment goes
+            // Nothing survives: every segment goes, and with them every producer the log
+            // knew (as in `reset_to`; removed before the new start is written).
+            producer_state::remove_snapshots_above(&self.dir, Offset(-1))?;
+            Offset(i64::MIN)
         } else {
             offset
         };
@@ -697,6 +700,13 @@ impl Log {
             });
         }
         self.truncations += 1;
+        // Nothing of the old log is left, so neither is any producer it knew: a snapshot of it
+        // would bring back producers and open transactions whose later batches and markers
+        // this log never gets (an open transaction would hold the last stable offset forever).
+        // Removed first: a crash before the new start is on disk leaves the old log, which
+        // rebuilds them from its batches.
+        producer_state::remove_snapshots_above(&self.dir, Offset(-1))?;
+        self.producers = ProducerStates::default();
         for (_, segment) in std::mem::take(&mut self.segments) {
             segment.delete_files()?;
         }
@@ -715,7 +725,6 @@ impl Log {
         if self.epochs.truncate_from_end(Offset(0)) | self.epochs.truncate_from_start(start) {
             self.epochs.write(&self.dir)?;
         }
-        self.rebuild_producer_state()?;
         tracing::info!(dir = %self.dir.display(), log_start = start.0, "log emptied and restarted");
         self.check_invariants();
         Ok(())
@@ -921,6 +930,7 @@ impl Log {
             files,
             upto: self.next_offset,
             recovery_point: self.active().base_offset,
+            truncations: self.truncations,
         })
     }
 
@@ -940,7 +950,12 @@ impl Log {
                 reason,
             });
         }
-        // A truncation may have happened while the job ran.
+        // A log cut back while the job ran may have been written again below `upto` with
+        // bytes the job did not sync: nothing it covered can be told apart, so it counts for
+        // nothing (the next job syncs the files again).
+        if job.truncations != self.truncations {
+            return Ok(());
+        }
         self.durable_offset = self.durable_offset.max(job.upto.min(self.next_offset));
         if job.recovery_point > self.checkpoint.recovery_point
             && self.segments.contains_key(&job.recovery_point)

@@ -321,6 +321,34 @@ fn flush_jobs_move_the_durable_offset_and_the_recovery_point() {
 }
 
 #[test]
+fn a_flush_overtaken_by_a_truncation_makes_nothing_durable() {
+    // The fsync runs off the log's lock: meanwhile a follower's log is cut back and written
+    // again. The job synced the old bytes, not the new ones at the same offsets.
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(0);
+    let mut log = open(dir.path(), config(), &clock);
+    for _ in 0..10 {
+        append(&mut log, 3, 0, 100, 0);
+    }
+    let job = log.flush_job().unwrap();
+    assert_eq!(job.upto(), Offset(30));
+    log.truncate_to(Offset(12)).unwrap();
+    for _ in 0..6 {
+        append(&mut log, 3, 0, 100, 0);
+    }
+    let outcome = job.run();
+    log.complete_flush(&job, outcome).unwrap();
+    assert_eq!(
+        log.durable_offset(),
+        Offset(0),
+        "the rewritten 12..30 is not durable"
+    );
+    let job = log.flush_job().unwrap();
+    log.complete_flush(&job, Ok(())).unwrap();
+    assert_eq!(log.durable_offset(), Offset(30));
+}
+
+#[test]
 fn a_failed_fsync_takes_the_log_offline_for_writes_but_not_reads() {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(0);

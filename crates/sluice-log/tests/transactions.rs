@@ -350,3 +350,44 @@ fn retention_past_an_open_transaction_keeps_the_stable_offset_in_the_log() {
     marker(&mut log, Marker::Commit, 9, 0);
     assert_eq!(log.first_unstable_offset(), None);
 }
+
+#[test]
+fn a_log_reset_past_its_end_forgets_the_producers_and_transactions_of_the_old_log() {
+    // A follower whose leader no longer holds its next records restarts its log at the
+    // leader's start. The old log's snapshot still lists producer 7's open transaction, whose
+    // marker lies in what the follower skips: it must not come back, or it would hold the last
+    // stable offset at the new start for good.
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(1_000);
+    let mut log = open(dir.path(), &clock);
+    plain(&mut log, 3);
+    txn(&mut log, 7, 0, 0, 2); // 3..5, never ended here
+    log.close().unwrap(); // writes a producer snapshot at 5
+    drop(log);
+    let mut log = open(dir.path(), &clock);
+    assert_eq!(log.first_unstable_offset(), Some(Offset(3)));
+    log.reset_to(Offset(500)).unwrap();
+    assert_eq!(log.first_unstable_offset(), None);
+    assert!(log.open_transactions().is_empty());
+    assert!(log.active_producers().is_empty());
+    plain(&mut log, 2);
+    drop(log);
+    let log = open(dir.path(), &clock);
+    assert_eq!(log.first_unstable_offset(), None, "nor after a restart");
+    assert!(log.active_producers().is_empty());
+
+    // The same for a log cut back below its start, with a snapshot at the cut point.
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path(), &clock);
+    txn(&mut log, 9, 0, 0, 2); // 0..2
+    log.close().unwrap(); // a snapshot at 2: producer 9's transaction open
+    drop(log);
+    let mut log = open(dir.path(), &clock);
+    marker(&mut log, Marker::Commit, 9, 0); // 2
+    plain(&mut log, 10); // 3..13
+    log.delete_records_before(Offset(8)).unwrap();
+    assert_eq!(log.first_unstable_offset(), None);
+    log.truncate_to(Offset(2)).unwrap();
+    assert_eq!(log.first_unstable_offset(), None);
+    assert!(log.active_producers().is_empty());
+}

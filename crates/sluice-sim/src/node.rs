@@ -29,6 +29,9 @@ use crate::network::{Endpoint, CLIENT, CONTROLLER};
 use crate::replica_log::ReplicaLog;
 use crate::world::{Sim, HEARTBEAT_MS, LAG_TIME_MAX_MS};
 
+/// How often a node saves its high-watermark checkpoint (the broker's 5 s).
+const CHECKPOINT_MS: i64 = 5_000;
+
 const FETCH_TIMEOUT_MS: i64 = 2_000;
 const ALTER_TIMEOUT_MS: i64 = 2_000;
 const MAX_FETCH_RECORDS: usize = 50;
@@ -62,6 +65,10 @@ pub struct Node {
     /// The partition leader epoch this replica is in.
     pub epoch: i32,
     pub high_watermark: Offset,
+    /// The high-watermark checkpoint on its disk, and when it was written (every
+    /// `CHECKPOINT_MS`, as the broker's): a restart starts from it, not from the log end.
+    checkpointed: Offset,
+    checkpointed_at: i64,
     confirmed_live: i64,
     had_session: bool,
     /// (id, leader, epoch, sent at) of the fetch that is out.
@@ -96,6 +103,8 @@ impl Node {
             role: Role::Leaderless,
             epoch: -1,
             high_watermark: Offset(0),
+            checkpointed: Offset(0),
+            checkpointed_at: 0,
             confirmed_live: i64::MIN,
             had_session: false,
             fetch: None,
@@ -153,6 +162,7 @@ impl Sim {
         node.state = ClusterState::default();
         node.applied = 0;
         node.high_watermark = Offset(0);
+        node.checkpointed = Offset(0);
         node.epoch = -1;
         self.checker.cut(id, Offset(0));
         self.check_isr();
@@ -167,7 +177,9 @@ impl Sim {
         if power_loss {
             node.log.crash();
         }
-        node.high_watermark = node.high_watermark.min(node.log.durable_end());
+        // What it starts from again (`Partition::restart_high_watermark`): its last
+        // checkpoint, within what its log still holds.
+        node.high_watermark = node.checkpointed.min(node.log.end());
         let durable = node.log.durable_end();
         node.waiting.clear();
         self.checker.cut(id, durable);
@@ -239,6 +251,10 @@ impl Sim {
                 );
                 self.follow_session(id);
                 let node = self.node(id);
+                if now - node.checkpointed_at >= CHECKPOINT_MS {
+                    node.checkpointed = node.high_watermark;
+                    node.checkpointed_at = now;
+                }
                 let update = match &mut node.role {
                     Role::Leader { replicas, .. } => replicas.tick(now),
                     _ => Update::default(),
@@ -320,6 +336,7 @@ impl Sim {
                 let node = self.node(id);
                 node.log = ReplicaLog::default();
                 node.high_watermark = Offset(0);
+                node.checkpointed = Offset(0);
                 self.checker.cut(id, Offset(0));
             }
             return;

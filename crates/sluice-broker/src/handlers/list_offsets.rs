@@ -81,14 +81,31 @@ fn handle_authorized(broker: &Broker, request: ListOffsetsRequest, call: &Call) 
                     }
                     let epoch = partition.leader_epoch().0;
                     let progress = partition.progress();
+                    // A new leader whose high watermark is still below where its epoch began
+                    // may not know its predecessor's end yet: the latest offset, or a lookup
+                    // that found nothing below it, waits (KIP-207; versions before 5 know
+                    // only LEADER_NOT_AVAILABLE). Both are retriable.
+                    let not_yet = || {
+                        let error = if version >= 5 {
+                            ResponseError::OffsetNotAvailable
+                        } else {
+                            ResponseError::LeaderNotAvailable
+                        };
+                        response.clone().with_error_code(error.code())
+                    };
+                    let lagging = partition.high_watermark_behind_epoch_start();
                     let found = match p.timestamp {
+                        LATEST if lagging => return not_yet(),
                         LATEST if committed => Ok(Some((progress.stable, -1))),
                         LATEST => Ok(Some((progress.visible, -1))),
                         EARLIEST => Ok(Some((progress.log_start, -1))),
-                        MAX_TIMESTAMP => partition.offset_of_max_timestamp(),
-                        ts if ts >= 0 => partition.offset_for_timestamp(ts),
+                        MAX_TIMESTAMP => partition.offset_of_max_timestamp(committed),
+                        ts if ts >= 0 => partition.offset_for_timestamp(ts, committed),
                         _ => return response.with_error_code(ResponseError::InvalidRequest.code()),
                     };
+                    if lagging && matches!(found, Ok(None)) && p.timestamp != EARLIEST {
+                        return not_yet();
+                    }
                     match found {
                         // The leader epoch is in the response from v4 on (KIP-320).
                         Ok(Some((offset, timestamp))) => response

@@ -44,9 +44,12 @@ impl Wait {
     ) -> Result<(), (ResponseError, String)> {
         match self {
             Wait::Durable(partition, end) => {
-                match tokio::time::timeout(timeout, partition.wait_durable(end)).await {
-                    Ok(true) => Ok(()),
-                    Ok(false) => Err((ResponseError::KafkaStorageError, "fsync failed".into())),
+                match tokio::time::timeout(timeout, partition.wait_durable_leading(end)).await {
+                    Ok(Ok(())) => Ok(()),
+                    Ok(Err(BrokerError::NotLeader(m))) => {
+                        Err((ResponseError::NotLeaderOrFollower, m))
+                    }
+                    Ok(Err(_)) => Err((ResponseError::KafkaStorageError, "fsync failed".into())),
                     Err(_) => Err((
                         ResponseError::RequestTimedOut,
                         format!("not on disk within the request timeout of {timeout:?}"),

@@ -17,6 +17,7 @@ pub mod cluster_groups;
 pub mod cluster_messages;
 mod coordinators;
 mod fetcher;
+mod high_watermarks;
 pub mod inter_broker;
 pub mod leader_fetch;
 pub mod node_report;
@@ -51,6 +52,10 @@ pub const LAG_TIME_MAX_MS: i64 = 10_000;
 /// Ask for more producer ids when fewer than this are left.
 const PRODUCER_ID_LOW_WATER: i64 = 500;
 
+/// Replication ticks (100 ms each) between saves of the high-watermark checkpoint: 5 s, as
+/// Kafka's `replica.high.watermark.checkpoint.interval.ms`.
+const HIGH_WATERMARK_CHECKPOINT_TICKS: u64 = 50;
+
 pub struct Replication {
     node: Arc<ClusterNode>,
     me: NodeId,
@@ -69,6 +74,8 @@ pub struct Replication {
     /// Where and how this node's followers fetch.
     inter_broker: Arc<inter_broker::InterBroker>,
     shutdown: CancellationToken,
+    /// The high watermarks last saved to the checkpoint file.
+    saved_high_watermarks: Mutex<high_watermarks::HighWatermarks>,
 }
 
 impl std::fmt::Debug for Replication {
@@ -180,9 +187,11 @@ impl Broker {
         inter_broker: Arc<inter_broker::InterBroker>,
         shutdown: CancellationToken,
     ) -> Result<(), BrokerError> {
+        let checkpoint = high_watermarks::HighWatermarks::read(&self.config.data_dir);
         for topic in self.topics.list() {
             for p in topic.partitions() {
                 p.follow(None, sluice_cluster::LeaderEpoch(p.leader_epoch().0));
+                p.restart_high_watermark(checkpoint.get(topic.id, p.index));
             }
         }
         self.producer_ids.use_cluster_blocks();
@@ -197,6 +206,7 @@ impl Broker {
             inherited: Mutex::new(None),
             inter_broker,
             shutdown: shutdown.clone(),
+            saved_high_watermarks: Mutex::new(checkpoint),
         });
         self.replication
             .set(Arc::clone(&replication))
@@ -229,12 +239,18 @@ impl Broker {
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_millis(100));
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut ticks = 0u64;
             loop {
                 tokio::select! {
                     () = shutdown.cancelled() => return,
                     _ = tick.tick() => {}
                 }
                 broker.tick_replication().await;
+                ticks += 1;
+                if ticks.is_multiple_of(HIGH_WATERMARK_CHECKPOINT_TICKS) {
+                    let b = Arc::clone(&broker);
+                    let _ = tokio::task::spawn_blocking(move || b.save_high_watermarks()).await;
+                }
             }
         });
         Ok(())
@@ -339,6 +355,26 @@ impl Broker {
         self.replication
             .get()
             .map_or_else(|| self.clock.now_ms(), |r| r.node.now_ms())
+    }
+
+    /// Saves every local partition's high watermark when one moved since the last save
+    /// ([`high_watermarks`]); blocking (one fsync). Run every 5 s and when the node stops.
+    pub(crate) fn save_high_watermarks(&self) {
+        let Some(replication) = self.replication.get() else {
+            return;
+        };
+        // Read under the lock, so that of two saves at once the later one writes last.
+        let mut saved = replication.saved_high_watermarks.lock();
+        let now = high_watermarks::HighWatermarks::of(&self.topics);
+        if *saved == now {
+            return;
+        }
+        match now.write(&self.config.data_dir) {
+            Ok(()) => *saved = now,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot save the high-watermark checkpoint")
+            }
+        }
     }
 
     /// Lagging followers leave the ISR; producer ids are topped up.
