@@ -305,13 +305,16 @@ impl Partition {
     /// is on disk. Gives up when this replica stops leading (its log may be cut back and
     /// written again with other records at those offsets) or the log fails.
     pub async fn wait_durable_leading(&self, end: Offset) -> Result<(), BrokerError> {
+        // A log is cut back only in a later epoch: on disk in the write's own epoch is the
+        // write on disk, even if this replica has just stepped down.
+        let epoch = self.leader_epoch();
         let mut rx = self.progress.subscribe();
         let outcome = rx
             .wait_for(|p| p.durable >= end || p.failed || !p.leading)
             .await
             .map(|p| *p);
         match outcome {
-            Ok(p) if p.leading && p.durable >= end => Ok(()),
+            Ok(p) if p.durable >= end && self.leader_epoch() == epoch => Ok(()),
             Ok(p) if p.failed => Err(BrokerError::Log(LogError::Offline {
                 path: std::path::PathBuf::from(format!("{}-{}", self.topic, self.index)),
                 reason: "the log failed before the write was on disk".into(),
@@ -541,7 +544,7 @@ impl Partition {
     /// Deletes segments past retention; returns how many.
     pub fn apply_retention(&self) -> Result<usize, LogError> {
         let mut state = self.state.lock();
-        let deleted = state.log.apply_retention()?;
+        let deleted = state.log.apply_retention(self.progress().visible)?;
         if deleted > 0 {
             self.publish(&mut state);
         }

@@ -768,30 +768,37 @@ impl Log {
 
     /// Deletes whole segments past `retention.ms` (by their newest timestamp) or beyond
     /// `retention.bytes` (oldest first); returns how many. The active segment is rolled first
-    /// when it has expired too, so that a quiet topic is emptied as Kafka empties it.
-    pub fn apply_retention(&mut self) -> Result<usize, LogError> {
+    /// when it has expired too, so that a quiet topic is emptied as Kafka empties it. Only
+    /// segments wholly below `upto` go (the high watermark: as in Kafka, a replica deletes
+    /// only committed records, so its log start never passes what a quorum holds).
+    pub fn apply_retention(&mut self, upto: Offset) -> Result<usize, LogError> {
         if !self.config.delete_policy {
             return Ok(0);
         }
         let now_ms = self.clock.now_ms();
         let mut deleted = 0;
+        // The oldest segment ends where the next begins.
+        let oldest_below = |log: &Log| log.segments.keys().nth(1).is_some_and(|n| *n <= upto);
         if self.config.retention_ms >= 0 {
             let retention_ms = self.config.retention_ms;
             let expired = move |s: &Segment| {
                 !s.is_empty() && now_ms.saturating_sub(s.max_timestamp()) > retention_ms
             };
-            if self.segments.values().all(expired) && self.offline.is_none() {
+            if self.segments.values().all(expired)
+                && self.offline.is_none()
+                && self.next_offset <= upto
+            {
                 let next = self.next_offset;
                 self.roll(next)?;
             }
-            while self.segments.len() > 1 && self.segments.values().next().is_some_and(expired) {
+            while oldest_below(self) && self.segments.values().next().is_some_and(expired) {
                 self.delete_oldest()?;
                 deleted += 1;
             }
         }
         if self.config.retention_bytes >= 0 {
             let limit = self.config.retention_bytes as u64;
-            while self.segments.len() > 1 {
+            while oldest_below(self) {
                 let total = self.size_bytes();
                 let oldest = self.segments.values().next().map_or(0, Segment::size_bytes);
                 if total.saturating_sub(oldest) < limit || total <= limit {

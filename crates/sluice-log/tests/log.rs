@@ -207,7 +207,14 @@ fn retention_by_time_deletes_old_segments_and_moves_the_start() {
     for _ in 0..3 {
         append(&mut log, 4, 199_000, 100, 0); // recent records
     }
-    let deleted = log.apply_retention().unwrap();
+    // Nothing past the high watermark goes: a segment is deleted only when it ends at or
+    // below it.
+    let second = segment_bases(dir.path())[1];
+    assert_eq!(log.apply_retention(Offset(second.0 - 1)).unwrap(), 0);
+    assert_eq!(log.log_start_offset(), Offset(0));
+    assert_eq!(log.apply_retention(second).unwrap(), 1);
+    assert_eq!(log.log_start_offset(), second);
+    let deleted = log.apply_retention(Offset(i64::MAX)).unwrap();
     assert!(deleted > 0);
     assert!(log.log_start_offset() > Offset(0));
     assert!(log.log_start_offset() <= old_end, "recent records are kept");
@@ -228,7 +235,7 @@ fn retention_by_time_deletes_old_segments_and_moves_the_start() {
     assert_eq!(files, log.segment_count());
     // Everything expires: the active segment is rolled and deleted too.
     clock.set_ms(1_000_000);
-    log.apply_retention().unwrap();
+    log.apply_retention(Offset(i64::MAX)).unwrap();
     assert_eq!(log.log_start_offset(), log.next_offset());
     assert_eq!(log.segment_count(), 1);
     append(&mut log, 1, 1_000_000, 10, 0);
@@ -250,7 +257,7 @@ fn retention_by_bytes_keeps_the_newest_data_within_the_limit() {
     for _ in 0..50 {
         append(&mut log, 4, 0, 100, 0);
     }
-    log.apply_retention().unwrap();
+    log.apply_retention(Offset(i64::MAX)).unwrap();
     assert!(log.size_bytes() <= 8192 + 4096, "size {}", log.size_bytes());
     assert!(log.size_bytes() >= 8192 - 4096);
     assert_eq!(read_all(&log).last().unwrap().0, 199);
@@ -640,6 +647,17 @@ fn garbage_after_the_last_batch_is_cut_on_recovery() {
     assert_eq!(report.truncated_bytes, 14);
     assert_eq!(fs::metadata(&active).unwrap().len() as usize, len);
     assert_eq!(read_all(&log), before);
+}
+
+fn segment_bases(dir: &Path) -> Vec<Offset> {
+    let mut bases: Vec<Offset> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .map(|p| Offset(p.file_stem().unwrap().to_str().unwrap().parse().unwrap()))
+        .collect();
+    bases.sort();
+    bases
 }
 
 fn last_segment(dir: &Path) -> std::path::PathBuf {
