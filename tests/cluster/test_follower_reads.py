@@ -4,9 +4,11 @@ leader's rack stays on the leader, and a follower serves only what the leader ha
 (it holds records past the high watermark while another in-sync follower is paused, and gives
 them out only once they are committed)."""
 
+import contextlib
 import struct
 import subprocess
 import time
+import types
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
@@ -150,9 +152,14 @@ def test_the_java_consumer_reads_from_the_follower_in_its_rack(cluster):
     assert fetched_records(c.node(other), topic) == before[other]
 
 
-def test_a_follower_serves_only_committed_records(cluster):
-    # A long session, so that the paused follower is not fenced (and out of the ISR) at once.
-    topic = "fr-committed"
+@contextlib.contextmanager
+def uncommitted_on_follower(cluster, topic):
+    """A rack cluster whose follower holds records it must not give out: 50 committed records,
+    read by a consumer in the follower's rack (from the follower), then one in-sync follower
+    paused, so that 20 acks=1 records reach the other follower's log but are not committed
+    (until the paused one leaves the ISR, 10 s without fetching). A long session, so that the
+    paused follower is not fenced (and out of the ISR) at once. Yields the setting; the paused
+    node is resumed and the consumer closed on the way out."""
     c, leader, follower, paused = rack_cluster(cluster, topic, extra=("--cluster-session-timeout-ms", "20000"))
     first = [f"a{i}".encode() for i in range(50)]
     produce(c.bootstrap, topic, first)
@@ -160,9 +167,6 @@ def test_a_follower_serves_only_committed_records(cluster):
     try:
         assert read(consumer, topic, len(first), 30) == first
         assert fetched_records(c.node(follower), topic) >= len(first), "not read from the follower"
-        # With one in-sync follower paused the high watermark cannot pass it (until it leaves
-        # the ISR, 10 s without fetching): acks=1 records reach the other follower's log but are not
-        # committed, and that follower must not give them out.
         c.pause(paused)
         paused_at = time.monotonic()
         try:
@@ -173,22 +177,42 @@ def test_a_follower_serves_only_committed_records(cluster):
             answering = ",".join(c.node(i).bootstrap for i in (leader, follower))
             produce(answering, topic, later, acks="1")
             end = wait_until_follower_holds(c, follower, topic, len(first) + len(later))
-            seen = []
-            while time.monotonic() < paused_at + 6:
-                seen += [m.value() for m in consumer.consume(100, 0.5) if m.error() is None]
-            assert time.monotonic() < paused_at + 9, "the paused follower may have left the ISR"
-            assert seen == [], f"the follower served uncommitted records: {seen[:5]}"
-            assert end == len(first) + len(later)
+            yield types.SimpleNamespace(c=c, leader=leader, follower=follower, paused=paused,
+                                        consumer=consumer, first=first, later=later,
+                                        paused_at=paused_at, end=end)
         finally:
-            c.resume(paused)
-        # Committed once the paused follower catches up: now they are read, in order.
-        seen = []
-        deadline = time.monotonic() + 30
-        while len(seen) < len(later) and time.monotonic() < deadline:
-            seen += [m.value() for m in consumer.consume(100, 0.5) if m.error() is None]
-        assert seen == later
+            if c.node(paused).paused:
+                c.resume(paused)
     finally:
         consumer.close()
+
+
+def poll_until(consumer, deadline):
+    """The values `consumer` gets until `deadline` (time.monotonic())."""
+    seen = []
+    while time.monotonic() < deadline:
+        seen += [m.value() for m in consumer.consume(100, 0.5) if m.error() is None]
+    return seen
+
+
+def poll_count(consumer, count, timeout_s):
+    """The values `consumer` gets until it has `count` of them or `timeout_s` passed."""
+    seen = []
+    deadline = time.monotonic() + timeout_s
+    while len(seen) < count and time.monotonic() < deadline:
+        seen += [m.value() for m in consumer.consume(100, 0.5) if m.error() is None]
+    return seen
+
+
+def test_a_follower_serves_only_committed_records(cluster):
+    with uncommitted_on_follower(cluster, "fr-committed") as s:
+        seen = poll_until(s.consumer, s.paused_at + 6)
+        assert time.monotonic() < s.paused_at + 9, "the paused follower may have left the ISR"
+        assert seen == [], f"the follower served uncommitted records: {seen[:5]}"
+        assert s.end == len(s.first) + len(s.later)
+        # Committed once the paused follower catches up: now they are read, in order.
+        s.c.resume(s.paused)
+        assert poll_count(s.consumer, len(s.later), 30) == s.later
 
 
 def wait_until_follower_holds(c, node, topic, end, timeout=10):
@@ -210,44 +234,20 @@ def test_a_restarted_follower_serves_only_what_was_committed(cluster):
     Before that checkpoint it published its log end, and gave the uncommitted records to the
     consumer in its rack."""
     topic = "fr-restart"
-    c, leader, follower, paused = rack_cluster(cluster, topic, extra=("--cluster-session-timeout-ms", "20000"))
-    first = [f"a{i}".encode() for i in range(50)]
-    produce(c.bootstrap, topic, first)
-    consumer = rack_consumer(c.bootstrap, RACKS[follower - 1])
-    try:
-        assert read(consumer, topic, len(first), 30) == first
-        assert fetched_records(c.node(follower), topic) >= len(first), "not read from the follower"
-        # As in the test above: with one in-sync follower paused, acks=1 records reach the
-        # other follower's log and stay uncommitted (for the 10 s until the paused one leaves
-        # the ISR).
-        c.pause(paused)
-        paused_at = time.monotonic()
-        try:
-            later = [f"b{i}".encode() for i in range(20)]
-            answering = ",".join(c.node(i).bootstrap for i in (leader, follower))
-            produce(answering, topic, later, acks="1")
-            total = len(first) + len(later)
-            wait_until_follower_holds(c, follower, topic, total)
-            assert high_watermark(c, leader, topic) == len(first)
-            c.restart(follower)  # SIGKILL, then start again
-            wait_until_follower_holds(c, follower, topic, total)
-            hw = high_watermark(c, follower, topic)
-            assert hw is not None and hw <= len(first), \
-                f"the restarted follower publishes {hw} of its log's {total} as committed"
-            seen = []
-            while time.monotonic() < paused_at + 8:
-                seen += [m.value() for m in consumer.consume(100, 0.5) if m.error() is None]
-            assert time.monotonic() < paused_at + 9.5, "the paused follower may have left the ISR"
-            assert seen == [], f"the restarted follower served uncommitted records: {seen[:5]}"
-            assert high_watermark(c, follower, topic) == len(first)
-        finally:
-            c.resume(paused)
-        seen = []
-        deadline = time.monotonic() + 30
-        while len(seen) < len(later) and time.monotonic() < deadline:
-            seen += [m.value() for m in consumer.consume(100, 0.5) if m.error() is None]
-        assert seen == later
+    with uncommitted_on_follower(cluster, topic) as s:
+        c, follower, committed = s.c, s.follower, len(s.first)
+        total = committed + len(s.later)
+        assert high_watermark(c, s.leader, topic) == committed
+        c.restart(follower)  # SIGKILL, then start again
+        wait_until_follower_holds(c, follower, topic, total)
+        hw = high_watermark(c, follower, topic)
+        assert hw is not None and hw <= committed, \
+            f"the restarted follower publishes {hw} of its log's {total} as committed"
+        seen = poll_until(s.consumer, s.paused_at + 8)
+        assert time.monotonic() < s.paused_at + 9.5, "the paused follower may have left the ISR"
+        assert seen == [], f"the restarted follower served uncommitted records: {seen[:5]}"
+        assert high_watermark(c, follower, topic) == committed
+        c.resume(s.paused)
+        assert poll_count(s.consumer, len(s.later), 30) == s.later
         # ... from the restarted follower (its counters start again at its restart).
-        assert fetched_records(c.node(follower), topic) >= len(later), "not read from the follower"
-    finally:
-        consumer.close()
+        assert fetched_records(c.node(follower), topic) >= len(s.later), "not read from the follower"

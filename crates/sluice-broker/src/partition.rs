@@ -308,22 +308,41 @@ impl Partition {
         // A log is cut back only in a later epoch: on disk in the write's own epoch is the
         // write on disk, even if this replica has just stepped down.
         let epoch = self.leader_epoch();
+        self.wait_while_leading(|p| p.durable >= end, "on disk")
+            .await?;
+        if self.leader_epoch() != epoch {
+            return Err(self.moved_before("on disk"));
+        }
+        Ok(())
+    }
+
+    /// Waits until `reached` holds; fails if the log fails or this replica stops leading
+    /// first. `what` ends "before the write was …" in the error.
+    async fn wait_while_leading(
+        &self,
+        reached: impl Fn(&Progress) -> bool,
+        what: &str,
+    ) -> Result<(), BrokerError> {
         let mut rx = self.progress.subscribe();
         let outcome = rx
-            .wait_for(|p| p.durable >= end || p.failed || !p.leading)
+            .wait_for(|p| reached(p) || p.failed || !p.leading)
             .await
             .map(|p| *p);
         match outcome {
-            Ok(p) if p.durable >= end && self.leader_epoch() == epoch => Ok(()),
+            Ok(p) if reached(&p) => Ok(()),
             Ok(p) if p.failed => Err(BrokerError::Log(LogError::Offline {
                 path: std::path::PathBuf::from(format!("{}-{}", self.topic, self.index)),
-                reason: "the log failed before the write was on disk".into(),
+                reason: format!("the log failed before the write was {what}"),
             })),
-            _ => Err(BrokerError::NotLeader(format!(
-                "leadership of {}-{} moved before the write was on disk",
-                self.topic, self.index
-            ))),
+            _ => Err(self.moved_before(what)),
         }
+    }
+
+    fn moved_before(&self, what: &str) -> BrokerError {
+        BrokerError::NotLeader(format!(
+            "leadership of {}-{} moved before the write was {what}",
+            self.topic, self.index
+        ))
     }
 
     /// Waits until everything below `end` is on disk; `false` if the log failed first.
@@ -907,22 +926,8 @@ impl Partition {
     /// Waits until everything below `end` is committed (below the high watermark). Fails if
     /// this node stops leading or the log fails first.
     pub async fn wait_committed(&self, end: Offset) -> Result<(), BrokerError> {
-        let mut rx = self.progress.subscribe();
-        let outcome = rx
-            .wait_for(|p| p.visible >= end || p.failed || !p.leading)
+        self.wait_while_leading(|p| p.visible >= end, "committed")
             .await
-            .map(|p| *p);
-        match outcome {
-            Ok(p) if p.visible >= end => Ok(()),
-            Ok(p) if p.failed => Err(BrokerError::Log(LogError::Offline {
-                path: std::path::PathBuf::from(format!("{}-{}", self.topic, self.index)),
-                reason: "the log failed before the write was committed".into(),
-            })),
-            _ => Err(BrokerError::NotLeader(format!(
-                "leadership of {}-{} moved before the write was committed",
-                self.topic, self.index
-            ))),
-        }
     }
 
     /// A node rejoining its cluster: the high watermark starts at `checkpointed` (the last
@@ -932,12 +937,10 @@ impl Partition {
     /// leader once its in-sync followers hold more.
     pub fn restart_high_watermark(&self, checkpointed: Option<Offset>) {
         let mut state = self.state.lock();
-        let start = state.log.log_start_offset();
         let visible = checkpointed
-            .unwrap_or(start)
-            .min(state.log.next_offset())
-            .max(start);
-        self.progress.send_modify(|p| p.visible = visible);
+            .unwrap_or(Offset(0))
+            .min(state.log.next_offset());
+        self.progress.send_modify(|p| p.visible = visible); // `publish` lifts it to the log start
         self.publish(&mut state);
     }
 
@@ -947,14 +950,9 @@ impl Partition {
     /// truncation point (committed records are never cut); the durable end may be, and
     /// what is written again there is not on disk yet.
     fn publish_cut(&self, state: &mut State) {
-        let log = &state.log;
-        let (start, end, durable) = (
-            log.log_start_offset(),
-            log.next_offset(),
-            log.durable_offset(),
-        );
+        let (end, durable) = (state.log.next_offset(), state.log.durable_offset());
         self.progress.send_modify(|p| {
-            p.visible = p.visible.min(end).max(start);
+            p.visible = p.visible.min(end); // `publish` lifts it to the log start
             p.durable = durable;
         });
         // A follower's copy of its leader's high watermark comes down too, or the next
@@ -964,7 +962,7 @@ impl Partition {
             ..
         } = &mut state.role
         {
-            *leader_high_watermark = (*leader_high_watermark).min(end).max(start);
+            *leader_high_watermark = (*leader_high_watermark).min(end);
         }
         self.publish(state);
     }
