@@ -4,11 +4,14 @@ coordinator with the leadership; the group's members (classic or KIP-848) find t
 themselves and no committed offset is lost or moves backwards. Each test is bounded; the timeout mark is the hard
 stop for a hung one."""
 
+import os
+import struct
 import time
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+from broker import raw
 from conftest import wait_until
 
 from .checker import History
@@ -163,3 +166,126 @@ def test_asking_for_the_offsets_topic_creates_it_as_the_offsets_topic_and_it_can
     assert "INVALID_PARTITIONS" in str(refused.value) or "cannot get more partitions" in str(refused.value), \
         str(refused.value)
     assert len(c.metadata(OFFSETS).topics[OFFSETS].partitions) == 16
+
+
+def offset_commit_v2(group, topic, partition, offset):
+    """OffsetCommit v2 of one offset, outside any generation (a simple consumer's commit)."""
+    body = raw.string(group) + struct.pack(">i", -1) + raw.string("") + struct.pack(">q", -1)
+    body += struct.pack(">i", 1) + raw.string(topic)
+    body += struct.pack(">iiq", 1, partition, offset) + raw.string("")
+    return raw.frame(raw.header_v1(8, 2, 1) + body)
+
+
+def offset_commit_error(payload):
+    at = raw.one_partition(payload, 4)
+    _partition, error = struct.unpack_from(">ih", payload, at)
+    return error
+
+
+def offset_fetch_v1(group, topic, partition):
+    body = raw.string(group) + struct.pack(">i", 1) + raw.string(topic) + struct.pack(">ii", 1, partition)
+    return raw.frame(raw.header_v1(9, 1, 2) + body)
+
+
+def fetched_offset(payload):
+    """(offset, error) of a one-partition OffsetFetch v1 response."""
+    at = raw.one_partition(payload, 4)
+    _partition, offset, n = struct.unpack_from(">iqh", payload, at)
+    at += 14 + max(n, 0)
+    (error,) = struct.unpack_from(">h", payload, at)
+    return offset, error
+
+
+def fetch_from(node, group):
+    """(offset, error) of the group's plain/0 offset as `node` answers, or None if it did not."""
+    try:
+        return fetched_offset(raw.call(node.bootstrap, offset_fetch_v1(group, "plain", 0), timeout=8))
+    except (OSError, AssertionError):
+        return None
+
+
+def test_an_offset_commit_no_quorum_holds_is_never_read_back(cluster):
+    """A coordinator applies a commit to its state when it writes it, before a quorum holds
+    it. With both followers of the group's offsets partition paused, a commit is written on the
+    leader only and waits for followers that do not fetch; an OffsetFetch sent meanwhile must
+    not answer it (before the fix the leader answered it at once). On 3 nodes the pause also
+    takes the metadata quorum: the leader's session lapses after about a second and it steps
+    down, both requests then answered NOT_COORDINATOR, while its coordinator still holds the
+    commit. The leader is then SIGKILLed and restarted as the followers come back: every
+    answer any node gives while the partition changes hands must be an offset the group keeps
+    in the end (the new epoch keeps the commit only if its leader's log has it).
+
+    Not on 5 nodes: there the controller fences the paused followers and takes them out of
+    the ISR within about a second, and the commit is then committed on the leader alone (as in
+    Kafka with `min.insync.replicas=1`), so answering it is right."""
+    c = cluster(3)
+    c.create_topic("plain", 1, replication_factor=3)
+    produce_records(c.bootstrap, "plain", History(), 10)
+
+    def commit_3(group):
+        consumer = Consumer({"bootstrap.servers": c.bootstrap, "group.id": group, "enable.auto.commit": False,
+                             **CLIENT_DEFAULTS})
+        try:
+            consumer.commit(offsets=[TopicPartition("plain", 0, 3)], asynchronous=False)
+        finally:
+            consumer.close()
+    group = "g-unreplicated"
+    commit_3(group)
+    partition, leader = coordinator_of(c, group)
+    c.wait_for_isr(OFFSETS, partition)
+    followers = [n for n in c.partition(OFFSETS, partition).replicas if n != leader]
+    assert len(followers) == 2, followers
+    assert fetch_from(c.node(leader), group) == (3, 0)
+
+    for f in followers:
+        c.pause(f)
+        # Every thread stopped: no fetch of the commit below may slip out after the signal.
+        tasks = f"/proc/{c.node(f).proc.pid}/task"
+        wait_until(lambda: all(open(f"{tasks}/{t}/stat").read().rsplit(")", 1)[1].split()[0] == "T"
+                               for t in os.listdir(tasks)), 5, f"node {f} to stop")
+    try:
+        # The commit is appended at once and then waits for followers that do not fetch; the
+        # OffsetFetch, sent meanwhile, reads the coordinator's state with the commit applied.
+        committing = raw.Conn(c.node(leader).bootstrap, timeout=20)
+        committing.send(offset_commit_v2(group, "plain", 0, 7))
+        time.sleep(0.3)
+        got = fetch_from(c.node(leader), group)
+        assert got is not None, "the leader did not answer an OffsetFetch in 8 s"
+        offset, error = got
+        assert offset != 7, "the leader answered a commit no quorum holds"
+        assert (offset == -1 and error != 0) or (offset, error) == (3, 0), (offset, error)
+        answer = committing.read_frame()
+        committing.close()
+        assert answer is not None and offset_commit_error(answer) != 0, \
+            "a commit no follower holds was acknowledged"
+        c.kill(leader)
+        c.node(leader).start(wait=False)
+    finally:
+        for f in followers:
+            if c.node(f).paused:
+                c.resume(f)
+
+    # Every node's answers while the partition moves to a new epoch.
+    answers = []
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and len(answers) < 20:
+        for n in c.ids:
+            got = fetch_from(c.node(n), group)
+            if got is not None and got[1] == 0:
+                answers.append((n, got[0]))
+        time.sleep(0.2)
+    c.wait_ready(c.ids)
+    c.wait_for_leader(OFFSETS, partition)
+
+    def settled_offset():
+        try:
+            got = committed_offsets(c.bootstrap, group, "plain", [0], timeout=10).get(0)
+        except KafkaException:
+            return None
+        return got if got in (3, 7) else None
+    final = wait_until(settled_offset, 60, "the group's offset once the cluster is whole again")
+    wait_until(lambda: fetch_from(c.node(coordinator_of(c, group)[1]), group) == (final, 0), 30,
+               f"the coordinator to answer {final}")
+    assert answers, "no node answered an OffsetFetch in 20 s while the partition changed hands"
+    wrong = [(n, offset) for n, offset in answers if offset != final and offset != 3]
+    assert not wrong, f"answered offsets the group does not keep (it keeps {final}): {wrong}"

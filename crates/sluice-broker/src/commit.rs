@@ -38,6 +38,31 @@ pub async fn committed(waits: Waits) -> Result<(), ResponseError> {
     Ok(())
 }
 
+/// What to wait for until everything `partition` holds now is committed; `None` when it is.
+pub fn unsettled(partition: &Arc<Partition>) -> Option<(Arc<Partition>, Offset)> {
+    let progress = partition.progress();
+    (progress.visible < progress.end).then(|| (Arc::clone(partition), progress.end))
+}
+
+/// What an answer read from a coordinator's state waits on, in a cluster
+/// ([`crate::shards::Shards::read_fence`]): everything `partition` holds now committed (`None`
+/// when it is). Where the replica no longer leads (it stepped down, or its log was cut back)
+/// the state may hold what another leader never will: the wait is then for the offset past
+/// its log end, which [`committed`] answers at once with NOT_COORDINATOR.
+pub fn fence(partition: &Arc<Partition>) -> Option<(Arc<Partition>, Offset)> {
+    let progress = partition.progress();
+    if !progress.leading {
+        return Some((Arc::clone(partition), progress.end.plus(1)));
+    }
+    unsettled(partition)
+}
+
+/// Waits for [`fence`]: what a reply read from a coordinator's state after the request's
+/// lock was released (a rebalance another member completed) waits on.
+pub async fn settled(partition: Option<Arc<Partition>>) -> Result<(), ResponseError> {
+    committed(partition.as_ref().and_then(fence).into_iter().collect()).await
+}
+
 /// The error a coordinator answers for a write that failed.
 pub fn coordinator_error(e: &BrokerError) -> ResponseError {
     match e {

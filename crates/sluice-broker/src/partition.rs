@@ -1095,6 +1095,40 @@ mod tests {
             .is_some());
     }
 
+    #[tokio::test]
+    async fn a_coordinators_read_fence_waits_for_the_leaders_log_end_and_fails_off_the_leader() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = leader_of(dir.path());
+        p.lead(NodeId(1), &assignment(&[1, 2], 0), 1, 10_000, 0);
+        p.on_follower_fetch(NodeId(2), Offset(0), Offset(0), 1);
+        assert!(
+            crate::commit::fence(&p).is_none(),
+            "nothing written: nothing to wait for"
+        );
+        let bytes = sluice_log::testing::batch_bytes(0, 3, 1_000, 8, 0);
+        p.append(sluice_log::validate_produce(&bytes, 1 << 20).unwrap(), true)
+            .unwrap();
+        // Written, not committed: an answer read from a state holding it waits for the end.
+        let wait = crate::commit::fence(&p).unwrap();
+        assert_eq!(wait.1, Offset(3));
+        let waiting = tokio::spawn(crate::commit::committed(vec![wait]));
+        tokio::task::yield_now().await;
+        assert!(
+            !waiting.is_finished(),
+            "answered before the follower held it"
+        );
+        p.on_follower_fetch(NodeId(2), Offset(3), Offset(0), 2);
+        assert_eq!(waiting.await.unwrap(), Ok(()));
+        assert!(crate::commit::fence(&p).is_none());
+        // A replica that stepped down answers nothing from its state, even with nothing
+        // pending: another node may lead, and take writes, by now.
+        p.follow(None, Epoch(4));
+        assert_eq!(
+            crate::commit::settled(Some(Arc::clone(&p))).await,
+            Err(ResponseError::NotCoordinator)
+        );
+    }
+
     fn with_records(dir: &std::path::Path, count: usize) -> Arc<Partition> {
         let clock: Arc<dyn sluice_log::Clock> = Arc::new(sluice_log::SystemClock);
         let (mut log, _) = Log::open(dir, LogConfig::default(), clock).unwrap();

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use kafka_protocol::error::ResponseError;
 use parking_lot::RwLock;
 
+use crate::commit::Waits;
 use crate::error::BrokerError;
 use crate::partition::Partition;
 use crate::topics::Topic;
@@ -102,6 +103,41 @@ impl Shards {
         topic
             .partition(index)
             .ok_or_else(|| BrokerError::NotLeader(format!("{}-{index} is not here", self.name)))
+    }
+
+    /// In a cluster, the log partition holding `key` (when this node coordinates it), whose records an answer read from the
+    /// coordinator's state must see committed first ([`crate::commit::settled`]). The state
+    /// holds records not committed yet: writes applied when appended, and at a take-over
+    /// whatever the new leader's log held past the high watermark. A coordinator that fails
+    /// over may lose those, and a client told of them would act on a state that never was (a
+    /// consumer starting from an offset no commit holds; a partition leader appending to a
+    /// transaction the next coordinator does not know of, which no marker would ever end).
+    /// `None` on a single node, which answers from what it wrote (see docs/replication.md).
+    pub fn read_fence(&self, key: &str) -> Option<Arc<Partition>> {
+        if !self.is_clustered() || self.check(key).is_err() {
+            return None;
+        }
+        self.partition(key).ok()
+    }
+
+    /// [`Shards::read_fence`] as waits: everything written so far to `key`'s log partition, in
+    /// a cluster, when some of it is not committed yet.
+    /// Call with the coordinator's lock held, right after reading the state.
+    pub fn settled(&self, key: &str) -> Waits {
+        self.read_fence(key)
+            .and_then(|p| crate::commit::fence(&p))
+            .into_iter()
+            .collect()
+    }
+
+    /// Everything written so far to the log partition holding `key`, when some of it is not
+    /// committed (durable, on a single node) yet.
+    pub fn written_so_far(&self, key: &str) -> Waits {
+        self.partition(key)
+            .ok()
+            .and_then(|p| crate::commit::unsettled(&p))
+            .into_iter()
+            .collect()
     }
 
     /// The partitions loaded here, with their epochs (empty on a single node).

@@ -191,10 +191,14 @@ impl GroupService {
 /// The answer to a JoinGroup or SyncGroup: once the group's writes are committed, the
 /// coordinator's reply (now, or when the phase completes); `failed(error)` if the writes were
 /// refused or not committed, `failed(let_go)` if the coordinator let the member go unanswered
-/// (the group moved to another coordinator, or was removed).
+/// (the group moved to another coordinator, or was removed). The reply is read from the
+/// group's state, which another member's request may have moved: with a `fence` (a cluster's
+/// [`Shards::read_fence`], taken under the coordinator's lock) it is sent once everything the
+/// group's log partition holds then is committed.
 pub(crate) fn answer_when_committed<T: Send + 'static>(
     written: Result<Waits, ResponseError>,
     reply: coordinator::Reply<T>,
+    fence: Option<Arc<Partition>>,
     failed: impl Fn(ResponseError) -> T + Send + 'static,
     let_go: ResponseError,
     respond: impl Fn(T) -> kafka_protocol::messages::ResponseKind + Send + 'static,
@@ -204,8 +208,11 @@ pub(crate) fn answer_when_committed<T: Send + 'static>(
         Ok(waits) => waits,
         Err(e) => return Reply::Ready(Box::new(respond(failed(e)))),
     };
+    let settled = || fence.as_ref().and_then(crate::commit::fence).is_none();
     match reply {
-        coordinator::Reply::Now(r) if waits.is_empty() => Reply::Ready(Box::new(respond(r))),
+        coordinator::Reply::Now(r) if waits.is_empty() && settled() => {
+            Reply::Ready(Box::new(respond(r)))
+        }
         reply => Reply::Later(Box::pin(async move {
             if let Err(e) = crate::commit::committed(waits).await {
                 return Some(respond(failed(e)));
@@ -214,6 +221,9 @@ pub(crate) fn answer_when_committed<T: Send + 'static>(
                 coordinator::Reply::Now(r) => r,
                 coordinator::Reply::Later(rx) => rx.await.unwrap_or_else(|_| failed(let_go)),
             };
+            if let Err(e) = crate::commit::settled(fence).await {
+                return Some(respond(failed(e)));
+            }
             Some(respond(r))
         })),
     }

@@ -35,7 +35,7 @@ pub fn handle(broker: &Broker, request: AddOffsetsToTxnRequest, _call: &Call) ->
                 &request.group_id,
                 now,
             ) {
-                Ok(None) => Ok(Vec::new()),
+                Ok(None) => Ok(broker.txns.settled(&request.transactional_id)),
                 Ok(Some(meta)) => broker.txns.put(&mut coordinator, meta),
                 Err(e) => Err(e),
             },

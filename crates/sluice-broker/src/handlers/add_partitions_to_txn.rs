@@ -99,10 +99,11 @@ fn add(
             }
             Some(_) => Some(ResponseError::InvalidTxnState),
         });
-        return (r, Vec::new());
+        // Answered from the state: in a cluster, once what it read is committed.
+        return (r, broker.txns.settled(id));
     }
     match coordinator.add_partitions(id, producer_id, epoch, &partitions, false, now) {
-        Ok(None) => (results(topics, |_, _| None), Vec::new()),
+        Ok(None) => (results(topics, |_, _| None), broker.txns.settled(id)),
         Ok(Some(meta)) => match broker.txns.put(&mut coordinator, meta) {
             Ok(waits) => (results(topics, |_, _| None), waits),
             Err(e) => (results(topics, |_, _| Some(e)), Vec::new()),

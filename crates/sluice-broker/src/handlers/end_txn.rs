@@ -53,7 +53,11 @@ pub fn handle(broker: &Broker, request: EndTxnRequest, call: &Call) -> Reply {
                     End::Done {
                         producer_id,
                         producer_epoch,
-                    } => Ok((None, Vec::new(), (producer_id, producer_epoch))),
+                    } => Ok((
+                        None,
+                        broker.txns.settled(&request.transactional_id),
+                        (producer_id, producer_epoch),
+                    )),
                     End::Write(meta) => {
                         let ids = (meta.producer_id, meta.producer_epoch);
                         Ok((None, broker.txns.put(&mut coordinator, meta)?, ids))

@@ -11,9 +11,11 @@ use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse, Response
 
 use kafka_protocol::ResponseError;
 use sluice_auth::acl::{Operation, ResourceType};
+use sluice_wire::Reply;
 
 use super::{str_bytes, topic_name};
 use crate::broker::Broker;
+use crate::commit::{self, Waits};
 use crate::group::coordinator::Coordinator;
 use crate::handlers::{Call, Versions};
 use crate::txn::state::TxnState;
@@ -61,7 +63,51 @@ const UNSTABLE_OFFSET_COMMIT: i16 = 88;
 
 pub const VERSIONS: Versions = Versions::new(1, 9);
 
-pub fn handle(broker: &Broker, request: OffsetFetchRequest, call: &Call) -> ResponseKind {
+pub fn handle(broker: &Broker, request: OffsetFetchRequest, call: &Call) -> Reply {
+    let (response, waits) = answer(broker, request, call);
+    if waits.is_empty() {
+        return Reply::Ready(Box::new(response));
+    }
+    // In a cluster the offsets were read from the coordinator's state, which may hold writes
+    // no quorum has yet (a commit being replicated, a new leader's log tail): they are
+    // answered once what the groups' log partitions held then is committed.
+    Reply::Later(Box::pin(async move {
+        let outcomes =
+            futures::future::join_all(waits.into_iter().map(|w| commit::committed(vec![w]))).await;
+        Some(match outcomes.into_iter().find_map(Result::err) {
+            None => response,
+            Some(e) => failed(response, e),
+        })
+    }))
+}
+
+/// `response` with `error` in place of the offsets of every group answered without an error.
+fn failed(mut response: ResponseKind, error: ResponseError) -> ResponseKind {
+    let ResponseKind::OffsetFetch(r) = &mut response else {
+        return response;
+    };
+    for g in r.groups.iter_mut().filter(|g| g.error_code == 0) {
+        g.topics.clear();
+        g.error_code = error.code();
+    }
+    if r.groups.is_empty() && r.error_code == 0 {
+        // v1-7: one group; v1 has no top-level error, every partition carries it.
+        r.error_code = error.code();
+        for p in r.topics.iter_mut().flat_map(|t| t.partitions.iter_mut()) {
+            if p.error_code == 0 || p.error_code == UNSTABLE_OFFSET_COMMIT {
+                p.committed_offset = -1;
+                p.committed_leader_epoch = -1;
+                p.metadata = None;
+                p.error_code = error.code();
+            }
+        }
+    }
+    response
+}
+
+/// The response, and what it waits on before it is sent (see
+/// [`crate::shards::Shards::settled`]).
+fn answer(broker: &Broker, request: OffsetFetchRequest, call: &Call) -> (ResponseKind, Waits) {
     let authz = call.authz(broker);
     if authz.is_unrestricted() {
         return handle_authorized(broker, request, call);
@@ -85,9 +131,9 @@ pub fn handle(broker: &Broker, request: OffsetFetchRequest, call: &Call) -> Resp
     };
     let denied_topic = ResponseError::TopicAuthorizationFailed.code();
     let denied_group = ResponseError::GroupAuthorizationFailed.code();
-    let mut response = handle_authorized(broker, request, call);
+    let (mut response, waits) = handle_authorized(broker, request, call);
     let ResponseKind::OffsetFetch(r) = &mut response else {
-        return response;
+        return (response, waits);
     };
     if call.version >= 8 {
         for ((g, all), ok) in r.groups.iter_mut().zip(all_topics).zip(group_ok) {
@@ -115,7 +161,7 @@ pub fn handle(broker: &Broker, request: OffsetFetchRequest, call: &Call) -> Resp
         if !group_ok[0] {
             r.topics.clear();
             r.error_code = denied_group;
-            return response;
+            return (response, waits);
         }
         if all_topics[0] {
             r.topics
@@ -132,10 +178,14 @@ pub fn handle(broker: &Broker, request: OffsetFetchRequest, call: &Call) -> Resp
             }
         }
     }
-    response
+    (response, waits)
 }
 
-fn handle_authorized(broker: &Broker, request: OffsetFetchRequest, call: &Call) -> ResponseKind {
+fn handle_authorized(
+    broker: &Broker,
+    request: OffsetFetchRequest,
+    call: &Call,
+) -> (ResponseKind, Waits) {
     let version = call.version;
     // (group, topic, partition) with offsets pending in an open transaction.
     let pending: std::collections::HashSet<(String, String, i32)> = if request.require_stable {
@@ -159,6 +209,18 @@ fn handle_authorized(broker: &Broker, request: OffsetFetchRequest, call: &Call) 
         }
     };
     let coordinator = broker.groups.coordinator.lock();
+    // Taken under the coordinator's lock, with the offsets it answers.
+    let fences = |groups: &mut dyn Iterator<Item = &str>| {
+        let mut waits: Waits = Vec::new();
+        for group in groups {
+            for wait in broker.groups.shards.settled(group) {
+                if !waits.iter().any(|(p, _)| p.index == wait.0.index) {
+                    waits.push(wait);
+                }
+            }
+        }
+        waits
+    };
     if version >= 8 {
         let groups = request
             .groups
@@ -198,7 +260,11 @@ fn handle_authorized(broker: &Broker, request: OffsetFetchRequest, call: &Call) 
                     .with_topics(topics)
             })
             .collect();
-        return ResponseKind::OffsetFetch(OffsetFetchResponse::default().with_groups(groups));
+        let waits = fences(&mut request.groups.iter().map(|g| g.group_id.as_str()));
+        return (
+            ResponseKind::OffsetFetch(OffsetFetchResponse::default().with_groups(groups)),
+            waits,
+        );
     }
     if let Err(e) = broker.groups.check(&request.group_id) {
         // v1 has no top-level error: every asked partition carries it.
@@ -222,10 +288,13 @@ fn handle_authorized(broker: &Broker, request: OffsetFetchRequest, call: &Call) 
                     )
             })
             .collect();
-        return ResponseKind::OffsetFetch(
-            OffsetFetchResponse::default()
-                .with_error_code(e.code())
-                .with_topics(topics),
+        return (
+            ResponseKind::OffsetFetch(
+                OffsetFetchResponse::default()
+                    .with_error_code(e.code())
+                    .with_topics(topics),
+            ),
+            Waits::new(),
         );
     }
     let wanted = request.topics.as_ref().map(|ts| {
@@ -252,5 +321,9 @@ fn handle_authorized(broker: &Broker, request: OffsetFetchRequest, call: &Call) 
                 )
         })
         .collect();
-    ResponseKind::OffsetFetch(OffsetFetchResponse::default().with_topics(topics))
+    let waits = fences(&mut std::iter::once(request.group_id.as_str()));
+    (
+        ResponseKind::OffsetFetch(OffsetFetchResponse::default().with_topics(topics)),
+        waits,
+    )
 }

@@ -61,10 +61,13 @@ impl Broker {
         let loaded = shards.loaded();
         for (index, p) in info.partitions.iter().enumerate() {
             let index = index as i32;
+            // The replica itself must lead, not only the metadata name this node: a node that
+            // led before it restarted is named until the controller moves the partition to a
+            // new epoch, and its log may end past what a quorum holds.
             let leads = p.leader == Some(me)
                 && local
                     .partition(index)
-                    .is_some_and(|l| l.leader_epoch().0 == p.leader_epoch.0);
+                    .is_some_and(|l| l.leader_epoch().0 == p.leader_epoch.0 && l.leads());
             match (leads, loaded.get(&index)) {
                 (true, Some(&epoch)) if epoch == p.leader_epoch.0 => {}
                 (true, _) => {

@@ -207,14 +207,13 @@ impl TxnService {
     /// What to wait on until everything written so far to the log partition holding `id`'s
     /// state is committed (durable on a single node); nothing when it already is.
     pub fn written_so_far(&self, id: &str) -> Waits {
-        let Ok(partition) = self.shards.partition(id) else {
-            return Waits::new();
-        };
-        let progress = partition.progress();
-        if progress.visible >= progress.end {
-            return Waits::new();
-        }
-        vec![(partition, progress.end)]
+        self.shards.written_so_far(id)
+    }
+
+    /// What an answer read from `id`'s state (not written by the request) waits on, in a
+    /// cluster: see [`Shards::read_fence`]. Nothing on a single node.
+    pub fn settled(&self, id: &str) -> Waits {
+        self.shards.settled(id)
     }
 
     /// Appends the records (call with the coordinator locked, so the log's order is the order
@@ -673,7 +672,8 @@ impl Broker {
         }
         let key = (topic.to_string(), partition);
         if meta.state == TxnState::Ongoing && meta.partitions.contains(&key) {
-            return Ok(Waits::new());
+            // In a cluster, once the state that holds the partition is committed.
+            return Ok(self.txns.settled(&meta.transactional_id));
         }
         if !implicit_add {
             return Err((
@@ -695,7 +695,7 @@ impl Broker {
                 .txns
                 .put(&mut coordinator, meta)
                 .map_err(|e| (e, "cannot record the transaction's partition".to_string())),
-            None => Ok(Waits::new()),
+            None => Ok(self.txns.settled(&id)),
         }
     }
 
