@@ -188,17 +188,37 @@ impl GroupService {
     }
 }
 
+/// What a reply read from `group`'s state waits on before it is sent, in a cluster
+/// ([`Shards::settled`]), sampled once the reply is known. It takes the coordinator's lock:
+/// the request that completed a rebalance (a leader's SyncGroup hands the other members their
+/// assignments before it appends the group's record) has appended its write by then. Nothing
+/// on a single node.
+pub(crate) fn fence_later(
+    broker: &crate::broker::Broker,
+    group: &str,
+) -> impl FnOnce() -> Waits + Send + 'static {
+    let clustered = broker.groups.shards.is_clustered();
+    let broker = clustered.then(|| broker.arc()).flatten();
+    let group = group.to_string();
+    move || match broker {
+        Some(b) => {
+            let _written = b.groups.coordinator.lock();
+            b.groups.shards.settled(&group)
+        }
+        None => Waits::new(),
+    }
+}
+
 /// The answer to a JoinGroup or SyncGroup: once the group's writes are committed, the
 /// coordinator's reply (now, or when the phase completes); `failed(error)` if the writes were
 /// refused or not committed, `failed(let_go)` if the coordinator let the member go unanswered
 /// (the group moved to another coordinator, or was removed). The reply is read from the
-/// group's state, which another member's request may have moved: with a `fence` (a cluster's
-/// [`Shards::read_fence`], taken under the coordinator's lock) it is sent once everything the
-/// group's log partition holds then is committed.
+/// group's state, which another member's request may have moved: it is sent once what
+/// `fence` ([`fence_later`]) returns then is committed.
 pub(crate) fn answer_when_committed<T: Send + 'static>(
     written: Result<Waits, ResponseError>,
     reply: coordinator::Reply<T>,
-    fence: Option<Arc<Partition>>,
+    fence: impl FnOnce() -> Waits + Send + 'static,
     failed: impl Fn(ResponseError) -> T + Send + 'static,
     let_go: ResponseError,
     respond: impl Fn(T) -> kafka_protocol::messages::ResponseKind + Send + 'static,
@@ -208,25 +228,33 @@ pub(crate) fn answer_when_committed<T: Send + 'static>(
         Ok(waits) => waits,
         Err(e) => return Reply::Ready(Box::new(respond(failed(e)))),
     };
-    let settled = || fence.as_ref().and_then(crate::commit::fence).is_none();
-    match reply {
-        coordinator::Reply::Now(r) if waits.is_empty() && settled() => {
-            Reply::Ready(Box::new(respond(r)))
+    let (reply, fence) = match reply {
+        coordinator::Reply::Now(r) if waits.is_empty() => {
+            let pending = fence();
+            if pending.is_empty() {
+                return Reply::Ready(Box::new(respond(r)));
+            }
+            let fence: Box<dyn FnOnce() -> Waits + Send> = Box::new(move || pending);
+            (coordinator::Reply::Now(r), fence)
         }
-        reply => Reply::Later(Box::pin(async move {
-            if let Err(e) = crate::commit::committed(waits).await {
-                return Some(respond(failed(e)));
-            }
-            let r = match reply {
-                coordinator::Reply::Now(r) => r,
-                coordinator::Reply::Later(rx) => rx.await.unwrap_or_else(|_| failed(let_go)),
-            };
-            if let Err(e) = crate::commit::settled(fence).await {
-                return Some(respond(failed(e)));
-            }
-            Some(respond(r))
-        })),
-    }
+        reply => {
+            let fence: Box<dyn FnOnce() -> Waits + Send> = Box::new(fence);
+            (reply, fence)
+        }
+    };
+    Reply::Later(Box::pin(async move {
+        if let Err(e) = crate::commit::committed(waits).await {
+            return Some(respond(failed(e)));
+        }
+        let r = match reply {
+            coordinator::Reply::Now(r) => r,
+            coordinator::Reply::Later(rx) => rx.await.unwrap_or_else(|_| failed(let_go)),
+        };
+        if let Err(e) = crate::commit::committed(fence()).await {
+            return Some(respond(failed(e)));
+        }
+        Some(respond(r))
+    }))
 }
 
 /// Why an offset commit (plain or transactional) of `topic`-`partition` cannot be taken: the

@@ -54,7 +54,7 @@ pub fn handle(broker: &Broker, request: JoinGroupRequest, call: &Call) -> Reply 
         Ok(c) => c,
         Err(e) => return Reply::Ready(Box::new(respond(failed(e)))),
     };
-    let fence = groups.shards.read_fence(&join.group_id);
+    let fence = crate::group::fence_later(broker, &join.group_id);
     let (reply, records) = coordinator.join(join, groups.now_ms());
     let written = groups.record(&mut coordinator, &records);
     drop(coordinator);

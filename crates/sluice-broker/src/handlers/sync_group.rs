@@ -37,7 +37,7 @@ pub fn handle(broker: &Broker, request: SyncGroupRequest, call: &Call) -> Reply 
             .collect(),
     );
     let written = groups.record(&mut coordinator, &records);
-    let fence = groups.shards.read_fence(&request.group_id);
+    let fence = crate::group::fence_later(broker, &request.group_id);
     drop(coordinator);
     answer_when_committed(
         written,
