@@ -189,21 +189,25 @@ impl GroupService {
 }
 
 /// What a reply read from `group`'s state waits on before it is sent, in a cluster
-/// ([`Shards::settled`]), sampled once the reply is known. It takes the coordinator's lock:
-/// the request that completed a rebalance (a leader's SyncGroup hands the other members their
+/// ([`Shards::read_fence`]): call with the coordinator's lock held, while this node coordinates
+/// the group. The wait is sampled once the reply is known ([`crate::commit::fence`]: a replica
+/// that stepped down in between answers NOT_COORDINATOR), under the coordinator's lock: the
+/// request that completed a rebalance (a leader's SyncGroup hands the other members their
 /// assignments before it appends the group's record) has appended its write by then. Nothing
 /// on a single node.
 pub(crate) fn fence_later(
     broker: &crate::broker::Broker,
     group: &str,
 ) -> impl FnOnce() -> Waits + Send + 'static {
-    let clustered = broker.groups.shards.is_clustered();
-    let broker = clustered.then(|| broker.arc()).flatten();
-    let group = group.to_string();
-    move || match broker {
-        Some(b) => {
+    let fenced = broker
+        .groups
+        .shards
+        .read_fence(group)
+        .and_then(|partition| Some((broker.arc()?, partition)));
+    move || match fenced {
+        Some((b, partition)) => {
             let _written = b.groups.coordinator.lock();
-            b.groups.shards.settled(&group)
+            crate::commit::fence(&partition).into_iter().collect()
         }
         None => Waits::new(),
     }
@@ -248,7 +252,11 @@ pub(crate) fn answer_when_committed<T: Send + 'static>(
         }
         let r = match reply {
             coordinator::Reply::Now(r) => r,
-            coordinator::Reply::Later(rx) => rx.await.unwrap_or_else(|_| failed(let_go)),
+            coordinator::Reply::Later(rx) => match rx.await {
+                Ok(r) => r,
+                // Let go: an error, which tells nothing of the group's state.
+                Err(_) => return Some(respond(failed(let_go))),
+            },
         };
         if let Err(e) = crate::commit::committed(fence()).await {
             return Some(respond(failed(e)));
