@@ -196,6 +196,9 @@ function guarded(fn) {
 
 function showTokenForm() {
   stopRefresh();
+  // Already asking: a page's other requests answered 401 too. Drawing the form again would
+  // wipe what the user is typing (seen as a sign-in click that did nothing).
+  if (document.getElementById("token")) return;
   const input = h("input", { type: "password", id: "token", autocomplete: "current-password", required: true });
   render(h("h1", {}, "Admin token"),
     h("p", {}, "This admin port needs its token (SLUICE_ADMIN_TOKEN). It is kept for this browser tab only."),
