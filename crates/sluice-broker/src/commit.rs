@@ -57,12 +57,6 @@ pub fn fence(partition: &Arc<Partition>) -> Option<(Arc<Partition>, Offset)> {
     unsettled(partition)
 }
 
-/// Waits for [`fence`]: what a reply read from a coordinator's state after the request's
-/// lock was released (a rebalance another member completed) waits on.
-pub async fn settled(partition: Option<Arc<Partition>>) -> Result<(), ResponseError> {
-    committed(partition.as_ref().and_then(fence).into_iter().collect()).await
-}
-
 /// The error a coordinator answers for a write that failed.
 pub fn coordinator_error(e: &BrokerError) -> ResponseError {
     match e {

@@ -1124,7 +1124,7 @@ mod tests {
         // pending: another node may lead, and take writes, by now.
         p.follow(None, Epoch(4));
         assert_eq!(
-            crate::commit::settled(Some(Arc::clone(&p))).await,
+            crate::commit::committed(crate::commit::fence(&p).into_iter().collect()).await,
             Err(ResponseError::NotCoordinator)
         );
     }

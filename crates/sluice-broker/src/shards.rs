@@ -105,8 +105,9 @@ impl Shards {
             .ok_or_else(|| BrokerError::NotLeader(format!("{}-{index} is not here", self.name)))
     }
 
-    /// In a cluster, the log partition holding `key` (when this node coordinates it), whose records an answer read from the
-    /// coordinator's state must see committed first ([`crate::commit::settled`]). The state
+    /// In a cluster, the log partition holding `key` (when this node coordinates it), whose
+    /// records an answer read from the coordinator's state must see committed first
+    /// ([`crate::commit::fence`]). The state
     /// holds records not committed yet: writes applied when appended, and at a take-over
     /// whatever the new leader's log held past the high watermark. A coordinator that fails
     /// over may lose those, and a client told of them would act on a state that never was (a
