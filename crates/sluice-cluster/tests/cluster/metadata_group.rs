@@ -3,13 +3,11 @@
 //! proposal from any node commits and applies on all, the group survives losing its leader,
 //! and a stopped node catches up when it returns (from its own files).
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use common::{bind_voters, knows, register, wait_for};
+use crate::common::{bind_voters, knows, register, wait_for};
 use sluice_cluster::metadata::MetadataRecord;
 use sluice_cluster::raft::node::{MetadataConfig, MetadataNode};
 use sluice_cluster::NodeId;

@@ -4,14 +4,12 @@
 //! metadata leader (and does not fence the living while it takes over), and a node that comes
 //! back is registered and unfenced again.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{bind_voters, wait_for};
+use crate::common::{bind_voters, wait_for};
 use sluice_cluster::controller::ControllerConfig;
 use sluice_cluster::metadata::NodeRegistration;
 use sluice_cluster::raft::node::MetadataConfig;

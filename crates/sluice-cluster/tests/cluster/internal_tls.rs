@@ -3,13 +3,11 @@
 //! authority form a group and commit; a caller without a certificate, or with one of another
 //! authority, or a TLS caller at a plain listener, gets no answer and changes nothing.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{bind_voters, knows, register, wait_for};
+use crate::common::{bind_voters, knows, register, wait_for};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
 use sluice_cluster::raft::network::{InternalRequest, InternalResponse, PeerClient};
 use sluice_cluster::raft::node::{MetadataConfig, MetadataNode};

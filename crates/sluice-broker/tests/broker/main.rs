@@ -1,0 +1,7 @@
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+//! The broker crate's integration tests, in one test binary: each file linked on its own cost
+//! CI a link of the whole dependency tree (docs/decisions/ci-one-build.md).
+
+mod authorization;
+mod transactions;
+mod version_matrix;

@@ -1,0 +1,9 @@
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+//! The cluster crate's integration tests, in one test binary: each file linked on its own cost
+//! CI a link of the whole dependency tree (docs/decisions/ci-one-build.md).
+
+mod cluster_nodes;
+mod common;
+mod controller;
+mod internal_tls;
+mod metadata_group;
