@@ -34,7 +34,6 @@ pub async fn wait_for(what: &str, mut predicate: impl FnMut() -> bool) {
 }
 
 /// The records registering node `id` (a proposal whose effect [`knows`] sees).
-#[allow(dead_code)] // not every test file proposes
 pub fn register(id: i32) -> Vec<MetadataRecord> {
     vec![MetadataRecord::RegisterNode(NodeRegistration {
         node: NodeId(id),
@@ -49,7 +48,6 @@ pub fn register(id: i32) -> Vec<MetadataRecord> {
 }
 
 /// Whether `node` has applied the registration of node `id`.
-#[allow(dead_code)] // not every test file proposes
 pub fn knows(node: &MetadataNode, id: i32) -> bool {
     node.applied()
         .borrow()
