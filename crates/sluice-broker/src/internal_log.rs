@@ -114,13 +114,42 @@ pub fn read_all(
     topic: &str,
     to_log_end: bool,
 ) -> Result<Vec<KeyValue>, BrokerError> {
-    let mut out = Vec::new();
-    let mut offset = partition.progress().log_start;
     let end = if to_log_end {
         partition.fetch_position().0
     } else {
         partition.progress().visible
     };
+    read_range(
+        partition,
+        topic,
+        partition.progress().log_start,
+        end,
+        to_log_end,
+    )
+}
+
+/// The keyed records a leader holds from `from` (its log start when `None`) to its log end,
+/// and where that end was: a coordinator taking over reads most of its partition this way
+/// without its lock, then the rest from that end with it.
+pub fn read_to_log_end(
+    partition: &Partition,
+    topic: &str,
+    from: Option<Offset>,
+) -> Result<(Vec<KeyValue>, Offset), BrokerError> {
+    let end = partition.fetch_position().0;
+    let from = from.unwrap_or(partition.progress().log_start);
+    Ok((read_range(partition, topic, from, end, true)?, end))
+}
+
+fn read_range(
+    partition: &Partition,
+    topic: &str,
+    from: Offset,
+    end: Offset,
+    to_log_end: bool,
+) -> Result<Vec<KeyValue>, BrokerError> {
+    let mut out = Vec::new();
+    let mut offset = from;
     while offset < end {
         let (plan, _) = if to_log_end {
             partition.read_for_follower(offset, 8 << 20)?
@@ -144,7 +173,9 @@ pub fn read_all(
         for set in sets {
             for r in set.records {
                 last = last.max(Offset(r.offset));
-                if r.offset < offset.0 || r.control {
+                // A batch read whole may start before `offset` or end past `end` (appended
+                // since `end` was taken): those records are another read's.
+                if r.offset < offset.0 || r.offset >= end.0 || r.control {
                     continue;
                 }
                 let Some(key) = r.key else { continue };

@@ -9,7 +9,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
+use sluice_log::{Clock, Offset};
 
 use crate::commit::Waits;
 use crate::error::BrokerError;
@@ -31,9 +32,28 @@ pub struct Shards {
     name: &'static str,
     /// The topic (in a cluster: once the cluster created it and this node holds a replica).
     topic: RwLock<Option<Arc<Topic>>>,
-    /// `None` on a single node (every partition, epoch 0); otherwise partition → the leader
-    /// epoch it was loaded in.
-    loaded: Option<RwLock<HashMap<i32, i32>>>,
+    /// `None` on a single node (every partition, epoch 0); otherwise what this node does with
+    /// each partition it leads.
+    loaded: Option<RwLock<HashMap<i32, Slot>>>,
+    /// Times a take-over, for its log line (a cluster's).
+    clock: Option<Arc<dyn Clock>>,
+}
+
+/// A partition of the internal topic that this cluster node leads, in a leader epoch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Slot {
+    /// Its records are being read: requests for its keys answer COORDINATOR_LOAD_IN_PROGRESS.
+    Loading(i32),
+    /// Replayed: this node coordinates its keys.
+    Loaded(i32),
+}
+
+impl Slot {
+    pub fn epoch(self) -> i32 {
+        match self {
+            Slot::Loading(e) | Slot::Loaded(e) => e,
+        }
+    }
 }
 
 impl Shards {
@@ -43,14 +63,16 @@ impl Shards {
             name,
             topic: RwLock::new(None),
             loaded: None,
+            clock: None,
         }
     }
 
-    pub fn clustered(name: &'static str) -> Shards {
+    pub fn clustered(name: &'static str, clock: Arc<dyn Clock>) -> Shards {
         Shards {
             name,
             topic: RwLock::new(None),
             loaded: Some(RwLock::new(HashMap::new())),
+            clock: Some(clock),
         }
     }
 
@@ -72,7 +94,8 @@ impl Shards {
     }
 
     /// The coordinator epoch of `key` if this node coordinates it; `NOT_COORDINATOR`
-    /// otherwise (the client looks the coordinator up again).
+    /// otherwise (the client looks the coordinator up again), `COORDINATOR_LOAD_IN_PROGRESS`
+    /// while this node reads the key's partition to take it over (the client asks again).
     pub fn check(&self, key: &str) -> Result<i32, ResponseError> {
         let partition = self
             .partition_of(key)
@@ -80,16 +103,16 @@ impl Shards {
         self.epoch(partition)
     }
 
-    /// The coordinator epoch of `partition` if this node coordinates it; `NOT_COORDINATOR`
-    /// otherwise.
+    /// The coordinator epoch of `partition` if this node coordinates it; as
+    /// [`Shards::check`] otherwise.
     pub fn epoch(&self, partition: i32) -> Result<i32, ResponseError> {
         match &self.loaded {
             None => Ok(0),
-            Some(loaded) => loaded
-                .read()
-                .get(&partition)
-                .copied()
-                .ok_or(ResponseError::NotCoordinator),
+            Some(loaded) => match loaded.read().get(&partition) {
+                Some(Slot::Loaded(epoch)) => Ok(*epoch),
+                Some(Slot::Loading(_)) => Err(ResponseError::CoordinatorLoadInProgress),
+                None => Err(ResponseError::NotCoordinator),
+            },
         }
     }
 
@@ -141,41 +164,123 @@ impl Shards {
             .collect()
     }
 
-    /// The partitions loaded here, with their epochs (empty on a single node).
-    pub fn loaded(&self) -> HashMap<i32, i32> {
+    /// The partitions loaded or loading here, with their epochs (empty on a single node).
+    pub fn loaded(&self) -> HashMap<i32, Slot> {
         self.loaded
             .as_ref()
             .map(|l| l.read().clone())
             .unwrap_or_default()
     }
 
-    /// Takes over partition `index` of `topic` in `epoch`. Call with the coordinator's lock
-    /// held, so that no write of the partition's keys slips in between the replay and the
-    /// take-over: `replay` forgets the keys the predicate picks, replays the partition's whole
-    /// log (a new leader holds it up to its end) and returns how many records it applied.
-    pub fn load(
+    /// Starts taking over partition `index` of `topic` in `epoch` (this node's replica leads
+    /// it): its keys answer COORDINATOR_LOAD_IN_PROGRESS until [`Shards::load`] is done. Cheap:
+    /// call it where leadership is followed, and [`Shards::load`] off that path.
+    pub fn begin_load(&self, topic: &Arc<Topic>, index: i32, epoch: i32) {
+        self.set_topic(Arc::clone(topic));
+        if let Some(loaded) = &self.loaded {
+            loaded.write().insert(index, Slot::Loading(epoch));
+        }
+    }
+
+    /// Takes over partition `index` of `topic` in `epoch`, after [`Shards::begin_load`]; a
+    /// blocking read of the partition, for a blocking thread. `read(partition, from)` returns
+    /// the keyed records from `from` (the log start for `None`) to the log end, and that end.
+    /// Most of the log is read without `coordinator`'s lock (the coordinator goes on
+    /// answering for its other partitions meanwhile); then, with it, the rest (what was
+    /// appended since: writes of an earlier epoch's coordinator still in flight), and
+    /// `replay` forgets the keys the predicate picks and applies every record. No write of
+    /// the partition's keys slips in after that: they answer COORDINATOR_LOAD_IN_PROGRESS
+    /// until the lock is released. Does nothing (`Ok(None)`) when the take-over was overtaken
+    /// (unloaded, or begun again in a later epoch) or the replica no longer leads in `epoch`;
+    /// otherwise returns how many records were replayed. A read that fails gives the take-over
+    /// up: the keys answer NOT_COORDINATOR, and the next change of the metadata tries again.
+    pub fn load<C, R>(
         &self,
         topic: &Arc<Topic>,
         index: i32,
         epoch: i32,
-        replay: impl FnOnce(&Partition, &dyn Fn(&str) -> bool) -> Result<usize, BrokerError>,
-    ) -> Result<(), BrokerError> {
+        coordinator: &Mutex<C>,
+        read: impl Fn(&Partition, Option<Offset>) -> Result<(Vec<R>, Offset), BrokerError>,
+        replay: impl FnOnce(&mut C, &dyn Fn(&str) -> bool, Vec<R>),
+    ) -> Result<Option<usize>, BrokerError> {
+        let loaded = self.try_load(topic, index, epoch, coordinator, read, replay);
+        if loaded.is_err() {
+            self.abandon_load(index, epoch);
+        }
+        loaded
+    }
+
+    fn try_load<C, R>(
+        &self,
+        topic: &Arc<Topic>,
+        index: i32,
+        epoch: i32,
+        coordinator: &Mutex<C>,
+        read: impl Fn(&Partition, Option<Offset>) -> Result<(Vec<R>, Offset), BrokerError>,
+        replay: impl FnOnce(&mut C, &dyn Fn(&str) -> bool, Vec<R>),
+    ) -> Result<Option<usize>, BrokerError> {
         let partition = topic
             .partition(index)
             .ok_or_else(|| BrokerError::UnknownTopic(format!("{}-{index}", self.name)))?;
-        let count = topic.partition_count();
-        self.remove(index);
-        self.set_topic(Arc::clone(topic));
-        let records = replay(&partition, &|key| partition_for(key, count) == index)?;
-        self.insert(index, epoch);
+        let now = || self.clock.as_ref().map_or(0, |c| c.now_ms());
+        let started = now();
+        let (mut records, end) = read(&partition, None)?;
+        let mut coordinator = coordinator.lock();
+        let locked = now();
+        let current = |s: &Shards| {
+            s.slot(index) == Some(Slot::Loading(epoch))
+                && partition.leader_epoch().0 == epoch
+                && partition.leads()
+        };
+        if !current(self) {
+            return Ok(None);
+        }
+        let (tail, _) = read(&partition, Some(end))?;
+        let tail_len = tail.len();
+        records.extend(tail);
+        let count = records.len();
+        let partitions = topic.partition_count();
+        replay(
+            &mut coordinator,
+            &|key| partition_for(key, partitions) == index,
+            records,
+        );
+        if let Some(loaded) = &self.loaded {
+            let mut loaded = loaded.write();
+            // `begin_load` of a later epoch does not take the coordinator's lock: that load
+            // replays again.
+            if loaded.get(&index) != Some(&Slot::Loading(epoch)) {
+                return Ok(None);
+            }
+            loaded.insert(index, Slot::Loaded(epoch));
+        }
         tracing::info!(
             topic = self.name,
             partition = index,
             epoch,
-            records,
+            records = count,
+            read_ms = locked - started,
+            tail = tail_len,
+            locked_ms = now() - locked,
             "coordinating an internal partition"
         );
-        Ok(())
+        Ok(Some(count))
+    }
+
+    /// Gives up a take-over begun in `epoch` that failed (unless another one began since).
+    fn abandon_load(&self, index: i32, epoch: i32) {
+        if let Some(loaded) = &self.loaded {
+            let mut loaded = loaded.write();
+            if loaded.get(&index) == Some(&Slot::Loading(epoch)) {
+                loaded.remove(&index);
+            }
+        }
+    }
+
+    fn slot(&self, index: i32) -> Option<Slot> {
+        self.loaded
+            .as_ref()
+            .and_then(|l| l.read().get(&index).copied())
     }
 
     /// Gives up partition `index` (another node leads it now); `forget` drops the keys the
@@ -195,9 +300,10 @@ impl Shards {
         );
     }
 
+    #[cfg(test)]
     fn insert(&self, partition: i32, epoch: i32) {
         if let Some(loaded) = &self.loaded {
-            loaded.write().insert(partition, epoch);
+            loaded.write().insert(partition, Slot::Loaded(epoch));
         }
     }
 
@@ -216,11 +322,186 @@ mod tests {
     fn a_single_node_coordinates_everything_and_a_cluster_node_only_what_it_loaded() {
         let single = Shards::standalone("t");
         assert_eq!(single.epoch(7), Ok(0));
-        let node = Shards::clustered("t");
+        let node = Shards::clustered("t", Arc::new(sluice_log::SystemClock));
         assert_eq!(node.epoch(7), Err(ResponseError::NotCoordinator));
         node.insert(7, 3);
         assert_eq!(node.epoch(7), Ok(3));
         node.remove(7);
         assert_eq!(node.epoch(7), Err(ResponseError::NotCoordinator));
+    }
+
+    /// A one-partition internal topic of a cluster node whose replica leads in epoch 3.
+    fn led_topic(dir: &std::path::Path) -> (crate::topics::Topics, Arc<Topic>) {
+        use sluice_cluster::metadata::PartitionChange;
+        use sluice_cluster::{LeaderEpoch, NodeId, PartitionEpoch};
+        let topics = crate::topics::Topics::open(
+            dir,
+            Arc::new(crate::metadata_store::MetadataStore::open(&dir.join("meta")).unwrap()),
+            crate::topic_config::Defaults::default(),
+            crate::topics::TopicLimits::default(),
+            Arc::new(sluice_log::SystemClock),
+            Arc::default(),
+        )
+        .unwrap();
+        topics.set_clustered();
+        let topic = topics
+            .sync_from_cluster("t", uuid::Uuid::new_v4(), 1, &[0], &Default::default())
+            .unwrap();
+        let assignment = PartitionChange {
+            replicas: vec![NodeId(1)],
+            leader: Some(NodeId(1)),
+            leader_epoch: LeaderEpoch(3),
+            isr: vec![NodeId(1)],
+            partition_epoch: PartitionEpoch(0),
+            adding: Vec::new(),
+            removing: Vec::new(),
+        };
+        topic
+            .partition(0)
+            .unwrap()
+            .lead(NodeId(1), &assignment, 1, 10_000, 0);
+        (topics, topic)
+    }
+
+    fn append(p: &Arc<Partition>, key: &str) {
+        let pairs = vec![(key.as_bytes().to_vec(), Some(b"v".to_vec()))];
+        let batch = crate::internal_log::encode(&pairs, 0).unwrap();
+        p.append(
+            sluice_log::validate_produce(&batch, usize::MAX).unwrap(),
+            true,
+        )
+        .unwrap();
+    }
+
+    type Keys = Vec<crate::internal_log::KeyValue>;
+
+    fn read(p: &Partition, from: Option<Offset>) -> Result<(Keys, Offset), BrokerError> {
+        crate::internal_log::read_to_log_end(p, "t", from)
+    }
+
+    fn replay(state: &mut Keys, owns: &dyn Fn(&str) -> bool, records: Keys) {
+        state.retain(|(k, _)| !owns(std::str::from_utf8(k).unwrap()));
+        state.extend(records);
+    }
+
+    #[test]
+    fn a_take_over_reads_without_the_coordinators_lock_and_replays_what_came_meanwhile() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_topics, topic) = led_topic(dir.path());
+        let p = topic.partition(0).unwrap();
+        for i in 0..100 {
+            append(&p, &format!("old-{i}"));
+        }
+        let shards = Shards::clustered("t", Arc::new(sluice_log::SystemClock));
+        let coordinator: Mutex<Keys> = Mutex::new(vec![(b"stale".to_vec(), None)]);
+        shards.begin_load(&topic, 0, 3);
+        assert_eq!(
+            shards.check("g"),
+            Err(ResponseError::CoordinatorLoadInProgress)
+        );
+        let first = std::sync::atomic::AtomicBool::new(true);
+        let loaded = shards
+            .load(
+                &topic,
+                0,
+                3,
+                &coordinator,
+                |p, from| {
+                    let read = read(p, from)?;
+                    if first.swap(false, std::sync::atomic::Ordering::SeqCst) {
+                        assert_eq!(from, None);
+                        // The bulk of the log is read with the coordinator free, and its keys
+                        // are not answered from yet.
+                        assert!(coordinator.try_lock().is_some());
+                        assert_eq!(
+                            shards.check("g"),
+                            Err(ResponseError::CoordinatorLoadInProgress)
+                        );
+                        // A write that lands after the read is taken up with the lock held.
+                        append(&Arc::clone(&topic.partition(0).unwrap()), "late");
+                    } else {
+                        assert_eq!(from, Some(Offset(100)));
+                        assert!(coordinator.try_lock().is_none());
+                    }
+                    Ok(read)
+                },
+                replay,
+            )
+            .unwrap();
+        assert_eq!(loaded, Some(101));
+        let state = coordinator.lock();
+        assert_eq!(
+            state.len(),
+            101,
+            "the stale key is forgotten, nothing doubled"
+        );
+        assert_eq!(state[0].0, b"old-0");
+        assert_eq!(state[100].0, b"late");
+        assert_eq!(shards.check("g"), Ok(3));
+    }
+
+    #[test]
+    fn a_take_over_overtaken_while_reading_replays_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_topics, topic) = led_topic(dir.path());
+        append(&topic.partition(0).unwrap(), "k");
+        let shards = Shards::clustered("t", Arc::new(sluice_log::SystemClock));
+        let coordinator: Mutex<Keys> = Mutex::new(Vec::new());
+        // Given up (leadership left) while reading.
+        shards.begin_load(&topic, 0, 3);
+        let loaded = shards.load(
+            &topic,
+            0,
+            3,
+            &coordinator,
+            |p, from| {
+                if from.is_none() {
+                    shards.unload(0, |_| {});
+                }
+                read(p, from)
+            },
+            replay,
+        );
+        assert_eq!(loaded.unwrap(), None);
+        assert!(coordinator.lock().is_empty());
+        assert_eq!(shards.check("g"), Err(ResponseError::NotCoordinator));
+        // Begun again in a later epoch while reading: that load is the one that counts.
+        shards.begin_load(&topic, 0, 3);
+        let loaded = shards.load(
+            &topic,
+            0,
+            3,
+            &coordinator,
+            |p, from| {
+                if from.is_none() {
+                    shards.begin_load(&topic, 0, 4);
+                }
+                read(p, from)
+            },
+            replay,
+        );
+        assert_eq!(loaded.unwrap(), None);
+        assert_eq!(
+            shards.check("g"),
+            Err(ResponseError::CoordinatorLoadInProgress)
+        );
+        // A replica no longer leading in the epoch loads nothing.
+        shards.begin_load(&topic, 0, 5);
+        let loaded = shards.load(&topic, 0, 5, &coordinator, read, replay);
+        assert_eq!(loaded.unwrap(), None, "the replica leads in epoch 3");
+        // A read that fails gives the take-over up.
+        shards.begin_load(&topic, 0, 3);
+        let loaded = shards.load(
+            &topic,
+            0,
+            3,
+            &coordinator,
+            |_, _| -> Result<(Keys, Offset), BrokerError> {
+                Err(BrokerError::InvalidRequest("disk".into()))
+            },
+            replay,
+        );
+        assert!(loaded.is_err());
+        assert_eq!(shards.check("g"), Err(ResponseError::NotCoordinator));
     }
 }

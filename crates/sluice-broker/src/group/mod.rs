@@ -51,7 +51,7 @@ impl GroupService {
         let now = clock.now_ms();
         let mut replayed = 0usize;
         for partition in topic.partitions() {
-            for record in read_all(&partition, false)? {
+            for record in read_all(&partition)? {
                 coordinator.replay(&record, now);
                 replayed += 1;
             }
@@ -77,7 +77,7 @@ impl GroupService {
     pub fn clustered(config: GroupConfig, clock: Arc<dyn Clock>) -> GroupService {
         GroupService {
             coordinator: Mutex::new(Coordinator::new(config)),
-            shards: Shards::clustered(OFFSETS_TOPIC),
+            shards: Shards::clustered(OFFSETS_TOPIC, Arc::clone(&clock)),
             clock,
         }
     }
@@ -94,18 +94,33 @@ impl GroupService {
         self.shards.check(group).map(drop)
     }
 
-    /// Takes over partition `index` of the offsets topic (this node now leads it in `epoch`).
+    /// Takes over partition `index` of the offsets topic (this node now leads it in `epoch`),
+    /// after [`Shards::begin_load`]: blocking, for a blocking thread ([`Shards::load`]).
     pub fn load(&self, topic: &Arc<Topic>, index: i32, epoch: i32) -> Result<(), BrokerError> {
-        let mut coordinator = self.coordinator.lock();
         let now = self.clock.now_ms();
-        self.shards.load(topic, index, epoch, |partition, owns| {
-            coordinator.unload(owns);
-            let records = read_all(partition, true)?;
-            for record in &records {
-                coordinator.replay(record, now);
-            }
-            Ok(records.len())
-        })
+        let read = |partition: &Partition, from| {
+            let (records, end) =
+                crate::internal_log::read_to_log_end(partition, OFFSETS_TOPIC, from)?;
+            let records: Vec<Record> = records
+                .into_iter()
+                .filter_map(|(key, value)| Record::decode(&key, value.as_deref()))
+                .collect();
+            Ok((records, end))
+        };
+        self.shards.load(
+            topic,
+            index,
+            epoch,
+            &self.coordinator,
+            read,
+            |coordinator, owns, records| {
+                coordinator.unload(owns);
+                for record in &records {
+                    coordinator.replay(record, now);
+                }
+            },
+        )?;
+        Ok(())
     }
 
     /// Gives up partition `index` of the offsets topic (another node leads it now).
@@ -285,9 +300,9 @@ pub(crate) fn offset_commit_error(
 
 /// Every group record in a partition of the offsets topic, in order (up to the log end for a
 /// leader taking over, else up to the high watermark).
-fn read_all(partition: &Partition, to_log_end: bool) -> Result<Vec<Record>, BrokerError> {
+fn read_all(partition: &Partition) -> Result<Vec<Record>, BrokerError> {
     Ok(
-        crate::internal_log::read_all(partition, OFFSETS_TOPIC, to_log_end)?
+        crate::internal_log::read_all(partition, OFFSETS_TOPIC, false)?
             .into_iter()
             .filter_map(|(key, value)| Record::decode(&key, value.as_deref()))
             .collect(),

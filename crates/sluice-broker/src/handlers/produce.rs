@@ -404,7 +404,11 @@ async fn ask_coordinator(broker: &Broker, asks: Vec<Ask>) -> Verdicts {
     let calls = asks.into_iter().map(|ask| async move {
         let key = (ask.topic.clone(), ask.partition);
         let guard = ask.guard;
-        let outcome = if broker.txns.check(&ask.transactional_id).is_ok() {
+        let here = broker.txns.check(&ask.transactional_id);
+        let outcome = if here == Err(ResponseError::CoordinatorLoadInProgress) {
+            // The coordinator is this node, still reading its partition.
+            Err(ResponseError::CoordinatorLoadInProgress)
+        } else if here.is_ok() {
             broker
                 .verify_txn_write_at_coordinator(
                     &ask.transactional_id,

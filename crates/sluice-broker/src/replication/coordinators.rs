@@ -4,6 +4,8 @@
 //! transactions. Both are cluster topics like any other (replicated, their writes committed by
 //! a quorum), created by the controller the first time a client looks for a coordinator.
 
+use std::sync::Arc;
+
 use kafka_protocol::error::ResponseError;
 use sluice_cluster::metadata::{ClusterState, TopicInfo};
 use sluice_cluster::NodeId;
@@ -23,14 +25,20 @@ fn internal_topic<'a>(state: &'a ClusterState, name: &str) -> Option<&'a TopicIn
 impl Broker {
     /// Loads the group and transaction coordinators of every internal partition this node now
     /// leads (again, when the leader epoch changed: another node may have led in between) and
-    /// unloads the others.
+    /// unloads the others. A load reads the partition on a blocking thread; its keys answer
+    /// COORDINATOR_LOAD_IN_PROGRESS meanwhile, and the rest of the metadata is followed
+    /// without waiting for it.
     pub(super) fn follow_coordinators(&self, state: &ClusterState, me: NodeId) {
+        let Some(broker) = self.arc() else {
+            return;
+        };
+        let groups = Arc::clone(&broker);
         self.follow_topic_coordinators(
             state,
             me,
             OFFSETS_TOPIC,
             &self.groups.shards,
-            |t, i, e| self.groups.load(t, i, e),
+            move |t, i, e| groups.groups.load(t, i, e),
             |i| self.groups.unload(i),
         );
         self.follow_topic_coordinators(
@@ -38,7 +46,7 @@ impl Broker {
             me,
             TXN_TOPIC,
             &self.txns.shards,
-            |t, i, e| self.txns.load(t, i, e),
+            move |t, i, e| broker.txns.load(t, i, e),
             |i| self.txns.unload(i),
         );
     }
@@ -47,9 +55,9 @@ impl Broker {
         &self,
         state: &ClusterState,
         me: NodeId,
-        name: &str,
+        name: &'static str,
         shards: &Shards,
-        load: impl Fn(&std::sync::Arc<Topic>, i32, i32) -> Result<(), BrokerError>,
+        load: impl Fn(&Arc<Topic>, i32, i32) -> Result<(), BrokerError> + Clone + Send + 'static,
         unload: impl Fn(i32),
     ) {
         let Some(info) = internal_topic(state, name) else {
@@ -69,12 +77,17 @@ impl Broker {
                     .partition(index)
                     .is_some_and(|l| l.leader_epoch().0 == p.leader_epoch.0 && l.leads());
             match (leads, loaded.get(&index)) {
-                (true, Some(&epoch)) if epoch == p.leader_epoch.0 => {}
+                // Loaded, or being loaded, in this epoch.
+                (true, Some(slot)) if slot.epoch() == p.leader_epoch.0 => {}
                 (true, _) => {
-                    if let Err(e) = load(&local, index, p.leader_epoch.0) {
-                        tracing::error!(topic = name, partition = index, error = %e, "cannot load a coordinator partition");
-                        unload(index);
-                    }
+                    let epoch = p.leader_epoch.0;
+                    shards.begin_load(&local, index, epoch);
+                    let (load, topic) = (load.clone(), Arc::clone(&local));
+                    tokio::task::spawn_blocking(move || {
+                        if let Err(e) = load(&topic, index, epoch) {
+                            tracing::error!(topic = name, partition = index, error = %e, "cannot load a coordinator partition");
+                        }
+                    });
                 }
                 (false, Some(_)) => unload(index),
                 (false, None) => {}

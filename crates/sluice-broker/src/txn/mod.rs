@@ -115,7 +115,7 @@ impl TxnService {
     pub fn clustered(max_timeout_ms: i32, expiration_ms: i64, clock: Arc<dyn Clock>) -> TxnService {
         TxnService {
             coordinator: Mutex::new(Coordinator::new(max_timeout_ms, expiration_ms)),
-            shards: Shards::clustered(TXN_TOPIC),
+            shards: Shards::clustered(TXN_TOPIC, Arc::clone(&clock)),
             clock,
             finishing: Arc::default(),
             unsettled_ends: Mutex::default(),
@@ -136,19 +136,24 @@ impl TxnService {
     }
 
     /// Takes over partition `index` of the transaction state topic (this node now leads it in
-    /// `epoch`). Transactions it finds half-ended (`Prepare*`) or past their timeout are
-    /// finished by the next tick.
+    /// `epoch`), after [`Shards::begin_load`]: blocking, for a blocking thread
+    /// ([`Shards::load`]). Transactions it finds half-ended (`Prepare*`) or past their timeout
+    /// are finished by the next tick.
     pub fn load(&self, topic: &Arc<Topic>, index: i32, epoch: i32) -> Result<(), BrokerError> {
-        let mut coordinator = self.coordinator.lock();
-        self.shards.load(topic, index, epoch, |partition, owns| {
-            coordinator.unload(owns);
-            let records = crate::internal_log::read_all(partition, TXN_TOPIC, true)?;
-            let count = records.len();
-            for (key, value) in records {
-                apply_record(&mut coordinator, key, value);
-            }
-            Ok(count)
-        })
+        self.shards.load(
+            topic,
+            index,
+            epoch,
+            &self.coordinator,
+            |partition, from| crate::internal_log::read_to_log_end(partition, TXN_TOPIC, from),
+            |coordinator, owns, records| {
+                coordinator.unload(owns);
+                for (key, value) in records {
+                    apply_record(coordinator, key, value);
+                }
+            },
+        )?;
+        Ok(())
     }
 
     /// Gives up partition `index` of the transaction state topic (another node leads it now).
@@ -383,8 +388,12 @@ impl Broker {
                 by_group.entry(&o.group).or_default().push(o.clone());
             }
             for (group, offsets) in by_group {
-                if self.groups.check(group).is_ok() {
+                let here = self.groups.check(group);
+                if here.is_ok() {
                     self.commit_offsets_here(group, &offsets).await?;
+                } else if here == Err(ResponseError::CoordinatorLoadInProgress) {
+                    // Its coordinator is this node, still reading the group's partition.
+                    return Err(ResponseError::CoordinatorLoadInProgress);
                 } else {
                     let (node, _, _) = self.group_coordinator(group)?;
                     let call = crate::replication::PeerCall::CommitOffsets {
@@ -627,6 +636,7 @@ impl Broker {
             // after a restart holds the partition's transaction for a moment).
             ResponseError::ConcurrentTransactions
             | ResponseError::CoordinatorNotAvailable
+            | ResponseError::CoordinatorLoadInProgress
             | ResponseError::NotCoordinator => (ResponseError::NotEnoughReplicas, message),
             e => (e, message),
         })
