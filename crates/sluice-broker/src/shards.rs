@@ -39,6 +39,9 @@ pub struct Shards {
     clock: Option<Arc<dyn Clock>>,
 }
 
+/// What a take-over does with the records it read, once it holds the coordinator's lock.
+type Replay<'a, C, R> = Box<dyn FnOnce(&mut C, &dyn Fn(&str) -> bool, Vec<R>) + 'a>;
+
 /// A partition of the internal topic that this cluster node leads, in a leader epoch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Slot {
@@ -190,10 +193,15 @@ impl Shards {
     /// appended since: writes of an earlier epoch's coordinator still in flight), and
     /// `replay` forgets the keys the predicate picks and applies every record. No write of
     /// the partition's keys slips in after that: they answer COORDINATOR_LOAD_IN_PROGRESS
-    /// until the lock is released. Does nothing (`Ok(None)`) when the take-over was overtaken
-    /// (unloaded, or begun again in a later epoch) or the replica no longer leads in `epoch`;
-    /// otherwise returns how many records were replayed. A read that fails gives the take-over
-    /// up: the keys answer NOT_COORDINATOR, and the next change of the metadata tries again.
+    /// until the lock is released. Returns how many records were replayed, or `Ok(None)`:
+    /// - when the take-over was overtaken (unloaded, or begun again in a later epoch, which
+    ///   does the work);
+    /// - when the replica no longer leads in `epoch` (its controller session lapsed: it may
+    ///   lead in the same epoch again once the session holds, and then loads anew).
+    ///
+    /// That case and a read that fails give the take-over up: the partition's keys are
+    /// forgotten (`replay` of nothing) and answer NOT_COORDINATOR, and the next change of the
+    /// metadata tries again.
     pub fn load<C, R>(
         &self,
         topic: &Arc<Topic>,
@@ -203,48 +211,57 @@ impl Shards {
         read: impl Fn(&Partition, Option<Offset>) -> Result<(Vec<R>, Offset), BrokerError>,
         replay: impl FnOnce(&mut C, &dyn Fn(&str) -> bool, Vec<R>),
     ) -> Result<Option<usize>, BrokerError> {
-        let loaded = self.try_load(topic, index, epoch, coordinator, read, replay);
-        if loaded.is_err() {
-            self.abandon_load(index, epoch);
-        }
-        loaded
-    }
-
-    fn try_load<C, R>(
-        &self,
-        topic: &Arc<Topic>,
-        index: i32,
-        epoch: i32,
-        coordinator: &Mutex<C>,
-        read: impl Fn(&Partition, Option<Offset>) -> Result<(Vec<R>, Offset), BrokerError>,
-        replay: impl FnOnce(&mut C, &dyn Fn(&str) -> bool, Vec<R>),
-    ) -> Result<Option<usize>, BrokerError> {
+        let partitions = topic.partition_count();
+        let owns = |key: &str| partition_for(key, partitions) == index;
+        let give_up = |coordinator: &mut C, replay: Replay<'_, C, R>| {
+            if let Some(loaded) = &self.loaded {
+                let mut loaded = loaded.write();
+                if loaded.get(&index) != Some(&Slot::Loading(epoch)) {
+                    return;
+                }
+                loaded.remove(&index);
+            }
+            replay(coordinator, &owns, Vec::new());
+            tracing::warn!(
+                topic = self.name,
+                partition = index,
+                epoch,
+                "gave up taking over an internal partition"
+            );
+        };
         let partition = topic
             .partition(index)
-            .ok_or_else(|| BrokerError::UnknownTopic(format!("{}-{index}", self.name)))?;
+            .ok_or_else(|| BrokerError::UnknownTopic(format!("{}-{index}", self.name)));
         let now = || self.clock.as_ref().map_or(0, |c| c.now_ms());
         let started = now();
-        let (mut records, end) = read(&partition, None)?;
+        let first = partition.and_then(|p| Ok((read(&p, None)?, p)));
         let mut coordinator = coordinator.lock();
         let locked = now();
-        let current = |s: &Shards| {
-            s.slot(index) == Some(Slot::Loading(epoch))
-                && partition.leader_epoch().0 == epoch
-                && partition.leads()
+        let ((mut records, end), partition) = match first {
+            Ok(read) => read,
+            Err(e) => {
+                give_up(&mut coordinator, Box::new(replay));
+                return Err(e);
+            }
         };
-        if !current(self) {
+        if self.slot(index) != Some(Slot::Loading(epoch)) {
             return Ok(None);
         }
-        let (tail, _) = read(&partition, Some(end))?;
+        if partition.leader_epoch().0 != epoch || !partition.leads() {
+            give_up(&mut coordinator, Box::new(replay));
+            return Ok(None);
+        }
+        let tail = match read(&partition, Some(end)) {
+            Ok((tail, _)) => tail,
+            Err(e) => {
+                give_up(&mut coordinator, Box::new(replay));
+                return Err(e);
+            }
+        };
         let tail_len = tail.len();
         records.extend(tail);
         let count = records.len();
-        let partitions = topic.partition_count();
-        replay(
-            &mut coordinator,
-            &|key| partition_for(key, partitions) == index,
-            records,
-        );
+        replay(&mut coordinator, &owns, records);
         if let Some(loaded) = &self.loaded {
             let mut loaded = loaded.write();
             // `begin_load` of a later epoch does not take the coordinator's lock: that load
@@ -265,16 +282,6 @@ impl Shards {
             "coordinating an internal partition"
         );
         Ok(Some(count))
-    }
-
-    /// Gives up a take-over begun in `epoch` that failed (unless another one began since).
-    fn abandon_load(&self, index: i32, epoch: i32) {
-        if let Some(loaded) = &self.loaded {
-            let mut loaded = loaded.write();
-            if loaded.get(&index) == Some(&Slot::Loading(epoch)) {
-                loaded.remove(&index);
-            }
-        }
     }
 
     fn slot(&self, index: i32) -> Option<Slot> {
@@ -485,10 +492,14 @@ mod tests {
             shards.check("g"),
             Err(ResponseError::CoordinatorLoadInProgress)
         );
-        // A replica no longer leading in the epoch loads nothing.
+        // A replica no longer leading in the epoch loads nothing, forgets what it held of the
+        // partition and gives the take-over up, to be begun again.
+        *coordinator.lock() = vec![(b"stale".to_vec(), None)];
         shards.begin_load(&topic, 0, 5);
         let loaded = shards.load(&topic, 0, 5, &coordinator, read, replay);
         assert_eq!(loaded.unwrap(), None, "the replica leads in epoch 3");
+        assert!(coordinator.lock().is_empty());
+        assert_eq!(shards.check("g"), Err(ResponseError::NotCoordinator));
         // A read that fails gives the take-over up.
         shards.begin_load(&topic, 0, 3);
         let loaded = shards.load(
@@ -502,6 +513,39 @@ mod tests {
             replay,
         );
         assert!(loaded.is_err());
+        assert_eq!(shards.check("g"), Err(ResponseError::NotCoordinator));
+        // The same with a state loaded in an earlier epoch: its keys are forgotten.
+        assert_eq!(
+            shards
+                .load(&topic, 0, 3, &coordinator, read, replay)
+                .unwrap(),
+            None,
+            "not begun"
+        );
+        shards.begin_load(&topic, 0, 3);
+        assert_eq!(
+            shards
+                .load(&topic, 0, 3, &coordinator, read, replay)
+                .unwrap(),
+            Some(1)
+        );
+        assert_eq!(coordinator.lock().len(), 1);
+        shards.begin_load(&topic, 0, 3);
+        let loaded = shards.load(
+            &topic,
+            0,
+            3,
+            &coordinator,
+            |p, from| -> Result<(Keys, Offset), BrokerError> {
+                match from {
+                    None => read(p, from),
+                    Some(_) => Err(BrokerError::InvalidRequest("disk".into())),
+                }
+            },
+            replay,
+        );
+        assert!(loaded.is_err());
+        assert!(coordinator.lock().is_empty());
         assert_eq!(shards.check("g"), Err(ResponseError::NotCoordinator));
     }
 }

@@ -97,7 +97,6 @@ impl GroupService {
     /// Takes over partition `index` of the offsets topic (this node now leads it in `epoch`),
     /// after [`Shards::begin_load`]: blocking, for a blocking thread ([`Shards::load`]).
     pub fn load(&self, topic: &Arc<Topic>, index: i32, epoch: i32) -> Result<(), BrokerError> {
-        let now = self.clock.now_ms();
         let read = |partition: &Partition, from| {
             let (records, end) =
                 crate::internal_log::read_to_log_end(partition, OFFSETS_TOPIC, from)?;
@@ -114,6 +113,8 @@ impl GroupService {
             &self.coordinator,
             read,
             |coordinator, owns, records| {
+                // Sessions restored by the replay start now, not when the read began.
+                let now = self.clock.now_ms();
                 coordinator.unload(owns);
                 for record in &records {
                     coordinator.replay(record, now);

@@ -1,5 +1,6 @@
 //! Heartbeat: keeps a member alive and tells it when a rebalance started.
 
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse, ResponseKind};
 
 use crate::broker::Broker;
@@ -18,6 +19,11 @@ pub fn handle(broker: &Broker, request: HeartbeatRequest, _call: &Call) -> Respo
             groups.now_ms(),
         )
     });
+    // As Kafka: a coordinator still loading the group answers a heartbeat blindly.
+    let error = match error {
+        Err(ResponseError::CoordinatorLoadInProgress) => Ok(()),
+        e => e,
+    };
     ResponseKind::Heartbeat(
         HeartbeatResponse::default().with_error_code(error.err().map_or(0, |e| e.code())),
     )

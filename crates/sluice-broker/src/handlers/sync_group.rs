@@ -23,6 +23,14 @@ pub fn handle(broker: &Broker, request: SyncGroupRequest, call: &Call) -> Reply 
     let groups = &broker.groups;
     let mut coordinator = match groups.lock_for(&request.group_id) {
         Ok(c) => c,
+        // As Kafka: the rebalance's state is gone with the coordinator that is being
+        // replaced; the member joins again, here, without looking the coordinator up (older
+        // clients do not expect COORDINATOR_LOAD_IN_PROGRESS from SyncGroup).
+        Err(ResponseError::CoordinatorLoadInProgress) => {
+            return Reply::Ready(Box::new(respond(failed(
+                ResponseError::RebalanceInProgress,
+            ))))
+        }
         Err(e) => return Reply::Ready(Box::new(respond(failed(e)))),
     };
     let (reply, records) = coordinator.sync(
