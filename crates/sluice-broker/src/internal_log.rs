@@ -141,7 +141,9 @@ pub fn read_to_log_end(
     Ok((read_range(partition, topic, from, end, true)?, end))
 }
 
-fn read_range(
+/// The keyed records of `partition` from `from` to `end` (not past it, even inside a batch
+/// read whole).
+pub(crate) fn read_range(
     partition: &Partition,
     topic: &str,
     from: Offset,

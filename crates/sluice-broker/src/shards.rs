@@ -337,10 +337,9 @@ mod tests {
         assert_eq!(node.epoch(7), Err(ResponseError::NotCoordinator));
     }
 
-    /// A one-partition internal topic of a cluster node whose replica leads in epoch 3.
+    /// A two-partition internal topic of a cluster node whose replica of partition 0 leads in
+    /// epoch 3.
     fn led_topic(dir: &std::path::Path) -> (crate::topics::Topics, Arc<Topic>) {
-        use sluice_cluster::metadata::PartitionChange;
-        use sluice_cluster::{LeaderEpoch, NodeId, PartitionEpoch};
         let topics = crate::topics::Topics::open(
             dir,
             Arc::new(crate::metadata_store::MetadataStore::open(&dir.join("meta")).unwrap()),
@@ -352,8 +351,15 @@ mod tests {
         .unwrap();
         topics.set_clustered();
         let topic = topics
-            .sync_from_cluster("t", uuid::Uuid::new_v4(), 1, &[0], &Default::default())
+            .sync_from_cluster("t", uuid::Uuid::new_v4(), 2, &[0, 1], &Default::default())
             .unwrap();
+        lead(&topic.partition(0).unwrap());
+        (topics, topic)
+    }
+
+    fn lead(p: &Arc<Partition>) {
+        use sluice_cluster::metadata::PartitionChange;
+        use sluice_cluster::{LeaderEpoch, NodeId, PartitionEpoch};
         let assignment = PartitionChange {
             replicas: vec![NodeId(1)],
             leader: Some(NodeId(1)),
@@ -363,11 +369,15 @@ mod tests {
             adding: Vec::new(),
             removing: Vec::new(),
         };
-        topic
-            .partition(0)
+        p.lead(NodeId(1), &assignment, 1, 10_000, 0);
+    }
+
+    /// A key of partition `index` of 2.
+    fn key_in(index: i32) -> String {
+        (0..)
+            .map(|i| format!("key-{i}"))
+            .find(|k| partition_for(k, 2) == index)
             .unwrap()
-            .lead(NodeId(1), &assignment, 1, 10_000, 0);
-        (topics, topic)
     }
 
     fn append(p: &Arc<Partition>, key: &str) {
@@ -391,6 +401,10 @@ mod tests {
         state.extend(records);
     }
 
+    fn entry(key: &str) -> crate::internal_log::KeyValue {
+        (key.as_bytes().to_vec(), None)
+    }
+
     #[test]
     fn a_take_over_reads_without_the_coordinators_lock_and_replays_what_came_meanwhile() {
         let dir = tempfile::tempdir().unwrap();
@@ -399,13 +413,15 @@ mod tests {
         for i in 0..100 {
             append(&p, &format!("old-{i}"));
         }
+        let (mine, other) = (key_in(0), key_in(1));
         let shards = Shards::clustered("t", Arc::new(sluice_log::SystemClock));
-        let coordinator: Mutex<Keys> = Mutex::new(vec![(b"stale".to_vec(), None)]);
+        let coordinator: Mutex<Keys> = Mutex::new(vec![entry(&mine), entry(&other)]);
         shards.begin_load(&topic, 0, 3);
         assert_eq!(
-            shards.check("g"),
+            shards.check(&mine),
             Err(ResponseError::CoordinatorLoadInProgress)
         );
+        assert_eq!(shards.check(&other), Err(ResponseError::NotCoordinator));
         let first = std::sync::atomic::AtomicBool::new(true);
         let loaded = shards
             .load(
@@ -421,7 +437,7 @@ mod tests {
                         // are not answered from yet.
                         assert!(coordinator.try_lock().is_some());
                         assert_eq!(
-                            shards.check("g"),
+                            shards.check(&mine),
                             Err(ResponseError::CoordinatorLoadInProgress)
                         );
                         // A write that lands after the read is taken up with the lock held.
@@ -439,19 +455,36 @@ mod tests {
         let state = coordinator.lock();
         assert_eq!(
             state.len(),
-            101,
-            "the stale key is forgotten, nothing doubled"
+            102,
+            "the partition's stale key forgotten, the other partition's kept, nothing doubled"
         );
-        assert_eq!(state[0].0, b"old-0");
-        assert_eq!(state[100].0, b"late");
-        assert_eq!(shards.check("g"), Ok(3));
+        assert_eq!(state[0].0, other.as_bytes());
+        assert_eq!(state[1].0, b"old-0");
+        assert_eq!(state[101].0, b"late");
+        assert_eq!(shards.check(&mine), Ok(3));
+    }
+
+    #[test]
+    fn a_read_stops_at_the_end_it_was_given_even_inside_a_batch_read_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_topics, topic) = led_topic(dir.path());
+        let p = topic.partition(0).unwrap();
+        append(&p, "before");
+        let end = p.fetch_position().0;
+        append(&p, "after");
+        let records = crate::internal_log::read_range(&p, "t", Offset(0), end, true).unwrap();
+        assert_eq!(records, vec![(b"before".to_vec(), Some(b"v".to_vec()))]);
+        let (tail, _) = read(&p, Some(end)).unwrap();
+        assert_eq!(tail, vec![(b"after".to_vec(), Some(b"v".to_vec()))]);
     }
 
     #[test]
     fn a_take_over_overtaken_while_reading_replays_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let (_topics, topic) = led_topic(dir.path());
-        append(&topic.partition(0).unwrap(), "k");
+        let p = topic.partition(0).unwrap();
+        let g = key_in(0);
+        append(&p, &g);
         let shards = Shards::clustered("t", Arc::new(sluice_log::SystemClock));
         let coordinator: Mutex<Keys> = Mutex::new(Vec::new());
         // Given up (leadership left) while reading.
@@ -471,7 +504,7 @@ mod tests {
         );
         assert_eq!(loaded.unwrap(), None);
         assert!(coordinator.lock().is_empty());
-        assert_eq!(shards.check("g"), Err(ResponseError::NotCoordinator));
+        assert_eq!(shards.check(&g), Err(ResponseError::NotCoordinator));
         // Begun again in a later epoch while reading: that load is the one that counts.
         shards.begin_load(&topic, 0, 3);
         let loaded = shards.load(
@@ -489,18 +522,61 @@ mod tests {
         );
         assert_eq!(loaded.unwrap(), None);
         assert_eq!(
-            shards.check("g"),
+            shards.check(&g),
             Err(ResponseError::CoordinatorLoadInProgress)
         );
-        // A replica no longer leading in the epoch loads nothing, forgets what it held of the
-        // partition and gives the take-over up, to be begun again.
-        *coordinator.lock() = vec![(b"stale".to_vec(), None)];
+        // The same, the read failing: the later take-over's slot and the state are left to it.
+        *coordinator.lock() = vec![entry(&g)];
+        shards.begin_load(&topic, 0, 3);
+        let loaded = shards.load(
+            &topic,
+            0,
+            3,
+            &coordinator,
+            |_, from| -> Result<(Keys, Offset), BrokerError> {
+                assert_eq!(from, None);
+                shards.begin_load(&topic, 0, 4);
+                Err(BrokerError::InvalidRequest("disk".into()))
+            },
+            replay,
+        );
+        assert!(loaded.is_err());
+        assert_eq!(coordinator.lock().len(), 1);
+        assert_eq!(
+            shards.check(&g),
+            Err(ResponseError::CoordinatorLoadInProgress)
+        );
+        // The replica stepped down while reading (its controller session lapsed), same epoch:
+        // it loads nothing, forgets what it held of the partition and gives the take-over up,
+        // to be begun again.
+        shards.begin_load(&topic, 0, 3);
+        let loaded = shards.load(
+            &topic,
+            0,
+            3,
+            &coordinator,
+            |part, from| {
+                let read = read(part, from);
+                if from.is_none() {
+                    p.follow(None, sluice_cluster::LeaderEpoch(3));
+                }
+                read
+            },
+            replay,
+        );
+        assert_eq!(loaded.unwrap(), None);
+        assert!(coordinator.lock().is_empty());
+        assert_eq!(shards.check(&g), Err(ResponseError::NotCoordinator));
+        lead(&p);
+        // Begun in an epoch the replica does not lead in: the same.
+        *coordinator.lock() = vec![entry(&g)];
         shards.begin_load(&topic, 0, 5);
         let loaded = shards.load(&topic, 0, 5, &coordinator, read, replay);
         assert_eq!(loaded.unwrap(), None, "the replica leads in epoch 3");
         assert!(coordinator.lock().is_empty());
-        assert_eq!(shards.check("g"), Err(ResponseError::NotCoordinator));
-        // A read that fails gives the take-over up.
+        assert_eq!(shards.check(&g), Err(ResponseError::NotCoordinator));
+        // A first read that fails gives the take-over up and forgets the partition's keys.
+        *coordinator.lock() = vec![entry(&g)];
         shards.begin_load(&topic, 0, 3);
         let loaded = shards.load(
             &topic,
@@ -513,15 +589,16 @@ mod tests {
             replay,
         );
         assert!(loaded.is_err());
-        assert_eq!(shards.check("g"), Err(ResponseError::NotCoordinator));
-        // The same with a state loaded in an earlier epoch: its keys are forgotten.
+        assert!(coordinator.lock().is_empty());
+        assert_eq!(shards.check(&g), Err(ResponseError::NotCoordinator));
+        // Not begun: nothing.
         assert_eq!(
             shards
                 .load(&topic, 0, 3, &coordinator, read, replay)
                 .unwrap(),
-            None,
-            "not begun"
+            None
         );
+        // Loaded, then a later take-over's second read fails: its keys are forgotten too.
         shards.begin_load(&topic, 0, 3);
         assert_eq!(
             shards
@@ -546,6 +623,6 @@ mod tests {
         );
         assert!(loaded.is_err());
         assert!(coordinator.lock().is_empty());
-        assert_eq!(shards.check("g"), Err(ResponseError::NotCoordinator));
+        assert_eq!(shards.check(&g), Err(ResponseError::NotCoordinator));
     }
 }

@@ -83,7 +83,8 @@ impl GroupService {
     }
 
     /// The coordinator, if this node coordinates `group`; `NOT_COORDINATOR` otherwise (in a
-    /// cluster: another node leads the group's partition, or it is still loading).
+    /// cluster: another node leads the group's partition), `COORDINATOR_LOAD_IN_PROGRESS`
+    /// while this node reads the partition to take it over.
     pub fn lock_for(&self, group: &str) -> Result<MutexGuard<'_, Coordinator>, ResponseError> {
         self.check(group)?;
         Ok(self.coordinator.lock())

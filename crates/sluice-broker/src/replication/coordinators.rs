@@ -51,6 +51,21 @@ impl Broker {
         );
     }
 
+    /// [`Broker::follow_coordinators`] without a change of the metadata, once a second: a
+    /// take-over given up (its replica stopped leading for a moment, or a read failed) begins
+    /// again even when nothing else changes. Not while the controller session has lapsed
+    /// (the replicas stepped down then, and the coordinators are kept for the session's
+    /// return) or before this node follows the metadata.
+    pub(super) fn recheck_coordinators(&self) {
+        let Some(replication) = self.replication.get() else {
+            return;
+        };
+        if !*replication.following.borrow() || !replication.node.holds_session() {
+            return;
+        }
+        self.follow_coordinators(&replication.state().state, replication.me);
+    }
+
     fn follow_topic_coordinators(
         &self,
         state: &ClusterState,

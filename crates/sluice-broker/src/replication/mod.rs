@@ -55,6 +55,9 @@ const PRODUCER_ID_LOW_WATER: i64 = 500;
 /// Replication ticks (100 ms each) between saves of the high-watermark checkpoint: 5 s, as
 /// Kafka's `replica.high.watermark.checkpoint.interval.ms`.
 const HIGH_WATERMARK_CHECKPOINT_TICKS: u64 = 50;
+/// How often (in ticks) the coordinators are checked against the metadata outside a change
+/// of it: a take-over given up may need to begin again with nothing changed (1 s).
+const COORDINATOR_RECHECK_TICKS: u64 = 10;
 
 pub struct Replication {
     node: Arc<ClusterNode>,
@@ -247,6 +250,9 @@ impl Broker {
                 }
                 broker.tick_replication().await;
                 ticks += 1;
+                if ticks.is_multiple_of(COORDINATOR_RECHECK_TICKS) {
+                    broker.recheck_coordinators();
+                }
                 if ticks.is_multiple_of(HIGH_WATERMARK_CHECKPOINT_TICKS) {
                     let b = Arc::clone(&broker);
                     let _ = tokio::task::spawn_blocking(move || b.save_high_watermarks()).await;

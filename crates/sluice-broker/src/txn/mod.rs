@@ -123,13 +123,13 @@ impl TxnService {
     }
 
     /// The coordinator epoch of `id` here (the leader epoch its partition was loaded in; 0 on
-    /// a single node), or `NOT_COORDINATOR` when another node coordinates it.
+    /// a single node), or `NOT_COORDINATOR` when another node coordinates it
+    /// (`COORDINATOR_LOAD_IN_PROGRESS` while this node reads its partition to take it over).
     pub fn check(&self, id: &str) -> Result<i32, ResponseError> {
         self.shards.check(id)
     }
 
-    /// The coordinator, if this node coordinates `id`; `NOT_COORDINATOR` otherwise (the
-    /// client looks the coordinator up again).
+    /// The coordinator, if this node coordinates `id`; as [`TxnService::check`] otherwise.
     pub fn lock_for(&self, id: &str) -> Result<MutexGuard<'_, Coordinator>, ResponseError> {
         self.check(id)?;
         Ok(self.coordinator.lock())
