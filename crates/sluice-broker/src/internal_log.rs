@@ -106,25 +106,17 @@ pub fn encode(records: &[KeyValue], now_ms: i64) -> Result<Vec<u8>, BrokerError>
     Ok(bytes)
 }
 
-/// Every keyed record of `partition` (of topic `topic`, for errors), in order: up to the high
-/// watermark, or with `to_log_end` (a leader taking over: everything it holds will commit) up
-/// to the log end.
-pub fn read_all(
-    partition: &Partition,
-    topic: &str,
-    to_log_end: bool,
-) -> Result<Vec<KeyValue>, BrokerError> {
-    let end = if to_log_end {
-        partition.fetch_position().0
-    } else {
-        partition.progress().visible
-    };
+/// Every keyed record of `partition` (of topic `topic`, for errors) up to the high watermark,
+/// in order: what a single node replays at start (a cluster node taking a partition over reads
+/// to the log end, [`read_to_log_end`]).
+pub fn read_all(partition: &Partition, topic: &str) -> Result<Vec<KeyValue>, BrokerError> {
+    let progress = partition.progress();
     read_range(
         partition,
         topic,
-        partition.progress().log_start,
-        end,
-        to_log_end,
+        progress.log_start,
+        progress.visible,
+        false,
     )
 }
 

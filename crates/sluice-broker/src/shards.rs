@@ -39,9 +39,6 @@ pub struct Shards {
     clock: Option<Arc<dyn Clock>>,
 }
 
-/// What a take-over does with the records it read, once it holds the coordinator's lock.
-type Replay<'a, C, R> = Box<dyn FnOnce(&mut C, &dyn Fn(&str) -> bool, Vec<R>) + 'a>;
-
 /// A partition of the internal topic that this cluster node leads, in a leader epoch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Slot {
@@ -200,8 +197,8 @@ impl Shards {
     ///   lead in the same epoch again once the session holds, and then loads anew).
     ///
     /// That case and a read that fails give the take-over up: the partition's keys are
-    /// forgotten (`replay` of nothing) and answer NOT_COORDINATOR, and the next change of the
-    /// metadata tries again.
+    /// forgotten (`replay` of nothing) and answer NOT_COORDINATOR, and the take-over begins
+    /// again with the next check of the metadata (`recheck_coordinators`: within a second).
     pub fn load<C, R>(
         &self,
         topic: &Arc<Topic>,
@@ -213,63 +210,49 @@ impl Shards {
     ) -> Result<Option<usize>, BrokerError> {
         let partitions = topic.partition_count();
         let owns = |key: &str| partition_for(key, partitions) == index;
-        let give_up = |coordinator: &mut C, replay: Replay<'_, C, R>| {
-            if let Some(loaded) = &self.loaded {
-                let mut loaded = loaded.write();
-                if loaded.get(&index) != Some(&Slot::Loading(epoch)) {
-                    return;
-                }
-                loaded.remove(&index);
-            }
-            replay(coordinator, &owns, Vec::new());
-            tracing::warn!(
-                topic = self.name,
-                partition = index,
-                epoch,
-                "gave up taking over an internal partition"
-            );
-        };
-        let partition = topic
-            .partition(index)
-            .ok_or_else(|| BrokerError::UnknownTopic(format!("{}-{index}", self.name)));
         let now = || self.clock.as_ref().map_or(0, |c| c.now_ms());
         let started = now();
-        let first = partition.and_then(|p| Ok((read(&p, None)?, p)));
+        let first = topic
+            .partition(index)
+            .ok_or_else(|| BrokerError::UnknownTopic(format!("{}-{index}", self.name)))
+            .and_then(|p| Ok((read(&p, None)?, p)));
         let mut coordinator = coordinator.lock();
         let locked = now();
-        let ((mut records, end), partition) = match first {
-            Ok(read) => read,
-            Err(e) => {
-                give_up(&mut coordinator, Box::new(replay));
-                return Err(e);
-            }
-        };
         if self.slot(index) != Some(Slot::Loading(epoch)) {
-            return Ok(None);
+            // Overtaken: the unload or the later take-over does the work.
+            return first.map(|_| None);
         }
-        if partition.leader_epoch().0 != epoch || !partition.leads() {
-            give_up(&mut coordinator, Box::new(replay));
-            return Ok(None);
-        }
-        let tail = match read(&partition, Some(end)) {
-            Ok((tail, _)) => tail,
-            Err(e) => {
-                give_up(&mut coordinator, Box::new(replay));
-                return Err(e);
-            }
-        };
-        let tail_len = tail.len();
-        records.extend(tail);
-        let count = records.len();
-        replay(&mut coordinator, &owns, records);
-        if let Some(loaded) = &self.loaded {
-            let mut loaded = loaded.write();
-            // `begin_load` of a later epoch does not take the coordinator's lock: that load
-            // replays again.
-            if loaded.get(&index) != Some(&Slot::Loading(epoch)) {
+        // The records up to the end, or `None` when the replica no longer leads in `epoch`.
+        let read = first.and_then(|((mut records, end), partition)| {
+            if partition.leader_epoch().0 != epoch || !partition.leads() {
                 return Ok(None);
             }
-            loaded.insert(index, Slot::Loaded(epoch));
+            let (tail, _) = read(&partition, Some(end))?;
+            let tail_len = tail.len();
+            records.extend(tail);
+            Ok(Some((records, tail_len)))
+        });
+        let (records, tail_len) = match read {
+            Ok(Some(read)) => read,
+            given_up => {
+                if self.settle(index, epoch, None) {
+                    replay(&mut coordinator, &owns, Vec::new());
+                    tracing::warn!(
+                        topic = self.name,
+                        partition = index,
+                        epoch,
+                        "gave up taking over an internal partition"
+                    );
+                }
+                return given_up.map(|_| None);
+            }
+        };
+        let count = records.len();
+        replay(&mut coordinator, &owns, records);
+        // `begin_load` of a later epoch does not take the coordinator's lock: that load replays
+        // again.
+        if !self.settle(index, epoch, Some(Slot::Loaded(epoch))) {
+            return Ok(None);
         }
         tracing::info!(
             topic = self.name,
@@ -282,6 +265,23 @@ impl Shards {
             "coordinating an internal partition"
         );
         Ok(Some(count))
+    }
+
+    /// Ends the take-over of `index` begun in `epoch` (`Loaded`, or given up with `None`) if no
+    /// other one began since; whether it did.
+    fn settle(&self, index: i32, epoch: i32, to: Option<Slot>) -> bool {
+        let Some(loaded) = &self.loaded else {
+            return false;
+        };
+        let mut loaded = loaded.write();
+        if loaded.get(&index) != Some(&Slot::Loading(epoch)) {
+            return false;
+        }
+        match to {
+            Some(slot) => loaded.insert(index, slot),
+            None => loaded.remove(&index),
+        };
+        true
     }
 
     fn slot(&self, index: i32) -> Option<Slot> {
@@ -401,6 +401,18 @@ mod tests {
         state.extend(records);
     }
 
+    /// Begins and makes the take-over of partition 0 in `epoch`.
+    fn take_over(
+        shards: &Shards,
+        topic: &Arc<Topic>,
+        epoch: i32,
+        coordinator: &Mutex<Keys>,
+        read: impl Fn(&Partition, Option<Offset>) -> Result<(Keys, Offset), BrokerError>,
+    ) -> Result<Option<usize>, BrokerError> {
+        shards.begin_load(topic, 0, epoch);
+        shards.load(topic, 0, epoch, coordinator, read, replay)
+    }
+
     fn entry(key: &str) -> crate::internal_log::KeyValue {
         (key.as_bytes().to_vec(), None)
     }
@@ -488,38 +500,22 @@ mod tests {
         let shards = Shards::clustered("t", Arc::new(sluice_log::SystemClock));
         let coordinator: Mutex<Keys> = Mutex::new(Vec::new());
         // Given up (leadership left) while reading.
-        shards.begin_load(&topic, 0, 3);
-        let loaded = shards.load(
-            &topic,
-            0,
-            3,
-            &coordinator,
-            |p, from| {
-                if from.is_none() {
-                    shards.unload(0, |_| {});
-                }
-                read(p, from)
-            },
-            replay,
-        );
+        let loaded = take_over(&shards, &topic, 3, &coordinator, |p, from| {
+            if from.is_none() {
+                shards.unload(0, |_| {});
+            }
+            read(p, from)
+        });
         assert_eq!(loaded.unwrap(), None);
         assert!(coordinator.lock().is_empty());
         assert_eq!(shards.check(&g), Err(ResponseError::NotCoordinator));
         // Begun again in a later epoch while reading: that load is the one that counts.
-        shards.begin_load(&topic, 0, 3);
-        let loaded = shards.load(
-            &topic,
-            0,
-            3,
-            &coordinator,
-            |p, from| {
-                if from.is_none() {
-                    shards.begin_load(&topic, 0, 4);
-                }
-                read(p, from)
-            },
-            replay,
-        );
+        let loaded = take_over(&shards, &topic, 3, &coordinator, |p, from| {
+            if from.is_none() {
+                shards.begin_load(&topic, 0, 4);
+            }
+            read(p, from)
+        });
         assert_eq!(loaded.unwrap(), None);
         assert_eq!(
             shards.check(&g),
@@ -527,10 +523,9 @@ mod tests {
         );
         // The same, the read failing: the later take-over's slot and the state are left to it.
         *coordinator.lock() = vec![entry(&g)];
-        shards.begin_load(&topic, 0, 3);
-        let loaded = shards.load(
+        let loaded = take_over(
+            &shards,
             &topic,
-            0,
             3,
             &coordinator,
             |_, from| -> Result<(Keys, Offset), BrokerError> {
@@ -538,7 +533,6 @@ mod tests {
                 shards.begin_load(&topic, 0, 4);
                 Err(BrokerError::InvalidRequest("disk".into()))
             },
-            replay,
         );
         assert!(loaded.is_err());
         assert_eq!(coordinator.lock().len(), 1);
@@ -549,44 +543,33 @@ mod tests {
         // The replica stepped down while reading (its controller session lapsed), same epoch:
         // it loads nothing, forgets what it held of the partition and gives the take-over up,
         // to be begun again.
-        shards.begin_load(&topic, 0, 3);
-        let loaded = shards.load(
-            &topic,
-            0,
-            3,
-            &coordinator,
-            |part, from| {
-                let read = read(part, from);
-                if from.is_none() {
-                    p.follow(None, sluice_cluster::LeaderEpoch(3));
-                }
-                read
-            },
-            replay,
-        );
+        let loaded = take_over(&shards, &topic, 3, &coordinator, |part, from| {
+            let read = read(part, from);
+            if from.is_none() {
+                p.follow(None, sluice_cluster::LeaderEpoch(3));
+            }
+            read
+        });
         assert_eq!(loaded.unwrap(), None);
         assert!(coordinator.lock().is_empty());
         assert_eq!(shards.check(&g), Err(ResponseError::NotCoordinator));
         lead(&p);
         // Begun in an epoch the replica does not lead in: the same.
         *coordinator.lock() = vec![entry(&g)];
-        shards.begin_load(&topic, 0, 5);
-        let loaded = shards.load(&topic, 0, 5, &coordinator, read, replay);
+        let loaded = take_over(&shards, &topic, 5, &coordinator, read);
         assert_eq!(loaded.unwrap(), None, "the replica leads in epoch 3");
         assert!(coordinator.lock().is_empty());
         assert_eq!(shards.check(&g), Err(ResponseError::NotCoordinator));
         // A first read that fails gives the take-over up and forgets the partition's keys.
         *coordinator.lock() = vec![entry(&g)];
-        shards.begin_load(&topic, 0, 3);
-        let loaded = shards.load(
+        let loaded = take_over(
+            &shards,
             &topic,
-            0,
             3,
             &coordinator,
             |_, _| -> Result<(Keys, Offset), BrokerError> {
                 Err(BrokerError::InvalidRequest("disk".into()))
             },
-            replay,
         );
         assert!(loaded.is_err());
         assert!(coordinator.lock().is_empty());
@@ -599,18 +582,14 @@ mod tests {
             None
         );
         // Loaded, then a later take-over's second read fails: its keys are forgotten too.
-        shards.begin_load(&topic, 0, 3);
         assert_eq!(
-            shards
-                .load(&topic, 0, 3, &coordinator, read, replay)
-                .unwrap(),
+            take_over(&shards, &topic, 3, &coordinator, read).unwrap(),
             Some(1)
         );
         assert_eq!(coordinator.lock().len(), 1);
-        shards.begin_load(&topic, 0, 3);
-        let loaded = shards.load(
+        let loaded = take_over(
+            &shards,
             &topic,
-            0,
             3,
             &coordinator,
             |p, from| -> Result<(Keys, Offset), BrokerError> {
@@ -619,7 +598,6 @@ mod tests {
                     Some(_) => Err(BrokerError::InvalidRequest("disk".into())),
                 }
             },
-            replay,
         );
         assert!(loaded.is_err());
         assert!(coordinator.lock().is_empty());

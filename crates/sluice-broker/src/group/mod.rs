@@ -300,15 +300,12 @@ pub(crate) fn offset_commit_error(
     }
 }
 
-/// Every group record in a partition of the offsets topic, in order (up to the log end for a
-/// leader taking over, else up to the high watermark).
+/// Every group record in a partition of the offsets topic up to the high watermark, in order.
 fn read_all(partition: &Partition) -> Result<Vec<Record>, BrokerError> {
-    Ok(
-        crate::internal_log::read_all(partition, OFFSETS_TOPIC, false)?
-            .into_iter()
-            .filter_map(|(key, value)| Record::decode(&key, value.as_deref()))
-            .collect(),
-    )
+    Ok(crate::internal_log::read_all(partition, OFFSETS_TOPIC)?
+        .into_iter()
+        .filter_map(|(key, value)| Record::decode(&key, value.as_deref()))
+        .collect())
 }
 
 #[cfg(test)]

@@ -91,7 +91,7 @@ impl TxnService {
         let topic = crate::internal_log::ensure_topic(topics, TXN_TOPIC, partitions)?;
         let mut coordinator = Coordinator::new(max_timeout_ms, expiration_ms);
         for partition in topic.partitions() {
-            for (key, value) in crate::internal_log::read_all(&partition, TXN_TOPIC, false)? {
+            for (key, value) in crate::internal_log::read_all(&partition, TXN_TOPIC)? {
                 apply_record(&mut coordinator, key, value);
             }
         }
