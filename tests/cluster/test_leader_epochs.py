@@ -64,6 +64,32 @@ def end_for_epoch(bootstrap, topic, partition, current, epoch):
     return error, leader_epoch, end
 
 
+def list_offset(bootstrap, topic, partition, timestamp):
+    """ListOffsets v4 for one partition -> (error, offset, leader epoch)."""
+    body = struct.pack(">ib", -1, 0)  # replica id: a consumer; read_uncommitted
+    body += struct.pack(">i", 1) + string(topic)
+    body += struct.pack(">i", 1) + struct.pack(">iiq", partition, -1, timestamp)
+    conn = Conn(bootstrap)
+    try:
+        conn.send(frame(header_v1(2, 4, 12) + body))
+        payload = conn.read_frame()
+    finally:
+        conn.sock.close()
+    assert payload is not None, "the broker closed the connection"
+    at = 4 + 4  # correlation id, throttle time
+    (topics,) = struct.unpack_from(">i", payload, at)
+    assert topics == 1
+    at += 4
+    (n,) = struct.unpack_from(">h", payload, at)
+    assert payload[at + 2:at + 2 + n].decode() == topic
+    at += 2 + n
+    (parts,) = struct.unpack_from(">i", payload, at)
+    assert parts == 1
+    index, error, _timestamp, offset, leader_epoch = struct.unpack_from(">ihqqi", payload, at + 4)
+    assert index == partition
+    return error, offset, leader_epoch
+
+
 def current_epoch(bootstrap, topic, partition):
     """The leader's epoch: the one current epoch it neither fences nor does not know."""
     for epoch in range(0, 100):
@@ -110,6 +136,7 @@ def test_offset_for_leader_epoch_across_a_failover(cluster):
         assert seen == list(range(10)), seen
         c.kill(leader)
         new = c.wait_for_leader(topic, 0, not_node=leader, timeout=20)
+        before_second = int(time.time() * 1000)
         produce_records(c.bootstrap, topic, history, 5)
         at = c.node(new).bootstrap
         second = current_epoch(at, topic, 0)
@@ -118,6 +145,12 @@ def test_offset_for_leader_epoch_across_a_failover(cluster):
         assert end_for_epoch(at, topic, 0, second, first) == (NONE, first, 10)
         assert end_for_epoch(at, topic, 0, second, second) == (NONE, second, 15)
         assert end_for_epoch(at, topic, 0, first, first)[0] == FENCED_LEADER_EPOCH
+        # ListOffsets names the epoch that wrote the offset it found (the current one beside
+        # the latest offset), as Kafka does: a consumer validates a position it seeks to
+        # against that epoch.
+        assert list_offset(at, topic, 0, -2) == (NONE, 0, first), "earliest"
+        assert list_offset(at, topic, 0, before_second) == (NONE, 10, second), "by timestamp"
+        assert list_offset(at, topic, 0, -1) == (NONE, 15, second), "latest"
         # The consumer validates its position with the new leader and goes on from offset 10:
         # no reset to the start, nothing read twice, nothing skipped.
         deadline = time.monotonic() + 30

@@ -717,6 +717,11 @@ impl Partition {
         }
     }
 
+    /// The leader epoch that wrote `offset` in this replica's log.
+    pub fn epoch_at(&self, offset: Offset) -> Option<LeaderEpoch> {
+        self.state.lock().log.epoch_at(offset)
+    }
+
     /// OffsetForLeaderEpoch on this replica's log.
     pub fn end_offset_for_epoch(&self, epoch: LeaderEpoch) -> Option<(LeaderEpoch, Offset)> {
         self.state.lock().log.end_offset_for_epoch(epoch)

@@ -48,6 +48,29 @@ pub enum Slot {
     Loaded(i32),
 }
 
+/// Where a key's coordinator is, as this node sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Whereabouts {
+    /// Here, in this coordinator epoch.
+    Here(i32),
+    /// Here soon: this node is reading the key's partition to take it over.
+    Loading,
+    /// On another node, or on none yet.
+    Elsewhere,
+}
+
+impl Whereabouts {
+    /// The coordinator epoch here, or the error a client is answered with: `NOT_COORDINATOR`
+    /// (it looks the coordinator up again) or `COORDINATOR_LOAD_IN_PROGRESS` (it asks again).
+    pub fn epoch(self) -> Result<i32, ResponseError> {
+        match self {
+            Whereabouts::Here(epoch) => Ok(epoch),
+            Whereabouts::Loading => Err(ResponseError::CoordinatorLoadInProgress),
+            Whereabouts::Elsewhere => Err(ResponseError::NotCoordinator),
+        }
+    }
+}
+
 impl Slot {
     pub fn epoch(self) -> i32 {
         match self {
@@ -93,27 +116,30 @@ impl Shards {
             .map(|t| partition_for(key, t.partition_count()))
     }
 
-    /// The coordinator epoch of `key` if this node coordinates it; `NOT_COORDINATOR`
-    /// otherwise (the client looks the coordinator up again), `COORDINATOR_LOAD_IN_PROGRESS`
-    /// while this node reads the key's partition to take it over (the client asks again).
-    pub fn check(&self, key: &str) -> Result<i32, ResponseError> {
-        let partition = self
-            .partition_of(key)
-            .ok_or(ResponseError::NotCoordinator)?;
-        self.epoch(partition)
+    /// Where `key`'s coordinator is.
+    pub fn locate(&self, key: &str) -> Whereabouts {
+        match self.partition_of(key) {
+            Some(partition) => self.locate_partition(partition),
+            None => Whereabouts::Elsewhere,
+        }
     }
 
-    /// The coordinator epoch of `partition` if this node coordinates it; as
-    /// [`Shards::check`] otherwise.
-    pub fn epoch(&self, partition: i32) -> Result<i32, ResponseError> {
+    /// Where the coordinator of `partition`'s keys is.
+    pub fn locate_partition(&self, partition: i32) -> Whereabouts {
         match &self.loaded {
-            None => Ok(0),
+            None => Whereabouts::Here(0),
             Some(loaded) => match loaded.read().get(&partition) {
-                Some(Slot::Loaded(epoch)) => Ok(*epoch),
-                Some(Slot::Loading(_)) => Err(ResponseError::CoordinatorLoadInProgress),
-                None => Err(ResponseError::NotCoordinator),
+                Some(Slot::Loaded(epoch)) => Whereabouts::Here(*epoch),
+                Some(Slot::Loading(_)) => Whereabouts::Loading,
+                None => Whereabouts::Elsewhere,
             },
         }
+    }
+
+    /// The coordinator epoch of `key` if this node coordinates it; the error to answer
+    /// otherwise ([`Whereabouts::epoch`]).
+    pub fn check(&self, key: &str) -> Result<i32, ResponseError> {
+        self.locate(key).epoch()
     }
 
     /// The local partition `key`'s records are written to (`NotLeader` when it is not here).
@@ -170,6 +196,16 @@ impl Shards {
             .as_ref()
             .map(|l| l.read().clone())
             .unwrap_or_default()
+    }
+
+    /// Whether this node is taking any partition over (a listing of its keys is incomplete).
+    pub fn any_loading(&self) -> bool {
+        self.loaded.as_ref().is_some_and(|loaded| {
+            loaded
+                .read()
+                .values()
+                .any(|slot| matches!(slot, Slot::Loading(_)))
+        })
     }
 
     /// Starts taking over partition `index` of `topic` in `epoch` (this node's replica leads
@@ -328,13 +364,13 @@ mod tests {
     #[test]
     fn a_single_node_coordinates_everything_and_a_cluster_node_only_what_it_loaded() {
         let single = Shards::standalone("t");
-        assert_eq!(single.epoch(7), Ok(0));
+        assert_eq!(single.locate_partition(7), Whereabouts::Here(0));
         let node = Shards::clustered("t", Arc::new(sluice_log::SystemClock));
-        assert_eq!(node.epoch(7), Err(ResponseError::NotCoordinator));
+        assert_eq!(node.locate_partition(7), Whereabouts::Elsewhere);
         node.insert(7, 3);
-        assert_eq!(node.epoch(7), Ok(3));
+        assert_eq!(node.locate_partition(7), Whereabouts::Here(3));
         node.remove(7);
-        assert_eq!(node.epoch(7), Err(ResponseError::NotCoordinator));
+        assert_eq!(node.locate_partition(7), Whereabouts::Elsewhere);
     }
 
     /// A two-partition internal topic of a cluster node whose replica of partition 0 leads in
@@ -428,11 +464,15 @@ mod tests {
         let (mine, other) = (key_in(0), key_in(1));
         let shards = Shards::clustered("t", Arc::new(sluice_log::SystemClock));
         let coordinator: Mutex<Keys> = Mutex::new(vec![entry(&mine), entry(&other)]);
+        assert!(!shards.any_loading());
         shards.begin_load(&topic, 0, 3);
+        assert!(shards.any_loading());
+        assert_eq!(shards.locate(&mine), Whereabouts::Loading);
         assert_eq!(
             shards.check(&mine),
             Err(ResponseError::CoordinatorLoadInProgress)
         );
+        assert_eq!(shards.locate(&other), Whereabouts::Elsewhere);
         assert_eq!(shards.check(&other), Err(ResponseError::NotCoordinator));
         let first = std::sync::atomic::AtomicBool::new(true);
         let loaded = shards
@@ -473,7 +513,9 @@ mod tests {
         assert_eq!(state[0].0, other.as_bytes());
         assert_eq!(state[1].0, b"old-0");
         assert_eq!(state[101].0, b"late");
+        assert_eq!(shards.locate(&mine), Whereabouts::Here(3));
         assert_eq!(shards.check(&mine), Ok(3));
+        assert!(!shards.any_loading());
     }
 
     #[test]

@@ -514,9 +514,22 @@ impl Client {
         })
     }
 
-    /// (group, state, protocol type) of every group.
+    /// (group, state, protocol type) of every group this node coordinates. Asked again for
+    /// up to 5 s while the node is taking over a partition of the offsets topic (its list
+    /// lacks that partition's groups until then).
     pub async fn list_groups(&mut self) -> Result<Vec<(String, String, String)>, ClientError> {
-        let response = self.conn.call(&ListGroupsRequest::default(), 0, 5).await?;
+        let mut attempt = 0;
+        let response = loop {
+            attempt += 1;
+            let response = self.conn.call(&ListGroupsRequest::default(), 0, 5).await?;
+            let loading = response.error_code
+                == kafka_protocol::error::ResponseError::CoordinatorLoadInProgress.code();
+            if loading && attempt < 20 {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+                continue;
+            }
+            break response;
+        };
         check("ListGroups", response.error_code, None)?;
         let mut groups: Vec<_> = response
             .groups

@@ -99,6 +99,17 @@ impl EpochCache {
         changed
     }
 
+    /// The epoch that wrote `offset`: the newest one that started at or before it (what
+    /// Kafka's ListOffsets answers beside an offset it found). `None` below the first epoch
+    /// here or when the cache is empty.
+    pub fn epoch_at(&self, offset: Offset) -> Option<LeaderEpoch> {
+        self.entries
+            .iter()
+            .rev()
+            .find(|(_, start)| *start <= offset)
+            .map(|(epoch, _)| *epoch)
+    }
+
     /// Where `epoch` ended in a log ending at `log_end`: the largest epoch at or below it that
     /// this log has, and the first offset of the next epoch (or `log_end` for the latest).
     /// `None` when `epoch` is newer than any here or the cache is empty: Kafka answers
@@ -164,6 +175,20 @@ mod tests {
             EpochCache::default().end_offset_for(LeaderEpoch(0), end),
             None
         );
+    }
+
+    #[test]
+    fn the_epoch_that_wrote_an_offset() {
+        let c = cache(&[(1, 5), (3, 10), (4, 25)]);
+        let at = |o: i64| c.epoch_at(Offset(o)).map(|e| e.0);
+        assert_eq!(at(4), None, "before the first epoch here");
+        assert_eq!(at(5), Some(1));
+        assert_eq!(at(9), Some(1));
+        assert_eq!(at(10), Some(3));
+        assert_eq!(at(24), Some(3));
+        assert_eq!(at(25), Some(4));
+        assert_eq!(at(1_000), Some(4), "the latest goes on to the log end");
+        assert_eq!(EpochCache::default().epoch_at(Offset(0)), None);
     }
 
     #[test]

@@ -1037,6 +1037,11 @@ impl Log {
         self.epochs.entries()
     }
 
+    /// The leader epoch that wrote `offset` (`None` below the first epoch known here).
+    pub fn epoch_at(&self, offset: Offset) -> Option<LeaderEpoch> {
+        self.epochs.epoch_at(offset)
+    }
+
     /// OffsetForLeaderEpoch: where `epoch` ended in this log — the largest epoch at or below it
     /// that wrote here and the first offset after it (the log end for the newest epoch).
     /// `None` if `epoch` is newer than any here (Kafka's UNDEFINED_EPOCH_OFFSET).

@@ -427,21 +427,11 @@ impl Coordinator {
                     for m in group.members.values_mut() {
                         m.assignment = assigned.get(&m.id).cloned().unwrap_or_default();
                     }
+                    // Stable already, so that the group's record says so; the members are
+                    // answered once the caller knows whether the record was stored
+                    // (`stored`), with the coordinator still locked.
                     group.state = GroupState::Stable;
                     group.phase_deadline_ms = None;
-                    tracing::info!(group = %group.id, generation = group.generation, "group stable");
-                    let (protocol_type, protocol_name) =
-                        (group.protocol_type.clone(), group.protocol_name.clone());
-                    for m in group.members.values_mut() {
-                        if let Some(tx) = m.awaiting_sync.take() {
-                            let _ = tx.send(SyncResult {
-                                error: 0,
-                                protocol_type: protocol_type.clone(),
-                                protocol_name: protocol_name.clone(),
-                                assignment: m.assignment.clone(),
-                            });
-                        }
-                    }
                     records.push(Record::Group(group_record(group)));
                 }
                 (Reply::Later(rx), records)
@@ -450,6 +440,54 @@ impl Coordinator {
                 Reply::Now(sync_error(ResponseError::UnknownMemberId)),
                 vec![],
             ),
+        }
+    }
+
+    /// After the leader's SyncGroup appended the group's record (`sync`'s records) or failed
+    /// to: hands every waiting member its assignment; or, as Kafka does when the assignment
+    /// cannot be stored, answers them all with the error, drops the assignment and starts a
+    /// new rebalance, so that no member works on an assignment the group's log does not hold.
+    /// Called again with the error if the appended record is then not committed. An outcome
+    /// for a generation the group has left changes nothing.
+    pub fn stored(
+        &mut self,
+        group_id: &str,
+        generation: i32,
+        outcome: Result<(), ResponseError>,
+        now_ms: i64,
+    ) {
+        let Some(group) = self.groups.get_mut(group_id) else {
+            return;
+        };
+        if group.generation != generation || group.state != GroupState::Stable {
+            return;
+        }
+        match outcome {
+            Ok(()) => {
+                tracing::info!(group = %group.id, generation, "group stable");
+                let (protocol_type, protocol_name) =
+                    (group.protocol_type.clone(), group.protocol_name.clone());
+                for m in group.members.values_mut() {
+                    if let Some(tx) = m.awaiting_sync.take() {
+                        let _ = tx.send(SyncResult {
+                            error: 0,
+                            protocol_type: protocol_type.clone(),
+                            protocol_name: protocol_name.clone(),
+                            assignment: m.assignment.clone(),
+                        });
+                    }
+                }
+            }
+            Err(error) => {
+                tracing::warn!(group = %group.id, generation, ?error, "cannot store the group's assignment");
+                for m in group.members.values_mut() {
+                    m.assignment = Bytes::new();
+                    if let Some(tx) = m.awaiting_sync.take() {
+                        let _ = tx.send(sync_error(error));
+                    }
+                }
+                prepare_rebalance(group, now_ms, 0);
+            }
         }
     }
 
@@ -1078,17 +1116,33 @@ mod tests {
         }
     }
 
-    /// Joins a new member the KIP-394 way; returns its id and pending join.
+    /// SyncGroup as the handler runs it: the leader's record is stored, then the members hear.
+    fn sync_stored(
+        c: &mut Coordinator,
+        group: &str,
+        generation: i32,
+        member: &str,
+        instance: Option<&str>,
+        assignments: Vec<(String, Bytes)>,
+    ) -> (Reply<SyncResult>, Vec<Record>) {
+        let (reply, records) = c.sync(group, generation, member, instance, assignments);
+        if !records.is_empty() {
+            c.stored(group, generation, Ok(()), 0);
+        }
+        (reply, records)
+    }
+
     /// The one member of a group that just became Stable (joined and synced generation 1).
     fn stable_member(c: &mut Coordinator) -> String {
         let (a, mut a_join) = new_member(c, 0);
         a_join.try_recv().unwrap();
-        later(c.sync("g", 1, &a, None, vec![]).0)
+        later(sync_stored(c, "g", 1, &a, None, vec![]).0)
             .try_recv()
             .unwrap();
         a
     }
 
+    /// Joins a new member the KIP-394 way; returns its id and pending join.
     fn new_member(c: &mut Coordinator, t: i64) -> (String, oneshot::Receiver<JoinResult>) {
         let first = now(c.join(join_req("", None), t).0);
         assert_eq!(first.error, ResponseError::MemberIdRequired.code());
@@ -1140,7 +1194,8 @@ mod tests {
             (0, 1, id.as_str())
         );
         assert_eq!(joined.members.len(), 1, "the leader gets the member list");
-        let (reply, records) = c.sync(
+        let (reply, records) = sync_stored(
+            &mut c,
             "g",
             1,
             &id,
@@ -1183,7 +1238,7 @@ mod tests {
         let mut c = Coordinator::new(config());
         let (a, mut a_join) = new_member(&mut c, 0);
         a_join.try_recv().unwrap();
-        let (reply, _) = c.sync("g", 1, &a, None, vec![]);
+        let (reply, _) = sync_stored(&mut c, "g", 1, &a, None, vec![]);
         later(reply).try_recv().unwrap();
         let (b, mut b_join) = new_member(&mut c, 10);
         assert!(
@@ -1202,12 +1257,13 @@ mod tests {
             rb.members.is_empty(),
             "followers do not see the member list"
         );
-        let mut b_sync = later(c.sync("g", 2, &b, None, vec![]).0);
+        let mut b_sync = later(sync_stored(&mut c, "g", 2, &b, None, vec![]).0);
         assert!(
             b_sync.try_recv().is_err(),
             "a follower waits for the leader's assignment"
         );
-        let (reply, _) = c.sync(
+        let (reply, _) = sync_stored(
+            &mut c,
             "g",
             2,
             &a,
@@ -1225,6 +1281,78 @@ mod tests {
             b_sync.try_recv().unwrap().assignment,
             Bytes::from_static(b"B")
         );
+    }
+
+    #[test]
+    fn members_hear_the_assignment_only_once_it_is_stored() {
+        let mut c = Coordinator::new(config());
+        let leader = stable_member(&mut c);
+        let (follower, mut f_join) = new_member(&mut c, 10);
+        let mut l_join = later(c.join(join_req(&leader, None), 20).0);
+        assert_eq!(l_join.try_recv().unwrap().leader, leader);
+        assert_eq!(f_join.try_recv().unwrap().generation, 2);
+        let assign = |label: &'static [u8]| {
+            vec![
+                (leader.clone(), Bytes::from_static(label)),
+                (follower.clone(), Bytes::from_static(label)),
+            ]
+        };
+        // The append fails: both hear the error, nobody keeps an assignment, and the group
+        // rebalances.
+        let mut f_sync = later(c.sync("g", 2, &follower, None, vec![]).0);
+        let (reply, records) = c.sync("g", 2, &leader, None, assign(b"two"));
+        let mut l_sync = later(reply);
+        assert_eq!(records.len(), 1, "the group's record to append");
+        assert!(
+            f_sync.try_recv().is_err(),
+            "not before the record is stored"
+        );
+        assert!(l_sync.try_recv().is_err());
+        c.stored("g", 2, Err(ResponseError::CoordinatorNotAvailable), 30);
+        for rx in [&mut f_sync, &mut l_sync] {
+            let r = rx.try_recv().unwrap();
+            assert_eq!(r.error, ResponseError::CoordinatorNotAvailable.code());
+            assert!(r.assignment.is_empty());
+        }
+        assert_eq!(c.state_of("g"), GroupState::PreparingRebalance);
+        assert!(c
+            .group("g")
+            .unwrap()
+            .members
+            .values()
+            .all(|m| m.assignment.is_empty()));
+        assert_eq!(
+            c.heartbeat("g", 2, &follower, None, 40),
+            Err(ResponseError::RebalanceInProgress)
+        );
+        // Both rejoin; this time the record is stored and both hear their share.
+        let mut l_join = later(c.join(join_req(&leader, None), 50).0);
+        let mut f_join = later(c.join(join_req(&follower, None), 50).0);
+        assert_eq!(l_join.try_recv().unwrap().generation, 3);
+        assert_eq!(f_join.try_recv().unwrap().generation, 3);
+        let mut f_sync = later(c.sync("g", 3, &follower, None, vec![]).0);
+        let (reply, _) = c.sync("g", 3, &leader, None, assign(b"three"));
+        let mut l_sync = later(reply);
+        assert!(f_sync.try_recv().is_err());
+        // A late outcome of an older generation changes nothing.
+        c.stored("g", 2, Err(ResponseError::CoordinatorNotAvailable), 60);
+        assert!(f_sync.try_recv().is_err());
+        c.stored("g", 3, Ok(()), 60);
+        assert_eq!(
+            f_sync.try_recv().unwrap().assignment,
+            Bytes::from_static(b"three")
+        );
+        assert_eq!(l_sync.try_recv().unwrap().error, 0);
+        assert_eq!(c.state_of("g"), GroupState::Stable);
+        // The record appended is then not committed: the assignment is dropped as well.
+        c.stored("g", 3, Err(ResponseError::NotCoordinator), 70);
+        assert_eq!(c.state_of("g"), GroupState::PreparingRebalance);
+        assert!(c
+            .group("g")
+            .unwrap()
+            .members
+            .values()
+            .all(|m| m.assignment.is_empty()));
     }
 
     #[test]
@@ -1302,7 +1430,7 @@ mod tests {
         let rb = b_join.try_recv().unwrap();
         assert_eq!((rb.generation, rb.leader.as_str()), (2, b.as_str()));
         assert!(!c.group("g").unwrap().members.contains_key(&a));
-        later(c.sync("g", 2, &b, None, vec![]).0)
+        later(sync_stored(&mut c, "g", 2, &b, None, vec![]).0)
             .try_recv()
             .unwrap();
         // `b` stops heartbeating: its session expires and the group empties.
@@ -1317,7 +1445,8 @@ mod tests {
         let mut join = later(c.join(join_req("", Some("i1")), 0).0);
         let first = join.try_recv().unwrap();
         later(
-            c.sync(
+            sync_stored(
+                &mut c,
                 "g",
                 1,
                 &first.member_id,
@@ -1357,7 +1486,7 @@ mod tests {
             c.check_commit("g", 1, &again.member_id, Some("i2"), &[], false),
             Err(ResponseError::FencedInstanceId)
         );
-        let r = now(c.sync("g", 1, &again.member_id, Some("i1"), vec![]).0);
+        let r = now(sync_stored(&mut c, "g", 1, &again.member_id, Some("i1"), vec![]).0);
         assert_eq!(
             r.assignment,
             Bytes::from_static(b"X"),
@@ -1418,7 +1547,7 @@ mod tests {
         let (reply, records) = c.join(join_req(&first.member_id, None), 0);
         log.extend(records);
         later(reply).try_recv().unwrap();
-        let (reply, records) = c.sync("g", 1, &first.member_id, None, vec![]);
+        let (reply, records) = sync_stored(&mut c, "g", 1, &first.member_id, None, vec![]);
         log.extend(records);
         later(reply).try_recv().unwrap();
         let (results, records) = c.leave("g", &[(first.member_id.clone(), None)], 10);

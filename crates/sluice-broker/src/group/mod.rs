@@ -95,6 +95,17 @@ impl GroupService {
         self.shards.check(group).map(drop)
     }
 
+    /// Whether this node is taking a partition of the offsets topic over: the groups it
+    /// lists lack that partition's.
+    pub fn loading(&self) -> bool {
+        self.shards.any_loading()
+    }
+
+    /// Where `group`'s coordinator is.
+    pub fn locate(&self, group: &str) -> crate::shards::Whereabouts {
+        self.shards.locate(group)
+    }
+
     /// Takes over partition `index` of the offsets topic (this node now leads it in `epoch`),
     /// after [`Shards::begin_load`]: blocking, for a blocking thread ([`Shards::load`]).
     pub fn load(&self, topic: &Arc<Topic>, index: i32, epoch: i32) -> Result<(), BrokerError> {
@@ -210,8 +221,9 @@ impl GroupService {
 /// the group. The wait is sampled once the reply is known ([`crate::commit::fence`]: a replica
 /// that stepped down in between answers NOT_COORDINATOR), under the coordinator's lock: the
 /// request that completed a rebalance (a leader's SyncGroup hands the other members their
-/// assignments before it appends the group's record) has appended its write by then. Nothing
-/// on a single node.
+/// assignments once it has appended the group's record, still holding the lock) has appended
+/// its write by then, and the reply waits until that write is committed. Nothing on a single
+/// node.
 pub(crate) fn fence_later(
     broker: &crate::broker::Broker,
     group: &str,

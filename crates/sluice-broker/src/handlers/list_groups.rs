@@ -1,6 +1,7 @@
 //! ListGroups, with the state filter (v4+) and type filter (v5+: "classic", or "consumer" for
 //! groups of the new protocol, KIP-848).
 
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::{ListGroupsRequest, ListGroupsResponse, ResponseKind};
 
@@ -58,5 +59,16 @@ pub fn handle(broker: &Broker, request: ListGroupsRequest, call: &Call) -> Respo
             )
         })
         .collect();
-    ResponseKind::ListGroups(ListGroupsResponse::default().with_groups(groups))
+    // As Kafka: the groups it has, and COORDINATOR_LOAD_IN_PROGRESS while a partition's are
+    // still being read (an admin client asks again).
+    let error = if broker.groups.loading() {
+        ResponseError::CoordinatorLoadInProgress.code()
+    } else {
+        0
+    };
+    ResponseKind::ListGroups(
+        ListGroupsResponse::default()
+            .with_error_code(error)
+            .with_groups(groups),
+    )
 }

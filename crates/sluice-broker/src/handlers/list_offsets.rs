@@ -107,11 +107,23 @@ fn handle_authorized(broker: &Broker, request: ListOffsetsRequest, call: &Call) 
                         return not_yet();
                     }
                     match found {
-                        // The leader epoch is in the response from v4 on (KIP-320).
-                        Ok(Some((offset, timestamp))) => response
-                            .with_offset(offset.0)
-                            .with_timestamp(timestamp)
-                            .with_leader_epoch(if version >= 4 { epoch } else { -1 }),
+                        // The leader epoch is in the response from v4 on (KIP-320): as in
+                        // Kafka, the current one beside the latest offset, otherwise the one
+                        // that wrote the offset found (which a consumer validates its position
+                        // against after seeking there).
+                        Ok(Some((offset, timestamp))) => {
+                            let epoch = if version < 4 {
+                                -1
+                            } else if p.timestamp == LATEST {
+                                epoch
+                            } else {
+                                partition.epoch_at(offset).map_or(-1, |e| e.0)
+                            };
+                            response
+                                .with_offset(offset.0)
+                                .with_timestamp(timestamp)
+                                .with_leader_epoch(epoch)
+                        }
                         Ok(None) => response,
                         Err(e) => response.with_error_code(log_error(&e).code()),
                     }

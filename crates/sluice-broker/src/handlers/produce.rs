@@ -22,6 +22,7 @@ use crate::handlers::{Call, Versions};
 use crate::partition::Partition;
 use crate::quotas::throttle::QuotaKind;
 use crate::replication::peer::PeerCall;
+use crate::shards::Whereabouts;
 
 /// What an answer waits for.
 enum Wait {
@@ -404,23 +405,21 @@ async fn ask_coordinator(broker: &Broker, asks: Vec<Ask>) -> Verdicts {
     let calls = asks.into_iter().map(|ask| async move {
         let key = (ask.topic.clone(), ask.partition);
         let guard = ask.guard;
-        let here = broker.txns.check(&ask.transactional_id);
-        let outcome = if here == Err(ResponseError::CoordinatorLoadInProgress) {
-            // The coordinator is this node, still reading its partition.
-            Err(ResponseError::CoordinatorLoadInProgress)
-        } else if here.is_ok() {
-            broker
-                .verify_txn_write_at_coordinator(
-                    &ask.transactional_id,
-                    ask.producer_id,
-                    ask.producer_epoch,
-                    &ask.topic,
-                    ask.partition,
-                    ask.implicit_add,
-                )
-                .await
-        } else {
-            match broker.txn_coordinator(&ask.transactional_id) {
+        let outcome = match broker.txns.locate(&ask.transactional_id) {
+            Whereabouts::Here(_) => {
+                broker
+                    .verify_txn_write_at_coordinator(
+                        &ask.transactional_id,
+                        ask.producer_id,
+                        ask.producer_epoch,
+                        &ask.topic,
+                        ask.partition,
+                        ask.implicit_add,
+                    )
+                    .await
+            }
+            Whereabouts::Loading => Err(ResponseError::CoordinatorLoadInProgress),
+            Whereabouts::Elsewhere => match broker.txn_coordinator(&ask.transactional_id) {
                 Ok((node, _, _)) => {
                     let call = PeerCall::VerifyTxnWrite {
                         transactional_id: ask.transactional_id,
@@ -433,7 +432,7 @@ async fn ask_coordinator(broker: &Broker, asks: Vec<Ask>) -> Verdicts {
                     broker.call_peer(sluice_cluster::NodeId(node), &call).await
                 }
                 Err(e) => Err(e),
-            }
+            },
         };
         let verdict = outcome.map_err(|e| match e {
             ResponseError::NotCoordinator

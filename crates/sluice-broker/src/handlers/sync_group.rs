@@ -45,6 +45,32 @@ pub fn handle(broker: &Broker, request: SyncGroupRequest, call: &Call) -> Reply 
             .collect(),
     );
     let written = groups.record(&mut coordinator, &records);
+    if !records.is_empty() {
+        // The leader's assignment: the members hear it only once it is in the group's log.
+        coordinator.stored(
+            &request.group_id,
+            request.generation_id,
+            written.as_ref().map(|_| ()).map_err(|e| *e),
+            groups.now_ms(),
+        );
+        // As Kafka: an assignment whose record is not committed (the replica stepped down, or
+        // no quorum took it in time) is not kept either; the group rebalances. The members
+        // handed their share wait for the same commit (the read fence) and hear the error.
+        if let (Ok(waits), Some(b)) = (&written, broker.arc()) {
+            let (waits, group, generation) = (
+                waits.clone(),
+                request.group_id.to_string(),
+                request.generation_id,
+            );
+            tokio::spawn(async move {
+                if let Err(e) = crate::commit::committed(waits).await {
+                    if let Ok(mut coordinator) = b.groups.lock_for(&group) {
+                        coordinator.stored(&group, generation, Err(e), b.groups.now_ms());
+                    }
+                }
+            });
+        }
+    }
     let fence = crate::group::fence_later(broker, &request.group_id);
     drop(coordinator);
     answer_when_committed(

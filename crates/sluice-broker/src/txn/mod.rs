@@ -36,7 +36,7 @@ use crate::commit::{committed, Waits};
 use crate::error::BrokerError;
 use crate::group::coordinator::{offset_record, Committed};
 use crate::partition::Partition;
-use crate::shards::Shards;
+use crate::shards::{Shards, Whereabouts};
 use crate::topics::{Topic, Topics};
 use coordinator::{completed, Coordinator};
 use sluice_cluster::NodeId;
@@ -127,6 +127,11 @@ impl TxnService {
     /// (`COORDINATOR_LOAD_IN_PROGRESS` while this node reads its partition to take it over).
     pub fn check(&self, id: &str) -> Result<i32, ResponseError> {
         self.shards.check(id)
+    }
+
+    /// Where `id`'s coordinator is.
+    pub fn locate(&self, id: &str) -> Whereabouts {
+        self.shards.locate(id)
     }
 
     /// The coordinator, if this node coordinates `id`; as [`TxnService::check`] otherwise.
@@ -388,19 +393,17 @@ impl Broker {
                 by_group.entry(&o.group).or_default().push(o.clone());
             }
             for (group, offsets) in by_group {
-                let here = self.groups.check(group);
-                if here.is_ok() {
-                    self.commit_offsets_here(group, &offsets).await?;
-                } else if here == Err(ResponseError::CoordinatorLoadInProgress) {
-                    // Its coordinator is this node, still reading the group's partition.
-                    return Err(ResponseError::CoordinatorLoadInProgress);
-                } else {
-                    let (node, _, _) = self.group_coordinator(group)?;
-                    let call = crate::replication::PeerCall::CommitOffsets {
-                        group: group.to_string(),
-                        offsets,
-                    };
-                    self.call_peer(NodeId(node), &call).await?;
+                match self.groups.locate(group) {
+                    Whereabouts::Here(_) => self.commit_offsets_here(group, &offsets).await?,
+                    Whereabouts::Loading => return Err(ResponseError::CoordinatorLoadInProgress),
+                    Whereabouts::Elsewhere => {
+                        let (node, _, _) = self.group_coordinator(group)?;
+                        let call = crate::replication::PeerCall::CommitOffsets {
+                            group: group.to_string(),
+                            offsets,
+                        };
+                        self.call_peer(NodeId(node), &call).await?;
+                    }
                 }
             }
         }
