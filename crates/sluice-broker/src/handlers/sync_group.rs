@@ -56,16 +56,22 @@ pub fn handle(broker: &Broker, request: SyncGroupRequest, call: &Call) -> Reply 
         // As Kafka: an assignment whose record is not committed (the replica stepped down, or
         // no quorum took it in time) is not kept either; the group rebalances. The members
         // handed their share wait for the same commit (the read fence) and hear the error.
+        // Only while this node still coordinates the group in the epoch it appended in: a
+        // take-over in a later epoch (even of this node again) rebuilt the group from what
+        // the log kept.
         if let (Ok(waits), Some(b)) = (&written, broker.arc()) {
             let (waits, group, generation) = (
                 waits.clone(),
                 request.group_id.to_string(),
                 request.generation_id,
             );
+            let epoch = groups.shards.check(&group);
             tokio::spawn(async move {
                 if let Err(e) = crate::commit::committed(waits).await {
                     if let Ok(mut coordinator) = b.groups.lock_for(&group) {
-                        coordinator.stored(&group, generation, Err(e), b.groups.now_ms());
+                        if b.groups.shards.check(&group) == epoch {
+                            coordinator.stored(&group, generation, Err(e), b.groups.now_ms());
+                        }
                     }
                 }
             });
