@@ -114,12 +114,15 @@ def call(bootstrap, request, timeout=10):
     return payload
 
 
-def one_partition(payload, at):
+def one_partition(payload, at, topic=None):
     """Past a one-topic, one-partition response's topic name and partition count at `at`
-    (each an array of one): the offset of the partition's entry."""
+    (each an array of one; the name checked when `topic` is given): the offset of the
+    partition's entry."""
     (topics,) = struct.unpack_from(">i", payload, at)
     assert topics == 1, topics
     (n,) = struct.unpack_from(">h", payload, at + 4)
+    if topic is not None:
+        assert payload[at + 6:at + 6 + n].decode() == topic
     at += 4 + 2 + n
     (parts,) = struct.unpack_from(">i", payload, at)
     assert parts == 1, parts

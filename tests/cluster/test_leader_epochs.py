@@ -13,7 +13,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from conftest import sluice_cli, wait_until
 
-from broker.raw import Conn, frame, header_v1, string
+from broker.raw import call, frame, header_v1, one_partition, string
 from .checker import History
 from .harness import CLIENT_DEFAULTS
 from .workload import produce_records
@@ -43,23 +43,9 @@ def end_for_epoch(bootstrap, topic, partition, current, epoch):
     body = struct.pack(">i", -1)  # replica id: a consumer
     body += struct.pack(">i", 1) + string(topic)
     body += struct.pack(">i", 1) + struct.pack(">iii", partition, current, epoch)
-    conn = Conn(bootstrap)
-    try:
-        conn.send(frame(header_v1(23, 3, 11) + body))
-        payload = conn.read_frame()
-    finally:
-        conn.sock.close()
-    assert payload is not None, "the broker closed the connection"
-    at = 4 + 4  # correlation id, throttle time
-    (topics,) = struct.unpack_from(">i", payload, at)
-    assert topics == 1
-    at += 4
-    (n,) = struct.unpack_from(">h", payload, at)
-    assert payload[at + 2:at + 2 + n].decode() == topic
-    at += 2 + n
-    (parts,) = struct.unpack_from(">i", payload, at)
-    assert parts == 1
-    error, index, leader_epoch, end = struct.unpack_from(">hiiq", payload, at + 4)
+    payload = call(bootstrap, frame(header_v1(23, 3, 11) + body))
+    at = one_partition(payload, 4 + 4, topic)  # past the correlation id and throttle time
+    error, index, leader_epoch, end = struct.unpack_from(">hiiq", payload, at)
     assert index == partition
     return error, leader_epoch, end
 
@@ -69,23 +55,9 @@ def list_offset(bootstrap, topic, partition, timestamp):
     body = struct.pack(">ib", -1, 0)  # replica id: a consumer; read_uncommitted
     body += struct.pack(">i", 1) + string(topic)
     body += struct.pack(">i", 1) + struct.pack(">iiq", partition, -1, timestamp)
-    conn = Conn(bootstrap)
-    try:
-        conn.send(frame(header_v1(2, 4, 12) + body))
-        payload = conn.read_frame()
-    finally:
-        conn.sock.close()
-    assert payload is not None, "the broker closed the connection"
-    at = 4 + 4  # correlation id, throttle time
-    (topics,) = struct.unpack_from(">i", payload, at)
-    assert topics == 1
-    at += 4
-    (n,) = struct.unpack_from(">h", payload, at)
-    assert payload[at + 2:at + 2 + n].decode() == topic
-    at += 2 + n
-    (parts,) = struct.unpack_from(">i", payload, at)
-    assert parts == 1
-    index, error, _timestamp, offset, leader_epoch = struct.unpack_from(">ihqqi", payload, at + 4)
+    payload = call(bootstrap, frame(header_v1(2, 4, 12) + body))
+    at = one_partition(payload, 4 + 4, topic)  # past the correlation id and throttle time
+    index, error, _timestamp, offset, leader_epoch = struct.unpack_from(">ihqqi", payload, at)
     assert index == partition
     return error, offset, leader_epoch
 

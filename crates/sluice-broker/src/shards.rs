@@ -125,7 +125,7 @@ impl Shards {
     }
 
     /// Where the coordinator of `partition`'s keys is.
-    pub fn locate_partition(&self, partition: i32) -> Whereabouts {
+    fn locate_partition(&self, partition: i32) -> Whereabouts {
         match &self.loaded {
             None => Whereabouts::Here(0),
             Some(loaded) => match loaded.read().get(&partition) {

@@ -524,8 +524,8 @@ impl Client {
             let response = self.conn.call(&ListGroupsRequest::default(), 0, 5).await?;
             let loading = response.error_code
                 == kafka_protocol::error::ResponseError::CoordinatorLoadInProgress.code();
-            if loading && attempt < 20 {
-                tokio::time::sleep(Duration::from_millis(250)).await;
+            if loading && attempt < crate::coordinator::ATTEMPTS {
+                tokio::time::sleep(crate::coordinator::PAUSE).await;
                 continue;
             }
             break response;

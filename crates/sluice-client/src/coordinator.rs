@@ -16,8 +16,10 @@ pub const GROUP: i8 = 0;
 pub const TRANSACTION: i8 = 1;
 
 /// How many times to ask while no coordinator is available (the internal topic is being
-/// created, or its partition is electing a leader).
-const ATTEMPTS: usize = 20;
+/// created, or its partition is electing a leader) or it is still loading, and how long to
+/// wait between two asks (5 s in all).
+pub(crate) const ATTEMPTS: usize = 20;
+pub(crate) const PAUSE: Duration = Duration::from_millis(250);
 
 impl Client {
     /// A new connection to the coordinator of `key` (`GROUP` or `TRANSACTION`).
@@ -35,7 +37,7 @@ impl Client {
             ]
             .contains(&response.error_code);
             if retry && attempt < ATTEMPTS {
-                tokio::time::sleep(Duration::from_millis(250)).await;
+                tokio::time::sleep(PAUSE).await;
                 continue;
             }
             check(

@@ -1285,6 +1285,13 @@ mod tests {
 
     #[test]
     fn members_hear_the_assignment_only_once_it_is_stored() {
+        let unassigned = |c: &Coordinator| {
+            c.group("g")
+                .unwrap()
+                .members
+                .values()
+                .all(|m| m.assignment.is_empty())
+        };
         let mut c = Coordinator::new(config());
         let leader = stable_member(&mut c);
         let (follower, mut f_join) = new_member(&mut c, 10);
@@ -1315,12 +1322,7 @@ mod tests {
             assert!(r.assignment.is_empty());
         }
         assert_eq!(c.state_of("g"), GroupState::PreparingRebalance);
-        assert!(c
-            .group("g")
-            .unwrap()
-            .members
-            .values()
-            .all(|m| m.assignment.is_empty()));
+        assert!(unassigned(&c));
         assert_eq!(
             c.heartbeat("g", 2, &follower, None, 40),
             Err(ResponseError::RebalanceInProgress)
@@ -1347,12 +1349,7 @@ mod tests {
         // The record appended is then not committed: the assignment is dropped as well.
         c.stored("g", 3, Err(ResponseError::NotCoordinator), 70);
         assert_eq!(c.state_of("g"), GroupState::PreparingRebalance);
-        assert!(c
-            .group("g")
-            .unwrap()
-            .members
-            .values()
-            .all(|m| m.assignment.is_empty()));
+        assert!(unassigned(&c));
     }
 
     #[test]

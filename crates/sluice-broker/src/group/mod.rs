@@ -95,17 +95,6 @@ impl GroupService {
         self.shards.check(group).map(drop)
     }
 
-    /// Whether this node is taking a partition of the offsets topic over: the groups it
-    /// lists lack that partition's.
-    pub fn loading(&self) -> bool {
-        self.shards.any_loading()
-    }
-
-    /// Where `group`'s coordinator is.
-    pub fn locate(&self, group: &str) -> crate::shards::Whereabouts {
-        self.shards.locate(group)
-    }
-
     /// Takes over partition `index` of the offsets topic (this node now leads it in `epoch`),
     /// after [`Shards::begin_load`]: blocking, for a blocking thread ([`Shards::load`]).
     pub fn load(&self, topic: &Arc<Topic>, index: i32, epoch: i32) -> Result<(), BrokerError> {

@@ -61,7 +61,7 @@ pub fn handle(broker: &Broker, request: ListGroupsRequest, call: &Call) -> Respo
         .collect();
     // As Kafka: the groups it has, and COORDINATOR_LOAD_IN_PROGRESS while a partition's are
     // still being read (an admin client asks again).
-    let error = if broker.groups.loading() {
+    let error = if broker.groups.shards.any_loading() {
         ResponseError::CoordinatorLoadInProgress.code()
     } else {
         0

@@ -405,7 +405,7 @@ async fn ask_coordinator(broker: &Broker, asks: Vec<Ask>) -> Verdicts {
     let calls = asks.into_iter().map(|ask| async move {
         let key = (ask.topic.clone(), ask.partition);
         let guard = ask.guard;
-        let outcome = match broker.txns.locate(&ask.transactional_id) {
+        let outcome = match broker.txns.shards.locate(&ask.transactional_id) {
             Whereabouts::Here(_) => {
                 broker
                     .verify_txn_write_at_coordinator(

@@ -129,11 +129,6 @@ impl TxnService {
         self.shards.check(id)
     }
 
-    /// Where `id`'s coordinator is.
-    pub fn locate(&self, id: &str) -> Whereabouts {
-        self.shards.locate(id)
-    }
-
     /// The coordinator, if this node coordinates `id`; as [`TxnService::check`] otherwise.
     pub fn lock_for(&self, id: &str) -> Result<MutexGuard<'_, Coordinator>, ResponseError> {
         self.check(id)?;
@@ -393,7 +388,7 @@ impl Broker {
                 by_group.entry(&o.group).or_default().push(o.clone());
             }
             for (group, offsets) in by_group {
-                match self.groups.locate(group) {
+                match self.groups.shards.locate(group) {
                     Whereabouts::Here(_) => self.commit_offsets_here(group, &offsets).await?,
                     Whereabouts::Loading => return Err(ResponseError::CoordinatorLoadInProgress),
                     Whereabouts::Elsewhere => {
