@@ -7,6 +7,8 @@ import json
 import subprocess
 import time
 
+from confluent_kafka import Consumer, TopicPartition
+
 from conftest import SLUICE
 
 from .harness import cluster  # noqa: F401  (fixture)
@@ -22,10 +24,23 @@ def test_bench_e2e_follows_a_leader_killed_mid_run(cluster, tmp_path):
     bench = subprocess.Popen(
         [str(SLUICE), "bench", "e2e", "--brokers", c.bootstrap, "--topic", TOPIC,
          "--partitions", "3", "--rate", "2000", "--size", "128", "--duration", "12", "--warmup", "0.5",
-         "--acks", "all", "--quiet", "--json", str(out)],
+         "--acks", "all", "--quiet", "--no-floor", "--json", str(out)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        time.sleep(4)
+        # Mid-run: once a few seconds of records are in (a fixed sleep met a run still setting
+        # up on a loaded machine, and killed a leader before the producers had started).
+        watcher = Consumer({"bootstrap.servers": c.bootstrap, "group.id": "bench-watch"})
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and bench.poll() is None:
+                written = sum(watcher.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=5,
+                                                            cached=False)[1] for p in range(3))
+                if written >= 6_000:
+                    break
+                time.sleep(0.2)
+        finally:
+            watcher.close()
+        assert bench.poll() is None, "the benchmark ended before the kill"
         victim = c.leader_of(TOPIC, 0)
         assert victim is not None
         c.kill(victim)

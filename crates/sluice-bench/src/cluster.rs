@@ -51,14 +51,16 @@ pub fn connect(bootstrap: &str) -> Result<BlockingConnection, BenchError> {
 }
 
 /// Creates `topic` with `partitions` partitions of `replication_factor` replicas unless it
-/// exists; returns its layout.
+/// exists; returns its layout and each partition's end offset, read from the leaders it names
+/// (a leader that dies between two separate lookups would otherwise end the run before it
+/// starts).
 pub fn ensure_topic(
     bootstrap: &str,
     topic: &str,
     partitions: i32,
     replication_factor: i16,
     configs: &[(String, String)],
-) -> Result<TopicLayout, BenchError> {
+) -> Result<(TopicLayout, HashMap<i32, i64>), BenchError> {
     let mut conn = connect(bootstrap)?;
     if layout(&mut conn, topic).is_err() {
         let request = CreateTopicsRequest::default().with_timeout_ms(30_000).with_topics(vec![CreatableTopic::default()
@@ -93,18 +95,20 @@ pub fn ensure_topic(
     let deadline = TIMEOUT.as_nanos() as u64;
     loop {
         match layout(&mut conn, topic) {
-            Ok(l) if clock.now_ns() > deadline => return Ok(l),
             // Every partition (an existing topic may have more or fewer than asked for).
-            Ok(l)
-                if l.partitions > 0
-                    && l.leaders.len() == l.partitions
-                    && offsets(&l, -1).is_ok() =>
-            {
-                return Ok(l)
+            Ok(l) if l.partitions > 0 && l.leaders.len() == l.partitions => match offsets(&l, -1) {
+                Ok(ends) => return Ok((l, ends)),
+                Err(e) if clock.now_ns() > deadline => return Err(e),
+                Err(_) => {}
+            },
+            Ok(l) if clock.now_ns() > deadline => {
+                let ends = offsets(&l, -1)?;
+                return Ok((l, ends));
             }
             Err(e) if clock.now_ns() > deadline => return Err(e),
-            _ => std::thread::sleep(Duration::from_millis(100)),
+            _ => {}
         }
+        std::thread::sleep(Duration::from_millis(100));
     }
 }
 

@@ -10,7 +10,7 @@ use kafka_protocol::records::Compression;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::RunClock;
-use crate::cluster::{ensure_topic, offsets};
+use crate::cluster::ensure_topic;
 use crate::consumer::{Consumer, ConsumerConfig, ConsumerShared};
 use crate::error::BenchError;
 use crate::latency::LatencySummary;
@@ -144,7 +144,7 @@ pub fn validate(c: &E2eConfig) -> Result<(), BenchError> {
 /// Runs one end-to-end measurement; `progress` prints a live line to stderr.
 pub fn run(config: &E2eConfig, progress: bool) -> Result<E2eResult, BenchError> {
     validate(config)?;
-    let layout = ensure_topic(
+    let (layout, start_offsets) = ensure_topic(
         &config.bootstrap,
         &config.topic,
         config.partitions,
@@ -157,7 +157,6 @@ pub fn run(config: &E2eConfig, progress: bool) -> Result<E2eResult, BenchError> 
             config.topic
         )));
     }
-    let start_offsets = offsets(&layout, -1)?;
     let clock = RunClock::start();
     let stop_consumers = Arc::new(AtomicBool::new(false));
     let stop_producers = Arc::new(AtomicBool::new(false));

@@ -242,10 +242,14 @@ fn run(
     let mut pipes: HashMap<String, Pipe> = HashMap::new();
     for (_, addr) in &config.layout.leaders {
         if !pipes.contains_key(addr) {
-            pipes.insert(
-                addr.clone(),
-                Pipe::open(addr, config.acks, config.max_in_flight, &shared)?,
-            );
+            // A leader gone since the layout was read (killed as the run starts) is looked up
+            // again, as after a failed send.
+            match Pipe::open(addr, config.acks, config.max_in_flight, &shared) {
+                Ok(pipe) => {
+                    pipes.insert(addr.clone(), pipe);
+                }
+                Err(_) => shared.moved.store(true, Ordering::Relaxed),
+            }
         }
     }
     let mut leaders = config.layout.leaders.clone();

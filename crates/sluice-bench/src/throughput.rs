@@ -57,7 +57,7 @@ pub fn produce(config: &ProduceConfig) -> Result<ThroughputResult, BenchError> {
             crate::payload::HEADER_BYTES
         )));
     }
-    let layout = ensure_topic(
+    let (layout, _) = ensure_topic(
         &config.bootstrap,
         &config.topic,
         config.partitions,
