@@ -329,6 +329,72 @@ def test_every_node_lists_every_consumer_group_and_names_its_coordinator(cluster
         assert status == 404 and f"coordinated by node {coordinator}" in err["error"], (status, err)
 
 
+def test_a_groups_offsets_reset_reads_partitions_the_coordinator_holds_no_replica_of(cluster):
+    """The console's offset reset runs on the group's coordinator, which need not hold a replica
+    of the topic: the log start, end and the offset of a time are read on each partition's
+    leader. Before, the reset read this node's replicas and answered 404 for a partition held
+    elsewhere, and a follower's end could trail its leader's."""
+    c = cluster(3)
+    c.create_topic("spread-reset", 3, replication_factor=1)
+    base = int(time.time() * 1000) - 100_000
+    producer = Producer({**CLIENT_DEFAULTS, "bootstrap.servers": c.bootstrap, "acks": "all"})
+    for p in range(3):
+        for i in range(10):
+            producer.produce("spread-reset", value=f"{p}-{i}", partition=p, timestamp=base + i * 1000)
+    assert producer.flush(30) == 0
+    group = "reset-anywhere"
+    consumer = Consumer({**CLIENT_DEFAULTS, "bootstrap.servers": c.bootstrap, "group.id": group,
+                         "enable.auto.commit": False})
+    try:
+        committed = [TopicPartition("spread-reset", p, 2) for p in range(3)]
+        consumer.commit(offsets=committed, asynchronous=False)
+    finally:
+        consumer.close()
+
+    def coordinator():
+        rows = api_of(c, 1).call("GET", "/api/groups")[1]
+        return next((r["node"] for r in rows if r["group"] == group), None)
+    node = wait_until(coordinator, 20, "the group in the console's list")
+    holders = {p: c.partition("spread-reset", p).replicas for p in range(3)}
+    assert any(node not in replicas for replicas in holders.values()), (node, holders)
+    api = api_of(c, node)
+
+    def reset(to, value=None, partitions=None, dry_run=True):
+        body = {"topic": "spread-reset", "to": to, "dry_run": dry_run}
+        if value is not None:
+            body["value"] = value
+        if partitions is not None:
+            body["partitions"] = partitions
+        return api.call("POST", f"/api/groups/{group}/reset-offsets", body)
+
+    for to, value, want in [("latest", None, 10), ("earliest", None, 0),
+                            ("timestamp", base + 5_000, 5), ("timestamp", base + 60_000, 10),
+                            ("shift", 3, 5), ("offset", 99, 10)]:
+        status, body = reset(to, value)
+        assert status == 200, (to, value, body)
+        changes = {ch["partition"]: (ch["current_offset"], ch["new_offset"]) for ch in body["changes"]}
+        assert changes == {p: (2, want) for p in range(3)}, (to, value, body)
+    status, body = reset("timestamp", base + 7_000, dry_run=False)
+    assert status == 200 and not body["dry_run"], body
+    consumer = Consumer({**CLIENT_DEFAULTS, "bootstrap.servers": c.bootstrap, "group.id": group,
+                         "enable.auto.commit": False})
+    try:
+        got = consumer.committed([TopicPartition("spread-reset", p) for p in range(3)], timeout=15)
+    finally:
+        consumer.close()
+    assert sorted((tp.partition, tp.offset) for tp in got) == [(0, 7), (1, 7), (2, 7)], got
+    # Bad input is named: a partition the topic lacks, a topic that does not exist, a node that
+    # does not coordinate the group.
+    status, err = reset("latest", partitions=[5])
+    assert status == 404 and "spread-reset-5" in err["error"], err
+    status, err = api.call("POST", f"/api/groups/{group}/reset-offsets", {"topic": "nope", "to": "latest"})
+    assert status == 404, err
+    other = next(i for i in c.ids if i != node)
+    status, err = api_of(c, other).call("POST", f"/api/groups/{group}/reset-offsets",
+                                        {"topic": "spread-reset", "to": "latest", "dry_run": True})
+    assert status >= 400 and "does not coordinate" in err["error"], (status, err)
+
+
 def test_the_message_browser_and_test_producer_work_on_any_node(cluster):
     """The console's message browser reads a partition this node holds no replica of on its
     leader, and a test record is written by the partition's leader and answered once committed

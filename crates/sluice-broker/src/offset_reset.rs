@@ -57,29 +57,40 @@ impl Broker {
         if group.is_empty() {
             return Err(BrokerError::InvalidRequest("the group id is empty".into()).into());
         }
-        let t = self
-            .topics
-            .get(topic)
-            .ok_or_else(|| BrokerError::UnknownTopic(topic.to_string()))?;
-        let targets = if partitions.is_empty() {
-            t.partitions()
+        // Asked of a node that does not coordinate the group, say so before asking leaders.
+        drop(
+            self.groups
+                .lock_for(group)
+                .map_err(|_| not_coordinator(group))?,
+        );
+        let count = self.partition_count_of(topic)?;
+        let targets: Vec<i32> = if partitions.is_empty() {
+            (0..count).collect()
         } else {
-            partitions
-                .iter()
-                .map(|&i| {
-                    t.partition(i)
-                        .ok_or_else(|| BrokerError::UnknownTopic(format!("{topic}-{i}")))
-                })
-                .collect::<Result<Vec<_>, _>>()?
+            for &i in partitions {
+                if !(0..count).contains(&i) {
+                    return Err(BrokerError::UnknownTopic(format!("{topic}-{i}")).into());
+                }
+            }
+            partitions.to_vec()
         };
+        // Read on each partition's leader, which may be another node (before the coordinator's
+        // lock is taken: nothing the lock guards depends on them).
+        let timestamp = match to {
+            ResetTo::Timestamp(ts) => Some(ts),
+            _ => None,
+        };
+        let bounds = futures::future::try_join_all(
+            targets
+                .iter()
+                .map(|&p| self.offset_bounds(topic, p, timestamp)),
+        )
+        .await?;
         let waits = {
-            let mut coordinator = self.groups.lock_for(group).map_err(|_| {
-                BrokerError::NotLeader(format!(
-                    "this node does not coordinate group '{group}': ask the node that leads its \
-                     {} partition",
-                    crate::group::OFFSETS_TOPIC
-                ))
-            })?;
+            let mut coordinator = self
+                .groups
+                .lock_for(group)
+                .map_err(|_| not_coordinator(group))?;
             let state = coordinator.state_of(group);
             let members = coordinator.group(group).map_or(0, |g| g.members.len());
             if !matches!(state, GroupState::Empty | GroupState::Dead) || members > 0 {
@@ -91,25 +102,21 @@ impl Broker {
             }
             let committed = coordinator.committed(group);
             let mut changes = Vec::with_capacity(targets.len());
-            for p in &targets {
-                let progress = p.progress();
-                let (start, end) = (progress.log_start.0, progress.visible.0);
+            for (&partition, b) in targets.iter().zip(&bounds) {
+                let (start, end) = (b.log_start, b.end);
                 let current = committed
-                    .and_then(|c| c.get(&(topic.to_string(), p.index)))
+                    .and_then(|c| c.get(&(topic.to_string(), partition)))
                     .map(|c| c.offset);
                 let wanted = match to {
                     ResetTo::Earliest => start,
                     ResetTo::Latest => end,
                     ResetTo::Offset(o) => o,
-                    ResetTo::Timestamp(ts) => p
-                        .offset_for_timestamp(ts, false)
-                        .map_err(BrokerError::from)?
-                        .map_or(end, |(o, _)| o.0),
+                    ResetTo::Timestamp(_) => b.at_time.unwrap_or(end),
                     ResetTo::ShiftBy(n) => current.unwrap_or(end).saturating_add(n),
                 };
                 changes.push(OffsetChange {
                     topic: topic.to_string(),
-                    partition: p.index,
+                    partition,
                     current_offset: current,
                     new_offset: wanted.clamp(start, end),
                 });
@@ -147,6 +154,13 @@ impl Broker {
             .map_err(|e| not_written(&format!("{e:?}")))?;
         Ok(changes)
     }
+}
+
+fn not_coordinator(group: &str) -> BrokerError {
+    BrokerError::NotLeader(format!(
+        "this node does not coordinate group '{group}': ask the node that leads its {} partition",
+        crate::group::OFFSETS_TOPIC
+    ))
 }
 
 fn not_written(reason: &str) -> BrokerError {

@@ -15,6 +15,7 @@
 mod admin;
 pub mod cluster_groups;
 pub mod cluster_messages;
+pub mod cluster_offsets;
 mod coordinators;
 mod fetcher;
 mod high_watermarks;

@@ -94,6 +94,13 @@ pub(crate) enum PeerCall {
     /// The consumer groups the receiver coordinates, for a console's list of all groups
     /// (answered with a list of `cluster_groups::GroupReport`).
     Groups,
+    /// A partition's log start, end and the offset of a time, for a group's offset reset on
+    /// the node coordinating the group (answered with a `cluster_offsets::OffsetBounds`).
+    OffsetBounds {
+        topic: String,
+        partition: i32,
+        timestamp_ms: Option<i64>,
+    },
     /// A console's message browser on a partition the asking node holds no replica of
     /// (answered with a `browse::BrowsePage`).
     Browse(BrowseRequest),
@@ -274,6 +281,11 @@ impl Broker {
                 return answered(self.publish_asked_batch(asks).await);
             }
             PeerCall::Groups => return answered(Ok(self.group_reports_here())),
+            PeerCall::OffsetBounds {
+                topic,
+                partition,
+                timestamp_ms,
+            } => return answered(self.offset_bounds_here(&topic, partition, timestamp_ms)),
             PeerCall::LogEnds { partitions } => {
                 return answered(Ok(self.log_ends_here(&partitions)));
             }
