@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -383,6 +384,20 @@ def test_a_groups_offsets_reset_reads_partitions_the_coordinator_holds_no_replic
     finally:
         consumer.close()
     assert sorted((tp.partition, tp.offset) for tp in got) == [(0, 7), (1, 7), (2, 7)], got
+    # The lag of partitions held elsewhere: their leaders' ends, asked every 2 s, on the group's
+    # page, in the console's list of groups and in /metrics.
+    def page_lag():
+        offsets = api.call("GET", f"/api/groups/{group}")[1]["offsets"]
+        lag = {o["partition"]: (o["log_end_offset"], o["lag"]) for o in offsets}
+        return lag if lag == {p: (10, 3) for p in range(3)} else None
+    wait_until(page_lag, 15, "every partition's end and lag on the group's page")
+    rows = api_of(c, 1).call("GET", "/api/groups")[1]
+    assert next(r["lag"] for r in rows if r["group"] == group) == 9, rows
+    with urllib.request.urlopen(c.nodes[node].admin_url + "/metrics", timeout=5) as r:
+        metrics = r.read().decode()
+    for p in range(3):
+        line = f'sluice_consumer_group_lag{{group="{group}",topic="spread-reset",partition="{p}"}} 3'
+        assert line in metrics, [m for m in metrics.splitlines() if "group_lag" in m]
     # Bad input is named: a partition the topic lacks, a topic that does not exist, a node that
     # does not coordinate the group.
     status, err = reset("latest", partitions=[5])

@@ -488,11 +488,17 @@ impl Broker {
             .into_iter()
             .flatten()
             .map(|((topic, partition), c)| {
+                // A partition held elsewhere: its leader's end, asked every few seconds.
                 let end = self
                     .topics
                     .get(topic)
                     .and_then(|t| t.partition(*partition))
-                    .map(|p| p.progress().visible.0);
+                    .map(|p| p.progress().visible.0)
+                    .or_else(|| {
+                        self.replication
+                            .get()
+                            .and_then(|r| r.remote_ends.get(topic, *partition))
+                    });
                 GroupOffsetStatus {
                     topic: topic.clone(),
                     partition: *partition,

@@ -58,11 +58,9 @@ impl Broker {
             return Err(BrokerError::InvalidRequest("the group id is empty".into()).into());
         }
         // Asked of a node that does not coordinate the group, say so before asking leaders.
-        drop(
-            self.groups
-                .lock_for(group)
-                .map_err(|_| not_coordinator(group))?,
-        );
+        self.groups
+            .check(group)
+            .map_err(|_| not_coordinator(group))?;
         let count = self.partition_count_of(topic)?;
         let targets: Vec<i32> = if partitions.is_empty() {
             (0..count).collect()
@@ -80,12 +78,7 @@ impl Broker {
             ResetTo::Timestamp(ts) => Some(ts),
             _ => None,
         };
-        let bounds = futures::future::try_join_all(
-            targets
-                .iter()
-                .map(|&p| self.offset_bounds(topic, p, timestamp)),
-        )
-        .await?;
+        let bounds = self.offset_bounds(topic, &targets, timestamp).await?;
         let waits = {
             let mut coordinator = self
                 .groups

@@ -44,7 +44,7 @@ impl BlockingConnection {
             addr: addr.to_string(),
             source,
         };
-        let stream = TcpStream::connect(addr).map_err(|source| ClientError::Connect {
+        let stream = connect_within(addr, timeout).map_err(|source| ClientError::Connect {
             addr: addr.to_string(),
             source,
         })?;
@@ -153,4 +153,24 @@ impl BlockingConnection {
             source: std::io::Error::other("the reading half was already taken"),
         })
     }
+}
+
+/// Connects to the first of `addr`'s addresses that answers within `timeout` each (an address
+/// that drops packets would otherwise hold the caller for the system's connect timeout,
+/// minutes on Linux).
+fn connect_within(addr: &str, timeout: Duration) -> std::io::Result<TcpStream> {
+    use std::net::ToSocketAddrs;
+    let mut last = None;
+    for a in addr.to_socket_addrs()? {
+        match TcpStream::connect_timeout(&a, timeout) {
+            Ok(stream) => return Ok(stream),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "the name resolves to no address",
+        )
+    }))
 }

@@ -26,6 +26,7 @@ pub(crate) mod peer;
 mod read_replica;
 mod reconcile;
 pub mod recovery_pace;
+mod remote_ends;
 pub mod throttle;
 pub mod traffic_report;
 mod unclean;
@@ -80,6 +81,8 @@ pub struct Replication {
     shutdown: CancellationToken,
     /// The high watermarks last saved to the checkpoint file.
     saved_high_watermarks: Mutex<high_watermarks::HighWatermarks>,
+    /// The ends of partitions held elsewhere, for the lag of the groups coordinated here.
+    pub(crate) remote_ends: remote_ends::RemoteEnds,
 }
 
 impl std::fmt::Debug for Replication {
@@ -211,6 +214,7 @@ impl Broker {
             inter_broker,
             shutdown: shutdown.clone(),
             saved_high_watermarks: Mutex::new(checkpoint),
+            remote_ends: Default::default(),
         });
         self.replication
             .set(Arc::clone(&replication))
@@ -237,6 +241,20 @@ impl Broker {
                     () = stop.cancelled() => return,
                     changed = applied.changed() => if changed.is_err() { return },
                 }
+            }
+        });
+        let broker = Arc::clone(self);
+        let stop = shutdown.clone();
+        tokio::spawn(async move {
+            // Apart from the replication tick: a slow peer must not hold that up.
+            let mut tick = tokio::time::interval(remote_ends::REFRESH);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    _ = tick.tick() => {}
+                }
+                broker.refresh_remote_ends().await;
             }
         });
         let broker = Arc::clone(self);

@@ -98,9 +98,12 @@ pub(crate) enum PeerCall {
     /// the node coordinating the group (answered with a `cluster_offsets::OffsetBounds`).
     OffsetBounds {
         topic: String,
-        partition: i32,
+        partitions: Vec<i32>,
         timestamp_ms: Option<i64>,
     },
+    /// The ends a consumer can read to of partitions the receiver leads, for the lag of the
+    /// groups the asking node coordinates (answered with a list of `remote_ends::End`).
+    VisibleEnds { partitions: Vec<(String, i32)> },
     /// A console's message browser on a partition the asking node holds no replica of
     /// (answered with a `browse::BrowsePage`).
     Browse(BrowseRequest),
@@ -281,11 +284,14 @@ impl Broker {
                 return answered(self.publish_asked_batch(asks).await);
             }
             PeerCall::Groups => return answered(Ok(self.group_reports_here())),
+            PeerCall::VisibleEnds { partitions } => {
+                return answered(Ok(self.visible_ends_here(&partitions)));
+            }
             PeerCall::OffsetBounds {
                 topic,
-                partition,
+                partitions,
                 timestamp_ms,
-            } => return answered(self.offset_bounds_here(&topic, partition, timestamp_ms)),
+            } => return answered(self.offset_bounds_here(&topic, &partitions, timestamp_ms)),
             PeerCall::LogEnds { partitions } => {
                 return answered(Ok(self.log_ends_here(&partitions)));
             }
