@@ -8,7 +8,6 @@ import os
 import shutil
 import subprocess
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from conftest import wait_until
+from broker.test_metrics import scrape, value
 from console.test_admin_api import Api
 
 from .harness import CLIENT_DEFAULTS, cluster  # noqa: F401  (fixture)
@@ -391,13 +391,17 @@ def test_a_groups_offsets_reset_reads_partitions_the_coordinator_holds_no_replic
         lag = {o["partition"]: (o["log_end_offset"], o["lag"]) for o in offsets}
         return lag if lag == {p: (10, 3) for p in range(3)} else None
     wait_until(page_lag, 15, "every partition's end and lag on the group's page")
-    rows = api_of(c, 1).call("GET", "/api/groups")[1]
-    assert next(r["lag"] for r in rows if r["group"] == group) == 9, rows
-    with urllib.request.urlopen(c.nodes[node].admin_url + "/metrics", timeout=5) as r:
-        metrics = r.read().decode()
-    for p in range(3):
-        line = f'sluice_consumer_group_lag{{group="{group}",topic="spread-reset",partition="{p}"}} 3'
-        assert line in metrics, [m for m in metrics.splitlines() if "group_lag" in m]
+
+    def listed_lag():
+        rows = api_of(c, 1).call("GET", "/api/groups")[1]
+        return next(r["lag"] for r in rows if r["group"] == group) == 9
+    wait_until(listed_lag, 15, "the group's total lag in the console's list")
+
+    def metric_lag():
+        families = scrape(c.nodes[node])
+        return all(value(families, "sluice_consumer_group_lag", group=group, topic="spread-reset",
+                         partition=str(p)) == 3 for p in range(3))
+    wait_until(metric_lag, 15, "each partition's lag in /metrics")
     # Bad input is named: a partition the topic lacks, a topic that does not exist, a node that
     # does not coordinate the group.
     status, err = reset("latest", partitions=[5])

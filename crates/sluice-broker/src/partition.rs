@@ -55,6 +55,9 @@ pub struct Progress {
     pub end: Offset,
     /// This replica leads (or is the only one): it takes writes and serves consumers.
     pub leading: bool,
+    /// The leader epoch this replica is in (0 on a single node), published with the rest, so
+    /// a waiter that wakes after a step-down and a new election tells them from one epoch.
+    pub epoch: i32,
 }
 
 struct State {
@@ -122,6 +125,7 @@ impl Partition {
             failed: log.is_offline(),
             end,
             leading: true,
+            epoch: 0,
         });
         Arc::new(Partition {
             topic,
@@ -304,32 +308,32 @@ impl Partition {
     /// A leader's `acks=1` write under `flush.mode=sync`: waits until everything below `end`
     /// is on disk. Gives up when this replica stops leading (its log may be cut back and
     /// written again with other records at those offsets) or the log fails.
-    pub async fn wait_durable_leading(&self, end: Offset) -> Result<(), BrokerError> {
-        // A log is cut back only in a later epoch: on disk in the write's own epoch is the
-        // write on disk, even if this replica has just stepped down.
-        let epoch = self.leader_epoch();
-        self.wait_while_leading(|p| p.durable >= end, "on disk")
-            .await?;
-        if self.leader_epoch() != epoch {
-            return Err(self.moved_before("on disk"));
-        }
-        Ok(())
+    /// `epoch`: the leader epoch the write was made in (its [`Progress::epoch`] just after).
+    pub async fn wait_durable_leading(&self, end: Offset, epoch: i32) -> Result<(), BrokerError> {
+        self.wait_while_leading(epoch, |p| p.durable >= end, "on disk")
+            .await
     }
 
-    /// Waits until `reached` holds; fails if the log fails or this replica stops leading
-    /// first. `what` ends "before the write was …" in the error.
+    /// Waits until `reached` holds in the leader epoch the wait began in; fails if the log
+    /// fails, this replica stops leading, or it leads in another epoch first (it may have
+    /// stepped down and been elected again between two wake-ups: its log may have been cut
+    /// back and written again at those offsets meanwhile). A log is cut back only in a later
+    /// epoch, so reached in the write's own epoch is the write reached, even if this replica
+    /// steps down in the same breath. `what` ends "before the write was …" in the error.
+    ///
     async fn wait_while_leading(
         &self,
+        epoch: i32,
         reached: impl Fn(&Progress) -> bool,
         what: &str,
     ) -> Result<(), BrokerError> {
         let mut rx = self.progress.subscribe();
         let outcome = rx
-            .wait_for(|p| reached(p) || p.failed || !p.leading)
+            .wait_for(|p| reached(p) || p.failed || !p.leading || p.epoch != epoch)
             .await
             .map(|p| *p);
         match outcome {
-            Ok(p) if reached(&p) => Ok(()),
+            Ok(p) if p.epoch == epoch && reached(&p) => Ok(()),
             Ok(p) if p.failed => Err(BrokerError::Log(LogError::Offline {
                 path: std::path::PathBuf::from(format!("{}-{}", self.topic, self.index)),
                 reason: format!("the log failed before the write was {what}"),
@@ -928,10 +932,19 @@ impl Partition {
         Ok(())
     }
 
-    /// Waits until everything below `end` is committed (below the high watermark). Fails if
-    /// this node stops leading or the log fails first.
+    /// Waits until everything below `end` is committed (below the high watermark) in the
+    /// leader epoch current now. Fails if this node stops leading, leads in another epoch, or
+    /// the log fails first. For a write just made; a write whose wait begins later (a
+    /// produce's second partition, waited on after the first) uses
+    /// [`Partition::wait_committed_in`] with the epoch it was made in.
     pub async fn wait_committed(&self, end: Offset) -> Result<(), BrokerError> {
-        self.wait_while_leading(|p| p.visible >= end, "committed")
+        let epoch = self.progress.borrow().epoch;
+        self.wait_committed_in(end, epoch).await
+    }
+
+    /// As [`Partition::wait_committed`], committed in leader epoch `epoch`.
+    pub async fn wait_committed_in(&self, end: Offset, epoch: i32) -> Result<(), BrokerError> {
+        self.wait_while_leading(epoch, |p| p.visible >= end, "committed")
             .await
     }
 
@@ -998,6 +1011,7 @@ impl Partition {
                 failed: log.is_offline(),
                 end: log.next_offset(),
                 leading,
+                epoch: self.leader_epoch.load(Ordering::Acquire),
             };
             let changed = next != *p;
             *p = next;
@@ -1132,6 +1146,48 @@ mod tests {
             crate::commit::committed(crate::commit::fence(&p).into_iter().collect()).await,
             Err(ResponseError::NotCoordinator)
         );
+    }
+
+    #[tokio::test]
+    async fn a_write_is_not_acknowledged_by_a_later_epochs_high_watermark() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = leader_of(dir.path());
+        p.lead(NodeId(1), &assignment(&[1, 2], 0), 1, 10_000, 0);
+        let bytes = sluice_log::testing::batch_bytes(0, 3, 1_000, 8, 0);
+        p.append(sluice_log::validate_produce(&bytes, 1 << 20).unwrap(), true)
+            .unwrap();
+        let epoch = p.progress().epoch;
+        assert_eq!(epoch, 3);
+        let waiter = Arc::clone(&p);
+        let waiting = tokio::spawn(async move { waiter.wait_committed_in(Offset(3), epoch).await });
+        tokio::task::yield_now().await;
+        assert!(
+            !waiting.is_finished(),
+            "committed before the follower held it"
+        );
+        // Between two of the waiter's wake-ups (this test's thread does not yield): the
+        // replica steps down, and is elected again in a later epoch in which its high
+        // watermark passes the write's offsets. In a cluster its log may have been cut back
+        // and written again there meanwhile: the write itself is not known to be committed.
+        p.follow(Some(NodeId(2)), Epoch(4));
+        let again = Assignment {
+            leader_epoch: Epoch(5),
+            ..assignment(&[1], 1)
+        };
+        p.lead(NodeId(1), &again, 1, 10_000, 1);
+        assert!(p.progress().leading && p.progress().visible >= Offset(3));
+        let outcome = waiting.await.unwrap();
+        assert!(
+            matches!(outcome, Err(BrokerError::NotLeader(_))),
+            "{outcome:?}"
+        );
+        // A write made in the new epoch is acknowledged by it.
+        let bytes = sluice_log::testing::batch_bytes(3, 1, 1_000, 8, 0);
+        p.append(sluice_log::validate_produce(&bytes, 1 << 20).unwrap(), true)
+            .unwrap();
+        let epoch = p.progress().epoch;
+        assert_eq!(epoch, 5);
+        p.wait_committed_in(Offset(4), epoch).await.unwrap();
     }
 
     fn with_records(dir: &std::path::Path, count: usize) -> Arc<Partition> {

@@ -9,7 +9,7 @@
 //! (CompletingRebalance); SyncGroup waits for the leader's assignment (Stable). Heartbeats keep
 //! members alive; a member silent for its session timeout is removed and the group rebalances.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
@@ -162,6 +162,14 @@ impl Coordinator {
     }
 
     /// Every group id known, with members or only offsets.
+    /// Every partition some group has a committed offset for.
+    pub fn partitions_with_offsets(&self) -> BTreeSet<(String, i32)> {
+        self.offsets
+            .values()
+            .flat_map(|offsets| offsets.keys().cloned())
+            .collect()
+    }
+
     pub fn group_ids(&self) -> Vec<String> {
         let mut ids: Vec<String> = self
             .groups

@@ -24,12 +24,13 @@ use crate::quotas::throttle::QuotaKind;
 use crate::replication::peer::PeerCall;
 use crate::shards::Whereabouts;
 
-/// What an answer waits for.
+/// What an answer waits for: the partition, the offset after the write, and the leader
+/// epoch the write was made in.
 enum Wait {
     /// The leader's fsync (acks=1, sync mode).
-    Durable(Arc<Partition>, Offset),
+    Durable(Arc<Partition>, Offset, i32),
     /// The high watermark (acks=all).
-    Committed(Arc<Partition>, Offset),
+    Committed(Arc<Partition>, Offset, i32),
 }
 
 impl Wait {
@@ -44,8 +45,10 @@ impl Wait {
         lease: Option<&sluice_cluster::runtime::ClusterNode>,
     ) -> Result<(), (ResponseError, String)> {
         match self {
-            Wait::Durable(partition, end) => {
-                match tokio::time::timeout(timeout, partition.wait_durable_leading(end)).await {
+            Wait::Durable(partition, end, epoch) => {
+                match tokio::time::timeout(timeout, partition.wait_durable_leading(end, epoch))
+                    .await
+                {
                     Ok(Ok(())) => Ok(()),
                     Ok(Err(BrokerError::NotLeader(m))) => {
                         Err((ResponseError::NotLeaderOrFollower, m))
@@ -57,8 +60,9 @@ impl Wait {
                     )),
                 }
             }
-            Wait::Committed(partition, end) => {
-                match tokio::time::timeout(timeout, partition.wait_committed(end)).await {
+            Wait::Committed(partition, end, epoch) => {
+                match tokio::time::timeout(timeout, partition.wait_committed_in(end, epoch)).await
+                {
                     Ok(Ok(())) if lease.is_some_and(|l| !l.holds_session()) => Err((
                         ResponseError::NotLeaderOrFollower,
                         "this node lost touch with the cluster's controller before the write \
@@ -650,11 +654,14 @@ fn append(
         Ok(info) => {
             let end = info.last_offset.plus(1);
             let progress = partition.progress();
+            // The epoch the write was made in: the wait may begin only after another
+            // partition's (they are answered in order).
+            let epoch = progress.epoch;
             let wait_for = if acks == -1 {
-                (progress.visible < end).then(|| Wait::Committed(Arc::clone(partition), end))
+                (progress.visible < end).then(|| Wait::Committed(Arc::clone(partition), end, epoch))
             } else {
                 (config.flush == FlushMode::Sync && progress.durable < end)
-                    .then(|| Wait::Durable(Arc::clone(partition), end))
+                    .then(|| Wait::Durable(Arc::clone(partition), end, epoch))
             };
             Pending {
                 response: PartitionProduceResponse::default()

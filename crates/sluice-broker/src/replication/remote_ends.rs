@@ -4,9 +4,10 @@
 //! than the cluster has nodes): the group's page, the console's list of groups and the
 //! `sluice_consumer_group_lag` metric then had no end, and so no lag, for those partitions.
 //! Every [`REFRESH`] this node asks each leader of such partitions for their ends (peer call
-//! `VisibleEnds`, one per leader node) and keeps the answers until the next round; a leader
-//! that does not answer leaves its partitions without an end (no lag shown, rather than a lag
-//! that stopped moving).
+//! `VisibleEnds`, one per leader node) and keeps the answers. An end a leader did not give
+//! again (no answer in time) is kept for [`KEPT_ROUNDS`] rounds, then dropped: the partition
+//! then shows no end and no lag, rather than a lag that stopped moving. An end is thus at
+//! most about 4 s old while its leader answers.
 
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
@@ -22,21 +23,52 @@ use crate::broker::Broker;
 pub(super) const REFRESH: Duration = Duration::from_secs(2);
 /// How long one leader's answer is waited for.
 const TIMEOUT: Duration = Duration::from_millis(1500);
+/// Rounds an end is kept without a new answer from its leader.
+const KEPT_ROUNDS: u64 = 2;
 
 /// One partition's end: topic, partition, offset.
 pub(crate) type End = (String, i32, i64);
 
 /// The last ends asked of other nodes.
 #[derive(Debug, Default)]
-pub(crate) struct RemoteEnds(Mutex<HashMap<(String, i32), i64>>);
+pub(crate) struct RemoteEnds(Mutex<Rounds>);
+
+#[derive(Debug, Default)]
+struct Rounds {
+    round: u64,
+    /// Topic → partition → (end, the round it was answered in).
+    ends: HashMap<String, HashMap<i32, (i64, u64)>>,
+}
 
 impl RemoteEnds {
     pub(crate) fn get(&self, topic: &str, partition: i32) -> Option<i64> {
-        self.0.lock().get(&(topic.to_string(), partition)).copied()
+        let rounds = self.0.lock();
+        rounds
+            .ends
+            .get(topic)
+            .and_then(|t| t.get(&partition))
+            .map(|(end, _)| *end)
     }
 
-    fn replace(&self, ends: HashMap<(String, i32), i64>) {
-        *self.0.lock() = ends;
+    /// Takes a round's answers: keeps, of the ends still `wanted`, those answered now or in
+    /// the last [`KEPT_ROUNDS`] rounds.
+    fn update(&self, wanted: &BTreeSet<(String, i32)>, answers: Vec<End>) {
+        let mut rounds = self.0.lock();
+        rounds.round += 1;
+        let round = rounds.round;
+        for (topic, index, end) in answers {
+            rounds
+                .ends
+                .entry(topic)
+                .or_default()
+                .insert(index, (end, round));
+        }
+        rounds.ends.retain(|topic, partitions| {
+            partitions.retain(|index, (_, answered)| {
+                *answered + KEPT_ROUNDS >= round && wanted.contains(&(topic.clone(), *index))
+            });
+            !partitions.is_empty()
+        });
     }
 }
 
@@ -59,20 +91,15 @@ impl Broker {
     /// The partitions the groups coordinated here have committed offsets for, that this node
     /// holds no replica of.
     fn partitions_held_elsewhere(&self) -> BTreeSet<(String, i32)> {
-        let coordinator = self.groups.coordinator.lock();
-        coordinator
-            .group_ids()
-            .iter()
-            .filter_map(|id| coordinator.committed(id))
-            .flat_map(|offsets| offsets.keys())
-            .filter(|(topic, index)| {
-                self.topics
-                    .get(topic)
-                    .and_then(|t| t.partition(*index))
-                    .is_none()
-            })
-            .cloned()
-            .collect()
+        // The lock only for the copy: heartbeats and commits wait on it.
+        let mut partitions = self.groups.coordinator.lock().partitions_with_offsets();
+        partitions.retain(|(topic, index)| {
+            self.topics
+                .get(topic)
+                .and_then(|t| t.partition(*index))
+                .is_none()
+        });
+        partitions
     }
 
     /// One round: asks each leader of the partitions held elsewhere for their ends.
@@ -84,7 +111,7 @@ impl Broker {
         let mut by_leader: HashMap<NodeId, Vec<(String, i32)>> = HashMap::new();
         {
             let state = replication.state();
-            for (topic, index) in wanted {
+            for (topic, index) in wanted.iter().cloned() {
                 let leader = state
                     .state
                     .partition_by_name(&topic, index)
@@ -109,12 +136,33 @@ impl Broker {
                     }
                 }
             });
-        let ends = join_all(asks)
-            .await
-            .into_iter()
-            .flatten()
-            .map(|(topic, index, end)| ((topic, index), end))
-            .collect();
-        replication.remote_ends.replace(ends);
+        let answers = join_all(asks).await.into_iter().flatten().collect();
+        replication.remote_ends.update(&wanted, answers);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_end_outlives_two_missed_answers_and_no_longer_than_it_is_wanted() {
+        let ends = RemoteEnds::default();
+        let a = ("t".to_string(), 0);
+        let b = ("t".to_string(), 1);
+        let wanted: BTreeSet<_> = [a.clone(), b.clone()].into();
+        ends.update(&wanted, vec![("t".into(), 0, 10), ("t".into(), 1, 20)]);
+        assert_eq!((ends.get("t", 0), ends.get("t", 1)), (Some(10), Some(20)));
+        // Partition 1's leader does not answer for two rounds: its last end stays.
+        ends.update(&wanted, vec![("t".into(), 0, 11)]);
+        ends.update(&wanted, vec![("t".into(), 0, 12)]);
+        assert_eq!((ends.get("t", 0), ends.get("t", 1)), (Some(12), Some(20)));
+        // A third: it goes.
+        ends.update(&wanted, vec![("t".into(), 0, 13)]);
+        assert_eq!((ends.get("t", 0), ends.get("t", 1)), (Some(13), None));
+        // No group has an offset for partition 0 any more (or this node holds it now).
+        ends.update(&BTreeSet::new(), Vec::new());
+        assert_eq!(ends.get("t", 0), None);
+        assert_eq!(ends.get("other", 0), None);
     }
 }
