@@ -21,8 +21,11 @@ pub type Waits = Vec<(Arc<Partition>, Offset)>;
 /// Waits until every write is committed. A leadership change answers `NOT_COORDINATOR` (the
 /// client finds the new coordinator); a failed log or a timeout `COORDINATOR_NOT_AVAILABLE`.
 pub async fn committed(waits: Waits) -> Result<(), ResponseError> {
-    for (partition, end) in waits {
-        match tokio::time::timeout(COMMIT_TIMEOUT, partition.wait_committed(end)).await {
+    // Every partition's leader epoch now, before the first wait: the later ones begin only
+    // when the earlier are committed (see `Partition::wait_committed_in`).
+    let epochs: Vec<i32> = waits.iter().map(|(p, _)| p.progress().epoch).collect();
+    for ((partition, end), epoch) in waits.into_iter().zip(epochs) {
+        match tokio::time::timeout(COMMIT_TIMEOUT, partition.wait_committed_in(end, epoch)).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => return Err(coordinator_error(&e)),
             Err(_) => {

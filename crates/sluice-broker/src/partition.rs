@@ -310,36 +310,56 @@ impl Partition {
     /// written again with other records at those offsets) or the log fails.
     /// `epoch`: the leader epoch the write was made in (its [`Progress::epoch`] just after).
     pub async fn wait_durable_leading(&self, end: Offset, epoch: i32) -> Result<(), BrokerError> {
-        self.wait_while_leading(epoch, |p| p.durable >= end, "on disk")
+        self.wait_while_leading(epoch, end, |p| p.durable >= end, "on disk")
             .await
     }
 
-    /// Waits until `reached` holds in the leader epoch the wait began in; fails if the log
-    /// fails, this replica stops leading, or it leads in another epoch first (it may have
-    /// stepped down and been elected again between two wake-ups: its log may have been cut
-    /// back and written again at those offsets meanwhile). A log is cut back only in a later
-    /// epoch, so reached in the write's own epoch is the write reached, even if this replica
-    /// steps down in the same breath. `what` ends "before the write was …" in the error.
-    ///
+    /// Waits until `reached` holds for the write ending at `end`, made in leader epoch
+    /// `epoch`; fails if the log fails or this replica stops leading first, or leads in
+    /// another epoch with the write no longer in its log. A replica may step down and be
+    /// elected again between two of the waiter's wake-ups, its log cut back and written again
+    /// at those offsets meanwhile: a high watermark past `end` then says nothing of the write.
+    /// The write is still there if the record before `end` is still of the write's epoch (only
+    /// that epoch's leader, this replica, wrote in it), as when the epoch moved with the same
+    /// leader (a reassignment dropping a replica). `what` ends "before the write was …" in
+    /// the error.
     async fn wait_while_leading(
         &self,
         epoch: i32,
+        end: Offset,
         reached: impl Fn(&Progress) -> bool,
         what: &str,
     ) -> Result<(), BrokerError> {
         let mut rx = self.progress.subscribe();
-        let outcome = rx
-            .wait_for(|p| reached(p) || p.failed || !p.leading || p.epoch != epoch)
-            .await
-            .map(|p| *p);
-        match outcome {
-            Ok(p) if p.epoch == epoch && reached(&p) => Ok(()),
-            Ok(p) if p.failed => Err(BrokerError::Log(LogError::Offline {
-                path: std::path::PathBuf::from(format!("{}-{}", self.topic, self.index)),
-                reason: format!("the log failed before the write was {what}"),
-            })),
-            _ => Err(self.moved_before(what)),
+        let mut seen = epoch;
+        loop {
+            let p = match rx
+                .wait_for(|p| reached(p) || p.failed || !p.leading || p.epoch != seen)
+                .await
+            {
+                Ok(p) => *p,
+                Err(_) => return Err(self.moved_before(what)),
+            };
+            let ours = p.epoch == epoch || self.holds_write(end, epoch);
+            if reached(&p) && ours {
+                return Ok(());
+            }
+            if p.failed {
+                return Err(BrokerError::Log(LogError::Offline {
+                    path: std::path::PathBuf::from(format!("{}-{}", self.topic, self.index)),
+                    reason: format!("the log failed before the write was {what}"),
+                }));
+            }
+            if !(p.leading && ours) {
+                return Err(self.moved_before(what));
+            }
+            seen = p.epoch;
         }
+    }
+
+    /// Whether the record before `end` is of leader epoch `epoch`.
+    fn holds_write(&self, end: Offset, epoch: i32) -> bool {
+        end.0 > 0 && self.epoch_at(Offset(end.0 - 1)) == Some(LeaderEpoch(epoch))
     }
 
     fn moved_before(&self, what: &str) -> BrokerError {
@@ -944,7 +964,7 @@ impl Partition {
 
     /// As [`Partition::wait_committed`], committed in leader epoch `epoch`.
     pub async fn wait_committed_in(&self, end: Offset, epoch: i32) -> Result<(), BrokerError> {
-        self.wait_while_leading(epoch, |p| p.visible >= end, "committed")
+        self.wait_while_leading(epoch, end, |p| p.visible >= end, "committed")
             .await
     }
 
@@ -1148,10 +1168,15 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn a_write_is_not_acknowledged_by_a_later_epochs_high_watermark() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = leader_of(dir.path());
+    /// A leader in epoch 3 with a follower that has fetched nothing, holding three records of
+    /// its own, and a task waiting for them to be committed.
+    async fn waiting_leader(
+        dir: &std::path::Path,
+    ) -> (
+        Arc<Partition>,
+        tokio::task::JoinHandle<Result<(), BrokerError>>,
+    ) {
+        let p = leader_of(dir);
         p.lead(NodeId(1), &assignment(&[1, 2], 0), 1, 10_000, 0);
         let bytes = sluice_log::testing::batch_bytes(0, 3, 1_000, 8, 0);
         p.append(sluice_log::validate_produce(&bytes, 1 << 20).unwrap(), true)
@@ -1165,11 +1190,23 @@ mod tests {
             !waiting.is_finished(),
             "committed before the follower held it"
         );
+        (p, waiting)
+    }
+
+    #[tokio::test]
+    async fn a_write_cut_back_is_not_acknowledged_by_a_later_epochs_high_watermark() {
+        let dir = tempfile::tempdir().unwrap();
+        let (p, waiting) = waiting_leader(dir.path()).await;
         // Between two of the waiter's wake-ups (this test's thread does not yield): the
-        // replica steps down, and is elected again in a later epoch in which its high
-        // watermark passes the write's offsets. In a cluster its log may have been cut back
-        // and written again there meanwhile: the write itself is not known to be committed.
+        // replica steps down, its log is cut back to the new leader's and written again there
+        // with that leader's records of epoch 4, and it is elected again in epoch 5, in which
+        // its high watermark passes the offsets the write had.
         p.follow(Some(NodeId(2)), Epoch(4));
+        p.truncate_to(NodeId(2), 4, Offset(0)).unwrap();
+        let mut theirs = sluice_log::testing::batch_bytes(0, 3, 2_000, 8, 0);
+        theirs[12..16].copy_from_slice(&4i32.to_be_bytes()); // the partition leader epoch
+        p.append_replicated(NodeId(2), 4, &theirs, Offset(0))
+            .unwrap();
         let again = Assignment {
             leader_epoch: Epoch(5),
             ..assignment(&[1], 1)
@@ -1187,7 +1224,26 @@ mod tests {
             .unwrap();
         let epoch = p.progress().epoch;
         assert_eq!(epoch, 5);
-        p.wait_committed_in(Offset(4), epoch).await.unwrap();
+        let committed = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            p.wait_committed_in(Offset(4), epoch),
+        );
+        assert!(matches!(committed.await, Ok(Ok(()))));
+    }
+
+    #[tokio::test]
+    async fn a_write_still_held_is_acknowledged_when_the_epoch_moves_with_the_same_leader() {
+        let dir = tempfile::tempdir().unwrap();
+        let (p, waiting) = waiting_leader(dir.path()).await;
+        // A reassignment drops the follower: a new epoch, the same leader, nothing cut back.
+        let dropped = Assignment {
+            leader_epoch: Epoch(4),
+            replicas: vec![NodeId(1)],
+            ..assignment(&[1], 1)
+        };
+        p.lead(NodeId(1), &dropped, 1, 10_000, 1);
+        let outcome = tokio::time::timeout(std::time::Duration::from_secs(5), waiting).await;
+        assert!(matches!(outcome, Ok(Ok(Ok(())))), "{outcome:?}");
     }
 
     fn with_records(dir: &std::path::Path, count: usize) -> Arc<Partition> {
