@@ -15,7 +15,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from conftest import wait_until
-from broker.test_metrics import scrape, value
+from broker.test_metrics import scrape
+from broker.test_metrics import value as metric
 from console.test_admin_api import Api
 
 from .harness import CLIENT_DEFAULTS, cluster  # noqa: F401  (fixture)
@@ -399,8 +400,8 @@ def test_a_groups_offsets_reset_reads_partitions_the_coordinator_holds_no_replic
 
     def metric_lag():
         families = scrape(c.nodes[node])
-        return all(value(families, "sluice_consumer_group_lag", group=group, topic="spread-reset",
-                         partition=str(p)) == 3 for p in range(3))
+        return all(metric(families, "sluice_consumer_group_lag", group=group, topic="spread-reset",
+                          partition=str(p)) == 3 for p in range(3))
     wait_until(metric_lag, 15, "each partition's lag in /metrics")
     # Bad input is named: a partition the topic lacks, a topic that does not exist, a node that
     # does not coordinate the group.
