@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
-use sluice_log::Offset;
+use sluice_log::{LeaderEpoch, Offset};
 
 use crate::error::BrokerError;
 use crate::partition::Partition;
@@ -15,17 +15,41 @@ use crate::partition::Partition;
 /// How long a coordinator write may take to commit (Kafka's `offsets.commit.timeout.ms`).
 pub const COMMIT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// The writes to wait for: (partition, the offset after the last record written).
-pub type Waits = Vec<(Arc<Partition>, Offset)>;
+/// A write to wait for.
+#[derive(Debug, Clone)]
+pub struct Written {
+    pub partition: Arc<Partition>,
+    /// The offset after its last record.
+    pub end: Offset,
+    /// The leader epoch it was made in (see `Partition::wait_committed`).
+    pub epoch: LeaderEpoch,
+}
+
+impl Written {
+    /// A write just made on `partition`, ending before `end`: in the partition's epoch now.
+    /// Taken beside the write, not when its wait begins, which may be much later.
+    pub fn now(partition: &Arc<Partition>, end: Offset) -> Written {
+        Written {
+            epoch: partition.progress().epoch,
+            partition: Arc::clone(partition),
+            end,
+        }
+    }
+}
+
+/// The writes to wait for.
+pub type Waits = Vec<Written>;
 
 /// Waits until every write is committed. A leadership change answers `NOT_COORDINATOR` (the
 /// client finds the new coordinator); a failed log or a timeout `COORDINATOR_NOT_AVAILABLE`.
 pub async fn committed(waits: Waits) -> Result<(), ResponseError> {
-    // Every partition's leader epoch now, before the first wait: the later ones begin only
-    // when the earlier are committed (see `Partition::wait_committed_in`).
-    let epochs: Vec<i32> = waits.iter().map(|(p, _)| p.progress().epoch).collect();
-    for ((partition, end), epoch) in waits.into_iter().zip(epochs) {
-        match tokio::time::timeout(COMMIT_TIMEOUT, partition.wait_committed_in(end, epoch)).await {
+    for Written {
+        partition,
+        end,
+        epoch,
+    } in waits
+    {
+        match tokio::time::timeout(COMMIT_TIMEOUT, partition.wait_committed(end, epoch)).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => return Err(coordinator_error(&e)),
             Err(_) => {
@@ -42,9 +66,13 @@ pub async fn committed(waits: Waits) -> Result<(), ResponseError> {
 }
 
 /// What to wait for until everything `partition` holds now is committed; `None` when it is.
-pub fn unsettled(partition: &Arc<Partition>) -> Option<(Arc<Partition>, Offset)> {
+pub fn unsettled(partition: &Arc<Partition>) -> Option<Written> {
     let progress = partition.progress();
-    (progress.visible < progress.end).then(|| (Arc::clone(partition), progress.end))
+    (progress.visible < progress.end).then(|| Written {
+        partition: Arc::clone(partition),
+        end: progress.end,
+        epoch: progress.epoch,
+    })
 }
 
 /// What an answer read from a coordinator's state waits on, in a cluster
@@ -52,10 +80,14 @@ pub fn unsettled(partition: &Arc<Partition>) -> Option<(Arc<Partition>, Offset)>
 /// when it is). Where the replica no longer leads (it stepped down, or its log was cut back)
 /// the state may hold what another leader never will: the wait is then for the offset past
 /// its log end, which [`committed`] answers at once with NOT_COORDINATOR.
-pub fn fence(partition: &Arc<Partition>) -> Option<(Arc<Partition>, Offset)> {
+pub fn fence(partition: &Arc<Partition>) -> Option<Written> {
     let progress = partition.progress();
     if !progress.leading {
-        return Some((Arc::clone(partition), progress.end.plus(1)));
+        return Some(Written {
+            partition: Arc::clone(partition),
+            end: progress.end.plus(1),
+            epoch: progress.epoch,
+        });
     }
     unsettled(partition)
 }

@@ -57,7 +57,7 @@ pub struct Progress {
     pub leading: bool,
     /// The leader epoch this replica is in (0 on a single node), published with the rest, so
     /// a waiter that wakes after a step-down and a new election tells them from one epoch.
-    pub epoch: i32,
+    pub epoch: LeaderEpoch,
 }
 
 struct State {
@@ -125,7 +125,7 @@ impl Partition {
             failed: log.is_offline(),
             end,
             leading: true,
-            epoch: 0,
+            epoch: LeaderEpoch(0),
         });
         Arc::new(Partition {
             topic,
@@ -305,11 +305,15 @@ impl Partition {
         self.state.lock().log.active_producers()
     }
 
-    /// A leader's `acks=1` write under `flush.mode=sync`: waits until everything below `end`
-    /// is on disk. Gives up when this replica stops leading (its log may be cut back and
-    /// written again with other records at those offsets) or the log fails.
-    /// `epoch`: the leader epoch the write was made in (its [`Progress::epoch`] just after).
-    pub async fn wait_durable_leading(&self, end: Offset, epoch: i32) -> Result<(), BrokerError> {
+    /// A leader's `acks=1` write under `flush.mode=sync`, made in leader epoch `epoch`:
+    /// waits until everything below `end` is on disk. Gives up when the log fails, or this
+    /// replica stops leading (its log may be cut back and written again with other records at
+    /// those offsets) before the write is on disk.
+    pub async fn wait_durable_leading(
+        &self,
+        end: Offset,
+        epoch: LeaderEpoch,
+    ) -> Result<(), BrokerError> {
         self.wait_while_leading(epoch, end, |p| p.durable >= end, "on disk")
             .await
     }
@@ -325,7 +329,7 @@ impl Partition {
     /// the error.
     async fn wait_while_leading(
         &self,
-        epoch: i32,
+        epoch: LeaderEpoch,
         end: Offset,
         reached: impl Fn(&Progress) -> bool,
         what: &str,
@@ -357,9 +361,13 @@ impl Partition {
         }
     }
 
-    /// Whether the record before `end` is of leader epoch `epoch`.
-    fn holds_write(&self, end: Offset, epoch: i32) -> bool {
-        end.0 > 0 && self.epoch_at(Offset(end.0 - 1)) == Some(LeaderEpoch(epoch))
+    /// Whether this replica's log still holds the write that ended before `end` in leader
+    /// epoch `epoch`: it reaches `end`, and the record before it is of that epoch.
+    fn holds_write(&self, end: Offset, epoch: LeaderEpoch) -> bool {
+        let state = self.state.lock();
+        end.0 > 0
+            && end <= state.log.next_offset()
+            && state.log.epoch_at(Offset(end.0 - 1)) == Some(epoch)
     }
 
     fn moved_before(&self, what: &str) -> BrokerError {
@@ -952,18 +960,10 @@ impl Partition {
         Ok(())
     }
 
-    /// Waits until everything below `end` is committed (below the high watermark) in the
-    /// leader epoch current now. Fails if this node stops leading, leads in another epoch, or
-    /// the log fails first. For a write just made; a write whose wait begins later (a
-    /// produce's second partition, waited on after the first) uses
-    /// [`Partition::wait_committed_in`] with the epoch it was made in.
-    pub async fn wait_committed(&self, end: Offset) -> Result<(), BrokerError> {
-        let epoch = self.progress.borrow().epoch;
-        self.wait_committed_in(end, epoch).await
-    }
-
-    /// As [`Partition::wait_committed`], committed in leader epoch `epoch`.
-    pub async fn wait_committed_in(&self, end: Offset, epoch: i32) -> Result<(), BrokerError> {
+    /// Waits until everything below `end`, written in leader epoch `epoch`, is committed
+    /// (below the high watermark). Fails if the log fails, or this node stops leading, or the
+    /// write is no longer in its log, first.
+    pub async fn wait_committed(&self, end: Offset, epoch: LeaderEpoch) -> Result<(), BrokerError> {
         self.wait_while_leading(epoch, end, |p| p.visible >= end, "committed")
             .await
     }
@@ -1031,7 +1031,7 @@ impl Partition {
                 failed: log.is_offline(),
                 end: log.next_offset(),
                 leading,
-                epoch: self.leader_epoch.load(Ordering::Acquire),
+                epoch: LeaderEpoch(self.leader_epoch.load(Ordering::Acquire)),
             };
             let changed = next != *p;
             *p = next;
@@ -1149,7 +1149,7 @@ mod tests {
             .unwrap();
         // Written, not committed: an answer read from a state holding it waits for the end.
         let wait = crate::commit::fence(&p).unwrap();
-        assert_eq!(wait.1, Offset(3));
+        assert_eq!(wait.end, Offset(3));
         let waiting = tokio::spawn(crate::commit::committed(vec![wait]));
         tokio::task::yield_now().await;
         assert!(
@@ -1182,9 +1182,9 @@ mod tests {
         p.append(sluice_log::validate_produce(&bytes, 1 << 20).unwrap(), true)
             .unwrap();
         let epoch = p.progress().epoch;
-        assert_eq!(epoch, 3);
+        assert_eq!(epoch, LeaderEpoch(3));
         let waiter = Arc::clone(&p);
-        let waiting = tokio::spawn(async move { waiter.wait_committed_in(Offset(3), epoch).await });
+        let waiting = tokio::spawn(async move { waiter.wait_committed(Offset(3), epoch).await });
         tokio::task::yield_now().await;
         assert!(
             !waiting.is_finished(),
@@ -1223,10 +1223,10 @@ mod tests {
         p.append(sluice_log::validate_produce(&bytes, 1 << 20).unwrap(), true)
             .unwrap();
         let epoch = p.progress().epoch;
-        assert_eq!(epoch, 5);
+        assert_eq!(epoch, LeaderEpoch(5));
         let committed = tokio::time::timeout(
             std::time::Duration::from_secs(5),
-            p.wait_committed_in(Offset(4), epoch),
+            p.wait_committed(Offset(4), epoch),
         );
         assert!(matches!(committed.await, Ok(Ok(()))));
     }

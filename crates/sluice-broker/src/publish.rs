@@ -3,32 +3,29 @@
 //! Produce request, and answered as one is: once the records are committed (below the high
 //! watermark: on disk under `flush.mode=sync`, and held by the in-sync replicas in a cluster).
 
-use std::sync::Arc;
-
 use bytes::Bytes;
 use kafka_protocol::records::Compression;
 use sluice_client::records::encode_batch;
 use sluice_client::OutRecord;
-use sluice_log::{validate_produce, LogError, Offset};
+use sluice_log::{validate_produce, LogError};
 
 use crate::broker::Broker;
 use crate::error::BrokerError;
-use crate::partition::Partition;
 
 /// Where a published record landed, and what to wait on for it to be committed.
 #[derive(Debug)]
 pub struct Published {
     pub partition: i32,
     pub offset: i64,
-    committed: (Arc<Partition>, Offset),
+    committed: crate::commit::Written,
 }
 
 impl Published {
     /// Waits until the record is committed, as an acks=all write is acknowledged; an error
     /// when the log failed or leadership moved first (the record may then be lost).
     pub async fn committed(self) -> Result<(), BrokerError> {
-        let (partition, end) = self.committed;
-        partition.wait_committed(end).await
+        let w = self.committed;
+        w.partition.wait_committed(w.end, w.epoch).await
     }
 }
 
@@ -93,7 +90,7 @@ impl Broker {
         Ok(Published {
             partition,
             offset: info.base_offset.0,
-            committed: (Arc::clone(&p), info.last_offset.plus(1)),
+            committed: crate::commit::Written::now(&p, info.last_offset.plus(1)),
         })
     }
 }
@@ -117,9 +114,15 @@ mod tests {
             .publish_batch("t", 0, vec![value("a"), value("b"), value("c")])
             .expect("publish a batch");
         // One append: its first offset and the end it waits on span the three records.
-        assert_eq!((batch.offset, batch.committed.1), (2, Offset(5)));
+        assert_eq!(
+            (batch.offset, batch.committed.end),
+            (2, sluice_log::Offset(5))
+        );
         let next = broker.publish("t", 0, value("d")).expect("publish");
-        assert_eq!((next.offset, next.committed.1), (5, Offset(6)));
+        assert_eq!(
+            (next.offset, next.committed.end),
+            (5, sluice_log::Offset(6))
+        );
     }
 
     #[test]

@@ -161,7 +161,6 @@ impl Coordinator {
         group.heartbeat(req, partitions_of, topics, now_ms)
     }
 
-    /// Every group id known, with members or only offsets.
     /// Every partition some group has a committed offset for.
     pub fn partitions_with_offsets(&self) -> BTreeSet<(String, i32)> {
         self.offsets
@@ -170,6 +169,7 @@ impl Coordinator {
             .collect()
     }
 
+    /// Every group id known, with members or only offsets.
     pub fn group_ids(&self) -> Vec<String> {
         let mut ids: Vec<String> = self
             .groups

@@ -175,7 +175,10 @@ impl GroupService {
             let validated = validate_produce(&batch, usize::MAX).map_err(LogError::from)?;
             // Like Kafka's acks=all: refused when too few replicas are in sync.
             let info = partition.append(validated, true)?;
-            waits.push((partition, info.last_offset.plus(1)));
+            waits.push(crate::commit::Written::now(
+                &partition,
+                info.last_offset.plus(1),
+            ));
         }
         Ok(waits)
     }

@@ -54,13 +54,7 @@ fn add(
     epoch: i16,
     topics: &[AddPartitionsToTxnTopic],
     verify_only: bool,
-) -> (
-    Vec<AddPartitionsToTxnTopicResult>,
-    Vec<(
-        std::sync::Arc<crate::partition::Partition>,
-        sluice_log::Offset,
-    )>,
-) {
+) -> (Vec<AddPartitionsToTxnTopicResult>, crate::commit::Waits) {
     let unknown =
         |name: &TopicName, p: i32| !broker.partition_exists(name, p) || name.starts_with("__");
     if topics

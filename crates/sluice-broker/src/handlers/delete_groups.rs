@@ -30,17 +30,11 @@ pub fn handle(broker: &Broker, request: DeleteGroupsRequest, call: &Call) -> Rep
     }
     Reply::Later(Box::pin(async move {
         let mut results = Vec::new();
-        // All at once: each wait takes its partition's leader epoch as it begins, just after
-        // the writes (see `Partition::wait_committed_in`).
-        let outcomes = futures::future::join_all(pending.into_iter().map(|(id, written)| async {
+        for (id, written) in pending {
             let outcome = match written {
                 Ok(waits) => committed(waits).await,
                 Err(e) => Err(e),
             };
-            (id, outcome)
-        }))
-        .await;
-        for (id, outcome) in outcomes {
             results.push(
                 DeletableGroupResult::default()
                     .with_group_id(id)

@@ -214,7 +214,10 @@ fn handle_authorized(
         let mut waits: Waits = Vec::new();
         for group in groups {
             for wait in broker.groups.shards.settled(group) {
-                if !waits.iter().any(|(p, _)| p.index == wait.0.index) {
+                if !waits
+                    .iter()
+                    .any(|w| w.partition.index == wait.partition.index)
+                {
                     waits.push(wait);
                 }
             }

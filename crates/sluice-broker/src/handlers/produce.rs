@@ -12,7 +12,7 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse, ResponseKind, TopicName};
 use sluice_auth::acl::Operation;
-use sluice_log::{validate_produce, BatchHeader, FlushMode, LogError, Offset};
+use sluice_log::{validate_produce, BatchHeader, FlushMode, LeaderEpoch, LogError, Offset};
 use sluice_wire::Reply;
 
 use super::str_bytes;
@@ -28,9 +28,9 @@ use crate::shards::Whereabouts;
 /// epoch the write was made in.
 enum Wait {
     /// The leader's fsync (acks=1, sync mode).
-    Durable(Arc<Partition>, Offset, i32),
+    Durable(Arc<Partition>, Offset, LeaderEpoch),
     /// The high watermark (acks=all).
-    Committed(Arc<Partition>, Offset, i32),
+    Committed(Arc<Partition>, Offset, LeaderEpoch),
 }
 
 impl Wait {
@@ -61,7 +61,7 @@ impl Wait {
                 }
             }
             Wait::Committed(partition, end, epoch) => {
-                match tokio::time::timeout(timeout, partition.wait_committed_in(end, epoch)).await
+                match tokio::time::timeout(timeout, partition.wait_committed(end, epoch)).await
                 {
                     Ok(Ok(())) if lease.is_some_and(|l| !l.holds_session()) => Err((
                         ResponseError::NotLeaderOrFollower,

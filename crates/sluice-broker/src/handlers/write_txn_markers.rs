@@ -47,7 +47,10 @@ pub fn handle(broker: &Broker, request: WriteTxnMarkersRequest, _call: &Call) ->
                                 ) {
                                     Ok(info) => {
                                         if p.config().flush == FlushMode::Sync {
-                                            waits.push((p, info.last_offset.plus(1)));
+                                            waits.push(crate::commit::Written::now(
+                                                &p,
+                                                info.last_offset.plus(1),
+                                            ));
                                         }
                                         0
                                     }

@@ -29,13 +29,12 @@ use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
 use parking_lot::{Mutex, MutexGuard};
-use sluice_log::{validate_produce, Clock, LogError, Marker, Offset};
+use sluice_log::{validate_produce, Clock, LogError, Marker};
 
 use crate::broker::Broker;
-use crate::commit::{committed, Waits};
+use crate::commit::{committed, Waits, Written};
 use crate::error::BrokerError;
 use crate::group::coordinator::{offset_record, Committed};
-use crate::partition::Partition;
 use crate::shards::{Shards, Whereabouts};
 use crate::topics::{Topic, Topics};
 use coordinator::{completed, Coordinator};
@@ -70,7 +69,7 @@ pub struct TxnService {
     finishing: Arc<Mutex<HashSet<String>>>,
     /// Single node: per transactional id, the end of its last completed state in the log,
     /// written but perhaps not durable yet (see [`TxnService::previous_end`]).
-    unsettled_ends: Mutex<HashMap<String, (Arc<Partition>, Offset)>>,
+    unsettled_ends: Mutex<HashMap<String, Written>>,
 }
 
 impl std::fmt::Debug for TxnService {
@@ -180,10 +179,10 @@ impl TxnService {
 
     /// Remembers where `id`'s completed state ends in the log, when it was not waited on.
     fn note_end(&self, id: &str, waits: &Waits) {
-        if let Some((partition, end)) = waits.last() {
+        if let Some(last) = waits.last() {
             self.unsettled_ends
                 .lock()
-                .insert(id.to_string(), (Arc::clone(partition), *end));
+                .insert(id.to_string(), last.clone());
         }
     }
 
@@ -192,21 +191,21 @@ impl TxnService {
     /// node). Nothing once it is.
     pub fn previous_end(&self, id: &str) -> Waits {
         let mut ends = self.unsettled_ends.lock();
-        let Some((partition, end)) = ends.get(id) else {
+        let Some(last) = ends.get(id) else {
             return Waits::new();
         };
-        if partition.progress().visible >= *end {
+        if last.partition.progress().visible >= last.end {
             ends.remove(id);
             return Waits::new();
         }
-        vec![(Arc::clone(partition), *end)]
+        vec![last.clone()]
     }
 
     /// Forgets the completed states that are durable by now.
     fn sweep_ends(&self) {
         self.unsettled_ends
             .lock()
-            .retain(|_, (partition, end)| partition.progress().visible < *end);
+            .retain(|_, last| last.partition.progress().visible < last.end);
     }
 
     /// What to wait on until everything written so far to the log partition holding `id`'s
@@ -239,7 +238,7 @@ impl TxnService {
             let partition = self.shards.partition(r.id())?;
             // Like Kafka's acks=all: refused when too few replicas are in sync.
             let info = partition.append(validated, true)?;
-            waits.push((partition, info.last_offset.plus(1)));
+            waits.push(Written::now(&partition, info.last_offset.plus(1)));
         }
         Ok(waits)
     }
@@ -464,7 +463,7 @@ impl Broker {
                 return Err(ResponseError::NotLeaderOrFollower);
             };
             match partition.append_marker(marker, producer_id, producer_epoch, coordinator_epoch) {
-                Ok(info) => waits.push((partition, info.last_offset.plus(1))),
+                Ok(info) => waits.push(Written::now(&partition, info.last_offset.plus(1))),
                 Err(BrokerError::Log(LogError::Producer(e))) => {
                     tracing::warn!(?partition, error = %e, "transaction marker refused");
                 }
