@@ -67,11 +67,14 @@ pub async fn committed(waits: Waits) -> Result<(), ResponseError> {
 
 /// What to wait for until everything `partition` holds now is committed; `None` when it is.
 pub fn unsettled(partition: &Arc<Partition>) -> Option<Written> {
+    // The log end with the epoch of its last record, read together: a new leader's tail not
+    // committed yet was written in earlier epochs than the current one.
+    let (end, newest) = partition.fetch_position();
     let progress = partition.progress();
-    (progress.visible < progress.end).then(|| Written {
+    (progress.visible < end).then(|| Written {
         partition: Arc::clone(partition),
-        end: progress.end,
-        epoch: progress.epoch,
+        end,
+        epoch: newest.unwrap_or(progress.epoch),
     })
 }
 
@@ -83,10 +86,11 @@ pub fn unsettled(partition: &Arc<Partition>) -> Option<Written> {
 pub fn fence(partition: &Arc<Partition>) -> Option<Written> {
     let progress = partition.progress();
     if !progress.leading {
+        // No record is of epoch -1: the wait fails at once, leading again or not.
         return Some(Written {
             partition: Arc::clone(partition),
             end: progress.end.plus(1),
-            epoch: progress.epoch,
+            epoch: LeaderEpoch(-1),
         });
     }
     unsettled(partition)

@@ -30,11 +30,17 @@ pub fn handle(broker: &Broker, request: DeleteGroupsRequest, call: &Call) -> Rep
     }
     Reply::Later(Box::pin(async move {
         let mut results = Vec::new();
-        for (id, written) in pending {
+        // All at once: one stalled offsets partition does not hold the others' answers for
+        // its whole timeout each.
+        let outcomes = futures::future::join_all(pending.into_iter().map(|(id, written)| async {
             let outcome = match written {
                 Ok(waits) => committed(waits).await,
                 Err(e) => Err(e),
             };
+            (id, outcome)
+        }))
+        .await;
+        for (id, outcome) in outcomes {
             results.push(
                 DeletableGroupResult::default()
                     .with_group_id(id)
