@@ -453,6 +453,13 @@ impl Partition {
         }
     }
 
+    /// This replica's progress if its ends are a leader's to tell: it leads, and its high
+    /// watermark has reached where its epoch began.
+    pub fn leader_progress(&self) -> Option<Progress> {
+        let progress = self.progress();
+        (progress.leading && !self.high_watermark_behind_epoch_start()).then_some(progress)
+    }
+
     /// Whether this replica leads in an epoch whose high watermark has not yet reached the
     /// log end the epoch started at: until its followers have fetched, the new leader's high
     /// watermark may be below its predecessor's, and ListOffsets answers OFFSET_NOT_AVAILABLE

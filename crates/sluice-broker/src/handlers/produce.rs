@@ -12,11 +12,12 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse, ResponseKind, TopicName};
 use sluice_auth::acl::Operation;
-use sluice_log::{validate_produce, BatchHeader, FlushMode, LeaderEpoch, LogError, Offset};
+use sluice_log::{validate_produce, BatchHeader, FlushMode, LogError};
 use sluice_wire::Reply;
 
 use super::str_bytes;
 use crate::broker::Broker;
+use crate::commit::Written;
 use crate::error::{log_error, BrokerError};
 use crate::handlers::{Call, Versions};
 use crate::partition::Partition;
@@ -24,13 +25,12 @@ use crate::quotas::throttle::QuotaKind;
 use crate::replication::peer::PeerCall;
 use crate::shards::Whereabouts;
 
-/// What an answer waits for: the partition, the offset after the write, and the leader
-/// epoch the write was made in.
+/// What an answer waits for, for the write (with the leader epoch it was made in).
 enum Wait {
     /// The leader's fsync (acks=1, sync mode).
-    Durable(Arc<Partition>, Offset, LeaderEpoch),
+    Durable(Written),
     /// The high watermark (acks=all).
-    Committed(Arc<Partition>, Offset, LeaderEpoch),
+    Committed(Written),
 }
 
 impl Wait {
@@ -45,7 +45,11 @@ impl Wait {
         lease: Option<&sluice_cluster::runtime::ClusterNode>,
     ) -> Result<(), (ResponseError, String)> {
         match self {
-            Wait::Durable(partition, end, epoch) => {
+            Wait::Durable(Written {
+                partition,
+                end,
+                epoch,
+            }) => {
                 match tokio::time::timeout(timeout, partition.wait_durable_leading(end, epoch))
                     .await
                 {
@@ -60,7 +64,11 @@ impl Wait {
                     )),
                 }
             }
-            Wait::Committed(partition, end, epoch) => {
+            Wait::Committed(Written {
+                partition,
+                end,
+                epoch,
+            }) => {
                 match tokio::time::timeout(timeout, partition.wait_committed(end, epoch)).await
                 {
                     Ok(Ok(())) if lease.is_some_and(|l| !l.holds_session()) => Err((
@@ -654,14 +662,18 @@ fn append(
         Ok(info) => {
             let end = info.last_offset.plus(1);
             let progress = partition.progress();
-            // The epoch the write was made in: the wait may begin only after another
+            // With the epoch the write was made in: the wait may begin only after another
             // partition's (they are answered in order).
-            let epoch = progress.epoch;
+            let written = || Written {
+                partition: Arc::clone(partition),
+                end,
+                epoch: progress.epoch,
+            };
             let wait_for = if acks == -1 {
-                (progress.visible < end).then(|| Wait::Committed(Arc::clone(partition), end, epoch))
+                (progress.visible < end).then(|| Wait::Committed(written()))
             } else {
                 (config.flush == FlushMode::Sync && progress.durable < end)
-                    .then(|| Wait::Durable(Arc::clone(partition), end, epoch))
+                    .then(|| Wait::Durable(written()))
             };
             Pending {
                 response: PartitionProduceResponse::default()

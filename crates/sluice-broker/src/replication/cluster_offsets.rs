@@ -46,17 +46,12 @@ impl Broker {
                 let p = t.as_ref().and_then(|t| t.partition(index)).ok_or_else(|| {
                     BrokerError::NotLeader(format!("this node holds no replica of {topic}-{index}"))
                 })?;
-                let progress = p.progress();
-                if !progress.leading {
-                    return Err(BrokerError::NotLeader(format!(
-                        "this node does not lead {topic}-{index} (any more)"
-                    )));
-                }
-                if p.high_watermark_behind_epoch_start() {
-                    return Err(BrokerError::NotLeader(format!(
-                        "{topic}-{index}'s new leader does not know its end yet; try again"
-                    )));
-                }
+                let progress = p.leader_progress().ok_or_else(|| {
+                    BrokerError::NotLeader(format!(
+                        "this node does not lead {topic}-{index} now, or not long enough to know \
+                         its end; try again"
+                    ))
+                })?;
                 let at_time = match timestamp_ms {
                     Some(ts) => p.offset_for_timestamp(ts, false)?.map(|(o, _)| o.0),
                     None => None,

@@ -80,10 +80,12 @@ impl Broker {
         partitions
             .iter()
             .filter_map(|(topic, index)| {
-                let p = self.topics.get(topic)?.partition(*index)?;
-                let progress = p.progress();
-                (progress.leading && !p.high_watermark_behind_epoch_start())
-                    .then(|| (topic.clone(), *index, progress.visible.0))
+                let progress = self
+                    .topics
+                    .get(topic)?
+                    .partition(*index)?
+                    .leader_progress()?;
+                Some((topic.clone(), *index, progress.visible.0))
             })
             .collect()
     }
