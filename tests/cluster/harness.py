@@ -279,7 +279,11 @@ class Cluster:
             live = self.live()
             assert live, f"no live node to ask: {self.describe()}"
             via = live[0]
-        for _ in range(5):
+        for attempt in range(10):
+            if attempt:
+                # A node just restarted may be slow to answer on its bootstrap connection, and
+                # librdkafka then asks another: five quick tries in a row met that in CI.
+                time.sleep(0.2)
             admin = AdminClient({"bootstrap.servers": self.nodes[via].bootstrap, **CLIENT_DEFAULTS})
             md = admin.list_topics(topic, timeout=timeout)
             # -1: the answer came over the bootstrap connection, before it learned the node's id.
