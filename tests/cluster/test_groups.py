@@ -14,7 +14,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from broker import raw
 from conftest import wait_until
 
-from .checker import History
+from .checker import History, Rebalance
 from .harness import CLIENT_DEFAULTS
 from .workload import ConsumerWorkload, ProducerWorkload, drain_and_check, produce_records
 
@@ -120,11 +120,20 @@ def test_killing_the_group_coordinator_loses_no_committed_offset(cluster, protoc
         wait_until(lambda: all(last_commits(history, group, topic).get(p, -1) >= e for p, e in ends.items()),
                    40, f"the group to commit up to {ends}")
     finally:
+        finished_at = time.monotonic()  # closing the consumer revokes its partitions
         producer.abort()
         consumer.finish()
     after = last_commits(history, group, topic)
     for p, offset in before.items():
         assert after.get(p, -1) >= offset, f"partition {p}: committed {offset} before the kill, {after.get(p)} after"
+    if protocol == "consumer":
+        # A KIP-848 group is written to its offsets partition whenever it changes: the new
+        # coordinator knows the member, its epoch and its partitions, and the member goes on
+        # without losing them (it used to get UNKNOWN_MEMBER_ID, lose its partitions and rejoin).
+        with history.lock:
+            moved = [e.time - killed_at for e in history.consumer_events
+                     if isinstance(e, Rebalance) and killed_at < e.time < finished_at]
+        assert moved == [], f"the member's assignment changed {moved} s after the coordinator's kill"
     # A new client reads exactly what the group committed last, from the new coordinator.
     fetched = committed_offsets(c.bootstrap, group, topic, sorted(after))
     assert fetched == after, f"OffsetFetch {fetched} != last acknowledged commits {after}"

@@ -16,13 +16,16 @@
 //! since then: a client's commit may race with the heartbeat that bumped its epoch.
 //!
 //! A member that stops heartbeating for the session timeout, or does not release partitions
-//! within its rebalance timeout, is removed. Membership is kept in memory only: after a broker
-//! restart members are unknown, and clients rejoin (their committed offsets are kept in
-//! `__consumer_offsets` as for classic groups).
+//! within its rebalance timeout, is removed. The group is written to `__consumer_offsets`
+//! whenever it changes ([`ConsumerGroup::to_record`], one record for the whole group), so a
+//! coordinator that restarts or takes the group over knows its members, their epochs and
+//! assignments, and they go on without rejoining.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use kafka_protocol::error::ResponseError;
+
+use super::records::{ConsumerGroupRecord, ConsumerMemberRecord};
 
 /// topic → partitions.
 pub type Assignment = BTreeMap<String, BTreeSet<i32>>;
@@ -122,6 +125,8 @@ pub struct ConsumerGroup {
     pub target: BTreeMap<String, Assignment>,
     /// Partition counts of the topics the members subscribe to, as last seen.
     subscribed_metadata: BTreeMap<String, i32>,
+    /// The group's record as last written to the log (`None`: never written).
+    written: Option<ConsumerGroupRecord>,
 }
 
 impl ConsumerGroup {
@@ -492,6 +497,114 @@ impl ConsumerGroup {
 }
 
 impl ConsumerGroup {
+    /// The group as it is written: everything but the members' times and the answers last
+    /// sent to them.
+    pub fn to_record(&self) -> ConsumerGroupRecord {
+        ConsumerGroupRecord {
+            group: self.id.clone(),
+            epoch: self.epoch,
+            assignment_epoch: self.assignment_epoch,
+            members: self
+                .members
+                .values()
+                .map(|m| ConsumerMemberRecord {
+                    id: m.id.clone(),
+                    instance_id: m.instance_id.clone(),
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    epoch: m.epoch,
+                    previous_epoch: m.previous_epoch,
+                    subscribed_topic_names: m.subscribed_topic_names.clone(),
+                    subscribed_topic_regex: m
+                        .subscribed_topic_regex
+                        .as_ref()
+                        .map(|r| r.as_str().to_string()),
+                    server_assignor: m.server_assignor.clone(),
+                    rebalance_timeout_ms: m.rebalance_timeout_ms,
+                    assigned: m.assigned.clone(),
+                    revoking: m.revoking.clone(),
+                    assignment_epochs: m
+                        .assignment_epochs
+                        .iter()
+                        .map(|((t, p), e)| (t.clone(), *p, *e))
+                        .collect(),
+                })
+                .collect(),
+            target: self.target.clone(),
+            subscribed_metadata: self.subscribed_metadata.clone(),
+        }
+    }
+
+    /// The group a record read back from the log describes. Its members' sessions, and the
+    /// time they have to release what they are revoking, start at `now_ms`: they may have
+    /// heartbeated to the previous coordinator until just before.
+    pub fn restore(record: &ConsumerGroupRecord, now_ms: i64) -> ConsumerGroup {
+        let members = record
+            .members
+            .iter()
+            .map(|m| {
+                let revoking = m.revoking.clone();
+                let member = Member {
+                    id: m.id.clone(),
+                    instance_id: m.instance_id.clone(),
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    epoch: m.epoch,
+                    previous_epoch: m.previous_epoch,
+                    subscribed_topic_names: m.subscribed_topic_names.clone(),
+                    // Written as compiled (anchored) from a regex that compiled; one that no
+                    // longer does (another version of the crate) subscribes to nothing.
+                    subscribed_topic_regex: m
+                        .subscribed_topic_regex
+                        .as_deref()
+                        .and_then(|r| regex::Regex::new(r).ok()),
+                    server_assignor: m.server_assignor.clone(),
+                    rebalance_timeout_ms: m.rebalance_timeout_ms,
+                    assigned: m.assigned.clone(),
+                    revoke_deadline_ms: (!revoking.is_empty())
+                        .then(|| now_ms + m.rebalance_timeout_ms.max(1)),
+                    revoking,
+                    assignment_epochs: m
+                        .assignment_epochs
+                        .iter()
+                        .map(|(t, p, e)| ((t.clone(), *p), *e))
+                        .collect(),
+                    last_heartbeat_ms: now_ms,
+                    sent: None,
+                };
+                (m.id.clone(), member)
+            })
+            .collect();
+        ConsumerGroup {
+            id: record.group.clone(),
+            epoch: record.epoch,
+            assignment_epoch: record.assignment_epoch,
+            members,
+            target: record.target.clone(),
+            subscribed_metadata: record.subscribed_metadata.clone(),
+            written: Some(record.clone()),
+        }
+    }
+
+    /// The record to write if the group changed since its last one was written: the group,
+    /// or a tombstone once it has no members (the caller then forgets it).
+    pub fn unwritten(&self) -> Option<super::records::Record> {
+        use super::records::Record;
+        if self.members.is_empty() {
+            return self
+                .written
+                .as_ref()
+                .map(|_| Record::ConsumerGroupTombstone(self.id.clone()));
+        }
+        let record = self.to_record();
+        (self.written.as_ref() != Some(&record)).then_some(Record::ConsumerGroup(record))
+    }
+
+    /// `record` was written to the log.
+    pub fn wrote(&mut self, record: &ConsumerGroupRecord) {
+        self.written = Some(record.clone());
+    }
+
     /// The server-side assignor the group runs: the first member's choice, else `uniform`.
     pub fn assignor(&self) -> &str {
         self.members

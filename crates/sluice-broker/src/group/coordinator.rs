@@ -103,7 +103,7 @@ pub struct Coordinator {
     pub config: GroupConfig,
     groups: HashMap<String, Group>,
     offsets: HashMap<String, BTreeMap<(String, i32), Committed>>,
-    /// Groups of the new protocol (KIP-848), in memory only.
+    /// Groups of the new protocol (KIP-848); one with no members is forgotten.
     consumer_groups: HashMap<String, ConsumerGroup>,
     next_member: u64,
 }
@@ -129,21 +129,21 @@ impl Coordinator {
         self.consumer_groups.get(id)
     }
 
-    /// ConsumerGroupHeartbeat. A classic group with members keeps its id; an empty one is
-    /// taken over.
+    /// ConsumerGroupHeartbeat, and the group's record to write if the heartbeat changed it. A
+    /// classic group with members keeps its id; an empty one is taken over.
     pub fn consumer_heartbeat(
         &mut self,
         req: Heartbeat,
         partitions_of: &dyn Fn(&str) -> Option<i32>,
         topics: &dyn Fn() -> Vec<String>,
         now_ms: i64,
-    ) -> HeartbeatReply {
+    ) -> (HeartbeatReply, Vec<Record>) {
         if self
             .groups
             .get(&req.group_id)
             .is_some_and(|g| !g.members.is_empty())
         {
-            return HeartbeatReply {
+            let refused = HeartbeatReply {
                 error: Some((
                     ResponseError::GroupIdNotFound,
                     format!("group {} is a classic group with members", req.group_id),
@@ -152,13 +152,36 @@ impl Coordinator {
                 member_epoch: -1,
                 assignment: None,
             };
+            return (refused, Vec::new());
         }
-        self.groups.remove(&req.group_id);
+        let id = req.group_id.clone();
+        // An empty classic group of that id is taken over, and its record deleted.
+        let mut records = Vec::new();
+        if self.groups.remove(&id).is_some() {
+            records.push(Record::GroupTombstone(id.clone()));
+        }
         let group = self
             .consumer_groups
-            .entry(req.group_id.clone())
-            .or_insert_with(|| ConsumerGroup::new(&req.group_id));
-        group.heartbeat(req, partitions_of, topics, now_ms)
+            .entry(id.clone())
+            .or_insert_with(|| ConsumerGroup::new(&id));
+        let reply = group.heartbeat(req, partitions_of, topics, now_ms);
+        records.extend(self.consumer_group_changes(&id));
+        (reply, records)
+    }
+
+    /// The record of new-protocol group `id` if it changed since it was last written: the
+    /// group, or a tombstone once it has no members. An empty group is forgotten once its
+    /// tombstone is written (`apply`), or at once if it was never written; until then the
+    /// tick tries again.
+    fn consumer_group_changes(&mut self, id: &str) -> Vec<Record> {
+        let Some(group) = self.consumer_groups.get(id) else {
+            return Vec::new();
+        };
+        let record = group.unwritten();
+        if group.members.is_empty() && record.is_none() {
+            self.consumer_groups.remove(id);
+        }
+        record.into_iter().collect()
     }
 
     /// Every partition some group has a committed offset for.
@@ -575,13 +598,20 @@ impl Coordinator {
     /// syncs the leader never sent, and forgets stale offsets of empty groups.
     pub fn tick(&mut self, now_ms: i64) -> Vec<Record> {
         let consumer_config = self.config.consumer.clone();
+        let mut changed = Vec::new();
         for group in self.consumer_groups.values_mut() {
-            for id in group.expire(&consumer_config, now_ms) {
+            let expired = group.expire(&consumer_config, now_ms);
+            for id in &expired {
                 tracing::info!(group = %group.id, member = %id, "consumer group member expired");
             }
+            if !expired.is_empty() || group.members.is_empty() {
+                changed.push(group.id.clone());
+            }
         }
-        self.consumer_groups.retain(|_, g| !g.members.is_empty());
         let mut records = Vec::new();
+        for id in changed {
+            records.extend(self.consumer_group_changes(&id));
+        }
         for group in self.groups.values_mut() {
             group
                 .pending_member_ids
@@ -752,6 +782,22 @@ impl Coordinator {
             Record::GroupTombstone(group) => {
                 self.groups.remove(group);
             }
+            // Live, a new-protocol group's record was made from the group as it is now
+            // (`consumer_group_changes`, under the same lock): it is only marked written.
+            Record::ConsumerGroup(g) => {
+                if let Some(group) = self.consumer_groups.get_mut(&g.group) {
+                    group.wrote(g);
+                }
+            }
+            Record::ConsumerGroupTombstone(group) => {
+                if self
+                    .consumer_groups
+                    .get(group)
+                    .is_some_and(|g| g.members.is_empty())
+                {
+                    self.consumer_groups.remove(group);
+                }
+            }
         }
     }
 
@@ -761,9 +807,19 @@ impl Coordinator {
     /// several generations comes back at its last one, not its first one that had members.
     pub fn replay(&mut self, record: &Record, now_ms: i64) {
         match record {
+            // A group id is one kind of group or the other: the newer record's kind wins.
             Record::Group(g) => {
+                self.consumer_groups.remove(&g.group);
                 self.groups
                     .insert(g.group.clone(), restore_group(g, now_ms));
+            }
+            Record::ConsumerGroup(g) => {
+                self.groups.remove(&g.group);
+                self.consumer_groups
+                    .insert(g.group.clone(), ConsumerGroup::restore(g, now_ms));
+            }
+            Record::ConsumerGroupTombstone(group) => {
+                self.consumer_groups.remove(group);
             }
             _ => self.apply(record, now_ms),
         }
@@ -1172,14 +1228,14 @@ mod tests {
         };
         // A classic group with a member keeps its id.
         let (_classic, _rx) = new_member(&mut c, 0);
-        let refused = c.consumer_heartbeat(heartbeat("new"), &partitions, &topics, 0);
+        let (refused, _) = c.consumer_heartbeat(heartbeat("new"), &partitions, &topics, 0);
         assert_eq!(
             refused.error.map(|e| e.0),
             Some(ResponseError::GroupIdNotFound)
         );
         // A new-protocol group with members refuses classic joins.
         let mut c = Coordinator::new(config());
-        let joined = c.consumer_heartbeat(heartbeat("new"), &partitions, &topics, 0);
+        let (joined, _) = c.consumer_heartbeat(heartbeat("new"), &partitions, &topics, 0);
         assert_eq!(joined.error, None);
         assert_eq!(
             now(c.join(join_req("", None), 0).0).error,
@@ -1190,6 +1246,166 @@ mod tests {
             GroupState::Stable,
             "not deletable while it has members"
         );
+    }
+
+    /// Applies `records` as `GroupService::record` does once they are written, and keeps them
+    /// as the log would.
+    fn written(c: &mut Coordinator, log: &mut Vec<Record>, records: Vec<Record>) {
+        for r in &records {
+            c.apply(r, 0);
+        }
+        log.extend(records);
+    }
+
+    #[test]
+    fn a_new_protocol_group_is_written_when_it_changes_and_comes_back_from_its_log() {
+        let mut c = Coordinator::new(config());
+        let mut log = Vec::new();
+        let partitions = |_: &str| Some(4);
+        let topics = Vec::new;
+        let beat = |member: &str, epoch: i32, owned: Option<Vec<i32>>| Heartbeat {
+            group_id: "g".into(),
+            member_id: member.into(),
+            member_epoch: epoch,
+            rebalance_timeout_ms: 1_000,
+            subscribed_topic_names: (epoch == 0).then(|| vec!["t".into()]),
+            owned: owned.map(|ps| [("t".to_string(), ps.into_iter().collect())].into()),
+            ..Heartbeat::default()
+        };
+        let (a, records) =
+            c.consumer_heartbeat(beat("a", 0, Some(vec![])), &partitions, &topics, 0);
+        assert!(matches!(&records[..], [Record::ConsumerGroup(g)] if g.members.len() == 1));
+        written(&mut c, &mut log, records);
+        let owned_by_a: Vec<i32> = a.assignment.clone().unwrap()["t"].iter().copied().collect();
+        assert_eq!(owned_by_a, vec![0, 1, 2, 3]);
+        // A heartbeat that changes nothing writes nothing.
+        let (same, records) = c.consumer_heartbeat(
+            beat("a", a.member_epoch, Some(owned_by_a.clone())),
+            &partitions,
+            &topics,
+            10,
+        );
+        assert_eq!(same.error, None);
+        assert!(records.is_empty(), "{records:?}");
+        // A second member: a is asked to release half, which is written.
+        let (b, records) =
+            c.consumer_heartbeat(beat("b", 0, Some(vec![])), &partitions, &topics, 20);
+        written(&mut c, &mut log, records);
+        let (a2, records) = c.consumer_heartbeat(
+            beat("a", a.member_epoch, Some(owned_by_a.clone())),
+            &partitions,
+            &topics,
+            30,
+        );
+        assert_eq!(a2.assignment.as_ref().map(|a| a["t"].len()), Some(2));
+        assert_eq!(records.len(), 1, "the revocation is written");
+        written(&mut c, &mut log, records);
+
+        // A coordinator that reads the log back knows both members, their epochs and what a
+        // is releasing: a's next heartbeat goes on from there, no rejoin.
+        let before = c.consumer_group("g").map(|g| g.to_record());
+        let mut restored = Coordinator::new(config());
+        for r in &log {
+            restored.replay(r, 100_000);
+        }
+        assert_eq!(restored.consumer_group("g").map(|g| g.to_record()), before);
+        // Sessions (45 s) and a's time to release (its rebalance timeout, 1 s) start at the
+        // replay, not at the last heartbeats the previous coordinator saw (30 ms).
+        assert!(
+            restored.tick(100_500).is_empty(),
+            "sessions restart at the replay"
+        );
+        let mut late = Coordinator::new(config());
+        for r in &log {
+            late.replay(r, 100_000);
+        }
+        let records = late.tick(101_500);
+        assert!(
+            matches!(&records[..], [Record::ConsumerGroup(g)] if g.members.len() == 1 && g.members[0].id == "b"),
+            "a, still releasing, is removed once its rebalance timeout has passed: {records:?}"
+        );
+        let kept: Vec<i32> = a2.assignment.unwrap()["t"].iter().copied().collect();
+        let (a3, records) = restored.consumer_heartbeat(
+            beat("a", a2.member_epoch, Some(kept)),
+            &partitions,
+            &topics,
+            100_100,
+        );
+        assert_eq!(a3.error, None);
+        assert!(
+            a3.member_epoch > a.member_epoch,
+            "released, a moves to the new epoch"
+        );
+        assert_eq!(records.len(), 1);
+        written(&mut restored, &mut log, records);
+        let (b2, _) = restored.consumer_heartbeat(
+            beat("b", b.member_epoch, Some(vec![])),
+            &partitions,
+            &topics,
+            100_200,
+        );
+        assert_eq!(b2.error, None, "b is known to the new coordinator");
+
+        // Every member leaving writes a tombstone; the group is gone after a replay.
+        for m in ["a", "b"] {
+            let (_, records) = restored.consumer_heartbeat(
+                beat(m, super::super::consumer::LEAVE_EPOCH, None),
+                &partitions,
+                &topics,
+                100_300,
+            );
+            written(&mut restored, &mut log, records);
+        }
+        assert!(matches!(log.last(), Some(Record::ConsumerGroupTombstone(g)) if g == "g"));
+        let mut again = Coordinator::new(config());
+        for r in &log {
+            again.replay(r, 2_000);
+        }
+        assert!(again.consumer_group("g").is_none());
+    }
+
+    #[test]
+    fn a_new_protocol_member_that_expires_is_written_out() {
+        let mut c = Coordinator::new(config());
+        let partitions = |_: &str| Some(2);
+        let topics = Vec::new;
+        for m in ["a", "b"] {
+            let (_, records) = c.consumer_heartbeat(
+                Heartbeat {
+                    group_id: "g".into(),
+                    member_id: m.into(),
+                    rebalance_timeout_ms: 1_000,
+                    subscribed_topic_names: Some(vec!["t".into()]),
+                    ..Heartbeat::default()
+                },
+                &partitions,
+                &topics,
+                if m == "a" { 0 } else { 40_000 },
+            );
+            for r in &records {
+                c.apply(r, 0);
+            }
+        }
+        let records = c.tick(46_000);
+        assert!(
+            matches!(&records[..], [Record::ConsumerGroup(g)] if g.members.len() == 1 && g.members[0].id == "b"),
+            "{records:?}"
+        );
+        for r in &records {
+            c.apply(r, 0);
+        }
+        let records = c.tick(90_000);
+        assert!(
+            matches!(&records[..], [Record::ConsumerGroupTombstone(g)] if g == "g"),
+            "{records:?}"
+        );
+        // Kept until its tombstone is written: a tombstone whose write failed is made again.
+        assert_eq!(c.tick(90_100), records);
+        for r in &records {
+            c.apply(r, 0);
+        }
+        assert!(c.consumer_group("g").is_none());
+        assert!(c.tick(90_200).is_empty());
     }
 
     #[test]

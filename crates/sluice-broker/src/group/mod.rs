@@ -48,13 +48,15 @@ impl GroupService {
     ) -> Result<GroupService, BrokerError> {
         let topic = crate::internal_log::ensure_topic(topics, OFFSETS_TOPIC, partitions)?;
         let mut coordinator = Coordinator::new(config);
-        let now = clock.now_ms();
-        let mut replayed = 0usize;
+        let mut records = Vec::new();
         for partition in topic.partitions() {
-            for record in read_all(&partition)? {
-                coordinator.replay(&record, now);
-                replayed += 1;
-            }
+            records.extend(read_all(&partition)?);
+        }
+        // Sessions restored by the replay start now, not when the read began.
+        let now = clock.now_ms();
+        let replayed = records.len();
+        for record in &records {
+            coordinator.replay(record, now);
         }
         if replayed > 0 {
             tracing::info!(

@@ -3,13 +3,18 @@
 //! survives; a null value deletes the key). Replaying the topic rebuilds the coordinator.
 //!
 //! Keys: `[version:i16=1][kind:i8][fields]`, kind 0 = offset (group, topic, partition),
-//! kind 1 = group (group). Values are JSON (small, rare, and readable with `sluice consume`).
+//! kind 1 = group (group), kind 2 = group of the new protocol, KIP-848 (group). Values are
+//! JSON (small, rare, and readable with `sluice consume`). A binary that does not know a kind
+//! skips its records.
+
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
 const KEY_VERSION: i16 = 1;
 const KIND_OFFSET: i8 = 0;
 const KIND_GROUP: i8 = 1;
+const KIND_CONSUMER_GROUP: i8 = 2;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct OffsetKey {
@@ -48,12 +53,47 @@ pub struct GroupRecord {
     pub members: Vec<MemberRecord>,
 }
 
+/// A member of a group of the new protocol (KIP-848), as written: everything but its times
+/// (a restored member's session and revocation deadline start when it is restored).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConsumerMemberRecord {
+    pub id: String,
+    pub instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub epoch: i32,
+    pub previous_epoch: i32,
+    pub subscribed_topic_names: Vec<String>,
+    pub subscribed_topic_regex: Option<String>,
+    pub server_assignor: Option<String>,
+    pub rebalance_timeout_ms: i64,
+    pub assigned: BTreeMap<String, BTreeSet<i32>>,
+    pub revoking: BTreeMap<String, BTreeSet<i32>>,
+    /// (topic, partition, the member epoch it was given at).
+    pub assignment_epochs: Vec<(String, i32, i32)>,
+}
+
+/// A group of the new protocol (KIP-848) as written: its epochs, members, target assignment
+/// and the partition counts its assignment was computed from. One record holds the whole
+/// group, written whenever any of it changes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConsumerGroupRecord {
+    pub group: String,
+    pub epoch: i32,
+    pub assignment_epoch: i32,
+    pub members: Vec<ConsumerMemberRecord>,
+    pub target: BTreeMap<String, BTreeMap<String, BTreeSet<i32>>>,
+    pub subscribed_metadata: BTreeMap<String, i32>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Record {
     Offset(OffsetKey, OffsetValue),
     OffsetTombstone(OffsetKey),
     Group(GroupRecord),
     GroupTombstone(String),
+    ConsumerGroup(ConsumerGroupRecord),
+    ConsumerGroupTombstone(String),
 }
 
 fn put_str(out: &mut Vec<u8>, s: &str) {
@@ -76,6 +116,8 @@ impl Record {
             Record::Offset(k, _) | Record::OffsetTombstone(k) => &k.group,
             Record::Group(g) => &g.group,
             Record::GroupTombstone(g) => g,
+            Record::ConsumerGroup(g) => &g.group,
+            Record::ConsumerGroupTombstone(g) => g,
         }
     }
 
@@ -96,6 +138,14 @@ impl Record {
                 out.push(KIND_GROUP as u8);
                 put_str(&mut out, g);
             }
+            Record::ConsumerGroup(g) => {
+                out.push(KIND_CONSUMER_GROUP as u8);
+                put_str(&mut out, &g.group);
+            }
+            Record::ConsumerGroupTombstone(g) => {
+                out.push(KIND_CONSUMER_GROUP as u8);
+                put_str(&mut out, g);
+            }
         }
         out
     }
@@ -105,7 +155,10 @@ impl Record {
         match self {
             Record::Offset(_, v) => serde_json::to_vec(v).ok(),
             Record::Group(g) => serde_json::to_vec(g).ok(),
-            Record::OffsetTombstone(_) | Record::GroupTombstone(_) => None,
+            Record::ConsumerGroup(g) => serde_json::to_vec(g).ok(),
+            Record::OffsetTombstone(_)
+            | Record::GroupTombstone(_)
+            | Record::ConsumerGroupTombstone(_) => None,
         }
     }
 
@@ -137,6 +190,13 @@ impl Record {
                 match value {
                     Some(v) => Some(Record::Group(serde_json::from_slice(v).ok()?)),
                     None => Some(Record::GroupTombstone(group)),
+                }
+            }
+            KIND_CONSUMER_GROUP => {
+                let group = get_str(&mut rest)?;
+                match value {
+                    Some(v) => Some(Record::ConsumerGroup(serde_json::from_slice(v).ok()?)),
+                    None => Some(Record::ConsumerGroupTombstone(group)),
                 }
             }
             _ => None,
@@ -184,6 +244,32 @@ mod tests {
                 }],
             }),
             Record::GroupTombstone("g".into()),
+            Record::ConsumerGroup(ConsumerGroupRecord {
+                group: "g".into(),
+                epoch: 5,
+                assignment_epoch: 5,
+                members: vec![ConsumerMemberRecord {
+                    id: "m1".into(),
+                    instance_id: Some("i".into()),
+                    client_id: "c".into(),
+                    client_host: "/127.0.0.1".into(),
+                    epoch: 5,
+                    previous_epoch: 3,
+                    subscribed_topic_names: vec!["t".into()],
+                    subscribed_topic_regex: Some("t.*".into()),
+                    server_assignor: Some("uniform".into()),
+                    rebalance_timeout_ms: 30_000,
+                    assigned: BTreeMap::from([("t".into(), BTreeSet::from([0, 2]))]),
+                    revoking: BTreeMap::from([("t".into(), BTreeSet::from([1]))]),
+                    assignment_epochs: vec![("t".into(), 0, 3), ("t".into(), 2, 5)],
+                }],
+                target: BTreeMap::from([(
+                    "m1".into(),
+                    BTreeMap::from([("t".into(), BTreeSet::from([0, 2]))]),
+                )]),
+                subscribed_metadata: BTreeMap::from([("t".into(), 3)]),
+            }),
+            Record::ConsumerGroupTombstone("g".into()),
         ];
         for r in samples {
             let value = r.value();

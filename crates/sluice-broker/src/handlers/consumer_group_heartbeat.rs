@@ -9,8 +9,10 @@ use kafka_protocol::messages::{
     ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, ResponseKind,
 };
 use kafka_protocol::protocol::StrBytes;
+use sluice_wire::Reply;
 
 use crate::broker::Broker;
+use crate::commit::{committed, Waits};
 use crate::group::consumer::{self, Heartbeat, LEAVE_EPOCH, STATIC_LEAVE_EPOCH};
 use crate::handlers::{Call, Versions};
 use sluice_auth::acl::{Operation, ResourceType};
@@ -65,14 +67,10 @@ fn invalid(request: &ConsumerGroupHeartbeatRequest, version: i16) -> Option<&'st
 
 pub const VERSIONS: Versions = Versions::new(0, 1);
 
-pub fn handle(
-    broker: &Broker,
-    request: ConsumerGroupHeartbeatRequest,
-    call: &Call,
-) -> ResponseKind {
+pub fn handle(broker: &Broker, request: ConsumerGroupHeartbeatRequest, call: &Call) -> Reply {
     let version = call.version;
     if let Some(message) = invalid(&request, version) {
-        return refuse(ResponseError::InvalidRequest, message);
+        return refuse(ResponseError::InvalidRequest, message).into();
     }
     if let Some(assignor) = request.server_assignor.as_deref() {
         if !consumer::ASSIGNORS.contains(&assignor) {
@@ -82,7 +80,8 @@ pub fn handle(
                     "assignor '{assignor}' is not one of {:?}",
                     consumer::ASSIGNORS
                 ),
-            );
+            )
+            .into();
         }
     }
     // Describe on every topic named in the subscription (Kafka 4.0, KAFKA-18813): a member
@@ -101,7 +100,8 @@ pub fn handle(
                     "not authorized to describe {} subscribed topic(s)",
                     hidden.len()
                 ),
-            );
+            )
+            .into();
         }
     }
     let topics = broker.topics();
@@ -157,14 +157,22 @@ pub fn handle(
     let groups = &broker.groups;
     let mut coordinator = match groups.lock_for(&request.group_id) {
         Ok(c) => c,
-        Err(e) => return refuse(e, "this node does not coordinate the group"),
+        Err(e) => return refuse(e, "this node does not coordinate the group").into(),
     };
+    let fence = crate::group::fence_later(broker, &request.group_id);
     let interval = coordinator.config.consumer.heartbeat_interval_ms;
-    let reply =
+    let (reply, records) =
         coordinator.consumer_heartbeat(heartbeat, &partitions_of, &all_topics, groups.now_ms());
+    let written = groups.record(&mut coordinator, &records);
     drop(coordinator);
+    let waits = match written {
+        Ok(waits) => waits,
+        Err(e) => return refuse(e, "cannot write the group's new state").into(),
+    };
     if let Some((error, message)) = reply.error {
-        return refuse(error, &message);
+        // Fenced too: an UNKNOWN_MEMBER_ID read from a group just unloaded would make the
+        // member drop its partitions; the fence answers NOT_COORDINATOR instead.
+        return answer_when_committed(waits, fence, refuse(error, &message));
     }
     let leaving = reply.member_epoch == LEAVE_EPOCH || reply.member_epoch == STATIC_LEAVE_EPOCH;
     let assignment = reply.assignment.map(|a| {
@@ -181,11 +189,32 @@ pub fn handle(
                 .collect(),
         )
     });
-    ResponseKind::ConsumerGroupHeartbeat(
+    let response = ResponseKind::ConsumerGroupHeartbeat(
         ConsumerGroupHeartbeatResponse::default()
             .with_member_id(Some(StrBytes::from_string(reply.member_id)))
             .with_member_epoch(reply.member_epoch)
             .with_heartbeat_interval_ms(if leaving { 0 } else { interval })
             .with_assignment(assignment),
-    )
+    );
+    answer_when_committed(waits, fence, response)
+}
+
+/// An answer that changed the group is sent once its record is committed; one that changed
+/// nothing, once what the group's log partition holds is (the read fence, in a cluster): no
+/// member is told an epoch or an assignment a coordinator taking over would not know.
+fn answer_when_committed(
+    waits: Waits,
+    fence: impl FnOnce() -> Waits,
+    response: ResponseKind,
+) -> Reply {
+    let waits = if waits.is_empty() { fence() } else { waits };
+    if waits.is_empty() {
+        return Reply::Ready(Box::new(response));
+    }
+    Reply::Later(Box::pin(async move {
+        Some(match committed(waits).await {
+            Ok(()) => response,
+            Err(e) => refuse(e, "the group's new state is not committed"),
+        })
+    }))
 }
