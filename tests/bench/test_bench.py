@@ -66,6 +66,21 @@ def test_bad_bench_arguments_are_refused(broker):
     assert r.returncode == 1 and "cannot connect" in r.stderr
 
 
+def test_a_run_in_which_nothing_is_acknowledged_fails(broker, tmp_path):
+    # 512 B records on a topic that takes batches of at most 100 B: every send is refused
+    # (MESSAGE_TOO_LARGE). The report is still printed and written, and the command fails.
+    sluice_cli("topic", "create", "unwritable", "--config", "max.message.bytes=100", "-b", broker.bootstrap)
+    out = tmp_path / "none.json"
+    r = sluice_cli("bench", "e2e", "--brokers", broker.bootstrap, "--topic", "unwritable", "--size", "512",
+                   "--rate", "1000", "--duration", "1", "--warmup", "0.2", "--no-floor", "--quiet",
+                   "--json", str(out), check=False, timeout=120)
+    assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
+    assert "no record was acknowledged" in r.stderr, r.stderr
+    run = json.loads(out.read_text())["series"][0]["runs"][0]
+    assert run["acked"] == 0 and run["failed"] > 0, run
+    assert "sent" in r.stdout, "the report is printed before the command fails"
+
+
 def test_throughput_commands(broker):
     r = sluice_cli("bench", "produce", "--brokers", broker.bootstrap, "--topic", "max", "--size", "128", "--duration", "0.5")
     produced = int(r.stdout.split(" records")[0].split()[-1])

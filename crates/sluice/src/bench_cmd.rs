@@ -373,9 +373,37 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
                 write_json(path, &report)?;
             }
             shown?;
+            if let Some(run) = report.series.last().and_then(|s| s.runs.last()) {
+                measured_something(run)?;
+            }
         }
     }
     Ok(())
+}
+
+/// A run in which no record was acknowledged measured nothing: its report is printed, and the
+/// command fails saying why (the first errors the producers got). Records acknowledged and
+/// never received are not this: the report counts them as lost.
+fn measured_something(run: &sluice_bench::E2eResult) -> anyhow::Result<()> {
+    if run.acked > 0 {
+        return Ok(());
+    }
+    let errors: Vec<String> = run
+        .errors
+        .iter()
+        .take(3)
+        .map(|(error, count)| format!("{error} ({count}x)"))
+        .collect();
+    anyhow::bail!(
+        "no record was acknowledged, so the run measured nothing: {} sent, {} failed{}",
+        run.sent,
+        run.failed,
+        if errors.is_empty() {
+            String::new()
+        } else {
+            format!("; errors: {}", errors.join(", "))
+        }
+    )
 }
 
 /// Keeps the first error of printing in `first` (a reader that left); later ones are the
