@@ -90,7 +90,10 @@ def test_the_offsets_topic_is_replicated_and_marked_internal(cluster):
 def test_killing_the_group_coordinator_loses_no_committed_offset(cluster, protocol):
     # KIP-848's session timeout is the coordinator's (45 s by default): 6 s, as the classic
     # member asks for.
-    c = cluster(3, env={"SLUICE_GROUP_CONSUMER_SESSION_TIMEOUT_MS": "6000"} if protocol == "consumer" else None)
+    # Heartbeats every second, so one late heartbeat on a loaded machine does not expire the
+    # member (the test checks that its assignment does not change).
+    c = cluster(3, env={"SLUICE_GROUP_CONSUMER_SESSION_TIMEOUT_MS": "6000",
+                        "SLUICE_GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS": "1000"} if protocol == "consumer" else None)
     topic, group = "grp-kill", "g-kill"
     c.create_topic(topic, 3, replication_factor=3)
     history = History()

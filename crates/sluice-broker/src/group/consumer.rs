@@ -217,6 +217,7 @@ impl ConsumerGroup {
         let id = req.member_id.clone();
         if req.member_epoch == LEAVE_EPOCH || req.member_epoch == STATIC_LEAVE_EPOCH {
             if self.members.remove(&id).is_some() {
+                self.target.remove(&id);
                 self.epoch += 1;
             }
             return HeartbeatReply {
@@ -605,6 +606,14 @@ impl ConsumerGroup {
         self.written = Some(record.clone());
     }
 
+    /// The answer last computed for `member` did not reach it (its record was not written or
+    /// not committed): its next heartbeat gets its assignment again, a revocation included.
+    pub fn resend(&mut self, member: &str) {
+        if let Some(m) = self.members.get_mut(member) {
+            m.sent = None;
+        }
+    }
+
     /// The server-side assignor the group runs: the first member's choice, else `uniform`.
     pub fn assignor(&self) -> &str {
         self.members
@@ -846,6 +855,24 @@ mod tests {
         // The member reports owning nothing (it lost the answer and rejoined its state).
         let again = hb(&mut g, "a", a.member_epoch, Some(Assignment::new()));
         assert_eq!(again.assignment, Some(given));
+    }
+
+    #[test]
+    fn a_revocation_whose_answer_was_replaced_by_an_error_is_sent_again() {
+        let mut g = ConsumerGroup::new("g");
+        let a = hb(&mut g, "a", 0, None);
+        let given = a.assignment.expect("first assignment");
+        hb(&mut g, "b", 0, None);
+        let revoked = hb(&mut g, "a", a.member_epoch, Some(given.clone()));
+        let kept = revoked.assignment.expect("a's reduced assignment");
+        // Same epoch, still revoking, still owning everything: nothing tells the group that
+        // a never heard the answer, so it is not repeated...
+        let silent = hb(&mut g, "a", a.member_epoch, Some(given.clone()));
+        assert_eq!(silent.assignment, None);
+        // ...unless the handler says the answer was lost (its record was not committed).
+        g.resend("a");
+        let again = hb(&mut g, "a", a.member_epoch, Some(given));
+        assert_eq!(again.assignment, Some(kept));
     }
 
     #[test]

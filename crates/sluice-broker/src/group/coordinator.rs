@@ -124,9 +124,18 @@ impl Coordinator {
         self.groups.values()
     }
 
-    /// A group of the new protocol (KIP-848) with members.
+    /// A group of the new protocol (KIP-848): with members, or empty while its tombstone is
+    /// not yet written.
     pub fn consumer_group(&self, id: &str) -> Option<&ConsumerGroup> {
         self.consumer_groups.get(id)
+    }
+
+    /// A heartbeat's answer to `member` of new-protocol group `group` was replaced by an
+    /// error: its next heartbeat gets its assignment again.
+    pub fn consumer_answer_lost(&mut self, group: &str, member: &str) {
+        if let Some(g) = self.consumer_groups.get_mut(group) {
+            g.resend(member);
+        }
     }
 
     /// ConsumerGroupHeartbeat, and the group's record to write if the heartbeat changed it. A

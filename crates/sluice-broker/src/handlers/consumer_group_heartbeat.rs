@@ -164,15 +164,33 @@ pub fn handle(broker: &Broker, request: ConsumerGroupHeartbeatRequest, call: &Ca
     let (reply, records) =
         coordinator.consumer_heartbeat(heartbeat, &partitions_of, &all_topics, groups.now_ms());
     let written = groups.record(&mut coordinator, &records);
-    drop(coordinator);
+    let group_id = request.group_id.to_string();
     let waits = match written {
         Ok(waits) => waits,
-        Err(e) => return refuse(e, "cannot write the group's new state").into(),
+        Err(e) => {
+            coordinator.consumer_answer_lost(&group_id, &reply.member_id);
+            return refuse(e, "cannot write the group's new state").into();
+        }
+    };
+    drop(coordinator);
+    // If the answer's record is not committed, the member hears an error instead, and the
+    // assignment it missed must be sent again.
+    let lost = {
+        let broker = broker.arc();
+        let member = reply.member_id.clone();
+        move || {
+            if let Some(b) = broker {
+                b.groups
+                    .coordinator
+                    .lock()
+                    .consumer_answer_lost(&group_id, &member);
+            }
+        }
     };
     if let Some((error, message)) = reply.error {
         // Fenced too: an UNKNOWN_MEMBER_ID read from a group just unloaded would make the
         // member drop its partitions; the fence answers NOT_COORDINATOR instead.
-        return answer_when_committed(waits, fence, refuse(error, &message));
+        return answer_when_committed(waits, fence, refuse(error, &message), lost);
     }
     let leaving = reply.member_epoch == LEAVE_EPOCH || reply.member_epoch == STATIC_LEAVE_EPOCH;
     let assignment = reply.assignment.map(|a| {
@@ -196,16 +214,18 @@ pub fn handle(broker: &Broker, request: ConsumerGroupHeartbeatRequest, call: &Ca
             .with_heartbeat_interval_ms(if leaving { 0 } else { interval })
             .with_assignment(assignment),
     );
-    answer_when_committed(waits, fence, response)
+    answer_when_committed(waits, fence, response, lost)
 }
 
 /// An answer that changed the group is sent once its record is committed; one that changed
 /// nothing, once what the group's log partition holds is (the read fence, in a cluster): no
 /// member is told an epoch or an assignment a coordinator taking over would not know.
+/// `lost` runs when the answer is replaced by an error.
 fn answer_when_committed(
     waits: Waits,
     fence: impl FnOnce() -> Waits,
     response: ResponseKind,
+    lost: impl FnOnce() + Send + 'static,
 ) -> Reply {
     let waits = if waits.is_empty() { fence() } else { waits };
     if waits.is_empty() {
@@ -214,7 +234,10 @@ fn answer_when_committed(
     Reply::Later(Box::pin(async move {
         Some(match committed(waits).await {
             Ok(()) => response,
-            Err(e) => refuse(e, "the group's new state is not committed"),
+            Err(e) => {
+                lost();
+                refuse(e, "the group's new state is not committed")
+            }
         })
     }))
 }
