@@ -103,7 +103,8 @@ pub struct Coordinator {
     pub config: GroupConfig,
     groups: HashMap<String, Group>,
     offsets: HashMap<String, BTreeMap<(String, i32), Committed>>,
-    /// Groups of the new protocol (KIP-848); one with no members is forgotten.
+    /// Groups of the new protocol (KIP-848); one with no members is forgotten once its
+    /// tombstone is written.
     consumer_groups: HashMap<String, ConsumerGroup>,
     next_member: u64,
 }

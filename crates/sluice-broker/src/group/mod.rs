@@ -48,15 +48,15 @@ impl GroupService {
     ) -> Result<GroupService, BrokerError> {
         let topic = crate::internal_log::ensure_topic(topics, OFFSETS_TOPIC, partitions)?;
         let mut coordinator = Coordinator::new(config);
-        let mut records = Vec::new();
+        let mut replayed = 0usize;
         for partition in topic.partitions() {
-            records.extend(read_all(&partition)?);
-        }
-        // Sessions restored by the replay start now, not when the read began.
-        let now = clock.now_ms();
-        let replayed = records.len();
-        for record in &records {
-            coordinator.replay(record, now);
+            let records = read_all(&partition)?;
+            // Sessions restored by the replay start now, not when the read began (as `load`).
+            let now = clock.now_ms();
+            for record in &records {
+                coordinator.replay(record, now);
+            }
+            replayed += records.len();
         }
         if replayed > 0 {
             tracing::info!(

@@ -45,13 +45,12 @@ impl Wait {
         lease: Option<&sluice_cluster::runtime::ClusterNode>,
     ) -> Result<(), (ResponseError, String)> {
         match self {
-            Wait::Durable(Written {
-                partition,
-                end,
-                epoch,
-            }) => {
-                match tokio::time::timeout(timeout, partition.wait_durable_leading(end, epoch))
-                    .await
+            Wait::Durable(w) => {
+                match tokio::time::timeout(
+                    timeout,
+                    w.partition.wait_durable_leading(w.end, w.epoch),
+                )
+                .await
                 {
                     Ok(Ok(())) => Ok(()),
                     Ok(Err(BrokerError::NotLeader(m))) => {
@@ -64,12 +63,8 @@ impl Wait {
                     )),
                 }
             }
-            Wait::Committed(Written {
-                partition,
-                end,
-                epoch,
-            }) => {
-                match tokio::time::timeout(timeout, partition.wait_committed(end, epoch)).await
+            Wait::Committed(w) => {
+                match tokio::time::timeout(timeout, w.partition.wait_committed(w.end, w.epoch)).await
                 {
                     Ok(Ok(())) if lease.is_some_and(|l| !l.holds_session()) => Err((
                         ResponseError::NotLeaderOrFollower,
