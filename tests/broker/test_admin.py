@@ -11,7 +11,7 @@ from kafka.admin import ConfigResource as KConfigResource, ConfigResourceType, N
 import kafka.errors
 
 from conftest import SLUICE, sluice_cli
-from .clients import consume_confluent, create_topic, produce_confluent
+from .clients import consume_confluent, create_topic, produce_confluent, total_records
 
 
 def error_code(future):
@@ -318,3 +318,49 @@ def test_manual_assignments_on_one_node(broker):
     admin.create_partitions([NewPartitions("placed1", 3, replica_assignment=[[node]])])["placed1"].result(15)
     assert len(admin.list_topics(timeout=10).topics["placed1"].partitions) == 3
     assert "elsewhere" not in admin.list_topics(timeout=10).topics
+
+
+def test_min_insync_replicas_above_one_refuses_acks_all_on_one_node(start_broker):
+    """One node is one in-sync replica: a topic asking for `min.insync.replicas=2` gets
+    NOT_ENOUGH_REPLICAS (19) for every acks=all write, as Kafka answers, instead of an
+    acknowledgement its setting does not allow. acks=1 is taken. Lowering the setting lets
+    acks=all through at once; the setting survives a restart."""
+    from confluent_kafka import Producer
+    from kafka import KafkaProducer
+    broker = start_broker()
+    create_topic(broker.bootstrap, "isr2", 1, {"min.insync.replicas": "2"})
+
+    def produce(acks):
+        p = Producer({"bootstrap.servers": broker.bootstrap, "acks": acks, "retries": 0,
+                      "enable.idempotence": False, "message.timeout.ms": 10000})
+        errors = []
+        p.produce("isr2", b"v", on_delivery=lambda err, msg: errors.append(err))
+        assert p.flush(15) == 0
+        return errors[0]
+
+    err = produce("all")
+    assert err is not None and err.code() == 19, err
+    assert produce("1") is None
+
+    kp = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all", retries=0)
+    try:
+        with pytest.raises(kafka.errors.NotEnoughReplicasError):
+            kp.send("isr2", b"v").get(timeout=15)
+    finally:
+        kp.close()
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    lower = ConfigResource(ConfigResource.Type.TOPIC, "isr2", incremental_configs=[
+        ConfigEntry("min.insync.replicas", "1", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([lower])[lower].result(15)
+    assert produce("all") is None
+    raise_ = ConfigResource(ConfigResource.Type.TOPIC, "isr2", incremental_configs=[
+        ConfigEntry("min.insync.replicas", "3", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([raise_])[raise_].result(15)
+
+    broker.kill()
+    broker.start()
+    err = produce("all")
+    assert err is not None and err.code() == 19, err
+    # Only the refused writes are missing: the acks=1 and the acks=all taken at setting 1.
+    assert total_records(broker.bootstrap, "isr2", 1) == 2

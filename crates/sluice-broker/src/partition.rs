@@ -23,7 +23,7 @@ use sluice_log::{
 use tokio::sync::watch;
 
 use sluice_cluster::metadata::PartitionChange as Assignment;
-use sluice_cluster::replica::LeaderReplicas;
+use sluice_cluster::replica::{LeaderReplicas, NotEnoughReplicas};
 use sluice_cluster::{NodeId, PartitionEpoch};
 
 use crate::error::BrokerError;
@@ -134,7 +134,7 @@ impl Partition {
                 log,
                 flush_in_flight: false,
                 last_flush_ms: now_ms,
-                role: Role::Standalone,
+                role: Role::Standalone { min_insync: 1 },
                 guards: Default::default(),
             }),
             progress,
@@ -905,7 +905,7 @@ impl Partition {
         let state = self.state.lock();
         let own = state.log.log_start_offset();
         match &state.role {
-            Role::Standalone => Some(own),
+            Role::Standalone { .. } => Some(own),
             Role::Leader { replicas, .. } => replicas
                 .in_sync_followers_log_start()
                 .map(|followers| followers.min(own)),
@@ -955,16 +955,32 @@ impl Partition {
     /// Whether an acks=all write may be taken: enough replicas are in sync
     /// (`min.insync.replicas`).
     fn check_insync(&self, state: &State) -> Result<(), BrokerError> {
-        if let Role::Leader {
-            replicas,
-            min_insync,
-        } = &state.role
-        {
-            replicas
-                .check_min_insync(*min_insync)
-                .map_err(|e| BrokerError::NotEnoughReplicas(e.to_string()))?;
+        let refused = match &state.role {
+            Role::Leader {
+                replicas,
+                min_insync,
+            } => replicas.check_min_insync(*min_insync).err(),
+            Role::Standalone { min_insync } if *min_insync > 1 => Some(NotEnoughReplicas {
+                isr: 1,
+                required: *min_insync,
+            }),
+            _ => None,
+        };
+        match refused {
+            Some(e) => Err(BrokerError::NotEnoughReplicas(format!(
+                "{}-{}: {e}",
+                self.topic, self.index
+            ))),
+            None => Ok(()),
         }
-        Ok(())
+    }
+
+    /// Sets the `min.insync.replicas` a single node's partition checks acks=all writes
+    /// against (a cluster's leader gets its own with [`Partition::lead`]).
+    pub fn set_standalone_min_insync(&self, value: usize) {
+        if let Role::Standalone { min_insync } = &mut self.state.lock().role {
+            *min_insync = value;
+        }
     }
 
     /// Waits until everything below `end`, written in leader epoch `epoch`, is committed
@@ -1068,6 +1084,27 @@ mod tests {
             adding: Vec::new(),
             removing: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_single_node_refuses_acks_all_when_min_insync_replicas_is_above_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = leader_of(dir.path());
+        let batch = || {
+            let bytes = sluice_log::testing::batch_bytes(0, 1, 1_000, 8, 0);
+            sluice_log::validate_produce(&bytes, 1 << 20).unwrap()
+        };
+        p.set_standalone_min_insync(2);
+        let refused = p.append(batch(), true).unwrap_err();
+        assert!(
+            matches!(&refused, BrokerError::NotEnoughReplicas(m) if m.contains("= 2")),
+            "{refused}"
+        );
+        assert_eq!(p.progress().end, Offset(0));
+        p.append(batch(), false).unwrap();
+        p.set_standalone_min_insync(1);
+        p.append(batch(), true).unwrap();
+        assert_eq!(p.progress().end, Offset(2));
     }
 
     #[test]

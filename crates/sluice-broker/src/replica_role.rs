@@ -15,7 +15,11 @@ use sluice_log::Offset;
 
 #[derive(Debug)]
 pub enum Role {
-    Standalone,
+    Standalone {
+        /// The topic's `min.insync.replicas`: above 1, acks=all writes are refused, since the
+        /// only replica is this node's.
+        min_insync: usize,
+    },
     Leader {
         replicas: LeaderReplicas,
         /// Writes with acks=all need this many in-sync replicas (`min.insync.replicas`).
@@ -32,13 +36,13 @@ pub enum Role {
 impl Role {
     /// Whether this replica takes produce requests and serves consumers.
     pub fn leads(&self) -> bool {
-        matches!(self, Role::Standalone | Role::Leader { .. })
+        matches!(self, Role::Standalone { .. } | Role::Leader { .. })
     }
 
     /// The high watermark for a local end of `local_end` (the leader also learns its own end).
     pub fn high_watermark(&mut self, local_end: Offset, current: Offset) -> Offset {
         match self {
-            Role::Standalone => local_end,
+            Role::Standalone { .. } => local_end,
             Role::Leader { replicas, .. } => {
                 replicas.on_local_end(local_end);
                 replicas.high_watermark()

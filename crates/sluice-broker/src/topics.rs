@@ -244,7 +244,9 @@ impl Topics {
                     continue;
                 }
                 known_dirs.insert(topics.partition_dir(&name, index));
-                partitions.push(Some(topics.open_partition(&name, index, config.clone())?));
+                let p = topics.open_partition(&name, index, config.clone())?;
+                p.set_standalone_min_insync(topics.standalone_min_insync(&stored.configs));
+                partitions.push(Some(p));
             }
             let topic = Arc::new(Topic {
                 name: Arc::clone(&name),
@@ -262,6 +264,15 @@ impl Topics {
             }
         }
         Ok(topics)
+    }
+
+    /// `min.insync.replicas` for a topic's partitions on a single node: its own setting, else
+    /// the default.
+    fn standalone_min_insync(&self, overrides: &BTreeMap<String, String>) -> usize {
+        topic_config::value_of(topic_config::MIN_INSYNC_REPLICAS, overrides, &self.defaults)
+            // Validated as an integer of at least 1 when it was set.
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1)
     }
 
     fn partition_dir(&self, topic: &str, index: i32) -> PathBuf {
@@ -380,7 +391,10 @@ impl Topics {
                 let _ = fs::remove_dir_all(&dir);
             }
             match self.open_partition(&name, index, config.clone()) {
-                Ok(p) => opened.push(Some(p)),
+                Ok(p) => {
+                    p.set_standalone_min_insync(self.standalone_min_insync(&configs));
+                    opened.push(Some(p))
+                }
                 Err(e) => {
                     self.remove_partition_dirs(&name, 0..=index);
                     return Err(e);
@@ -482,7 +496,10 @@ impl Topics {
         let mut added = Vec::new();
         for index in current..count {
             match self.open_partition(&topic.name, index, config.clone()) {
-                Ok(p) => added.push(Some(p)),
+                Ok(p) => {
+                    p.set_standalone_min_insync(self.standalone_min_insync(&topic.overrides()));
+                    added.push(Some(p))
+                }
                 Err(e) => {
                     self.remove_partition_dirs(&topic.name, current..=index);
                     return Err(e);
@@ -538,9 +555,11 @@ impl Topics {
             t.configs = configs.clone();
         }
         self.store.save_topics(&stored)?;
+        let min_insync = self.standalone_min_insync(&configs);
         *topic.overrides.write() = configs;
         for partition in topic.partitions() {
             partition.set_config(config.clone())?;
+            partition.set_standalone_min_insync(min_insync);
         }
         tracing::info!(topic = %name, "altered topic configs");
         Ok(())
