@@ -358,6 +358,20 @@ def test_min_insync_replicas_above_one_refuses_acks_all_on_one_node(start_broker
         ConfigEntry("min.insync.replicas", "3", incremental_operation=AlterConfigOpType.SET)])
     admin.incremental_alter_configs([raise_])[raise_].result(15)
 
+    # The broker's own writes to an internal topic need acks=all: above 1 there, on one node,
+    # every offset commit would fail, so the setting is refused.
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "isr2-group"})
+    try:
+        c.commit(offsets=[TopicPartition("isr2", 0, 1)], asynchronous=False)
+    finally:
+        c.close()
+    internal = ConfigResource(ConfigResource.Type.TOPIC, "__consumer_offsets", incremental_configs=[
+        ConfigEntry("min.insync.replicas", "2", incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(KafkaException) as e:
+        admin.incremental_alter_configs([internal])[internal].result(15)
+    assert e.value.args[0].code() == 40 and "single node" in e.value.args[0].str(), e.value.args[0].str()
+
     broker.kill()
     broker.start()
     err = produce("all")

@@ -208,6 +208,30 @@ def fetched_offset(payload):
     return offset, error
 
 
+def describe_groups_v0(group):
+    return raw.frame(raw.header_v1(15, 0, 3) + struct.pack(">i", 1) + raw.string(group))
+
+
+def described_group_error(payload):
+    """The first group's error code in a DescribeGroups v0 response."""
+    count, error = struct.unpack_from(">ih", payload, 4)
+    assert count == 1, count
+    return error
+
+
+def listed_groups(payload):
+    """(error code, group ids) of a ListGroups v0 response."""
+    error, count = struct.unpack_from(">hi", payload, 4)
+    at, groups = 10, []
+    for _ in range(count):
+        for field in range(2):  # group id, protocol type
+            (n,) = struct.unpack_from(">h", payload, at)
+            if field == 0:
+                groups.append(payload[at + 2:at + 2 + n].decode())
+            at += 2 + n
+    return error, groups
+
+
 def fetch_from(node, group):
     """(offset, error) of the group's plain/0 offset as `node` answers, or None if it did not."""
     try:
@@ -261,11 +285,26 @@ def test_an_offset_commit_no_quorum_holds_is_never_read_back(cluster):
         committing = raw.Conn(c.node(leader).bootstrap, timeout=20)
         committing.send(offset_commit_v2(group, "plain", 0, 7))
         time.sleep(0.3)
+        # Descriptions and listings read the same state: they wait on the same fence.
+        describing = raw.Conn(c.node(leader).bootstrap, timeout=20)
+        describing.send(describe_groups_v0(group))
+        listing = raw.Conn(c.node(leader).bootstrap, timeout=20)
+        listing.send(raw.frame(raw.header_v1(16, 0, 4)))
         got = fetch_from(c.node(leader), group)
         assert got is not None, "the leader did not answer an OffsetFetch in 8 s"
         offset, error = got
         assert offset != 7, "the leader answered a commit no quorum holds"
         assert (offset == -1 and error != 0) or (offset, error) == (3, 0), (offset, error)
+        described, listed = describing.read_frame(), listing.read_frame()
+        describing.close()
+        listing.close()
+        assert described is not None and described_group_error(described) != 0, \
+            "the leader described the group from a state no quorum holds"
+        # Once the leader has let the partition go (its session lapsed), it lists no group of it.
+        assert listed is not None, "the leader closed the connection of a ListGroups"
+        listed_error, listed_ids = listed_groups(listed)
+        assert listed_error != 0 or group not in listed_ids, \
+            "the leader listed its groups from a state no quorum holds"
         answer = committing.read_frame()
         committing.close()
         assert answer is not None and offset_commit_error(answer) != 0, \

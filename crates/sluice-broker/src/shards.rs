@@ -180,6 +180,46 @@ impl Shards {
             .collect()
     }
 
+    /// [`Shards::settled`] for an answer read from several keys' state: one wait per log
+    /// partition. Call with the coordinator's lock held, right after reading the state.
+    pub fn settled_all<'a>(&self, keys: impl IntoIterator<Item = &'a str>) -> Waits {
+        let mut waits: Waits = Vec::new();
+        for key in keys {
+            for wait in self.settled(key) {
+                if !waits
+                    .iter()
+                    .any(|w| w.partition.index == wait.partition.index)
+                {
+                    waits.push(wait);
+                }
+            }
+        }
+        waits
+    }
+
+    /// [`Shards::settled`] for an answer read from every key coordinated here (a listing):
+    /// every partition loaded here, in a cluster.
+    /// Call with the coordinator's lock held, right after reading the state.
+    pub fn settled_everywhere(&self) -> Waits {
+        let Some(loaded) = &self.loaded else {
+            return Waits::new();
+        };
+        let Some(topic) = self.topic.read().clone() else {
+            return Waits::new();
+        };
+        let indexes: Vec<i32> = loaded
+            .read()
+            .iter()
+            .filter(|(_, slot)| matches!(slot, Slot::Loaded(_)))
+            .map(|(index, _)| *index)
+            .collect();
+        indexes
+            .into_iter()
+            .filter_map(|index| topic.partition(index))
+            .filter_map(|p| crate::commit::fence(&p))
+            .collect()
+    }
+
     /// Everything written so far to the log partition holding `key`, when some of it is not
     /// committed (durable, on a single node) yet.
     pub fn written_so_far(&self, key: &str) -> Waits {

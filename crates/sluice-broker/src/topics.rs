@@ -275,6 +275,28 @@ impl Topics {
             .unwrap_or(1)
     }
 
+    /// On a single node the broker's own writes to an internal topic (offset commits,
+    /// transaction states) need every in-sync replica it has: a `min.insync.replicas` above 1
+    /// there would refuse them all, so it is refused.
+    fn check_internal_min_insync(
+        &self,
+        name: &str,
+        configs: &BTreeMap<String, String>,
+    ) -> Result<(), BrokerError> {
+        let clustered = self.clustered.load(std::sync::atomic::Ordering::Acquire);
+        let wanted = self.standalone_min_insync(configs);
+        if clustered || !is_internal(name) || wanted <= 1 {
+            return Ok(());
+        }
+        Err(BrokerError::InvalidConfig(topic_config::ConfigError(
+            format!(
+                "{} of the internal topic {name} cannot be {wanted} on a single node: it has \
+                 one replica, and the broker's own writes to it would all be refused",
+                topic_config::MIN_INSYNC_REPLICAS
+            ),
+        )))
+    }
+
     fn partition_dir(&self, topic: &str, index: i32) -> PathBuf {
         self.topics_dir.join(format!("{topic}-{index}"))
     }
@@ -531,7 +553,8 @@ impl Topics {
         if self.get(name).is_none() {
             return Err(BrokerError::UnknownTopic(name.to_string()));
         }
-        check_internal_pins(name, configs)
+        check_internal_pins(name, configs)?;
+        self.check_internal_min_insync(name, configs)
     }
 
     pub fn set_configs(
@@ -543,6 +566,7 @@ impl Topics {
         self.refuse_in_cluster(name)?;
         let config = topic_config::resolve(&configs, &self.defaults)?;
         check_internal_pins(name, &configs)?;
+        self.check_internal_min_insync(name, &configs)?;
         let _changes = self.changes.lock();
         let Some(topic) = self.get(name) else {
             return Err(BrokerError::UnknownTopic(name.to_string()));
@@ -558,8 +582,8 @@ impl Topics {
         let min_insync = self.standalone_min_insync(&configs);
         *topic.overrides.write() = configs;
         for partition in topic.partitions() {
-            partition.set_config(config.clone())?;
             partition.set_standalone_min_insync(min_insync);
+            partition.set_config(config.clone())?;
         }
         tracing::info!(topic = %name, "altered topic configs");
         Ok(())

@@ -16,13 +16,14 @@ use crate::broker::Broker;
 use crate::group::consumer;
 use crate::handlers::{Call, Versions};
 use sluice_auth::acl::{Operation, ResourceType};
+use sluice_wire::Reply;
 
 /// Kafka's member type of a member of the new protocol (v1).
 const CONSUMER_MEMBER: i8 = 1;
 
 pub const VERSIONS: Versions = Versions::new(0, 1);
 
-pub fn handle(broker: &Broker, request: ConsumerGroupDescribeRequest, call: &Call) -> ResponseKind {
+pub fn handle(broker: &Broker, request: ConsumerGroupDescribeRequest, call: &Call) -> Reply {
     let authz = call.authz(broker);
     let topics = broker.topics();
     let assignment = |a: &consumer::Assignment| {
@@ -101,6 +102,14 @@ pub fn handle(broker: &Broker, request: ConsumerGroupDescribeRequest, call: &Cal
                 .with_members(members)
         })
         .collect::<Vec<_>>();
+    // In a cluster, what was read is sent once the groups' records are committed.
+    let waits = broker.groups.shards.settled_all(
+        groups
+            .iter()
+            .filter(|g| g.error_code == 0)
+            .map(|g| g.group_id.as_str()),
+    );
+    drop(coordinator);
     // A group holding a topic one may not describe is not shown (Kafka 4.0).
     let mut groups = groups;
     for g in groups.iter_mut().filter(|g| g.error_code == 0) {
@@ -135,7 +144,21 @@ pub fn handle(broker: &Broker, request: ConsumerGroupDescribeRequest, call: &Cal
             g.authorized_operations = authz.authorized_operations(ResourceType::Group, &g.group_id);
         }
     }
-    ResponseKind::ConsumerGroupDescribe(
+    let response = ResponseKind::ConsumerGroupDescribe(
         ConsumerGroupDescribeResponse::default().with_groups(groups),
-    )
+    );
+    super::after_fence(response, waits, failed)
+}
+
+/// `response` with `error` in place of every group described.
+fn failed(mut response: ResponseKind, error: ResponseError) -> ResponseKind {
+    if let ResponseKind::ConsumerGroupDescribe(r) = &mut response {
+        for g in r.groups.iter_mut().filter(|g| g.error_code == 0) {
+            *g = DescribedGroup::default()
+                .with_group_id(g.group_id.clone())
+                .with_error_code(error.code())
+                .with_authorized_operations(i32::MIN);
+        }
+    }
+    response
 }

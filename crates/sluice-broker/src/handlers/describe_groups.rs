@@ -9,10 +9,11 @@ use crate::broker::Broker;
 use crate::group::state::GroupState;
 use crate::handlers::{Call, Versions};
 use sluice_auth::acl::{Operation, ResourceType};
+use sluice_wire::Reply;
 
 pub const VERSIONS: Versions = Versions::new(0, 5);
 
-pub fn handle(broker: &Broker, request: DescribeGroupsRequest, call: &Call) -> ResponseKind {
+pub fn handle(broker: &Broker, request: DescribeGroupsRequest, call: &Call) -> Reply {
     let version = call.version;
     let authz = call.authz(broker);
     let coordinator = broker.groups.coordinator.lock();
@@ -97,6 +98,14 @@ pub fn handle(broker: &Broker, request: DescribeGroupsRequest, call: &Call) -> R
                 )
         })
         .collect::<Vec<_>>();
+    // In a cluster, what was read is sent once the groups' records are committed.
+    let waits = broker.groups.shards.settled_all(
+        groups
+            .iter()
+            .filter(|g| g.error_code == 0)
+            .map(|g| g.group_id.as_str()),
+    );
+    drop(coordinator);
     // KIP-430: what the principal may do with each group found, when asked.
     let mut groups = groups;
     if request.include_authorized_operations {
@@ -104,7 +113,22 @@ pub fn handle(broker: &Broker, request: DescribeGroupsRequest, call: &Call) -> R
             g.authorized_operations = authz.authorized_operations(ResourceType::Group, &g.group_id);
         }
     }
-    ResponseKind::DescribeGroups(DescribeGroupsResponse::default().with_groups(groups))
+    let response =
+        ResponseKind::DescribeGroups(DescribeGroupsResponse::default().with_groups(groups));
+    super::after_fence(response, waits, failed)
+}
+
+/// `response` with `error` in place of every group described.
+fn failed(mut response: ResponseKind, error: ResponseError) -> ResponseKind {
+    if let ResponseKind::DescribeGroups(r) = &mut response {
+        for g in r.groups.iter_mut().filter(|g| g.error_code == 0) {
+            *g = DescribedGroup::default()
+                .with_group_id(g.group_id.clone())
+                .with_error_code(error.code())
+                .with_authorized_operations(i32::MIN);
+        }
+    }
+    response
 }
 
 /// A member's identity, as both kinds of group show it.

@@ -11,10 +11,11 @@ use super::{str_bytes, topic_name};
 use crate::broker::Broker;
 use crate::handlers::{Call, Versions};
 use sluice_auth::acl::{Operation, ResourceType};
+use sluice_wire::Reply;
 
 pub const VERSIONS: Versions = Versions::new(0, 0);
 
-pub fn handle(broker: &Broker, request: DescribeTransactionsRequest, call: &Call) -> ResponseKind {
+pub fn handle(broker: &Broker, request: DescribeTransactionsRequest, call: &Call) -> Reply {
     let authz = call.authz(broker);
     let coordinator = broker.txns.coordinator.lock();
     let states = request
@@ -66,8 +67,33 @@ pub fn handle(broker: &Broker, request: DescribeTransactionsRequest, call: &Call
                 .with_producer_epoch(m.producer_epoch)
                 .with_topics(topics)
         })
-        .collect();
-    ResponseKind::DescribeTransactions(
+        .collect::<Vec<_>>();
+    // In a cluster, what was read is sent once the ids' records are committed.
+    let waits = broker.txns.shards.settled_all(
+        states
+            .iter()
+            .filter(|t| t.error_code == 0)
+            .map(|t| t.transactional_id.as_str()),
+    );
+    drop(coordinator);
+    let response = ResponseKind::DescribeTransactions(
         DescribeTransactionsResponse::default().with_transaction_states(states),
-    )
+    );
+    super::after_fence(response, waits, |mut response, error| {
+        if let ResponseKind::DescribeTransactions(r) = &mut response {
+            for t in r
+                .transaction_states
+                .iter_mut()
+                .filter(|t| t.error_code == 0)
+            {
+                *t = TransactionState::default()
+                    .with_transactional_id(t.transactional_id.clone())
+                    .with_error_code(error.code())
+                    .with_producer_id(ProducerId(-1))
+                    .with_producer_epoch(-1)
+                    .with_transaction_start_time_ms(-1);
+            }
+        }
+        response
+    })
 }

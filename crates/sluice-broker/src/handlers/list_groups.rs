@@ -9,10 +9,11 @@ use super::str_bytes;
 use crate::broker::Broker;
 use crate::handlers::{Call, Versions};
 use sluice_auth::acl::{Operation, ResourceType};
+use sluice_wire::Reply;
 
 pub const VERSIONS: Versions = Versions::new(0, 5);
 
-pub fn handle(broker: &Broker, request: ListGroupsRequest, call: &Call) -> ResponseKind {
+pub fn handle(broker: &Broker, request: ListGroupsRequest, call: &Call) -> Reply {
     // Describe on the cluster lists every group; without it, the groups one may describe.
     let authz = call.authz(broker);
     let all = authz.cluster_quietly(Operation::Describe);
@@ -60,15 +61,28 @@ pub fn handle(broker: &Broker, request: ListGroupsRequest, call: &Call) -> Respo
         })
         .collect();
     // As Kafka: the groups it has, and COORDINATOR_LOAD_IN_PROGRESS while a partition's are
-    // still being read (an admin client asks again).
+    // still being read (an admin client asks again). Asked under the lock, which a load
+    // holds until it is done: a partition read meanwhile cannot be missed.
     let error = if broker.groups.shards.any_loading() {
         ResponseError::CoordinatorLoadInProgress.code()
     } else {
         0
     };
-    ResponseKind::ListGroups(
+    // In a cluster, what was read is sent once every group partition led here is committed.
+    let waits = broker.groups.shards.settled_everywhere();
+    drop(coordinator);
+    let response = ResponseKind::ListGroups(
         ListGroupsResponse::default()
             .with_error_code(error)
             .with_groups(groups),
-    )
+    );
+    // A listing that could not be settled says LOAD_IN_PROGRESS whatever the wait's error:
+    // admin clients ask again on it, where NOT_COORDINATOR fails a broker-wide listing.
+    super::after_fence(response, waits, |mut response, _| {
+        if let ResponseKind::ListGroups(r) = &mut response {
+            r.groups.clear();
+            r.error_code = ResponseError::CoordinatorLoadInProgress.code();
+        }
+        response
+    })
 }

@@ -1,6 +1,7 @@
 //! ListTransactions: transactional ids, filtered by state, producer id, (v1+) how long their
 //! transaction has been open and (v2+) an id pattern. Unknown state names are reported back.
 
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::list_transactions_response::TransactionState;
 use kafka_protocol::messages::{
     ListTransactionsRequest, ListTransactionsResponse, ProducerId, ResponseKind,
@@ -11,6 +12,7 @@ use super::str_bytes;
 use crate::broker::Broker;
 use crate::handlers::{Call, Versions};
 use sluice_auth::acl::{Operation, ResourceType};
+use sluice_wire::Reply;
 
 const STATES: [&str; 6] = [
     "Empty",
@@ -39,7 +41,7 @@ fn matches(pattern: &str, text: &str) -> bool {
 
 pub const VERSIONS: Versions = Versions::new(0, 2);
 
-pub fn handle(broker: &Broker, request: ListTransactionsRequest, call: &Call) -> ResponseKind {
+pub fn handle(broker: &Broker, request: ListTransactionsRequest, call: &Call) -> Reply {
     // Only the transactional ids one may describe are listed (Kafka's check).
     let authz = call.authz(broker);
     let unknown: Vec<StrBytes> = request
@@ -90,12 +92,24 @@ pub fn handle(broker: &Broker, request: ListTransactionsRequest, call: &Call) ->
                 .with_transaction_state(str_bytes(m.state.name()))
         })
         .collect();
+    // In a cluster, what was read is sent once every partition led here is committed.
+    let waits = broker.txns.shards.settled_everywhere();
+    drop(coordinator);
     states.sort_by(|a, b| a.transactional_id.cmp(&b.transactional_id));
-    ResponseKind::ListTransactions(
+    let response = ResponseKind::ListTransactions(
         ListTransactionsResponse::default()
             .with_unknown_state_filters(unknown)
             .with_transaction_states(states),
-    )
+    );
+    // A listing that could not be settled says LOAD_IN_PROGRESS whatever the wait's error:
+    // the only error on which Kafka's admin client asks again.
+    super::after_fence(response, waits, |mut response, _| {
+        if let ResponseKind::ListTransactions(r) = &mut response {
+            r.transaction_states.clear();
+            r.error_code = ResponseError::CoordinatorLoadInProgress.code();
+        }
+        response
+    })
 }
 
 #[cfg(test)]

@@ -118,6 +118,34 @@ impl<'a> Call<'a> {
     }
 }
 
+/// `response`, read from a coordinator's state, once `waits` (its read fence:
+/// [`crate::shards::Shards::settled`]) are committed; `failed(response, error)` if one is not
+/// (NOT_COORDINATOR when leadership moved, COORDINATOR_NOT_AVAILABLE after the wait's timeout).
+/// At once when there is nothing to wait for (always on a single node).
+pub(crate) fn after_fence(
+    response: kafka_protocol::messages::ResponseKind,
+    waits: crate::commit::Waits,
+    failed: impl FnOnce(
+            kafka_protocol::messages::ResponseKind,
+            kafka_protocol::error::ResponseError,
+        ) -> kafka_protocol::messages::ResponseKind
+        + Send
+        + 'static,
+) -> Reply {
+    if waits.is_empty() {
+        return Reply::Ready(Box::new(response));
+    }
+    Reply::Later(Box::pin(async move {
+        let outcomes =
+            futures::future::join_all(waits.into_iter().map(|w| crate::commit::committed(vec![w])))
+                .await;
+        Some(match outcomes.into_iter().find_map(Result::err) {
+            None => response,
+            Some(e) => failed(response, e),
+        })
+    }))
+}
+
 /// The one list of served APIs: `RequestKind` variant => handler module.
 macro_rules! apis {
     ($($api:ident => $module:ident),* $(,)?) => {

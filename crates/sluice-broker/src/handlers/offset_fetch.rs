@@ -15,7 +15,7 @@ use sluice_wire::Reply;
 
 use super::{str_bytes, topic_name};
 use crate::broker::Broker;
-use crate::commit::{self, Waits};
+use crate::commit::Waits;
 use crate::group::coordinator::Coordinator;
 use crate::handlers::{Call, Versions};
 use crate::txn::state::TxnState;
@@ -64,21 +64,11 @@ const UNSTABLE_OFFSET_COMMIT: i16 = 88;
 pub const VERSIONS: Versions = Versions::new(1, 9);
 
 pub fn handle(broker: &Broker, request: OffsetFetchRequest, call: &Call) -> Reply {
-    let (response, waits) = answer(broker, request, call);
-    if waits.is_empty() {
-        return Reply::Ready(Box::new(response));
-    }
     // In a cluster the offsets were read from the coordinator's state, which may hold writes
     // no quorum has yet (a commit being replicated, a new leader's log tail): they are
     // answered once what the groups' log partitions held then is committed.
-    Reply::Later(Box::pin(async move {
-        let outcomes =
-            futures::future::join_all(waits.into_iter().map(|w| commit::committed(vec![w]))).await;
-        Some(match outcomes.into_iter().find_map(Result::err) {
-            None => response,
-            Some(e) => failed(response, e),
-        })
-    }))
+    let (response, waits) = answer(broker, request, call);
+    super::after_fence(response, waits, failed)
 }
 
 /// `response` with `error` in place of the offsets of every group answered without an error.
@@ -210,20 +200,7 @@ fn handle_authorized(
     };
     let coordinator = broker.groups.coordinator.lock();
     // Taken under the coordinator's lock, with the offsets it answers.
-    let fences = |groups: &mut dyn Iterator<Item = &str>| {
-        let mut waits: Waits = Vec::new();
-        for group in groups {
-            for wait in broker.groups.shards.settled(group) {
-                if !waits
-                    .iter()
-                    .any(|w| w.partition.index == wait.partition.index)
-                {
-                    waits.push(wait);
-                }
-            }
-        }
-        waits
-    };
+    let fences = |groups: &mut dyn Iterator<Item = &str>| broker.groups.shards.settled_all(groups);
     if version >= 8 {
         let groups = request
             .groups
