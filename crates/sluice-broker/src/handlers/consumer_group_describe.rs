@@ -102,11 +102,12 @@ pub fn handle(broker: &Broker, request: ConsumerGroupDescribeRequest, call: &Cal
                 .with_members(members)
         })
         .collect::<Vec<_>>();
-    // In a cluster, what was read is sent once the groups' records are committed.
+    // In a cluster, what was read is sent once the groups' records are committed (a group
+    // found missing too: its delete may not be).
     let waits = broker.groups.shards.settled_all(
         groups
             .iter()
-            .filter(|g| g.error_code == 0)
+            .filter(|g| read_from_state(g.error_code))
             .map(|g| g.group_id.as_str()),
     );
     drop(coordinator);
@@ -150,10 +151,20 @@ pub fn handle(broker: &Broker, request: ConsumerGroupDescribeRequest, call: &Cal
     super::after_fence(response, waits, failed)
 }
 
-/// `response` with `error` in place of every group described.
+/// Whether an answer with this code was read from the coordinator's state: a description,
+/// or the group found missing.
+fn read_from_state(code: i16) -> bool {
+    code == 0 || code == ResponseError::GroupIdNotFound.code()
+}
+
+/// `response` with `error` in place of every answer read from the state.
 fn failed(mut response: ResponseKind, error: ResponseError) -> ResponseKind {
     if let ResponseKind::ConsumerGroupDescribe(r) = &mut response {
-        for g in r.groups.iter_mut().filter(|g| g.error_code == 0) {
+        for g in r
+            .groups
+            .iter_mut()
+            .filter(|g| read_from_state(g.error_code))
+        {
             *g = DescribedGroup::default()
                 .with_group_id(g.group_id.clone())
                 .with_error_code(error.code())

@@ -68,23 +68,26 @@ pub fn handle(broker: &Broker, request: DescribeTransactionsRequest, call: &Call
                 .with_topics(topics)
         })
         .collect::<Vec<_>>();
-    // In a cluster, what was read is sent once the ids' records are committed.
+    // In a cluster, what was read is sent once the ids' records are committed (an id found
+    // missing too: its expiry may not be).
+    let not_found = ResponseError::TransactionalIdNotFound.code();
+    let read_from_state = move |code: i16| code == 0 || code == not_found;
     let waits = broker.txns.shards.settled_all(
         states
             .iter()
-            .filter(|t| t.error_code == 0)
+            .filter(|t| read_from_state(t.error_code))
             .map(|t| t.transactional_id.as_str()),
     );
     drop(coordinator);
     let response = ResponseKind::DescribeTransactions(
         DescribeTransactionsResponse::default().with_transaction_states(states),
     );
-    super::after_fence(response, waits, |mut response, error| {
+    super::after_fence(response, waits, move |mut response, error| {
         if let ResponseKind::DescribeTransactions(r) = &mut response {
             for t in r
                 .transaction_states
                 .iter_mut()
-                .filter(|t| t.error_code == 0)
+                .filter(|t| read_from_state(t.error_code))
             {
                 *t = TransactionState::default()
                     .with_transactional_id(t.transactional_id.clone())
