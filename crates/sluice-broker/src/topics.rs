@@ -236,6 +236,7 @@ impl Topics {
         let mut known_dirs = std::collections::HashSet::new();
         for stored in topics.store.load_topics()? {
             let config = topic_config::resolve(&stored.configs, &topics.defaults)?;
+            let min_insync = topics.standalone_min_insync(&stored.configs);
             let name: Arc<str> = Arc::from(stored.name.as_str());
             let mut partitions = Vec::new();
             for index in 0..stored.partitions {
@@ -244,9 +245,12 @@ impl Topics {
                     continue;
                 }
                 known_dirs.insert(topics.partition_dir(&name, index));
-                let p = topics.open_partition(&name, index, config.clone())?;
-                p.set_standalone_min_insync(topics.standalone_min_insync(&stored.configs));
-                partitions.push(Some(p));
+                partitions.push(Some(topics.open_partition(
+                    &name,
+                    index,
+                    config.clone(),
+                    min_insync,
+                )?));
             }
             let topic = Arc::new(Topic {
                 name: Arc::clone(&name),
@@ -301,24 +305,29 @@ impl Topics {
         self.topics_dir.join(format!("{topic}-{index}"))
     }
 
+    /// Opens (recovering) one partition's log; `min_insync` is what a single node checks
+    /// acks=all writes against (in a cluster the partition's role replaces it).
     fn open_partition(
         &self,
         topic: &Arc<str>,
         index: i32,
         config: LogConfig,
+        min_insync: usize,
     ) -> Result<Arc<Partition>, BrokerError> {
         let dir = self.partition_dir(topic, index);
         let (log, report) = Log::open(&dir, config, Arc::clone(&self.clock))?;
         if report.truncated_bytes > 0 || report.removed_segments > 0 {
             tracing::warn!(%topic, partition = index, ?report, "recovered partition after an unclean shutdown");
         }
-        Ok(Partition::new(
+        let partition = Partition::new(
             Arc::clone(topic),
             index,
             log,
             self.clock.now_ms(),
             Arc::clone(&self.metrics),
-        ))
+        );
+        partition.set_standalone_min_insync(min_insync);
+        Ok(partition)
     }
 
     /// From now on the cluster's metadata decides (see [`Topics::sync_from_cluster`]).
@@ -396,6 +405,7 @@ impl Topics {
         self.refuse_in_cluster(name)?;
         self.check_partition_count(partitions)?;
         let config = topic_config::resolve(&configs, &self.defaults)?;
+        let min_insync = self.standalone_min_insync(&configs);
         let _changes = self.changes.lock();
         if self.get(name).is_some() {
             return Err(BrokerError::TopicExists(name.to_string()));
@@ -412,11 +422,8 @@ impl Topics {
                 tracing::warn!(dir = %dir.display(), "removing stale partition directory");
                 let _ = fs::remove_dir_all(&dir);
             }
-            match self.open_partition(&name, index, config.clone()) {
-                Ok(p) => {
-                    p.set_standalone_min_insync(self.standalone_min_insync(&configs));
-                    opened.push(Some(p))
-                }
+            match self.open_partition(&name, index, config.clone(), min_insync) {
+                Ok(p) => opened.push(Some(p)),
                 Err(e) => {
                     self.remove_partition_dirs(&name, 0..=index);
                     return Err(e);
@@ -514,14 +521,13 @@ impl Topics {
         if validate_only {
             return Ok(());
         }
-        let config = topic_config::resolve(&topic.overrides(), &self.defaults)?;
+        let overrides = topic.overrides();
+        let config = topic_config::resolve(&overrides, &self.defaults)?;
+        let min_insync = self.standalone_min_insync(&overrides);
         let mut added = Vec::new();
         for index in current..count {
-            match self.open_partition(&topic.name, index, config.clone()) {
-                Ok(p) => {
-                    p.set_standalone_min_insync(self.standalone_min_insync(&topic.overrides()));
-                    added.push(Some(p))
-                }
+            match self.open_partition(&topic.name, index, config.clone(), min_insync) {
+                Ok(p) => added.push(Some(p)),
                 Err(e) => {
                     self.remove_partition_dirs(&topic.name, current..=index);
                     return Err(e);
@@ -661,8 +667,12 @@ impl Topics {
                             tracing::warn!(dir = %dir.display(), "removing stale partition directory");
                             let _ = fs::remove_dir_all(&dir);
                         }
-                        *slot =
-                            Some(self.open_partition(&topic.name, index as i32, config.clone())?);
+                        *slot = Some(self.open_partition(
+                            &topic.name,
+                            index as i32,
+                            config.clone(),
+                            1,
+                        )?);
                         changed = true;
                     }
                     (true, false) => {

@@ -130,21 +130,13 @@ impl Record {
                 put_str(&mut out, &k.topic);
                 out.extend_from_slice(&k.partition.to_be_bytes());
             }
-            Record::Group(g) => {
+            Record::Group(_) | Record::GroupTombstone(_) => {
                 out.push(KIND_GROUP as u8);
-                put_str(&mut out, &g.group);
+                put_str(&mut out, self.group());
             }
-            Record::GroupTombstone(g) => {
-                out.push(KIND_GROUP as u8);
-                put_str(&mut out, g);
-            }
-            Record::ConsumerGroup(g) => {
+            Record::ConsumerGroup(_) | Record::ConsumerGroupTombstone(_) => {
                 out.push(KIND_CONSUMER_GROUP as u8);
-                put_str(&mut out, &g.group);
-            }
-            Record::ConsumerGroupTombstone(g) => {
-                out.push(KIND_CONSUMER_GROUP as u8);
-                put_str(&mut out, g);
+                put_str(&mut out, self.group());
             }
         }
         out

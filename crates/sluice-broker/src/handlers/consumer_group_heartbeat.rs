@@ -12,7 +12,7 @@ use kafka_protocol::protocol::StrBytes;
 use sluice_wire::Reply;
 
 use crate::broker::Broker;
-use crate::commit::{committed, Waits};
+use crate::commit::Waits;
 use crate::group::consumer::{self, Heartbeat, LEAVE_EPOCH, STATIC_LEAVE_EPOCH};
 use crate::handlers::{Call, Versions};
 use sluice_auth::acl::{Operation, ResourceType};
@@ -228,16 +228,8 @@ fn answer_when_committed(
     lost: impl FnOnce() + Send + 'static,
 ) -> Reply {
     let waits = if waits.is_empty() { fence() } else { waits };
-    if waits.is_empty() {
-        return Reply::Ready(Box::new(response));
-    }
-    Reply::Later(Box::pin(async move {
-        Some(match committed(waits).await {
-            Ok(()) => response,
-            Err(e) => {
-                lost();
-                refuse(e, "the group's new state is not committed")
-            }
-        })
-    }))
+    super::after_fence(response, waits, move |_, e| {
+        lost();
+        refuse(e, "the group's new state is not committed")
+    })
 }
