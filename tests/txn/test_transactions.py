@@ -327,6 +327,48 @@ def test_compaction_keeps_committed_values_over_aborted_ones(start_broker):
     p.flush(1)
 
 
+def test_read_committed_reads_a_committed_transaction_after_the_cleaner_removed_an_earlier_abort(start_broker):
+    """One producer aborts a transaction, then commits the next. Once the cleaner has removed
+    the aborted record and, past delete.retention.ms, its abort marker, the aborted
+    transaction must go from what Fetch reports too: a read_committed client told of it skips
+    the producer's records until it meets that marker, and would skip the committed ones."""
+    broker = start_broker(["--log-cleaner-interval-ms", "200"])
+    topic = "txn-compacted-abort-first"
+    create_topic(broker.bootstrap, topic, 1,
+                 {"cleanup.policy": "compact", "segment.bytes": "4096", "delete.retention.ms": "0"})
+    p = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "abort-then-commit"})
+    p.init_transactions(10)
+    p.begin_transaction()
+    p.produce(topic, key=b"account-1", value=b"balance=-999 (aborted)")
+    p.flush(10)
+    p.abort_transaction(10)
+    p.begin_transaction()
+    p.produce(topic, key=b"account-1", value=b"balance=100")
+    p.produce(topic, key=b"account-2", value=b"balance=200")
+    p.commit_transaction(10)
+    plain = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    for i in range(80):
+        plain.produce(topic, key=b"filler", value=b"x" * 100)
+        if i % 5 == 4:
+            plain.flush(10)
+    plain.flush(10)
+    segments = broker.data_dir / "topics" / f"{topic}-0"
+
+    def markers():
+        return sum(len(control_batch_positions(s)) for s in segments.glob("*.log"))
+
+    def cleaned():
+        pairs = read_pairs(broker.bootstrap, topic, "read_uncommitted")
+        return pairs if sum(k == b"filler" for k, _ in pairs) < 40 and markers() == 1 else None
+
+    everything = wait_until(cleaned, 60, "the cleaner to remove the aborted record and its marker")
+    assert (b"account-1", b"balance=-999 (aborted)") not in everything
+    committed = dict(read_pairs(broker.bootstrap, topic, "read_committed"))
+    assert committed.get(b"account-1") == b"balance=100", committed
+    assert committed.get(b"account-2") == b"balance=200", committed
+    p.flush(1)
+
+
 def control_batch_positions(segment):
     """Byte positions of the control batches (transaction markers) in a segment file."""
     data = segment.read_bytes()

@@ -124,9 +124,6 @@ pub fn log_error(e: &LogError) -> ResponseError {
         LogError::Producer(ProducerError::OutOfOrder { .. }) => {
             ResponseError::OutOfOrderSequenceNumber
         }
-        LogError::Producer(ProducerError::UnknownProducer { .. }) => {
-            ResponseError::UnknownProducerId
-        }
     }
 }
 

@@ -77,6 +77,10 @@ pub struct Cleaned {
     pub(crate) path: PathBuf,
     pub(crate) new_size_bytes: u64,
     pub(crate) records_removed: u64,
+    /// Transaction markers the cleaning dropped: an aborted transaction's index entry goes
+    /// with its marker (a `read_committed` client that is told of an aborted transaction skips
+    /// its producer's records until it meets the marker).
+    pub(crate) removed_markers: Vec<Offset>,
     /// The plan's [`CompactionPlan::truncations`].
     pub(crate) truncations: u64,
 }
@@ -244,6 +248,7 @@ impl CompactionPlan {
             let out = File::create(&path).map_err(io("create", &path))?;
             let mut written = 0u64;
             let mut removed = 0u64;
+            let mut removed_markers = Vec::new();
             let mut failure = None;
             let scan = for_each_batch(segment, |header, bytes| {
                 if failure.is_some() {
@@ -252,6 +257,9 @@ impl CompactionPlan {
                 let Some(survivor) =
                     self.clean_batch(header, bytes, &newest, &mut live_txn_data, &mut removed)
                 else {
+                    if header.is_control() {
+                        removed_markers.push(header.base_offset);
+                    }
                     return;
                 };
                 if let Err(e) = out.write_all_at(&survivor, written) {
@@ -272,6 +280,7 @@ impl CompactionPlan {
                 path,
                 new_size_bytes: written,
                 records_removed: removed,
+                removed_markers,
                 truncations: self.truncations,
             });
         }
@@ -363,6 +372,9 @@ pub(crate) fn swap_in(dir: &Path, cleaned: &Cleaned) -> Result<(), LogError> {
     for ext in ["index", "timeindex"] {
         crate::segment::remove_if_exists(&dir.join(format!("{}.{ext}", file_stem(cleaned.base))))?;
     }
+    // The marker's name is durable before the rename can be: a cleaned segment found without
+    // it would be read as gap-free and cut at its first gap.
+    crate::checkpoint::sync_dir(dir)?;
     let target = log_path(dir, cleaned.base);
     fs::rename(&cleaned.path, &target).map_err(io("rename", &target))?;
     crate::checkpoint::sync_dir(dir)

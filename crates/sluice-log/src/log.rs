@@ -405,7 +405,12 @@ impl Log {
                 .assign(header.partition_leader_epoch, header.base_offset);
         }
         if new_epoch {
-            self.epochs.write(&self.dir)?;
+            if let Err(e) = self.epochs.write(&self.dir) {
+                // Not on disk, so not in memory either: the next append in this epoch writes
+                // it again instead of finding it already known.
+                self.epochs.truncate_from_end(self.next_offset);
+                return Err(e);
+            }
         }
         let written = self.write_batches(bytes, headers, first, last, now_ms);
         if written.is_err() && self.epochs.truncate_from_end(self.next_offset) {
@@ -446,7 +451,15 @@ impl Log {
         for header in headers {
             let end = (at + header.total_bytes()).min(bytes.len());
             if let Some(aborted) = self.producers.record(header, &bytes[at..end]) {
-                self.aborted.push(aborted)?;
+                if let Err(e) = self.aborted.push(aborted) {
+                    // The marker is in the log and its transaction closed: without the
+                    // entry, read_committed readers would take the aborted records as
+                    // committed. A restart re-derives it from the log.
+                    let reason = format!("could not index an aborted transaction: {e}");
+                    tracing::error!(dir = %dir.display(), %reason, "taking log offline");
+                    self.offline = Some(reason);
+                    return Err(e);
+                }
             }
             at = end;
         }
@@ -462,14 +475,14 @@ impl Log {
         now_ms: i64,
     ) -> Result<(), LogError> {
         let active = self.active();
-        if active.is_empty() {
+        let offsets_overflow = last.relative_to(active.base_offset).is_none();
+        if active.is_empty() && !offsets_overflow {
             return Ok(());
         }
         let too_big = active.size_bytes() + incoming_bytes > self.config.segment_bytes;
         let too_old = active
             .first_append_ms()
             .is_some_and(|t| now_ms.saturating_sub(t) >= self.config.segment_ms);
-        let offsets_overflow = last.relative_to(active.base_offset).is_none();
         if too_big || too_old || offsets_overflow {
             self.roll(first)?;
         }
@@ -655,7 +668,8 @@ impl Log {
             ))
             .map(|(b, _)| *b)
             .collect();
-        for base in doomed {
+        // Newest first: a crash part-way leaves a shorter log, never one with a hole.
+        for base in doomed.into_iter().rev() {
             if let Some(segment) = self.segments.remove(&base) {
                 segment.delete_files()?;
             }
@@ -909,6 +923,7 @@ impl Log {
             let to_sync = opened.segment.write_indexes()?;
             self.unsynced.extend(to_sync);
             self.segments.insert(c.base, opened.segment);
+            self.aborted.forget(&c.removed_markers)?;
             report.segments += 1;
             report.records_removed += c.records_removed;
             report.bytes_before += c.old_size_bytes;
@@ -1050,9 +1065,16 @@ impl Log {
     }
 
     fn rebuild_producer_state(&mut self) -> Result<(), LogError> {
+        let first_base = self.segments.keys().next().copied().unwrap_or(Offset(0));
+        // A snapshot below the log start still holds when the log's first segment reaches
+        // back to it (DeleteRecords moves the start inside a segment, whose batches below the
+        // start stay on disk): the replay starts at the snapshot, or producers whose last
+        // batch lies below the start would come back with an older sequence. One older than
+        // the first segment misses what the deleted segments held: the producers then start
+        // from the log start, unknown, as on Kafka.
         let (from, mut states) = producer_state::load_snapshot(&self.dir, self.next_offset)?
+            .filter(|(at, _)| *at >= first_base)
             .unwrap_or((self.log_start_offset, ProducerStates::default()));
-        let from = from.max(self.log_start_offset);
         let mut replayed = 0usize;
         for segment in self.segments.values().filter(|s| s.next_offset() > from) {
             let mut found = Vec::new();
@@ -1062,7 +1084,10 @@ impl Log {
                     replayed += 1;
                 }
             })?;
-            for aborted in found {
+            for aborted in found
+                .into_iter()
+                .filter(|a| a.last_offset >= self.log_start_offset)
+            {
                 self.aborted.push(aborted)?;
             }
         }

@@ -40,11 +40,6 @@ pub enum ProducerError {
         got: i32,
         expected_after: i32,
     },
-    #[error("producer {producer_id} is unknown here and its batch starts at sequence {first_sequence}, not 0")]
-    UnknownProducer {
-        producer_id: i64,
-        first_sequence: i32,
-    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -138,13 +133,11 @@ impl ProducerStates {
             return Ok(SequenceCheck::Append);
         }
         let producer_id = header.producer_id;
+        // A producer unknown here (expired after `producer.id.expiration.ms`, or whose batches
+        // retention, DeleteRecords or a truncation took away) may start at any sequence, as
+        // on Kafka since KIP-360: refusing it (UNKNOWN_PRODUCER_ID) leaves a Java producer
+        // retrying until its delivery timeout.
         let Some(entry) = self.producers.get(&producer_id) else {
-            if header.base_sequence != 0 {
-                return Err(ProducerError::UnknownProducer {
-                    producer_id,
-                    first_sequence: header.base_sequence,
-                });
-            }
             return Ok(SequenceCheck::Append);
         };
         if header.producer_epoch < entry.epoch {
@@ -193,8 +186,10 @@ impl ProducerStates {
                 last_offset: cached.last_offset,
             });
         }
+        // A known producer with no batch in this epoch (its epoch was moved on by a
+        // transaction marker) starts at sequence 0.
         let expected_after = entry.batches.back().map_or(-1, |b| b.last_sequence);
-        if entry.batches.is_empty() || header.base_sequence == sequence_after(expected_after, 1) {
+        if header.base_sequence == sequence_after(expected_after, 1) {
             Ok(SequenceCheck::Append)
         } else {
             Err(ProducerError::OutOfOrder {
@@ -564,12 +559,42 @@ mod tests {
             apply(&mut s, header(7, 0, 5, 1, 5)),
             Ok(SequenceCheck::Append)
         );
-        assert!(matches!(
+        // A producer unknown here (expired, or its batches deleted) may start anywhere.
+        assert_eq!(
             apply(&mut s, header(8, 0, 4, 1, 6)),
-            Err(ProducerError::UnknownProducer { .. })
-        ));
+            Ok(SequenceCheck::Append)
+        );
+        assert_eq!(
+            apply(&mut s, header(8, 0, 5, 1, 7)),
+            Ok(SequenceCheck::Append)
+        );
         assert_eq!(
             apply(&mut s, header(-1, -1, -1, 1, 6)),
+            Ok(SequenceCheck::Append)
+        );
+    }
+
+    #[test]
+    fn a_marker_that_moves_the_epoch_on_makes_the_next_batch_start_at_zero() {
+        let mut s = ProducerStates::default();
+        assert_eq!(
+            apply(&mut s, header(7, 0, 0, 3, 0)),
+            Ok(SequenceCheck::Append)
+        );
+        // A KIP-890 commit marker carries the bumped epoch.
+        let mut marker = header(7, 1, -1, 1, 3);
+        marker.attributes = 0x30;
+        assert_eq!(s.record(&marker, &[]), None);
+        assert!(matches!(
+            s.check(&header(7, 1, 5, 5, 4)),
+            Err(ProducerError::OutOfOrder {
+                got: 5,
+                expected_after: -1,
+                ..
+            })
+        ));
+        assert_eq!(
+            apply(&mut s, header(7, 1, 0, 5, 4)),
             Ok(SequenceCheck::Append)
         );
     }

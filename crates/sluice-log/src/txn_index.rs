@@ -102,10 +102,16 @@ impl AbortedIndex {
         for e in &self.entries {
             bytes.extend_from_slice(&e.encode());
         }
-        fs::write(&tmp, &bytes).map_err(|e| LogError::io("write", &tmp, e))?;
+        let mut file = fs::File::create(&tmp).map_err(|e| LogError::io("create", &tmp, e))?;
+        file.write_all(&bytes)
+            .and_then(|()| file.sync_all())
+            .map_err(|e| LogError::io("write", &tmp, e))?;
         fs::rename(&tmp, &self.path).map_err(|e| LogError::io("rename", &self.path, e))?;
         self.file = None;
-        Ok(())
+        match self.path.parent() {
+            Some(dir) => crate::checkpoint::sync_dir(dir),
+            None => Ok(()),
+        }
     }
 
     /// The newest entry's marker offset.
@@ -158,6 +164,20 @@ impl AbortedIndex {
         let keep = self.entries.partition_point(|e| e.last_offset < log_start);
         if keep > 0 {
             self.entries.drain(..keep);
+            self.rewrite()?;
+        }
+        Ok(())
+    }
+
+    /// Drops the entries of aborted transactions whose markers the cleaner removed.
+    pub fn forget(&mut self, markers: &[Offset]) -> Result<(), LogError> {
+        if markers.is_empty() {
+            return Ok(());
+        }
+        let before = self.entries.len();
+        self.entries
+            .retain(|e| markers.binary_search(&e.last_offset).is_err());
+        if self.entries.len() < before {
             self.rewrite()?;
         }
         Ok(())

@@ -163,6 +163,14 @@ impl Coordinator {
             return Ok(Init::Ready(TxnMeta::new(id, alloc()?, timeout_ms, now_ms)));
         };
         if let Some((pid, epoch)) = expected.filter(|(pid, _)| *pid >= 0) {
+            // A retry of the InitProducerId that made the current epoch (its answer was lost).
+            if meta.bumped_from == Some((pid, epoch)) {
+                return if meta.state.is_prepare() || meta.state == TxnState::Ongoing {
+                    Err(ResponseError::ConcurrentTransactions)
+                } else {
+                    Ok(Init::Ready(meta.clone()))
+                };
+            }
             let current = pid == meta.producer_id && epoch == meta.producer_epoch;
             // A TV2 producer whose EndTxn answer was lost still holds the epoch before the bump.
             let just_bumped = pid == meta.producer_id
@@ -177,15 +185,22 @@ impl Coordinator {
         if meta.state.is_prepare() {
             return Err(ResponseError::ConcurrentTransactions);
         }
+        // Only a bump the producer asked for (KIP-360) may be asked for again: one made by a
+        // new instance fences the old one, which must not get the new epoch by asking.
+        let asked_from = expected
+            .filter(|(pid, _)| *pid >= 0)
+            .map(|_| (meta.producer_id, meta.producer_epoch));
         let mut next = meta.clone();
         next.timeout_ms = timeout_ms;
         next.updated_ms = now_ms;
         if meta.state == TxnState::Ongoing {
             // Fence the previous producer: its transaction is aborted with a newer epoch.
             prepare_end(&mut next, false, true, alloc)?;
+            next.bumped_from = asked_from;
             return Ok(Init::AbortFirst(next));
         }
         bump(&mut next, alloc)?;
+        next.bumped_from = asked_from;
         next.state = TxnState::Empty;
         next.start_ms = -1;
         next.tv2 = false;
@@ -493,6 +508,7 @@ fn prepare_end(
         meta.pending_offsets.clear();
     }
     if bump_epoch {
+        meta.bumped_from = None;
         if meta.producer_epoch >= i16::MAX - 1 {
             meta.next_producer_id = alloc()?;
             meta.producer_epoch = i16::MAX;
@@ -697,5 +713,56 @@ mod tests {
             c.end("a", (1, 1), true, true, &mut alloc, 7),
             Err(ResponseError::ProducerFenced)
         ));
+    }
+
+    #[test]
+    fn a_retried_epoch_bump_gets_the_epoch_it_made_and_a_fenced_instance_does_not() {
+        let mut c = Coordinator::new(900_000, i64::MAX);
+        fresh(&mut c, "a", 1);
+        let mut alloc = || Ok(999);
+        // A KIP-360 bump from epoch 0; its answer is lost.
+        let Init::Ready(bumped) = c.init("a", 60_000, Some((1, 0)), &mut alloc, 1).unwrap() else {
+            panic!("nothing open")
+        };
+        assert_eq!(bumped.producer_epoch, 1);
+        c.apply(bumped);
+        // The retry is given epoch 1 again, without another bump.
+        match c.init("a", 60_000, Some((1, 0)), &mut alloc, 2).unwrap() {
+            Init::Ready(m) => assert_eq!((m.producer_id, m.producer_epoch), (1, 1)),
+            other => panic!("{other:?}"),
+        }
+        // While a transaction of the new epoch is open, the retry is told to wait, not fenced,
+        // and the transaction is left alone.
+        let added = c
+            .add_partitions("a", 1, 1, &[("t".to_string(), 0)], false, 3)
+            .unwrap()
+            .unwrap();
+        c.apply(added);
+        assert!(matches!(
+            c.init("a", 60_000, Some((1, 0)), &mut alloc, 4),
+            Err(ResponseError::ConcurrentTransactions)
+        ));
+        assert_eq!(c.get("a").unwrap().state, TxnState::Ongoing);
+        // Another epoch that is not the current one is still fenced.
+        assert!(matches!(
+            c.init("a", 60_000, Some((1, 5)), &mut alloc, 5),
+            Err(ResponseError::ProducerFenced)
+        ));
+        // A new instance fences the producer; the fenced epoch cannot ask its way back in.
+        let Init::AbortFirst(prepare) = c.init("a", 60_000, None, &mut alloc, 6).unwrap() else {
+            panic!("the open transaction is aborted first")
+        };
+        c.apply(prepare.clone());
+        c.apply(completed(&prepare, 7));
+        assert_eq!(c.get("a").unwrap().producer_epoch, 2);
+        for stale in [(1, 0), (1, 1)] {
+            assert!(
+                matches!(
+                    c.init("a", 60_000, Some(stale), &mut alloc, 8),
+                    Err(ResponseError::ProducerFenced)
+                ),
+                "{stale:?}"
+            );
+        }
     }
 }

@@ -89,6 +89,12 @@ pub struct TxnMeta {
     /// In a `Prepare*` state: the epoch of the EndTxn that asked for it.
     #[serde(default)]
     pub end_requested_epoch: Option<i16>,
+    /// The producer id and epoch the last InitProducerId moved the producer on from, while no
+    /// other change has moved it since: a KIP-360 client whose answer was lost asks again
+    /// with them, and is given the current epoch instead of PRODUCER_FENCED (Kafka's
+    /// `lastProducerEpoch`).
+    #[serde(default)]
+    pub bumped_from: Option<(i64, i16)>,
 }
 
 fn no_producer() -> i64 {
@@ -112,6 +118,7 @@ impl TxnMeta {
             last: None,
             next_producer_id: -1,
             end_requested_epoch: None,
+            bumped_from: None,
         }
     }
 }

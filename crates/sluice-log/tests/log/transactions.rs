@@ -324,6 +324,86 @@ fn compaction_never_lets_an_aborted_or_open_transaction_replace_a_value() {
     assert_eq!(log.first_unstable_offset(), None);
 }
 
+/// The values a `read_committed` client reads from the log start, filtering as Kafka's
+/// clients do: from an aborted transaction's first offset, its producer's transactional
+/// records are skipped until that producer's abort marker.
+fn client_read_committed(log: &Log) -> Vec<String> {
+    let mut aborted = log.aborted_between(log.log_start_offset(), log.next_offset());
+    aborted.sort_by_key(|a| a.first_offset);
+    let mut pending = aborted.into_iter().peekable();
+    let mut skipping = std::collections::HashSet::new();
+    let stable = log.first_unstable_offset().unwrap_or(log.next_offset());
+    let mut out = Vec::new();
+    for r in records_from_start(log) {
+        if r.offset >= stable.0 {
+            break;
+        }
+        while let Some(a) = pending.next_if(|a| a.first_offset.0 <= r.offset) {
+            skipping.insert(a.producer_id);
+        }
+        if r.control {
+            // A control record's key: version, then type (0 abort, 1 commit).
+            if r.key
+                .as_deref()
+                .is_some_and(|k| k.get(2..4) == Some(&[0, 0]))
+            {
+                skipping.remove(&r.producer_id);
+            }
+            continue;
+        }
+        if r.transactional && skipping.contains(&r.producer_id) {
+            continue;
+        }
+        out.push(String::from_utf8(r.value.unwrap().to_vec()).unwrap());
+    }
+    out
+}
+
+#[test]
+fn an_abort_marker_the_cleaner_removes_takes_its_index_entry_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(1_000);
+    let cfg = LogConfig {
+        compact: true,
+        delete_policy: false,
+        ..config()
+    };
+    let mut log = open_with(dir.path(), &clock, cfg.clone());
+    // One producer aborts a transaction, then commits the next one.
+    for (seq, key, value, end) in [
+        (0, "a", "a-aborted", Marker::Abort),
+        (1, "b", "b-committed", Marker::Commit),
+    ] {
+        let mut bytes = keyed_batch_bytes(&[(key, Some(value))], 1_000);
+        set_producer(&mut bytes, 5, 0, seq, true);
+        let written = log
+            .append(validate_produce(&bytes, 1 << 20).unwrap(), LeaderEpoch(0))
+            .unwrap();
+        assert!(!written.duplicate);
+        marker(&mut log, end, 5, 0);
+    }
+    seal(&mut log);
+    seal(&mut log);
+    assert!(client_read_committed(&log).contains(&"b-committed".to_string()));
+    // Past delete.retention.ms the aborted record goes, and then its marker (no record of
+    // its transaction is left); the committed one and its marker stay.
+    clock.advance_ms(LogConfig::default().delete_retention_ms + 1);
+    seal(&mut log);
+    compact(&mut log);
+    assert!(stored(&log).iter().all(|r| r.value != "a-aborted"));
+    assert_eq!(markers(&log), vec![5], "only the commit marker is left");
+    assert_eq!(
+        log.aborted_between(log.log_start_offset(), log.next_offset()),
+        vec![],
+        "no aborted transaction whose marker is gone"
+    );
+    let seen = client_read_committed(&log);
+    assert!(seen.contains(&"b-committed".to_string()), "{seen:?}");
+    drop(log); // and after a crash
+    let log = open_with(dir.path(), &clock, cfg);
+    assert!(client_read_committed(&log).contains(&"b-committed".to_string()));
+}
+
 #[test]
 fn retention_past_an_open_transaction_keeps_the_stable_offset_in_the_log() {
     let dir = tempfile::tempdir().unwrap();

@@ -811,6 +811,68 @@ fn an_empty_directory_opens_as_an_empty_log() {
 }
 
 #[test]
+fn producer_state_below_a_log_start_inside_a_segment_survives_a_crash() {
+    use sluice_log::testing::idempotent_batch_bytes;
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(0);
+    let send = |log: &mut Log, pid: i64, seq: i32| {
+        let bytes = idempotent_batch_bytes(pid, 0, seq, 2, 300);
+        log.append(validate_produce(&bytes, 1 << 20).unwrap(), LeaderEpoch(0))
+    };
+    let mut log = open(dir.path(), config(), &clock);
+    let mut seq = 0;
+    while log.segment_count() < 2 {
+        send(&mut log, 42, seq).unwrap();
+        seq += 2;
+    }
+    // Producer 42's last batch opened the new segment (whose snapshot predates it); another
+    // producer writes after it, and DeleteRecords moves the start past 42's last batch but
+    // not past the segment's base.
+    let last_seq = seq - 2;
+    let others = send(&mut log, 7, 0).unwrap();
+    send(&mut log, 7, 2).unwrap();
+    log.delete_records_before(others.base_offset).unwrap();
+    assert_eq!(log.segment_count(), 1);
+    for restart in ["before", "after"] {
+        let retry = send(&mut log, 42, last_seq).unwrap();
+        assert!(
+            retry.duplicate,
+            "{restart} a crash, a retry of 42's last batch is known"
+        );
+        drop(log); // crash
+        log = open(dir.path(), config(), &clock);
+    }
+    assert!(!send(&mut log, 42, seq).unwrap().duplicate);
+    assert!(
+        matches!(send(&mut log, 42, seq + 4), Err(LogError::Producer(_))),
+        "a gap is still refused"
+    );
+}
+
+#[test]
+fn a_replica_whose_first_batch_is_beyond_its_empty_segments_offsets_rolls_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(0);
+    let mut log = open(dir.path(), config(), &clock);
+    // A fresh replica of a compacted log whose first surviving batch lies more than
+    // u32::MAX offsets past the empty segment's base.
+    let far = 5_000_000_000;
+    log.append_assigned(&batch_bytes(far, 3, 0, 10, 0)).unwrap();
+    log.append_assigned(&batch_bytes(far + 3, 2, 0, 10, 0))
+        .unwrap();
+    assert_eq!(log.next_offset(), Offset(far + 5));
+    for _ in 0..2 {
+        drop(log); // crash, then a clean restart
+        let (reopened, report) = Log::open(dir.path(), config(), Arc::clone(&clock) as _).unwrap();
+        assert_eq!(report.truncated_bytes, 0, "{report:?}");
+        assert_eq!(reopened.next_offset(), Offset(far + 5));
+        assert_eq!(offsets(&reopened), (far..far + 5).collect::<Vec<_>>());
+        log = reopened;
+        log.close().unwrap();
+    }
+}
+
+#[test]
 fn idempotent_retries_are_deduplicated_across_restarts_and_rolls() {
     use sluice_log::testing::idempotent_batch_bytes;
     let dir = tempfile::tempdir().unwrap();
