@@ -1001,7 +1001,12 @@ impl Partition {
         let visible = checkpointed
             .unwrap_or(Offset(0))
             .min(state.log.next_offset());
-        self.progress.send_modify(|p| p.visible = visible); // `publish` lifts it to the log start
+        // `publish` lifts it to the log start. The stable offset comes down with it, so that
+        // no reader between the two sees it above the high watermark.
+        self.progress.send_modify(|p| {
+            p.visible = visible;
+            p.stable = p.stable.min(visible);
+        });
         self.publish(&mut state);
     }
 
@@ -1014,6 +1019,7 @@ impl Partition {
         let (end, durable) = (state.log.next_offset(), state.log.durable_offset());
         self.progress.send_modify(|p| {
             p.visible = p.visible.min(end); // `publish` lifts it to the log start
+            p.stable = p.stable.min(p.visible);
             p.durable = durable;
         });
         // A follower's copy of its leader's high watermark comes down too, or the next
