@@ -77,10 +77,12 @@ pub struct Cleaned {
     pub(crate) path: PathBuf,
     pub(crate) new_size_bytes: u64,
     pub(crate) records_removed: u64,
-    /// Transaction markers the cleaning dropped: an aborted transaction's index entry goes
-    /// with its marker (a `read_committed` client that is told of an aborted transaction skips
-    /// its producer's records until it meets the marker).
-    pub(crate) removed_markers: Vec<Offset>,
+    /// The transaction markers the cleaned segment holds, in offset order: an aborted
+    /// transaction's index entry whose marker lay in the segment and is not among them goes
+    /// (a `read_committed` client told of an aborted transaction skips its producer's records
+    /// until it meets the marker). Entries left by a crash between a swap and the index's
+    /// rewrite, or by an earlier version, go at the next cleaning of their segment.
+    pub(crate) kept_markers: Vec<Offset>,
     /// The plan's [`CompactionPlan::truncations`].
     pub(crate) truncations: u64,
 }
@@ -248,7 +250,7 @@ impl CompactionPlan {
             let out = File::create(&path).map_err(io("create", &path))?;
             let mut written = 0u64;
             let mut removed = 0u64;
-            let mut removed_markers = Vec::new();
+            let mut kept_markers = Vec::new();
             let mut failure = None;
             let scan = for_each_batch(segment, |header, bytes| {
                 if failure.is_some() {
@@ -257,11 +259,11 @@ impl CompactionPlan {
                 let Some(survivor) =
                     self.clean_batch(header, bytes, &newest, &mut live_txn_data, &mut removed)
                 else {
-                    if header.is_control() {
-                        removed_markers.push(header.base_offset);
-                    }
                     return;
                 };
+                if header.is_control() {
+                    kept_markers.push(header.base_offset);
+                }
                 if let Err(e) = out.write_all_at(&survivor, written) {
                     failure = Some(e);
                 }
@@ -280,7 +282,7 @@ impl CompactionPlan {
                 path,
                 new_size_bytes: written,
                 records_removed: removed,
-                removed_markers,
+                kept_markers,
                 truncations: self.truncations,
             });
         }

@@ -452,9 +452,10 @@ impl Log {
             let end = (at + header.total_bytes()).min(bytes.len());
             if let Some(aborted) = self.producers.record(header, &bytes[at..end]) {
                 if let Err(e) = self.aborted.push(aborted) {
-                    // The marker is in the log and its transaction closed: without the
-                    // entry, read_committed readers would take the aborted records as
-                    // committed. A restart re-derives it from the log.
+                    // The marker is in the log and its transaction closed; the entry is
+                    // in memory (reads still go on, and see the transaction aborted) but not
+                    // in the file: no more writes, so no snapshot passes it, and a restart
+                    // re-derives it from the log.
                     let reason = format!("could not index an aborted transaction: {e}");
                     tracing::error!(dir = %dir.display(), %reason, "taking log offline");
                     self.offline = Some(reason);
@@ -671,7 +672,13 @@ impl Log {
         // Newest first: a crash part-way leaves a shorter log, never one with a hole.
         for base in doomed.into_iter().rev() {
             if let Some(segment) = self.segments.remove(&base) {
-                segment.delete_files()?;
+                if let Err(e) = segment.delete_files() {
+                    // Part of the tail is gone and the log's end no longer matches it.
+                    let reason = format!("truncation failed: {e}");
+                    tracing::error!(dir = %self.dir.display(), %reason, "taking log offline");
+                    self.offline = Some(reason);
+                    return Err(e);
+                }
             }
         }
         if self.segments.is_empty() {
@@ -805,7 +812,15 @@ impl Log {
                 let next = self.next_offset;
                 self.roll(next)?;
             }
-            while oldest_below(self) && self.segments.values().next().is_some_and(expired) {
+            // An empty segment below the active one (a roll for offsets that did not fit)
+            // holds nothing to keep.
+            while oldest_below(self)
+                && self
+                    .segments
+                    .values()
+                    .next()
+                    .is_some_and(|s| s.is_empty() || expired(s))
+            {
                 self.delete_oldest()?;
                 deleted += 1;
             }
@@ -923,7 +938,15 @@ impl Log {
             let to_sync = opened.segment.write_indexes()?;
             self.unsynced.extend(to_sync);
             self.segments.insert(c.base, opened.segment);
-            self.aborted.forget(&c.removed_markers)?;
+            let end = self
+                .segments
+                .range((
+                    std::ops::Bound::Excluded(c.base),
+                    std::ops::Bound::Unbounded,
+                ))
+                .next()
+                .map_or(self.next_offset, |(b, _)| *b);
+            self.aborted.keep_markers_in(c.base, end, &c.kept_markers)?;
             report.segments += 1;
             report.records_removed += c.records_removed;
             report.bytes_before += c.old_size_bytes;
@@ -978,13 +1001,19 @@ impl Log {
         if job.truncations != self.truncations {
             return Ok(());
         }
-        self.durable_offset = self.durable_offset.max(job.upto.min(self.next_offset));
+        // The checkpoint's write is also what makes a rolled segment's name durable (it
+        // fsyncs the directory): only once it is written does the job count.
         if job.recovery_point > self.checkpoint.recovery_point
             && self.segments.contains_key(&job.recovery_point)
         {
-            self.checkpoint.recovery_point = job.recovery_point;
-            self.checkpoint.write(&self.dir)?;
+            let checkpoint = Checkpoint {
+                recovery_point: job.recovery_point,
+                ..self.checkpoint
+            };
+            checkpoint.write(&self.dir)?;
+            self.checkpoint = checkpoint;
         }
+        self.durable_offset = self.durable_offset.max(job.upto.min(self.next_offset));
         self.check_invariants();
         Ok(())
     }
@@ -1070,11 +1099,12 @@ impl Log {
         // back to it (DeleteRecords moves the start inside a segment, whose batches below the
         // start stay on disk): the replay starts at the snapshot, or producers whose last
         // batch lies below the start would come back with an older sequence. One older than
-        // the first segment misses what the deleted segments held: the producers then start
-        // from the log start, unknown, as on Kafka.
+        // the first segment misses what the deleted segments held: it is not used, and the
+        // replay starts at the first segment's base (producers only in deleted segments
+        // start unknown, as on Kafka).
         let (from, mut states) = producer_state::load_snapshot(&self.dir, self.next_offset)?
             .filter(|(at, _)| *at >= first_base)
-            .unwrap_or((self.log_start_offset, ProducerStates::default()));
+            .unwrap_or((first_base, ProducerStates::default()));
         let mut replayed = 0usize;
         for segment in self.segments.values().filter(|s| s.next_offset() > from) {
             let mut found = Vec::new();

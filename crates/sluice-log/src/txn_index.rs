@@ -124,6 +124,9 @@ impl AbortedIndex {
         if self.last_marker().is_some_and(|l| l >= entry.last_offset) {
             return Ok(());
         }
+        // In memory even when the file cannot take it: readers must see the transaction
+        // aborted (the caller takes the log offline, and a restart re-derives the entry).
+        self.entries.push(entry);
         if self.file.is_none() {
             let f = fs::OpenOptions::new()
                 .create(true)
@@ -136,7 +139,6 @@ impl AbortedIndex {
             f.write_all(&entry.encode())
                 .map_err(|e| LogError::io("append to", &self.path, e))?;
         }
-        self.entries.push(entry);
         Ok(())
     }
 
@@ -169,16 +171,26 @@ impl AbortedIndex {
         Ok(())
     }
 
-    /// Drops the entries of aborted transactions whose markers the cleaner removed.
-    pub fn forget(&mut self, markers: &[Offset]) -> Result<(), LogError> {
-        if markers.is_empty() {
+    /// Drops the entries whose marker lies in `[from, to)` but is not among `markers` (in
+    /// offset order: those the cleaned segment there still holds).
+    pub fn keep_markers_in(
+        &mut self,
+        from: Offset,
+        to: Offset,
+        markers: &[Offset],
+    ) -> Result<(), LogError> {
+        let gone = |e: &AbortedTxn| {
+            (from..to).contains(&e.last_offset) && markers.binary_search(&e.last_offset).is_err()
+        };
+        if !self.entries.iter().any(gone) {
             return Ok(());
         }
-        let before = self.entries.len();
-        self.entries
-            .retain(|e| markers.binary_search(&e.last_offset).is_err());
-        if self.entries.len() < before {
-            self.rewrite()?;
+        let kept: Vec<AbortedTxn> = self.entries.iter().filter(|e| !gone(e)).copied().collect();
+        let previous = std::mem::replace(&mut self.entries, kept);
+        if let Err(e) = self.rewrite() {
+            // The file still holds them: so does memory, and the next cleaning tries again.
+            self.entries = previous;
+            return Err(e);
         }
         Ok(())
     }

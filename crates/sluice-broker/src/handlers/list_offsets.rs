@@ -69,9 +69,9 @@ fn handle_authorized(broker: &Broker, request: ListOffsetsRequest, call: &Call) 
                     let Some(partition) =
                         found.as_ref().and_then(|t| t.partition(p.partition_index))
                     else {
-                        let elsewhere = found.as_ref().is_some_and(|t| {
-                            (0..t.partition_count()).contains(&p.partition_index)
-                        });
+                        let elsewhere = found
+                            .as_ref()
+                            .is_some_and(|t| (0..t.partition_count()).contains(&p.partition_index));
                         let error = if elsewhere {
                             ResponseError::NotLeaderOrFollower
                         } else {

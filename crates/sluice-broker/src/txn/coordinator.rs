@@ -481,6 +481,7 @@ fn bump(
     meta: &mut TxnMeta,
     alloc: &mut dyn FnMut() -> Result<i64, ResponseError>,
 ) -> Result<(), ResponseError> {
+    meta.bumped_from = None;
     if meta.producer_epoch >= i16::MAX - 1 {
         meta.producer_id = alloc()?;
         meta.producer_epoch = 0;

@@ -405,6 +405,40 @@ fn an_abort_marker_the_cleaner_removes_takes_its_index_entry_with_it() {
 }
 
 #[test]
+fn an_abort_the_index_file_cannot_take_stays_aborted_for_readers() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(1_000);
+    let mut log = open(dir.path(), &clock);
+    plain(&mut log, 2);
+    let first = txn(&mut log, 5, 0, 0, 3);
+    // The index file cannot be created (a directory stands in its place).
+    std::fs::create_dir(dir.path().join("aborted.txnindex")).unwrap();
+    assert!(log
+        .append_marker(Marker::Abort, 5, 0, 0, LeaderEpoch(0))
+        .is_err());
+    assert!(log.is_offline(), "no more writes");
+    let expected = vec![AbortedTxn {
+        producer_id: 5,
+        first_offset: first,
+        last_offset: Offset(5),
+    }];
+    assert_eq!(
+        log.aborted_between(Offset(0), log.next_offset()),
+        expected,
+        "readers still see the transaction aborted"
+    );
+    assert_eq!(client_read_committed(&log).len(), 2);
+    drop(log);
+    std::fs::remove_dir(dir.path().join("aborted.txnindex")).unwrap();
+    let log = open(dir.path(), &clock);
+    assert_eq!(
+        log.aborted_between(Offset(0), log.next_offset()),
+        expected,
+        "and a restart re-derives the entry"
+    );
+}
+
+#[test]
 fn retention_past_an_open_transaction_keeps_the_stable_offset_in_the_log() {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(1_000);
