@@ -448,21 +448,24 @@ impl Log {
         }
         self.next_offset = last.last_offset().plus(1);
         let mut at = 0usize;
+        let mut failed = None;
         for header in headers {
             let end = (at + header.total_bytes()).min(bytes.len());
             if let Some(aborted) = self.producers.record(header, &bytes[at..end]) {
                 if let Err(e) = self.aborted.push(aborted) {
-                    // The marker is in the log and its transaction closed; the entry is
-                    // in memory (reads still go on, and see the transaction aborted) but not
-                    // in the file: no more writes, so no snapshot passes it, and a restart
-                    // re-derives it from the log.
-                    let reason = format!("could not index an aborted transaction: {e}");
-                    tracing::error!(dir = %dir.display(), %reason, "taking log offline");
-                    self.offline = Some(reason);
-                    return Err(e);
+                    failed.get_or_insert(e);
                 }
             }
             at = end;
+        }
+        if let Some(e) = failed {
+            // The markers are in the log and their transactions closed; the entries are in
+            // memory (reads go on, and see the transactions aborted) but not in the file: no
+            // more writes, so no snapshot passes them, and a restart re-derives them.
+            let reason = format!("could not index an aborted transaction: {e}");
+            tracing::error!(dir = %dir.display(), %reason, "taking log offline");
+            self.offline = Some(reason);
+            return Err(e);
         }
         self.check_invariants();
         Ok(())
@@ -652,6 +655,18 @@ impl Log {
         if offset >= self.next_offset {
             return Ok(self.next_offset);
         }
+        let cut = self.cut_tail(offset);
+        if let Err(e) = &cut {
+            // Part of the cut may be done: the log's end, files, indexes and producer state
+            // no longer agree. No more writes; a restart recovers from the files.
+            let reason = format!("truncation failed: {e}");
+            tracing::error!(dir = %self.dir.display(), %reason, "taking log offline");
+            self.offline = Some(reason);
+        }
+        cut
+    }
+
+    fn cut_tail(&mut self, offset: Offset) -> Result<Offset, LogError> {
         self.truncations += 1;
         let keep_from = if offset < self.log_start_offset {
             // Nothing survives: every segment goes, and with them every producer the log
@@ -672,13 +687,7 @@ impl Log {
         // Newest first: a crash part-way leaves a shorter log, never one with a hole.
         for base in doomed.into_iter().rev() {
             if let Some(segment) = self.segments.remove(&base) {
-                if let Err(e) = segment.delete_files() {
-                    // Part of the tail is gone and the log's end no longer matches it.
-                    let reason = format!("truncation failed: {e}");
-                    tracing::error!(dir = %self.dir.display(), %reason, "taking log offline");
-                    self.offline = Some(reason);
-                    return Err(e);
-                }
+                segment.delete_files()?;
             }
         }
         if self.segments.is_empty() {
@@ -812,15 +821,7 @@ impl Log {
                 let next = self.next_offset;
                 self.roll(next)?;
             }
-            // An empty segment below the active one (a roll for offsets that did not fit)
-            // holds nothing to keep.
-            while oldest_below(self)
-                && self
-                    .segments
-                    .values()
-                    .next()
-                    .is_some_and(|s| s.is_empty() || expired(s))
-            {
+            while oldest_below(self) && self.segments.values().next().is_some_and(expired) {
                 self.delete_oldest()?;
                 deleted += 1;
             }
@@ -1010,7 +1011,14 @@ impl Log {
                 recovery_point: job.recovery_point,
                 ..self.checkpoint
             };
-            checkpoint.write(&self.dir)?;
+            if let Err(e) = checkpoint.write(&self.dir) {
+                // As a failed fsync: the rolled segment's name may not be durable, and
+                // trying again at once would only spin.
+                let reason = format!("recovery point not written: {e}");
+                tracing::error!(dir = %self.dir.display(), %reason, "taking log offline");
+                self.offline = Some(reason);
+                return Err(e);
+            }
             self.checkpoint = checkpoint;
         }
         self.durable_offset = self.durable_offset.max(job.upto.min(self.next_offset));
