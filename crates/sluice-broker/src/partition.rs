@@ -837,9 +837,12 @@ impl Partition {
     ) -> Result<Offset, BrokerError> {
         let mut state = self.state.lock();
         self.still_follows(&state, from, epoch)?;
-        let end = state.log.truncate_to(offset)?;
-        tracing::warn!(partition = ?self, to = end.0, "truncated to the leader's log");
+        let cut = state.log.truncate_to(offset);
+        // Published even when the cut failed part-way (the log is then offline): its end may
+        // already be lower, and the high watermark must not stay above it.
         self.publish_cut(&mut state);
+        let end = cut?;
+        tracing::warn!(partition = ?self, to = end.0, "truncated to the leader's log");
         Ok(end)
     }
 
@@ -857,9 +860,10 @@ impl Partition {
         if state.log.next_offset() >= leader_start {
             return Ok(());
         }
-        state.log.reset_to(leader_start)?;
-        tracing::warn!(partition = ?self, start = leader_start.0, "the leader no longer holds what this replica lacks: restarted the log at the leader's start");
+        let reset = state.log.reset_to(leader_start);
         self.publish_cut(&mut state);
+        reset?;
+        tracing::warn!(partition = ?self, start = leader_start.0, "the leader no longer holds what this replica lacks: restarted the log at the leader's start");
         Ok(())
     }
 

@@ -729,6 +729,16 @@ impl Log {
                 end: self.next_offset,
             });
         }
+        let reset = self.restart_empty(start);
+        if let Err(e) = &reset {
+            let reason = format!("restarting the log at {} failed: {e}", start.0);
+            tracing::error!(dir = %self.dir.display(), %reason, "taking log offline");
+            self.offline = Some(reason);
+        }
+        reset
+    }
+
+    fn restart_empty(&mut self, start: Offset) -> Result<(), LogError> {
         self.truncations += 1;
         // Nothing of the old log is left, so neither is any producer it knew: a snapshot of it
         // would bring back producers and open transactions whose later batches and markers
@@ -737,13 +747,13 @@ impl Log {
         // rebuilds them from its batches.
         producer_state::remove_snapshots_above(&self.dir, Offset(-1))?;
         self.producers = ProducerStates::default();
-        for (_, segment) in std::mem::take(&mut self.segments) {
+        // The old segments leave the map only once the new one exists: a log always has an
+        // active segment, even one left offline by a failure here.
+        for segment in self.segments.values() {
             segment.delete_files()?;
         }
-        self.segments.insert(
-            start,
-            Segment::create(&self.dir, start, self.config.index_interval_bytes)?,
-        );
+        let fresh = Segment::create(&self.dir, start, self.config.index_interval_bytes)?;
+        self.segments = BTreeMap::from([(start, fresh)]);
         self.log_start_offset = start;
         self.next_offset = start;
         self.durable_offset = start;
@@ -915,7 +925,12 @@ impl Log {
     ) -> Result<crate::compaction::CompactionReport, LogError> {
         let mut report = crate::compaction::CompactionReport::default();
         let now_ms = self.clock.now_ms();
-        let active = self.active().base_offset;
+        let active = self
+            .segments
+            .keys()
+            .next_back()
+            .copied()
+            .unwrap_or(Offset(i64::MAX));
         for c in cleaned {
             let unchanged = c.base != active
                 && c.truncations == self.truncations
@@ -960,6 +975,9 @@ impl Log {
     /// Starting the disk write of the last few MiB appended, when due (see `writeback.rs`):
     /// run it off the append path.
     pub fn take_writeback(&mut self) -> Option<crate::writeback::WritebackJob> {
+        if self.offline.is_some() {
+            return None;
+        }
         self.active_mut().take_writeback()
     }
 

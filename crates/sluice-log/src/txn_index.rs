@@ -61,6 +61,10 @@ pub struct AbortedIndex {
     path: PathBuf,
     entries: Vec<AbortedTxn>,
     file: Option<fs::File>,
+    /// An append to the file failed: later entries stay in memory only, so that the file
+    /// never holds an entry past one it lacks (a restart's replay, which adds only entries
+    /// past the file's last, would then never bring the missing one back).
+    append_failed: bool,
 }
 
 impl AbortedIndex {
@@ -89,6 +93,7 @@ impl AbortedIndex {
             path,
             entries,
             file: None,
+            append_failed: false,
         };
         if !clean {
             index.rewrite()?;
@@ -108,6 +113,7 @@ impl AbortedIndex {
             .map_err(|e| LogError::io("write", &tmp, e))?;
         fs::rename(&tmp, &self.path).map_err(|e| LogError::io("rename", &self.path, e))?;
         self.file = None;
+        self.append_failed = false; // the file holds every entry again
         match self.path.parent() {
             Some(dir) => crate::checkpoint::sync_dir(dir),
             None => Ok(()),
@@ -127,6 +133,19 @@ impl AbortedIndex {
         // In memory even when the file cannot take it: readers must see the transaction
         // aborted (the caller takes the log offline, and a restart re-derives the entry).
         self.entries.push(entry);
+        if self.append_failed {
+            return Err(LogError::io(
+                "append to",
+                &self.path,
+                std::io::Error::other("an earlier append to this file failed"),
+            ));
+        }
+        let written = self.append_to_file(entry);
+        self.append_failed = written.is_err();
+        written
+    }
+
+    fn append_to_file(&mut self, entry: AbortedTxn) -> Result<(), LogError> {
         if self.file.is_none() {
             let f = fs::OpenOptions::new()
                 .create(true)
@@ -216,6 +235,33 @@ mod tests {
             first_offset: Offset(first),
             last_offset: Offset(last),
         }
+    }
+
+    #[test]
+    fn after_a_failed_append_the_file_takes_no_later_entry() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut index = AbortedIndex::open(dir.path(), Offset(100)).unwrap();
+        // The file cannot be created: a directory stands in its place.
+        fs::create_dir(dir.path().join(FILE)).unwrap();
+        assert!(index.push(txn(1, 0, 5)).is_err());
+        fs::remove_dir(dir.path().join(FILE)).unwrap();
+        // The file could take the next one now, but must not hold it without the first.
+        assert!(index.push(txn(2, 6, 9)).is_err());
+        assert!(!dir.path().join(FILE).exists());
+        assert_eq!(
+            index.overlapping(Offset(0), Offset(100)),
+            vec![txn(1, 0, 5), txn(2, 6, 9)],
+            "readers see both"
+        );
+        // A rewrite (here: the cleaner removed the first marker) puts every entry in the
+        // file again, and appends go on.
+        index.keep_markers_in(Offset(0), Offset(6), &[]).unwrap();
+        index.push(txn(3, 10, 12)).unwrap();
+        let reopened = AbortedIndex::open(dir.path(), Offset(100)).unwrap();
+        assert_eq!(
+            reopened.overlapping(Offset(0), Offset(100)),
+            vec![txn(2, 6, 9), txn(3, 10, 12)]
+        );
     }
 
     #[test]
