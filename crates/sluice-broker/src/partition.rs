@@ -816,8 +816,9 @@ impl Partition {
                 && h.last_offset() >= start
         });
         if let Some(first) = straddling {
-            state.log.reset_to(first.base_offset)?;
+            let reset = state.log.reset_to(first.base_offset);
             self.publish_cut(&mut state);
+            reset?;
             state.log.append_assigned(bytes)?;
             state.log.delete_records_before(start)?;
         } else {

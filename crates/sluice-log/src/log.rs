@@ -746,14 +746,16 @@ impl Log {
         // Removed first: a crash before the new start is on disk leaves the old log, which
         // rebuilds them from its batches.
         producer_state::remove_snapshots_above(&self.dir, Offset(-1))?;
-        self.producers = ProducerStates::default();
         // The old segments leave the map only once the new one exists: a log always has an
-        // active segment, even one left offline by a failure here.
+        // active segment, even one left offline by a failure here. Their producers go with
+        // them, not before: an offline log still serves reads, and its open transactions
+        // must keep holding the stable offset back.
         for segment in self.segments.values() {
             segment.delete_files()?;
         }
         let fresh = Segment::create(&self.dir, start, self.config.index_interval_bytes)?;
         self.segments = BTreeMap::from([(start, fresh)]);
+        self.producers = ProducerStates::default();
         self.log_start_offset = start;
         self.next_offset = start;
         self.durable_offset = start;
