@@ -140,10 +140,14 @@ def test_old_librdkafka_transactions_are_exactly_once_across_a_coordinator_kill(
     def commits():
         return sum(1 for r in read(log) if "commit" in r) if log.exists() else 0
     deadline = time.monotonic() + 60
+    while commits() < 1 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    # Looked up before the wait, not after it: once (in one CI run) the lookup took long
+    # enough for the transformer to finish its work before the kill.
+    victim = coordinator_node(c, TXN_TOPIC, txn_id)
     while commits() < 15 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     assert commits() >= 15, (read(log)[-5:], (tmp_path / "transform.err").read_text()[-2000:])
-    victim = coordinator_node(c, TXN_TOPIC, txn_id)
     before_kill = len(read(log))
     c.kill(victim)
     proc.wait(120)
