@@ -43,6 +43,17 @@ impl Topic {
             .and_then(|i| self.partitions.read().get(i).cloned().flatten())
     }
 
+    /// Why [`Topic::partition`] found nothing here: the topic has that partition but this
+    /// node holds no replica of it (NOT_LEADER_OR_FOLLOWER, as Kafka answers, so that the
+    /// client looks for it), or it has no such partition.
+    pub fn missing_partition_error(&self, index: i32) -> kafka_protocol::error::ResponseError {
+        if (0..self.partition_count()).contains(&index) {
+            kafka_protocol::error::ResponseError::NotLeaderOrFollower
+        } else {
+            kafka_protocol::error::ResponseError::UnknownTopicOrPartition
+        }
+    }
+
     /// The partitions this node holds, in order.
     pub fn partitions(&self) -> Vec<Arc<Partition>> {
         self.partitions.read().iter().flatten().cloned().collect()

@@ -245,15 +245,9 @@ fn resolve(
                 partitions: Vec::new(),
             });
         }
-        // A partition of the topic that this node holds no replica of (a cluster): not the
-        // leader here, as Kafka answers, so that the client looks for it.
         let target = found.as_ref().map_err(|e| *e).and_then(|t| {
             t.partition(key.partition)
-                .ok_or(if (0..t.partition_count()).contains(&key.partition) {
-                    ResponseError::NotLeaderOrFollower
-                } else {
-                    ResponseError::UnknownTopicOrPartition
-                })
+                .ok_or_else(|| t.missing_partition_error(key.partition))
         });
         let fetch_offset = Offset(position.fetch_offset);
         let preferred_replica = match (&target, rack) {

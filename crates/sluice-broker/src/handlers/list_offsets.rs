@@ -69,14 +69,11 @@ fn handle_authorized(broker: &Broker, request: ListOffsetsRequest, call: &Call) 
                     let Some(partition) =
                         found.as_ref().and_then(|t| t.partition(p.partition_index))
                     else {
-                        let elsewhere = found
+                        let error = found
                             .as_ref()
-                            .is_some_and(|t| (0..t.partition_count()).contains(&p.partition_index));
-                        let error = if elsewhere {
-                            ResponseError::NotLeaderOrFollower
-                        } else {
-                            ResponseError::UnknownTopicOrPartition
-                        };
+                            .map_or(ResponseError::UnknownTopicOrPartition, |t| {
+                                t.missing_partition_error(p.partition_index)
+                            });
                         return response.with_error_code(error.code());
                     };
                     // Only a leader answers (a follower's ends may be behind).

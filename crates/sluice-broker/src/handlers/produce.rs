@@ -514,21 +514,16 @@ fn handle_verified(
                     );
                 }
                 let Some(partition) = topic.partition(data.index) else {
-                    if (0..topic.partition_count()).contains(&data.index) {
-                        return failed(
-                            data.index,
-                            ResponseError::NotLeaderOrFollower,
-                            format!(
-                                "this node holds no replica of {}-{}",
-                                topic.name, data.index
-                            ),
-                        );
-                    }
-                    return failed(
-                        data.index,
-                        ResponseError::UnknownTopicOrPartition,
-                        format!("topic '{}' has no partition {}", topic.name, data.index),
-                    );
+                    let error = topic.missing_partition_error(data.index);
+                    let message = if error == ResponseError::NotLeaderOrFollower {
+                        format!(
+                            "this node holds no replica of {}-{}",
+                            topic.name, data.index
+                        )
+                    } else {
+                        format!("topic '{}' has no partition {}", topic.name, data.index)
+                    };
+                    return failed(data.index, error, message);
                 };
                 append(
                     broker,

@@ -23,6 +23,15 @@ fn config() -> LogConfig {
     }
 }
 
+/// A compacted topic's log (`cleanup.policy=compact`).
+fn compacted() -> LogConfig {
+    LogConfig {
+        compact: true,
+        delete_policy: false,
+        ..config()
+    }
+}
+
 fn open(dir: &Path, clock: &Arc<ManualClock>) -> Log {
     open_with(dir, clock, config())
 }
@@ -233,11 +242,7 @@ fn compact(log: &mut Log) -> u64 {
 fn compaction_never_lets_an_aborted_or_open_transaction_replace_a_value() {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(1_000);
-    let cfg = LogConfig {
-        compact: true,
-        delete_policy: false,
-        ..config()
-    };
+    let cfg = compacted();
     let mut log = open_with(dir.path(), &clock, cfg.clone());
     keyed(&mut log, "a", "a-committed", None);
     keyed(&mut log, "a", "a-aborted", Some(5));
@@ -363,11 +368,7 @@ fn client_read_committed(log: &Log) -> Vec<String> {
 fn an_abort_marker_the_cleaner_removes_takes_its_index_entry_with_it() {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(1_000);
-    let cfg = LogConfig {
-        compact: true,
-        delete_policy: false,
-        ..config()
-    };
+    let cfg = compacted();
     let mut log = open_with(dir.path(), &clock, cfg.clone());
     // One producer aborts a transaction, then commits the next one.
     for (seq, key, value, end) in [
