@@ -130,6 +130,11 @@ pub struct ConsumerGroup {
 }
 
 impl ConsumerGroup {
+    /// Whether a member subscribes to `topic` (its committed offsets then do not expire).
+    pub fn subscribes_to(&self, topic: &str) -> bool {
+        self.members.values().any(|m| m.subscribes_to(topic))
+    }
+
     /// The group's state as ListGroups and DescribeGroups name it.
     pub fn state(&self) -> &'static str {
         if self.members.is_empty() {

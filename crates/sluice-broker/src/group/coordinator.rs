@@ -350,6 +350,15 @@ impl Coordinator {
             }
             (Some(id), None) => id.clone(),
             (None, _) => {
+                // A static member's replaced process (same instance id, its old member id)
+                // is fenced, as on Kafka, rather than told to rejoin as a new member, which
+                // would evict the live one in turn.
+                if fenced(group, &req.member_id, req.instance_id.as_deref()) {
+                    return (
+                        Reply::Now(join_error(ResponseError::FencedInstanceId, &req.member_id)),
+                        vec![],
+                    );
+                }
                 let known = group.members.contains_key(&req.member_id)
                     || group.pending_member_ids.remove(&req.member_id).is_some();
                 if !known {
@@ -425,6 +434,12 @@ impl Coordinator {
                 vec![],
             );
         };
+        if fenced(group, member_id, instance_id) {
+            return (
+                Reply::Now(sync_error(ResponseError::FencedInstanceId)),
+                vec![],
+            );
+        }
         let Some(member) = group.members.get(member_id) else {
             return (
                 Reply::Now(sync_error(ResponseError::UnknownMemberId)),
@@ -578,6 +593,10 @@ impl Coordinator {
         let mut results = Vec::new();
         let mut removed = false;
         for (member_id, instance_id) in members {
+            if !member_id.is_empty() && fenced(group, member_id, instance_id.as_deref()) {
+                results.push(Err(ResponseError::FencedInstanceId));
+                continue;
+            }
             let id = match (member_id.is_empty(), instance_id) {
                 (true, Some(instance)) => group.member_by_instance(instance).map(|m| m.id.clone()),
                 _ => Some(member_id.clone()),
@@ -629,8 +648,13 @@ impl Coordinator {
             let expired: Vec<String> = group
                 .members
                 .values()
+                // As on Kafka, a member waiting for its join or sync answer is not expired
+                // (librdkafka does not heartbeat while it waits for the leader's assignment);
+                // the rebalance's own deadline bounds that wait.
                 .filter(|m| {
-                    m.awaiting_join.is_none() && now_ms - m.last_heartbeat_ms > m.session_timeout_ms
+                    m.awaiting_join.is_none()
+                        && m.awaiting_sync.is_none()
+                        && now_ms - m.last_heartbeat_ms > m.session_timeout_ms
                 })
                 .map(|m| m.id.clone())
                 .collect();
@@ -679,17 +703,23 @@ impl Coordinator {
                 && g.pending_member_ids.is_empty()
                 && g.generation == 0)
         });
+        // Offsets expire as on Kafka: a classic group's once it has been empty for the
+        // retention time (counted from its last commit if that came later, or if the group's
+        // record predates the time being kept); a standalone consumer's (no group) from their
+        // commit; a group of the new protocol's from their commit, except on topics a member
+        // still subscribes to. A classic group with members keeps them all.
         let cutoff = now_ms - self.config.offsets_retention_ms;
         for (group_id, offsets) in self.offsets.iter_mut() {
-            let empty = self
-                .groups
-                .get(group_id)
-                .is_none_or(|g| g.members.is_empty());
-            if !empty {
+            let classic = self.groups.get(group_id);
+            if classic.is_some_and(|g| !g.members.is_empty()) {
                 continue;
             }
+            let empty_since = classic.and_then(|g| g.empty_since_ms);
+            let consumer = self.consumer_groups.get(group_id);
             offsets.retain(|(topic, partition), c| {
-                let keep = c.commit_timestamp_ms >= cutoff;
+                let since =
+                    empty_since.map_or(c.commit_timestamp_ms, |t| t.max(c.commit_timestamp_ms));
+                let keep = since >= cutoff || consumer.is_some_and(|g| g.subscribes_to(topic));
                 if !keep {
                     records.push(Record::OffsetTombstone(OffsetKey {
                         group: group_id.clone(),
@@ -727,9 +757,24 @@ impl Coordinator {
         if group_id.is_empty() {
             return Err(ResponseError::InvalidGroupId);
         }
+        // A TxnOffsetCommit need not name a member: a producer given only the group's id
+        // (Java's `sendOffsetsToTransaction(offsets, groupId)`) sends generation -1 and no
+        // member, and Kafka takes it whatever the group's state.
+        if transactional && generation < 0 && member_id.is_empty() && instance_id.is_none() {
+            return Ok(());
+        }
         if let Some(group) = self.consumer_groups.get(group_id) {
-            // OffsetCommit v9+ and TxnOffsetCommit carry the member epoch here.
-            return group.check_commit(member_id, generation, partitions);
+            // OffsetCommit v9+ and TxnOffsetCommit carry the member epoch here. A stale epoch
+            // in a TxnOffsetCommit is ILLEGAL_GENERATION, as on Kafka: producers abort the
+            // transaction on it, while STALE_MEMBER_EPOCH is fatal to the Java producer.
+            return group
+                .check_commit(member_id, generation, partitions)
+                .map_err(|e| match e {
+                    ResponseError::StaleMemberEpoch if transactional => {
+                        ResponseError::IllegalGeneration
+                    }
+                    e => e,
+                });
         }
         let Some(group) = self.groups.get(group_id).filter(|g| !g.members.is_empty()) else {
             return if generation < 0 || member_id.is_empty() {
@@ -988,6 +1033,7 @@ fn complete_join(group: &mut Group, now_ms: i64) -> Vec<Record> {
     group.generation += 1;
     if group.members.is_empty() {
         group.state = GroupState::Empty;
+        group.empty_since_ms = Some(now_ms);
         group.protocol_name = None;
         group.leader = None;
         group.phase_deadline_ms = None;
@@ -1049,6 +1095,7 @@ fn remove_member(group: &mut Group, id: &str) {
 fn after_removal(group: &mut Group, now_ms: i64) -> Vec<Record> {
     if group.members.is_empty() {
         group.state = GroupState::Empty;
+        group.empty_since_ms = Some(now_ms);
         group.generation += 1;
         group.protocol_name = None;
         group.phase_deadline_ms = None;
@@ -1071,6 +1118,7 @@ pub(crate) fn group_record(group: &Group) -> GroupRecord {
         protocol_type: group.protocol_type.clone(),
         protocol_name: group.protocol_name.clone(),
         leader: group.leader.clone(),
+        empty_since_ms: group.empty_since_ms.filter(|_| group.members.is_empty()),
         members: if group.state == GroupState::Stable {
             group
                 .members
@@ -1102,6 +1150,7 @@ fn restore_group(g: &GroupRecord, now_ms: i64) -> Group {
     group.protocol_type = g.protocol_type.clone();
     group.protocol_name = g.protocol_name.clone();
     group.leader = g.leader.clone();
+    group.empty_since_ms = g.empty_since_ms;
     for m in &g.members {
         group.members.insert(
             m.id.clone(),
@@ -1834,5 +1883,155 @@ mod tests {
         let expired = c.tick(10 + c.config.offsets_retention_ms + 1);
         assert_eq!(expired.len(), 1, "offsets of an empty group expire");
         assert!(c.committed("g").is_none());
+    }
+
+    fn commit_at(c: &mut Coordinator, group: &str, topic: &str, ts: i64) {
+        let r = offset_record(
+            group,
+            topic,
+            0,
+            Committed {
+                offset: 1,
+                leader_epoch: 0,
+                metadata: String::new(),
+                commit_timestamp_ms: ts,
+            },
+        );
+        c.apply(&r, ts);
+    }
+
+    #[test]
+    fn a_group_keeps_its_offsets_for_the_retention_time_after_it_empties() {
+        let mut c = Coordinator::new(config());
+        let retention = c.config.offsets_retention_ms;
+        let a = stable_member(&mut c);
+        // Committed long ago (an idle partition), then the member stays for more than the
+        // retention time.
+        commit_at(&mut c, "g", "t", 0);
+        let left_at = retention + 1_000;
+        c.heartbeat("g", 1, &a, None, left_at).unwrap();
+        let (results, records) = c.leave("g", &[(a.clone(), None)], left_at);
+        assert_eq!(results, vec![Ok(())]);
+        let [Record::Group(written)] = &records[..] else {
+            panic!("the emptied group is written: {records:?}");
+        };
+        assert_eq!(written.empty_since_ms, Some(left_at));
+        assert!(
+            c.tick(left_at + 100).is_empty(),
+            "an offset older than the retention survives its group's emptying"
+        );
+        // A restart restores when the group emptied.
+        let mut replayed = Coordinator::new(config());
+        replayed.replay(&records[0], left_at + 200);
+        commit_at(&mut replayed, "g", "t", 0);
+        assert!(replayed.tick(left_at + 200).is_empty());
+        // The retention time after the group emptied, the offset goes.
+        for c in [&mut c, &mut replayed] {
+            assert!(c.tick(left_at + retention - 1).is_empty());
+            assert_eq!(c.tick(left_at + retention + 1).len(), 1);
+            assert!(c.committed("g").is_none());
+        }
+    }
+
+    #[test]
+    fn a_new_protocol_group_keeps_the_offsets_of_topics_it_subscribes_to() {
+        let mut c = Coordinator::new(config());
+        let partitions = |_: &str| Some(1);
+        let req = Heartbeat {
+            group_id: "g".into(),
+            member_id: "m".into(),
+            member_epoch: 0,
+            instance_id: None,
+            rebalance_timeout_ms: 30_000,
+            subscribed_topic_names: Some(vec!["t".into()]),
+            subscribed_topic_regex: None,
+            server_assignor: None,
+            owned: None,
+            client_id: "c".into(),
+            client_host: "/127.0.0.1".into(),
+        };
+        let (joined, _) = c.consumer_heartbeat(req, &partitions, &Vec::new, 0);
+        assert_eq!(joined.error, None);
+        // Committed more than the retention time ago; the member is live.
+        let long_ago = -c.config.offsets_retention_ms - 10;
+        commit_at(&mut c, "g", "t", long_ago);
+        commit_at(&mut c, "g", "other", long_ago);
+        let records = c.tick(1);
+        let gone: Vec<&str> = records
+            .iter()
+            .filter_map(|r| match r {
+                Record::OffsetTombstone(k) => Some(k.topic.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            gone,
+            vec!["other"],
+            "only the unsubscribed topic's offset expires"
+        );
+        assert!(c.committed("g").unwrap().contains_key(&("t".into(), 0)));
+    }
+
+    #[test]
+    fn a_txn_offset_commit_without_a_member_is_taken_while_the_group_has_members() {
+        let mut c = Coordinator::new(config());
+        let a = stable_member(&mut c);
+        // `sendOffsetsToTransaction(offsets, groupId)`: generation -1, no member.
+        assert_eq!(c.check_commit("g", -1, "", None, &[], true), Ok(()));
+        // A plain commit like it is refused while the group has members.
+        assert_eq!(
+            c.check_commit("g", -1, "", None, &[], false),
+            Err(ResponseError::UnknownMemberId)
+        );
+        assert_eq!(c.check_commit("g", 1, &a, None, &[], true), Ok(()));
+    }
+
+    #[test]
+    fn a_replaced_static_member_is_fenced_on_join_sync_and_leave() {
+        let mut c = Coordinator::new(config());
+        let first = later(c.join(join_req("", Some("i1")), 0).0)
+            .try_recv()
+            .unwrap();
+        later(sync_stored(&mut c, "g", 1, &first.member_id, Some("i1"), vec![]).0)
+            .try_recv()
+            .unwrap();
+        let again = now(c.join(join_req("", Some("i1")), 100).0);
+        assert_ne!(again.member_id, first.member_id);
+        let old = first.member_id.as_str();
+        let rejoin = now(c.join(join_req(old, Some("i1")), 200).0);
+        assert_eq!(rejoin.error, ResponseError::FencedInstanceId.code());
+        let sync = now(c.sync("g", 1, old, Some("i1"), vec![]).0);
+        assert_eq!(sync.error, ResponseError::FencedInstanceId.code());
+        let (left, records) = c.leave("g", &[(old.to_string(), Some("i1".into()))], 300);
+        assert_eq!(left, vec![Err(ResponseError::FencedInstanceId)]);
+        assert!(records.is_empty());
+        assert_eq!(c.state_of("g"), GroupState::Stable, "the live member stays");
+        assert_eq!(
+            c.heartbeat("g", 1, &again.member_id, Some("i1"), 300),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn a_member_waiting_for_the_leaders_assignment_does_not_expire() {
+        let mut c = Coordinator::new(config());
+        let a = stable_member(&mut c);
+        let (b, mut b_join) = new_member(&mut c, 0);
+        let mut a_join = later(c.join(join_req(&a, None), 10).0);
+        a_join.try_recv().unwrap();
+        b_join.try_recv().unwrap();
+        // `b` (not the leader) waits in SyncGroup without heartbeating, longer than its
+        // session; the leader is slow to assign.
+        let leader = c.group("g").unwrap().leader.clone().unwrap();
+        let follower = if leader == a { b.clone() } else { a.clone() };
+        let mut waiting = later(c.sync("g", 2, &follower, None, vec![]).0);
+        c.heartbeat("g", 2, &leader, None, 9_000).unwrap();
+        c.tick(15_000);
+        assert!(c.group("g").unwrap().members.contains_key(&follower));
+        let (reply, records) = c.sync("g", 2, &leader, None, vec![]);
+        assert!(!records.is_empty());
+        c.stored("g", 2, Ok(()), 15_001);
+        later(reply).try_recv().unwrap();
+        assert_eq!(waiting.try_recv().unwrap().error, 0);
     }
 }

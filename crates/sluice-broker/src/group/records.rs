@@ -51,6 +51,10 @@ pub struct GroupRecord {
     pub protocol_name: Option<String>,
     pub leader: Option<String>,
     pub members: Vec<MemberRecord>,
+    /// When the group became empty (written with an empty group; absent in records of
+    /// versions before it was kept, whose offsets then expire from their commit time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub empty_since_ms: Option<i64>,
 }
 
 /// A member of a group of the new protocol (KIP-848), as written: everything but its times
@@ -234,6 +238,7 @@ mod tests {
                     protocols: vec![("range".into(), vec![0, 1])],
                     assignment: vec![9],
                 }],
+                empty_since_ms: None,
             }),
             Record::GroupTombstone("g".into()),
             Record::ConsumerGroup(ConsumerGroupRecord {

@@ -94,6 +94,8 @@ pub struct Group {
     /// A new group's first join does not complete before this, so that members starting
     /// together land in one generation (`group.initial.rebalance.delay.ms`).
     pub join_not_before_ms: i64,
+    /// When the group last became empty: its offsets' retention counts from then.
+    pub empty_since_ms: Option<i64>,
 }
 
 impl Group {
@@ -109,6 +111,7 @@ impl Group {
             pending_member_ids: HashMap::new(),
             phase_deadline_ms: None,
             join_not_before_ms: 0,
+            empty_since_ms: None,
         }
     }
 
