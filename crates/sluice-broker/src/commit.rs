@@ -23,6 +23,9 @@ pub struct Written {
     pub end: Offset,
     /// The leader epoch it was made in (see `Partition::wait_committed`).
     pub epoch: LeaderEpoch,
+    /// A write (not a read's fence): once committed, enough replicas must still be in sync
+    /// (`Partition::check_insync_after_append`).
+    pub write: bool,
 }
 
 impl Written {
@@ -33,6 +36,7 @@ impl Written {
             epoch: partition.progress().epoch,
             partition: Arc::clone(partition),
             end,
+            write: true,
         }
     }
 }
@@ -47,9 +51,13 @@ pub async fn committed(waits: Waits) -> Result<(), ResponseError> {
         partition,
         end,
         epoch,
+        write,
     } in waits
     {
         match tokio::time::timeout(COMMIT_TIMEOUT, partition.wait_committed(end, epoch)).await {
+            Ok(Ok(())) if write => partition
+                .check_insync_after_append()
+                .map_err(|e| coordinator_error(&e))?,
             Ok(Ok(())) => {}
             Ok(Err(e)) => return Err(coordinator_error(&e)),
             Err(_) => {
@@ -75,6 +83,7 @@ pub fn unsettled(partition: &Arc<Partition>) -> Option<Written> {
         partition: Arc::clone(partition),
         end,
         epoch: newest.unwrap_or(progress.epoch),
+        write: false,
     })
 }
 
@@ -91,6 +100,7 @@ pub fn fence(partition: &Arc<Partition>) -> Option<Written> {
             partition: Arc::clone(partition),
             end: progress.end.plus(1),
             epoch: LeaderEpoch(-1),
+            write: false,
         });
     }
     unsettled(partition)

@@ -46,6 +46,10 @@ pub enum BrokerError {
     NotLeader(String),
     #[error("{0}")]
     NotEnoughReplicas(String),
+    /// An acks=all write was committed while fewer replicas than `min.insync.replicas` were
+    /// in sync: it may be on fewer copies than asked.
+    #[error("{0}")]
+    NotEnoughReplicasAfterAppend(String),
     /// The cluster's controller could not be reached or did not decide in time.
     #[error("{0}")]
     ControllerUnavailable(String),
@@ -88,6 +92,9 @@ impl BrokerError {
             BrokerError::Log(e) => log_error(e),
             BrokerError::NotLeader(_) => ResponseError::NotLeaderOrFollower,
             BrokerError::NotEnoughReplicas(_) => ResponseError::NotEnoughReplicas,
+            BrokerError::NotEnoughReplicasAfterAppend(_) => {
+                ResponseError::NotEnoughReplicasAfterAppend
+            }
             BrokerError::InvalidTxnState(_) => ResponseError::InvalidTxnState,
             BrokerError::ControllerUnavailable(_) | BrokerError::TimedOut(_) => {
                 ResponseError::RequestTimedOut

@@ -980,6 +980,19 @@ impl Partition {
         }
     }
 
+    /// Whether an acks=all write whose wait for the high watermark is over may be
+    /// acknowledged: enough replicas are still in sync. The high watermark counts the ISR
+    /// only, so a write in flight when followers were fenced out of it may have become
+    /// committed on fewer copies than `min.insync.replicas`; Kafka answers that write
+    /// NOT_ENOUGH_REPLICAS_AFTER_APPEND, and so does this.
+    pub fn check_insync_after_append(&self) -> Result<(), BrokerError> {
+        let state = self.state.lock();
+        self.check_insync(&state).map_err(|e| match e {
+            BrokerError::NotEnoughReplicas(m) => BrokerError::NotEnoughReplicasAfterAppend(m),
+            e => e,
+        })
+    }
+
     /// Sets the `min.insync.replicas` a single node's partition checks acks=all writes
     /// against (a cluster's leader gets its own with [`Partition::lead`]).
     pub fn set_standalone_min_insync(&self, value: usize) {
@@ -1221,6 +1234,40 @@ mod tests {
             crate::commit::committed(crate::commit::fence(&p).into_iter().collect()).await,
             Err(ResponseError::NotCoordinator)
         );
+    }
+
+    #[tokio::test]
+    async fn a_write_committed_after_the_isr_fell_below_min_insync_is_not_acknowledged() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = leader_of(dir.path());
+        p.lead(NodeId(1), &assignment(&[1, 2], 0), 2, 10_000, 0);
+        p.on_follower_fetch(NodeId(2), Offset(0), Offset(0), 1);
+        let bytes = sluice_log::testing::batch_bytes(0, 3, 1_000, 8, 0);
+        p.append(sluice_log::validate_produce(&bytes, 1 << 20).unwrap(), true)
+            .unwrap();
+        let waiting = tokio::spawn(crate::commit::committed(vec![crate::commit::Written::now(
+            &p,
+            Offset(3),
+        )]));
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished());
+        // The follower is fenced out before it fetched the write: the ISR is the leader
+        // alone, and the high watermark passes the write on its one copy.
+        p.lead(NodeId(1), &assignment(&[1], 1), 2, 10_000, 2);
+        assert_eq!(p.progress().visible, Offset(3));
+        assert_eq!(
+            waiting.await.unwrap(),
+            Err(ResponseError::CoordinatorNotAvailable)
+        );
+        let refused = p.check_insync_after_append().unwrap_err();
+        assert_eq!(
+            refused.response_error(),
+            ResponseError::NotEnoughReplicasAfterAppend
+        );
+        // Back in sync, a write committed on both copies is acknowledged.
+        p.on_follower_fetch(NodeId(2), Offset(3), Offset(3), 3);
+        p.lead(NodeId(1), &assignment(&[1, 2], 2), 2, 10_000, 4);
+        assert_eq!(p.check_insync_after_append().ok(), Some(()));
     }
 
     /// A leader in epoch 3 with a follower that has fetched nothing, holding three records of

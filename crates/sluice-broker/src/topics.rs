@@ -678,12 +678,13 @@ impl Topics {
                             tracing::warn!(dir = %dir.display(), "removing stale partition directory");
                             let _ = fs::remove_dir_all(&dir);
                         }
-                        *slot = Some(self.open_partition(
-                            &topic.name,
-                            index as i32,
-                            config.clone(),
-                            1,
-                        )?);
+                        let partition =
+                            self.open_partition(&topic.name, index as i32, config.clone(), 1)?;
+                        // Leaderless until the reconcile gives it its role: a new partition
+                        // starts as a single node's leader, and a client's write reaching it
+                        // in between would be taken in epoch 0 and acknowledged on one copy.
+                        partition.follow(None, sluice_cluster::LeaderEpoch(0));
+                        *slot = Some(partition);
                         changed = true;
                     }
                     (true, false) => {

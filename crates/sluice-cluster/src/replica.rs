@@ -33,6 +33,8 @@ struct Follower {
     last_caught_up_ms: i64,
     /// Its log start offset, as its last fetch said; `None` before that.
     log_start: Option<Offset>,
+    /// The leader's log end when its previous fetch was answered, and when that was.
+    last_fetch: Option<(Offset, i64)>,
 }
 
 /// What changed after an event.
@@ -109,6 +111,7 @@ impl LeaderReplicas {
                         log_end: None,
                         last_caught_up_ms: now_ms,
                         log_start: None,
+                        last_fetch: None,
                     },
                 )
             })
@@ -219,9 +222,16 @@ impl LeaderReplicas {
         // within its session (still in the ISR) may have lost what no fsync covered, and must
         // not be counted for the high watermark, or sent consumers, on its old end.
         f.log_end = Some(fetch_offset);
+        // Caught up now if it has all the leader has; else, as in Kafka, caught up as of its
+        // previous fetch if it now has all the leader had then. Under steady writes a
+        // follower that keeps pace is always a round trip behind the leader's end: by the
+        // first rule alone it would fall out of the ISR.
         if fetch_offset >= leader_end {
-            f.last_caught_up_ms = now_ms;
+            f.last_caught_up_ms = f.last_caught_up_ms.max(now_ms);
+        } else if let Some((_, at)) = f.last_fetch.filter(|(end, _)| fetch_offset >= *end) {
+            f.last_caught_up_ms = f.last_caught_up_ms.max(at);
         }
+        f.last_fetch = Some((leader_end, now_ms));
         let mut update = Update {
             high_watermark: self.advance_high_watermark(),
             alter_isr: None,
@@ -292,6 +302,7 @@ impl LeaderReplicas {
                 log_end: None,
                 last_caught_up_ms: now_ms,
                 log_start: None,
+                last_fetch: None,
             });
         }
         self.pending = None;
@@ -502,6 +513,30 @@ mod tests {
             .unwrap();
         assert_eq!(expand, vec![node(1), node(2), node(3)]);
         assert_eq!(l.epochs(), (LeaderEpoch(4), PartitionEpoch(10)));
+    }
+
+    #[test]
+    fn a_follower_a_round_trip_behind_under_steady_writes_stays_in_sync() {
+        let mut l = leading_empty(&[1, 2]);
+        // Every fetch arrives with what the previous answer held, while the leader has taken
+        // more writes in between: never at the leader's end, always at its end of last time.
+        let mut end = 0;
+        for t in (0..5_000).step_by(100) {
+            let fetched = end;
+            end += 10;
+            l.on_local_end(Offset(end));
+            l.on_fetch(node(2), Offset(fetched), Offset(end), t);
+            assert_eq!(l.tick(t), Update::default(), "dropped at {t} ms");
+        }
+        // One that stops keeping up (fetches only half of what it was sent) goes.
+        let mut fetched = end;
+        for t in (5_000..7_000).step_by(100) {
+            fetched += 5;
+            end += 10;
+            l.on_local_end(Offset(end));
+            l.on_fetch(node(2), Offset(fetched), Offset(end), t);
+        }
+        assert_eq!(l.tick(7_000).alter_isr, Some(vec![node(1)]));
     }
 
     #[test]

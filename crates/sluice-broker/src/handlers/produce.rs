@@ -39,15 +39,18 @@ impl Wait {
     /// checked when the answer goes out, not only when the request came in — a leader paused
     /// past its session may, on waking, see its high watermark move from its followers'
     /// stale fetches before it learns it was replaced.
+    /// `deadline`: the request's timeout from when its waits began (one for all its
+    /// partitions, as Kafka's delayed produce has; the waits run one after another).
     async fn outcome(
         self,
+        deadline: tokio::time::Instant,
         timeout: Duration,
         lease: Option<&sluice_cluster::runtime::ClusterNode>,
     ) -> Result<(), (ResponseError, String)> {
         match self {
             Wait::Durable(w) => {
-                match tokio::time::timeout(
-                    timeout,
+                match tokio::time::timeout_at(
+                    deadline,
                     w.partition.wait_durable_leading(w.end, w.epoch),
                 )
                 .await
@@ -64,7 +67,8 @@ impl Wait {
                 }
             }
             Wait::Committed(w) => {
-                match tokio::time::timeout(timeout, w.partition.wait_committed(w.end, w.epoch)).await
+                match tokio::time::timeout_at(deadline, w.partition.wait_committed(w.end, w.epoch))
+                    .await
                 {
                     Ok(Ok(())) if lease.is_some_and(|l| !l.holds_session()) => Err((
                         ResponseError::NotLeaderOrFollower,
@@ -72,7 +76,10 @@ impl Wait {
                          was committed"
                             .into(),
                     )),
-                    Ok(Ok(())) => Ok(()),
+                    Ok(Ok(())) => w
+                        .partition
+                        .check_insync_after_append()
+                        .map_err(|e| (e.response_error(), e.to_string())),
                     Ok(Err(e)) => Err((e.response_error(), e.to_string())),
                     Err(_) => Err((
                         ResponseError::RequestTimedOut,
@@ -574,6 +581,7 @@ fn handle_verified(
     let timeout = Duration::from_millis(u64::try_from(request.timeout_ms).unwrap_or(0).max(1));
     let lease = broker.replication().map(|r| Arc::clone(r.node()));
     Reply::Later(Box::pin(async move {
+        let deadline = tokio::time::Instant::now() + timeout;
         let mut answered = Vec::with_capacity(topics.len());
         for (name, id, partitions) in topics {
             let mut responses = Vec::with_capacity(partitions.len());
@@ -583,7 +591,9 @@ fn handle_verified(
             } in partitions
             {
                 if let Some(wait) = wait_for {
-                    if let Err((error, message)) = wait.outcome(timeout, lease.as_deref()).await {
+                    if let Err((error, message)) =
+                        wait.outcome(deadline, timeout, lease.as_deref()).await
+                    {
                         response = failed(response.index, error, message).response;
                     }
                 }
@@ -658,6 +668,7 @@ fn append(
                 partition: Arc::clone(partition),
                 end,
                 epoch: progress.epoch,
+                write: true,
             };
             let wait_for = if acks == -1 {
                 (progress.visible < end).then(|| Wait::Committed(written()))

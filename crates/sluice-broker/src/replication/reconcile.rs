@@ -55,7 +55,15 @@ impl Broker {
                     // Led before this process started: a new epoch comes once it registers.
                     p.follow(None, info.leader_epoch);
                 } else if info.leader == Some(me) {
-                    let min = min_insync(&topic.configs, info.replicas.len());
+                    // During a reassignment the default counts the replicas the partition had
+                    // before it (as Kafka's replication factor does), not the replicas being
+                    // added beside them: ISR members they are not yet.
+                    let before_move = info
+                        .replicas
+                        .iter()
+                        .filter(|r| !info.adding.contains(r))
+                        .count();
+                    let min = min_insync(&topic.configs, before_move);
                     p.lead(me, info, min, LAG_TIME_MAX_MS, now);
                 } else {
                     p.follow(info.leader, info.leader_epoch);
