@@ -220,6 +220,12 @@ impl ConsumerGroup {
         now_ms: i64,
     ) -> HeartbeatReply {
         let id = req.member_id.clone();
+        // A full heartbeat (every field set, as a client sends after a lost answer or an
+        // error) always gets the assignment back, as on Kafka: the answer it missed may have
+        // been a revocation, which it would otherwise never hear.
+        let full = req.rebalance_timeout_ms != -1
+            && (req.subscribed_topic_names.is_some() || req.subscribed_topic_regex.is_some())
+            && req.owned.is_some();
         if req.member_epoch == LEAVE_EPOCH || req.member_epoch == STATIC_LEAVE_EPOCH {
             if self.members.remove(&id).is_some() {
                 self.target.remove(&id);
@@ -368,7 +374,8 @@ impl ConsumerGroup {
         let now = (member.epoch, member.assigned.clone());
         // Sent again when the member shows it missed an answer: it still names an older
         // epoch, or reports owning something else than it was given.
-        let missed = req.member_epoch != member.epoch
+        let missed = full
+            || req.member_epoch != member.epoch
             || req
                 .owned
                 .as_ref()
@@ -860,6 +867,29 @@ mod tests {
         // The member reports owning nothing (it lost the answer and rejoined its state).
         let again = hb(&mut g, "a", a.member_epoch, Some(Assignment::new()));
         assert_eq!(again.assignment, Some(given));
+    }
+
+    #[test]
+    fn a_full_heartbeat_after_a_lost_revocation_gets_it_again() {
+        let mut g = ConsumerGroup::new("g");
+        let a = hb(&mut g, "a", 0, None);
+        let given = a.assignment.expect("first assignment");
+        hb(&mut g, "b", 0, None);
+        let revoked = hb(&mut g, "a", a.member_epoch, Some(given.clone()));
+        let kept = revoked.assignment.expect("a's reduced assignment");
+        // The answer is lost; the client sends a full heartbeat (every field), as the Java
+        // client and librdkafka do after a timeout, still owning everything.
+        let full = Heartbeat {
+            group_id: "g".into(),
+            member_id: "a".into(),
+            member_epoch: a.member_epoch,
+            rebalance_timeout_ms: 30_000,
+            subscribed_topic_names: Some(vec!["orders".to_string()]),
+            owned: Some(given),
+            ..Heartbeat::default()
+        };
+        let again = g.heartbeat(full, &partitions_of, &topics, 1_000);
+        assert_eq!(again.assignment, Some(kept));
     }
 
     #[test]

@@ -52,11 +52,9 @@ fn invalid(request: &ConsumerGroupHeartbeatRequest, version: i16) -> Option<&'st
         {
             return Some("TopicPartitions must be empty when (re-)joining.");
         }
-        let names = request
-            .subscribed_topic_names
-            .as_ref()
-            .is_some_and(|n| !n.is_empty());
-        if !names && request.subscribed_topic_regex.is_none() {
+        // An empty list is a subscription (a pattern that matches no topic yet, as the Java
+        // client 4.0 sends): Kafka takes it since 4.0 (KAFKA-18095).
+        if request.subscribed_topic_names.is_none() && request.subscribed_topic_regex.is_none() {
             return Some(
                 "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.",
             );

@@ -90,12 +90,22 @@ pub fn handle(broker: &Broker, request: EndTxnRequest, call: &Call) -> Reply {
         }
         match prepare {
             None => answer(Ok(ids)),
-            Some((prepare, claim)) => answer(
-                broker
-                    .finish_txn(prepare, claim)
-                    .await
-                    .map(|done| (done.producer_id, done.producer_epoch)),
-            ),
+            // The decision is committed: the transaction will end as decided, whatever
+            // happens to its markers now. A finisher that fails (a partition's leader moved,
+            // this node lost the id) leaves it to the coordinator's tick, here or where the id
+            // went, as Kafka's marker writer retries in the background; the client hears
+            // success, as from Kafka, not an error that librdkafka takes as the transaction's
+            // failure (it would then abort one that commits).
+            Some((prepare, claim)) => {
+                let id = prepare.transactional_id.clone();
+                match broker.finish_txn(prepare, claim).await {
+                    Ok(done) => answer(Ok((done.producer_id, done.producer_epoch))),
+                    Err(e) => {
+                        tracing::info!(transactional_id = %id, error = ?e, "transaction decided; its markers are left to the coordinator's retries");
+                        answer(Ok(ids))
+                    }
+                }
+            }
         }
     }))
 }

@@ -53,6 +53,10 @@ const READ_COMMITTED: i8 = 1;
 
 pub const VERSIONS: Versions = Versions::new(4, 17);
 
+/// The most one Fetch answer holds (Kafka's `fetch.max.bytes` default, 55 MiB); the first
+/// batch still goes whole when it is larger (KIP-74).
+const FETCH_MAX_BYTES: usize = 55 * 1024 * 1024;
+
 pub fn handle(broker: &Broker, request: FetchRequest, call: &Call) -> Reply {
     let version = call.version;
     let replica = if version >= 15 {
@@ -128,12 +132,18 @@ pub fn handle(broker: &Broker, request: FetchRequest, call: &Call) -> Reply {
     });
     let owner = quota.as_ref().and_then(|_| broker.arc());
     let sessions = Arc::clone(&broker.fetch_sessions);
+    // At most Kafka's default `fetch.max.bytes` in one answer, whatever the client asks (a
+    // consumer asking for 2 GiB would have the broker read that into memory); a `min_bytes`
+    // above it would make every long poll wait its whole time.
     let max_bytes = if version >= 3 {
         usize::try_from(request.max_bytes).unwrap_or(0)
     } else {
         usize::MAX
-    };
-    let min_bytes = usize::try_from(request.min_bytes).unwrap_or(0);
+    }
+    .min(FETCH_MAX_BYTES);
+    let min_bytes = usize::try_from(request.min_bytes)
+        .unwrap_or(0)
+        .min(max_bytes);
     let max_wait = Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0));
     let read_committed = request.isolation_level == READ_COMMITTED;
     Reply::Later(Box::pin(async move {

@@ -18,11 +18,17 @@ use crate::handlers::{Call, Versions};
 pub const VERSIONS: Versions = Versions::new(1, 1);
 
 pub fn handle(broker: &Broker, request: WriteTxnMarkersRequest, _call: &Call) -> Reply {
+    // In a cluster every marker waits until the partition's replicas have it (Kafka appends
+    // them with acks=all): an operator told a hanging transaction was ended must not see a
+    // failover take the marker back. A single node waits for the fsync under sync flushing.
+    let clustered = broker.replication().is_some();
+    // (marker, topic, partition) positions in the answer, and the write to wait for.
     let mut waits = Vec::new();
-    let markers: Vec<WritableTxnMarkerResult> = request
+    let mut markers: Vec<WritableTxnMarkerResult> = request
         .markers
         .iter()
-        .map(|m| {
+        .enumerate()
+        .map(|(mi, m)| {
             let marker = if m.transaction_result {
                 Marker::Commit
             } else {
@@ -31,12 +37,14 @@ pub fn handle(broker: &Broker, request: WriteTxnMarkersRequest, _call: &Call) ->
             let topics = m
                 .topics
                 .iter()
-                .map(|t| {
+                .enumerate()
+                .map(|(ti, t)| {
                     let topic = broker.topics().get(&t.name);
                     let partitions = t
                         .partition_indexes
                         .iter()
-                        .map(|&index| {
+                        .enumerate()
+                        .map(|(pi, &index)| {
                             let code = match topic.as_ref().and_then(|x| x.partition(index)) {
                                 None => ResponseError::UnknownTopicOrPartition.code(),
                                 Some(p) => match p.append_marker(
@@ -46,10 +54,13 @@ pub fn handle(broker: &Broker, request: WriteTxnMarkersRequest, _call: &Call) ->
                                     m.coordinator_epoch,
                                 ) {
                                     Ok(info) => {
-                                        if p.config().flush == FlushMode::Sync {
-                                            waits.push(crate::commit::Written::now(
-                                                &p,
-                                                info.last_offset.plus(1),
+                                        if clustered || p.config().flush == FlushMode::Sync {
+                                            waits.push((
+                                                (mi, ti, pi),
+                                                crate::commit::Written::now(
+                                                    &p,
+                                                    info.last_offset.plus(1),
+                                                ),
                                             ));
                                         }
                                         0
@@ -77,7 +88,27 @@ pub fn handle(broker: &Broker, request: WriteTxnMarkersRequest, _call: &Call) ->
         })
         .collect();
     Reply::Later(Box::pin(async move {
-        crate::commit::committed(waits).await.ok();
+        let outcomes = futures::future::join_all(
+            waits
+                .into_iter()
+                .map(|(at, w)| async move { (at, crate::commit::committed(vec![w]).await) }),
+        )
+        .await;
+        for ((mi, ti, pi), outcome) in outcomes {
+            let Err(e) = outcome else { continue };
+            // The coordinator's words for a write not committed, in a partition's terms.
+            let code = match e {
+                ResponseError::NotCoordinator => ResponseError::NotLeaderOrFollower,
+                _ => ResponseError::RequestTimedOut,
+            };
+            if let Some(p) = markers
+                .get_mut(mi)
+                .and_then(|m| m.topics.get_mut(ti))
+                .and_then(|t| t.partitions.get_mut(pi))
+            {
+                p.error_code = code.code();
+            }
+        }
         Some(ResponseKind::WriteTxnMarkers(
             WriteTxnMarkersResponse::default().with_markers(markers),
         ))

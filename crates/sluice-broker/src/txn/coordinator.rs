@@ -172,8 +172,11 @@ impl Coordinator {
                 };
             }
             let current = pid == meta.producer_id && epoch == meta.producer_epoch;
-            // A TV2 producer whose EndTxn answer was lost still holds the epoch before the bump.
+            // A TV2 producer whose EndTxn answer was lost still holds the epoch before the bump
+            // — only while that bump is the last one: a new instance's InitProducerId since
+            // has fenced it (as Kafka's resets the last epoch it would accept).
             let just_bumped = pid == meta.producer_id
+                && i32::from(meta.producer_epoch) == i32::from(epoch) + 1
                 && meta
                     .last
                     .as_ref()
@@ -346,9 +349,14 @@ impl Coordinator {
         next.updated_ms = now_ms;
         next.end_requested_epoch = Some(epoch);
         match meta.state {
-            TxnState::PrepareCommit | TxnState::PrepareAbort => {
+            // The same decision again (a retry): wait until it is carried out. The opposite
+            // one cannot be taken any more, as on Kafka.
+            TxnState::PrepareCommit | TxnState::PrepareAbort
+                if (meta.state == TxnState::PrepareCommit) == commit =>
+            {
                 Err(ResponseError::ConcurrentTransactions)
             }
+            TxnState::PrepareCommit | TxnState::PrepareAbort => Err(ResponseError::InvalidTxnState),
             TxnState::Ongoing => {
                 prepare_end(&mut next, commit, tv2, alloc)?;
                 Ok(End::Finish(next))
@@ -765,5 +773,54 @@ mod tests {
                 "{stale:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_tv2_producer_a_new_instance_fenced_cannot_bump_past_it() {
+        let mut c = Coordinator::new(900_000, i64::MAX);
+        fresh(&mut c, "a", 1);
+        let done = ended(&mut c, "a", true, true);
+        assert_eq!(done.producer_epoch, 1);
+        let mut alloc = || Ok(999);
+        // The producer whose EndTxn answer was lost may still bump from the epoch it held.
+        assert!(c.init("a", 60_000, Some((1, 0)), &mut alloc, 4).is_ok());
+        // A new instance takes the id over (epoch 2): the old producer's bump from epoch 0
+        // is now fenced, not given epoch 3 over the new instance's head.
+        let Init::Ready(m) = c.init("a", 60_000, None, &mut alloc, 5).unwrap() else {
+            panic!("nothing open")
+        };
+        c.apply(m);
+        assert_eq!(c.get("a").unwrap().producer_epoch, 2);
+        assert!(matches!(
+            c.init("a", 60_000, Some((1, 0)), &mut alloc, 6),
+            Err(ResponseError::ProducerFenced)
+        ));
+        assert_eq!(c.get("a").unwrap().producer_epoch, 2);
+    }
+
+    #[test]
+    fn a_tv1_end_of_the_opposite_decision_while_one_is_carried_out_is_invalid() {
+        let mut c = Coordinator::new(900_000, i64::MAX);
+        fresh(&mut c, "v", 3);
+        let added = c
+            .add_partitions("v", 3, 0, &[("t".to_string(), 0)], false, 1)
+            .unwrap()
+            .unwrap();
+        c.apply(added);
+        let mut alloc = || Ok(999);
+        let End::Finish(prepare) = c.end("v", (3, 0), true, false, &mut alloc, 2).unwrap() else {
+            panic!("expected a transaction to finish")
+        };
+        c.apply(prepare);
+        assert_eq!(
+            c.end("v", (3, 0), true, false, &mut alloc, 3).err(),
+            Some(ResponseError::ConcurrentTransactions),
+            "a retry waits"
+        );
+        assert_eq!(
+            c.end("v", (3, 0), false, false, &mut alloc, 3).err(),
+            Some(ResponseError::InvalidTxnState),
+            "an abort of a transaction being committed is refused, as on Kafka"
+        );
     }
 }

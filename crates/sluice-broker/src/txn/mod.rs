@@ -404,6 +404,18 @@ impl Broker {
         let done = completed(&prepare, self.txns.now_ms());
         let waits = {
             let mut coordinator = self.txns.lock_for(&done.transactional_id)?;
+            // Only over the state this finish began from, in the coordinator epoch it began
+            // in: the id may have moved to another node and back while the markers were
+            // written (a peer call waits up to seconds), and the transaction been finished
+            // there and a new one begun, which this completion must not overwrite.
+            let unchanged = coordinator.get(&done.transactional_id).is_some_and(|m| {
+                m.state == prepare.state
+                    && m.producer_id == prepare.producer_id
+                    && m.producer_epoch == prepare.producer_epoch
+            });
+            if self.txns.check(&done.transactional_id)? != coordinator_epoch || !unchanged {
+                return Err(ResponseError::NotCoordinator);
+            }
             let waits = self.txns.put(&mut coordinator, done.clone())?;
             if !self.config.clustered {
                 // Under the lock: a retried EndTxn answered from this state finds it noted.
