@@ -62,6 +62,7 @@ impl From<BrokerError> for ApiError {
             BrokerError::Log(l) if !l.is_storage() => StatusCode::BAD_REQUEST,
             BrokerError::NotLeader(_)
             | BrokerError::NotEnoughReplicas(_)
+            | BrokerError::NotEnoughReplicasAfterAppend(_)
             | BrokerError::ControllerUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             BrokerError::TimedOut(_) => StatusCode::GATEWAY_TIMEOUT,
             BrokerError::Log(_)
