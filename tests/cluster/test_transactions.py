@@ -393,3 +393,51 @@ def test_pipelined_batches_of_a_new_transaction_are_appended_in_order(cluster):
                        capture_output=True, text=True, timeout=240)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert r.stdout.strip().endswith("OK")
+
+
+def test_an_open_transactions_offsets_are_unstable_on_a_group_coordinator_on_another_node(cluster):
+    """KIP-447 across nodes: a transaction's offsets sit with its coordinator until it commits,
+    and the group's coordinator may be another node. A read_committed consumer asking for the
+    group's offsets meanwhile (librdkafka sends `require_stable`) must not be given the old
+    offset, which the commit would move a moment later (its records processed twice): it gets
+    them only once the transaction has ended — the new offset after a commit, the old one
+    after an abort."""
+    c = cluster(3)
+    topic, group = "stable-in", "stable-g"
+    c.create_topic(topic, 1, replication_factor=3)
+    consumer = Consumer({"bootstrap.servers": c.bootstrap, "group.id": group,
+                         "isolation.level": "read_committed", "enable.auto.commit": False,
+                         **CLIENT_DEFAULTS})
+
+    def committed(timeout):
+        return consumer.committed([TopicPartition(topic, 0)], timeout)[0].offset
+
+    producer = None
+    try:
+        # The group's first lookup makes the offsets topic, a first producer the transaction
+        # state topic; then a transactional id coordinated away from the group is chosen.
+        assert committed(CALL_TIMEOUT_S) < 0
+        transactional_producer(c.bootstrap, "stable-first").flush(1)
+        for internal in (OFFSETS, TXN_TOPIC):
+            wait_until(lambda t=internal: len(getattr(c.metadata(t).topics.get(t), "partitions", {})) or None,
+                       30, f"{internal}'s partitions")
+        group_node = coordinator_node(c, OFFSETS, group)
+        txn_id = next(t for t in (f"stable-t{n}" for n in range(200))
+                      if coordinator_node(c, TXN_TOPIC, t) != group_node)
+        producer = transactional_producer(c.bootstrap, txn_id)
+        for offset, commit in ((5, True), (9, False)):
+            producer.begin_transaction()
+            producer.send_offsets_to_transaction([TopicPartition(topic, 0, offset)],
+                                                 consumer.consumer_group_metadata(), CALL_TIMEOUT_S)
+            # Open: librdkafka retries UNSTABLE_OFFSET_COMMIT until its timeout.
+            with pytest.raises(KafkaException, match="(?i)timed out|unstable"):
+                committed(3)
+            if commit:
+                producer.commit_transaction(CALL_TIMEOUT_S)
+            else:
+                producer.abort_transaction(CALL_TIMEOUT_S)
+            assert wait_until(lambda: committed(5) == 5 or None, 15, "the offset after the transaction")
+    finally:
+        consumer.close()
+        if producer is not None:
+            producer.flush(5)

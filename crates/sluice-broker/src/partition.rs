@@ -251,6 +251,13 @@ impl Partition {
     ) -> Result<AppendInfo, BrokerError> {
         let mut state = self.state.lock();
         self.check_leads(&state)?;
+        // A cluster's markers are acks=all writes, as Kafka's: refused before they are
+        // written when too few replicas are in sync (the finisher retries), rather than
+        // written again at each retry once their commit answered
+        // NOT_ENOUGH_REPLICAS_AFTER_APPEND.
+        if matches!(state.role, Role::Leader { .. }) {
+            self.check_insync(&state)?;
+        }
         state.guards.drop_for(producer_id);
         let info = state.log.append_marker(
             marker,

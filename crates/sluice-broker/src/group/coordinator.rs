@@ -107,7 +107,17 @@ pub struct Coordinator {
     /// tombstone is written.
     consumer_groups: HashMap<String, ConsumerGroup>,
     next_member: u64,
+    /// Offsets an open transaction coordinated on another node is to commit, by (group,
+    /// topic, partition): its producer id and when they were handed to it. OffsetFetch with
+    /// `require_stable` answers UNSTABLE_OFFSET_COMMIT for them (KIP-447), as it does for the
+    /// transactions this node coordinates. Released when the transaction's offsets are
+    /// committed here, or its abort is told; forgotten after the longest transaction timeout.
+    remote_txn_offsets: HashMap<(String, String, i32), (i64, i64)>,
 }
+
+/// How long offsets handed to another node's transaction are held at most (Kafka's default
+/// `transaction.max.timeout.ms`: no transaction stays open longer).
+const REMOTE_TXN_OFFSETS_MAX_MS: i64 = 900_000;
 
 impl Coordinator {
     pub fn new(config: GroupConfig) -> Coordinator {
@@ -525,6 +535,9 @@ impl Coordinator {
                     (group.protocol_type.clone(), group.protocol_name.clone());
                 for m in group.members.values_mut() {
                     if let Some(tx) = m.awaiting_sync.take() {
+                        // Its session starts again from its answer (it sent no heartbeat
+                        // while it waited), as Kafka's does.
+                        m.last_heartbeat_ms = now_ms;
                         let _ = tx.send(SyncResult {
                             error: 0,
                             protocol_type: protocol_type.clone(),
@@ -539,6 +552,7 @@ impl Coordinator {
                 for m in group.members.values_mut() {
                     m.assignment = Bytes::new();
                     if let Some(tx) = m.awaiting_sync.take() {
+                        m.last_heartbeat_ms = now_ms;
                         let _ = tx.send(sync_error(error));
                     }
                 }
@@ -683,12 +697,8 @@ impl Coordinator {
                     records.extend(maybe_complete_join(group, now_ms))
                 }
                 (GroupState::CompletingRebalance, Some(deadline)) if now_ms >= deadline => {
-                    // The leader never sent the assignment: start over.
-                    for m in group.members.values_mut() {
-                        if let Some(tx) = m.awaiting_sync.take() {
-                            let _ = tx.send(sync_error(ResponseError::RebalanceInProgress));
-                        }
-                    }
+                    // The leader never sent the assignment: start over (`prepare_rebalance`
+                    // answers the members waiting for it).
                     prepare_rebalance(group, now_ms, 0);
                 }
                 _ => {}
@@ -708,6 +718,8 @@ impl Coordinator {
         // record predates the time being kept); a standalone consumer's (no group) from their
         // commit; a group of the new protocol's from their commit, except on topics a member
         // still subscribes to. A classic group with members keeps them all.
+        self.remote_txn_offsets
+            .retain(|_, (_, since)| now_ms - *since < REMOTE_TXN_OFFSETS_MAX_MS);
         let cutoff = now_ms - self.config.offsets_retention_ms;
         for (group_id, offsets) in self.offsets.iter_mut() {
             let classic = self.groups.get(group_id);
@@ -801,6 +813,55 @@ impl Coordinator {
         Ok(())
     }
 
+    /// Offsets of `group` handed to the transaction of `producer_id` on another node.
+    pub fn hold_remote_txn_offsets<'a>(
+        &mut self,
+        group: &str,
+        partitions: impl Iterator<Item = (&'a str, i32)>,
+        producer_id: i64,
+        now_ms: i64,
+    ) {
+        for (topic, partition) in partitions {
+            self.remote_txn_offsets.insert(
+                (group.to_string(), topic.to_string(), partition),
+                (producer_id, now_ms),
+            );
+        }
+    }
+
+    /// The transaction's offsets of `group` were committed or aborted (`producer_id`: only
+    /// those held for that producer; `None`: whoever holds them).
+    pub fn release_remote_txn_offsets<'a>(
+        &mut self,
+        group: &str,
+        partitions: impl Iterator<Item = (&'a str, i32)>,
+        producer_id: Option<i64>,
+    ) {
+        for (topic, partition) in partitions {
+            let key = (group.to_string(), topic.to_string(), partition);
+            if self
+                .remote_txn_offsets
+                .get(&key)
+                .is_some_and(|(pid, _)| producer_id.is_none_or(|p| p == *pid))
+            {
+                self.remote_txn_offsets.remove(&key);
+            }
+        }
+    }
+
+    /// Whether an open transaction on another node is to commit this offset.
+    pub fn remote_txn_pending(
+        &self,
+        group: &str,
+        topic: &str,
+        partition: i32,
+        now_ms: i64,
+    ) -> bool {
+        self.remote_txn_offsets
+            .get(&(group.to_string(), topic.to_string(), partition))
+            .is_some_and(|(_, since)| now_ms - since < REMOTE_TXN_OFFSETS_MAX_MS)
+    }
+
     /// Applies a record to the in-memory state (on commit, and when replaying the log).
     pub fn apply(&mut self, record: &Record, now_ms: i64) {
         match record {
@@ -884,6 +945,8 @@ impl Coordinator {
     /// offsets topic moved to another coordinator). Members waiting on a join or sync are let
     /// go; their next request finds the new coordinator.
     pub fn unload(&mut self, gone: impl Fn(&str) -> bool) {
+        self.remote_txn_offsets
+            .retain(|(group, _, _), _| !gone(group));
         self.groups.retain(|id, _| !gone(id));
         self.offsets.retain(|id, _| !gone(id));
         self.consumer_groups.retain(|id, _| !gone(id));
@@ -1004,6 +1067,7 @@ fn leader_members(group: &Group) -> Vec<(String, Option<String>, Bytes)> {
 fn prepare_rebalance(group: &mut Group, now_ms: i64, initial_delay_ms: i64) {
     for m in group.members.values_mut() {
         if let Some(tx) = m.awaiting_sync.take() {
+            m.last_heartbeat_ms = now_ms;
             let _ = tx.send(sync_error(ResponseError::RebalanceInProgress));
         }
     }
@@ -2033,5 +2097,35 @@ mod tests {
         c.stored("g", 2, Ok(()), 15_001);
         later(reply).try_recv().unwrap();
         assert_eq!(waiting.try_recv().unwrap().error, 0);
+        // Its session runs from its answer: it has a full session to send its first
+        // heartbeat.
+        c.heartbeat("g", 2, &leader, None, 15_050).unwrap();
+        c.tick(15_100);
+        assert!(c.group("g").unwrap().members.contains_key(&follower));
+        assert_eq!(c.state_of("g"), GroupState::Stable);
+    }
+
+    #[test]
+    fn offsets_handed_to_another_nodes_transaction_are_pending_until_it_ends() {
+        let mut c = Coordinator::new(config());
+        let parts = || [("t", 0), ("t", 1)].into_iter();
+        c.hold_remote_txn_offsets("g", parts(), 7, 100);
+        assert!(c.remote_txn_pending("g", "t", 0, 200));
+        assert!(!c.remote_txn_pending("g", "t", 2, 200));
+        assert!(!c.remote_txn_pending("h", "t", 0, 200));
+        // Another producer's abort releases nothing of this one's.
+        c.release_remote_txn_offsets("g", parts(), Some(8));
+        assert!(c.remote_txn_pending("g", "t", 1, 200));
+        // Its abort releases them; a commit (whoever's) too.
+        c.release_remote_txn_offsets("g", [("t", 0)].into_iter(), Some(7));
+        assert!(!c.remote_txn_pending("g", "t", 0, 200));
+        c.release_remote_txn_offsets("g", [("t", 1)].into_iter(), None);
+        assert!(!c.remote_txn_pending("g", "t", 1, 200));
+        // Never told: forgotten after the longest transaction timeout, or when the group
+        // moves to another coordinator.
+        c.hold_remote_txn_offsets("g", parts(), 7, 100);
+        assert!(!c.remote_txn_pending("g", "t", 0, 100 + REMOTE_TXN_OFFSETS_MAX_MS));
+        c.unload(|g| g == "g");
+        assert!(!c.remote_txn_pending("g", "t", 0, 200));
     }
 }

@@ -98,11 +98,14 @@ pub fn handle(broker: &Broker, request: EndTxnRequest, call: &Call) -> Reply {
             // failure (it would then abort one that commits).
             Some((prepare, claim)) => {
                 let id = prepare.transactional_id.clone();
+                // The ids the completed state will have (a new producer id when the epoch is
+                // exhausted), as the finisher's success answers them.
+                let will_be = crate::txn::coordinator::completed(&prepare, 0);
                 match broker.finish_txn(prepare, claim).await {
                     Ok(done) => answer(Ok((done.producer_id, done.producer_epoch))),
                     Err(e) => {
                         tracing::info!(transactional_id = %id, error = ?e, "transaction decided; its markers are left to the coordinator's retries");
-                        answer(Ok(ids))
+                        answer(Ok((will_be.producer_id, will_be.producer_epoch)))
                     }
                 }
             }

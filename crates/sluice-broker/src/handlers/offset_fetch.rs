@@ -191,14 +191,20 @@ fn handle_authorized(
     } else {
         Default::default()
     };
+    let coordinator = broker.groups.coordinator.lock();
+    let now_ms = broker.groups.now_ms();
+    // Pending in a transaction coordinated here, or in one on another node that this group's
+    // offsets were handed to (a cluster's transaction and group coordinators are apart).
     let unstable = |group: &str, topic: &str, p: i32| {
-        if pending.contains(&(group.to_string(), topic.to_string(), p)) {
+        let here = pending.contains(&(group.to_string(), topic.to_string(), p));
+        if request.require_stable
+            && (here || coordinator.remote_txn_pending(group, topic, p, now_ms))
+        {
             UNSTABLE_OFFSET_COMMIT
         } else {
             0
         }
     };
-    let coordinator = broker.groups.coordinator.lock();
     // Taken under the coordinator's lock, with the offsets it answers.
     let fences = |groups: &mut dyn Iterator<Item = &str>| broker.groups.shards.settled_all(groups);
     if version >= 8 {

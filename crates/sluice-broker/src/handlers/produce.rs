@@ -581,26 +581,32 @@ fn handle_verified(
     let timeout = Duration::from_millis(u64::try_from(request.timeout_ms).unwrap_or(0).max(1));
     let lease = broker.replication().map(|r| Arc::clone(r.node()));
     Reply::Later(Box::pin(async move {
+        // The partitions' waits side by side under one deadline, as Kafka's delayed produce:
+        // each is checked as soon as its own write is committed.
         let deadline = tokio::time::Instant::now() + timeout;
-        let mut answered = Vec::with_capacity(topics.len());
-        for (name, id, partitions) in topics {
-            let mut responses = Vec::with_capacity(partitions.len());
-            for Pending {
-                mut response,
-                wait_for,
-            } in partitions
-            {
-                if let Some(wait) = wait_for {
-                    if let Err((error, message)) =
-                        wait.outcome(deadline, timeout, lease.as_deref()).await
-                    {
-                        response = failed(response.index, error, message).response;
-                    }
-                }
-                responses.push(response);
-            }
-            answered.push((name, id, responses));
-        }
+        let lease = lease.as_deref();
+        let answered = futures::future::join_all(topics.into_iter().map(
+            |(name, id, partitions)| async move {
+                let responses = futures::future::join_all(partitions.into_iter().map(
+                    |Pending {
+                         mut response,
+                         wait_for,
+                     }| async move {
+                        if let Some(wait) = wait_for {
+                            if let Err((error, message)) =
+                                wait.outcome(deadline, timeout, lease).await
+                            {
+                                response = failed(response.index, error, message).response;
+                            }
+                        }
+                        response
+                    },
+                ))
+                .await;
+                (name, id, responses)
+            },
+        ))
+        .await;
         Some(respond(answered))
     }))
 }

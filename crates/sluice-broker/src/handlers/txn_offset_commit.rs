@@ -139,6 +139,18 @@ fn handle_authorized(broker: &Broker, request: TxnOffsetCommitRequest, call: &Ca
             .map(|waits| Kept::Here(broker.txns.before_answer(waits))),
         Err(ResponseError::NotCoordinator) => {
             let (node, _, _) = broker.txn_coordinator(&id)?;
+            // Held here before they are handed over, so that no OffsetFetch in between
+            // misses them, and so that the transaction's end, told here once it happens,
+            // always finds them.
+            broker
+                .groups
+                .lock_for(&request.group_id)?
+                .hold_remote_txn_offsets(
+                    &request.group_id,
+                    offsets.iter().map(|o| (o.topic.as_str(), o.partition)),
+                    producer_id,
+                    broker.groups.now_ms(),
+                );
             Ok(Kept::Elsewhere(
                 sluice_cluster::NodeId(node),
                 crate::replication::PeerCall::TxnOffsets {
@@ -152,6 +164,7 @@ fn handle_authorized(broker: &Broker, request: TxnOffsetCommitRequest, call: &Ca
         }
         Err(e) => Err(e),
     });
+    let group_id = request.group_id.to_string();
     let Some(broker) = broker.arc() else {
         return Reply::Ready(Box::new(ResponseKind::TxnOffsetCommit(
             TxnOffsetCommitResponse::default(),
@@ -160,7 +173,22 @@ fn handle_authorized(broker: &Broker, request: TxnOffsetCommitRequest, call: &Ca
     Reply::Later(Box::pin(async move {
         let outcome = match kept {
             Ok(Kept::Here(waits)) => crate::commit::committed(waits).await,
-            Ok(Kept::Elsewhere(node, call)) => broker.call_peer(node, &call).await,
+            Ok(Kept::Elsewhere(node, call)) => {
+                let handed = broker.call_peer(node, &call).await;
+                if let (Err(_), crate::replication::PeerCall::TxnOffsets { offsets, .. }) =
+                    (&handed, &call)
+                {
+                    // Not taken there: nothing will commit them.
+                    if let Ok(mut groups) = broker.groups.lock_for(&group_id) {
+                        groups.release_remote_txn_offsets(
+                            &group_id,
+                            offsets.iter().map(|o| (o.topic.as_str(), o.partition)),
+                            Some(producer_id),
+                        );
+                    }
+                }
+                handed
+            }
             Err(e) => Err(e),
         };
         let common = outcome.err();

@@ -17,6 +17,10 @@ use crate::handlers::{Call, Versions};
 
 pub const VERSIONS: Versions = Versions::new(1, 1);
 
+/// How long a marker may take to be committed (Kafka's default `request.timeout.ms`, the
+/// bound of its acks=all append; the request carries no timeout of its own).
+const MARKER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 pub fn handle(broker: &Broker, request: WriteTxnMarkersRequest, _call: &Call) -> Reply {
     // In a cluster every marker waits until the partition's replicas have it (Kafka appends
     // them with acks=all): an operator told a hanging transaction was ended must not see a
@@ -88,19 +92,23 @@ pub fn handle(broker: &Broker, request: WriteTxnMarkersRequest, _call: &Call) ->
         })
         .collect();
     Reply::Later(Box::pin(async move {
-        let outcomes = futures::future::join_all(
-            waits
-                .into_iter()
-                .map(|(at, w)| async move { (at, crate::commit::committed(vec![w]).await) }),
-        )
+        let outcomes = futures::future::join_all(waits.into_iter().map(|(at, w)| async move {
+            let waited =
+                tokio::time::timeout(MARKER_TIMEOUT, w.partition.wait_committed(w.end, w.epoch))
+                    .await;
+            let outcome = match waited {
+                Ok(Ok(())) => w
+                    .partition
+                    .check_insync_after_append()
+                    .map_err(|e| e.response_error()),
+                Ok(Err(e)) => Err(e.response_error()),
+                Err(_) => Err(ResponseError::RequestTimedOut),
+            };
+            (at, outcome)
+        }))
         .await;
         for ((mi, ti, pi), outcome) in outcomes {
-            let Err(e) = outcome else { continue };
-            // The coordinator's words for a write not committed, in a partition's terms.
-            let code = match e {
-                ResponseError::NotCoordinator => ResponseError::NotLeaderOrFollower,
-                _ => ResponseError::RequestTimedOut,
-            };
+            let Err(code) = outcome else { continue };
             if let Some(p) = markers
                 .get_mut(mi)
                 .and_then(|m| m.topics.get_mut(ti))

@@ -101,7 +101,8 @@ pub(crate) fn refused(node: NodeId, refused: PeerRefused) -> BrokerError {
         Some(17) => BrokerError::InvalidTopic(message),
         Some(6) => BrokerError::NotLeader(message),
         Some(7) => BrokerError::TimedOut(message),
-        Some(19) | Some(20) => BrokerError::NotEnoughReplicas(message),
+        Some(19) => BrokerError::NotEnoughReplicas(message),
+        Some(20) => BrokerError::NotEnoughReplicasAfterAppend(message),
         _ => BrokerError::ControllerUnavailable(message),
     }
 }

@@ -5,6 +5,7 @@
 //!   transaction coordinator ── Markers ──────────▶ leader of a partition in the transaction
 //!   transaction coordinator ── CommitOffsets ────▶ coordinator of the group (at commit)
 //!   group coordinator ──────── TxnOffsets ───────▶ coordinator of the transaction
+//!   transaction coordinator ── AbortedTxnOffsets ▶ coordinator of the group (at abort)
 //!   partition leader ───────── VerifyTxnWrite ───▶ coordinator of the transaction (KIP-890)
 //!   admin console ──────────── Report ───────────▶ every node (its status, followers' lag)
 //!   unclean election ───────── LogEnds ──────────▶ every live replica's node (how far it goes)
@@ -48,6 +49,13 @@ pub(crate) enum PeerCall {
     CommitOffsets {
         group: String,
         offsets: Vec<PendingOffset>,
+    },
+    /// A transaction that handed offsets of `group` (which the receiver coordinates) to its
+    /// coordinator aborted: they are no longer pending there.
+    AbortedTxnOffsets {
+        group: String,
+        producer_id: i64,
+        partitions: Vec<(String, i32)>,
     },
     /// A TxnOffsetCommit's offsets, checked against the group by its coordinator, for the
     /// transaction's coordinator to keep until the transaction ends.
@@ -321,6 +329,11 @@ impl Broker {
             PeerCall::CommitOffsets { group, offsets } => {
                 self.commit_offsets_here(&group, &offsets).await
             }
+            PeerCall::AbortedTxnOffsets {
+                group,
+                producer_id,
+                partitions,
+            } => self.aborted_txn_offsets_here(&group, producer_id, &partitions),
             PeerCall::VerifyTxnWrite {
                 transactional_id,
                 producer_id,

@@ -190,9 +190,9 @@ impl Coordinator {
         }
         // Only a bump the producer asked for (KIP-360) may be asked for again: one made by a
         // new instance fences the old one, which must not get the new epoch by asking.
-        let asked_from = expected
-            .filter(|(pid, _)| *pid >= 0)
-            .map(|_| (meta.producer_id, meta.producer_epoch));
+        // What the producer sent: the current epoch, or (a TV2 producer whose EndTxn answer
+        // was lost) the one before the EndTxn's bump, which its retry sends again.
+        let asked_from = expected.filter(|(pid, _)| *pid >= 0);
         let mut next = meta.clone();
         next.timeout_ms = timeout_ms;
         next.updated_ms = now_ms;
@@ -513,9 +513,9 @@ fn prepare_end(
     } else {
         TxnState::PrepareAbort
     };
-    if !commit {
-        meta.pending_offsets.clear();
-    }
+    // An abort keeps its offsets until it completes: they stay pending for OffsetFetch's
+    // `require_stable` until then (as on Kafka, until the marker), and the finisher tells the
+    // groups' coordinators on other nodes that they are dropped.
     if bump_epoch {
         meta.bumped_from = None;
         if meta.producer_epoch >= i16::MAX - 1 {
@@ -782,20 +782,29 @@ mod tests {
         let done = ended(&mut c, "a", true, true);
         assert_eq!(done.producer_epoch, 1);
         let mut alloc = || Ok(999);
-        // The producer whose EndTxn answer was lost may still bump from the epoch it held.
-        assert!(c.init("a", 60_000, Some((1, 0)), &mut alloc, 4).is_ok());
-        // A new instance takes the id over (epoch 2): the old producer's bump from epoch 0
-        // is now fenced, not given epoch 3 over the new instance's head.
+        // The producer whose EndTxn answer was lost may still bump from the epoch it held, and
+        // its retry of that (answer lost too) gets the same epoch again.
+        let Init::Ready(m) = c.init("a", 60_000, Some((1, 0)), &mut alloc, 4).unwrap() else {
+            panic!("nothing open")
+        };
+        assert_eq!(m.producer_epoch, 2);
+        c.apply(m);
+        match c.init("a", 60_000, Some((1, 0)), &mut alloc, 4).unwrap() {
+            Init::Ready(m) => assert_eq!(m.producer_epoch, 2),
+            other => panic!("{other:?}"),
+        }
+        // A new instance takes the id over (epoch 3): the old producer's bump from epoch 0
+        // is now fenced, not given epoch 4 over the new instance's head.
         let Init::Ready(m) = c.init("a", 60_000, None, &mut alloc, 5).unwrap() else {
             panic!("nothing open")
         };
         c.apply(m);
-        assert_eq!(c.get("a").unwrap().producer_epoch, 2);
+        assert_eq!(c.get("a").unwrap().producer_epoch, 3);
         assert!(matches!(
             c.init("a", 60_000, Some((1, 0)), &mut alloc, 6),
             Err(ResponseError::ProducerFenced)
         ));
-        assert_eq!(c.get("a").unwrap().producer_epoch, 2);
+        assert_eq!(c.get("a").unwrap().producer_epoch, 3);
     }
 
     #[test]

@@ -368,6 +368,11 @@ impl Broker {
             // partition after the coordinator completed it.
             committed(waits).await?;
         }
+        self.still_finishing(
+            &*self.txns.lock_for(&prepare.transactional_id)?,
+            &prepare,
+            coordinator_epoch,
+        )?;
         let calls = elsewhere.into_iter().map(|(node, partitions)| {
             let call = crate::replication::PeerCall::Markers {
                 producer_id: prepare.producer_id,
@@ -381,7 +386,56 @@ impl Broker {
         for answered in futures::future::join_all(calls).await {
             answered?;
         }
+        if !commit && !prepare.pending_offsets.is_empty() {
+            // Told to the groups' coordinators, which hold them as pending for OffsetFetch's
+            // `require_stable`; once per attempt, and not waited on: a coordinator that
+            // cannot be reached forgets them when it moves or after the longest transaction
+            // timeout.
+            let mut calls = Vec::new();
+            let mut by_group: BTreeMap<&str, Vec<(String, i32)>> = BTreeMap::new();
+            for o in &prepare.pending_offsets {
+                by_group
+                    .entry(&o.group)
+                    .or_default()
+                    .push((o.topic.clone(), o.partition));
+            }
+            for (group, partitions) in by_group {
+                let told = match self.groups.shards.locate(group) {
+                    Whereabouts::Here(_) => {
+                        self.aborted_txn_offsets_here(group, prepare.producer_id, &partitions)
+                    }
+                    Whereabouts::Loading => Ok(()),
+                    Whereabouts::Elsewhere => self.group_coordinator(group).map(|(node, _, _)| {
+                        calls.push((
+                            NodeId(node),
+                            crate::replication::PeerCall::AbortedTxnOffsets {
+                                group: group.to_string(),
+                                producer_id: prepare.producer_id,
+                                partitions,
+                            },
+                        ));
+                    }),
+                };
+                if let Err(e) = told {
+                    tracing::debug!(group, error = ?e, "cannot tell a group coordinator of an aborted transaction's offsets");
+                }
+            }
+            if let (false, Some(broker)) = (calls.is_empty(), self.arc()) {
+                tokio::spawn(async move {
+                    for (node, call) in calls {
+                        if let Err(e) = broker.call_peer(node, &call).await {
+                            tracing::debug!(?node, error = ?e, "cannot tell a group coordinator of an aborted transaction's offsets");
+                        }
+                    }
+                });
+            }
+        }
         if commit && !prepare.pending_offsets.is_empty() {
+            self.still_finishing(
+                &*self.txns.lock_for(&prepare.transactional_id)?,
+                &prepare,
+                coordinator_epoch,
+            )?;
             let mut by_group: BTreeMap<&str, Vec<PendingOffset>> = BTreeMap::new();
             for o in &prepare.pending_offsets {
                 by_group.entry(&o.group).or_default().push(o.clone());
@@ -404,18 +458,7 @@ impl Broker {
         let done = completed(&prepare, self.txns.now_ms());
         let waits = {
             let mut coordinator = self.txns.lock_for(&done.transactional_id)?;
-            // Only over the state this finish began from, in the coordinator epoch it began
-            // in: the id may have moved to another node and back while the markers were
-            // written (a peer call waits up to seconds), and the transaction been finished
-            // there and a new one begun, which this completion must not overwrite.
-            let unchanged = coordinator.get(&done.transactional_id).is_some_and(|m| {
-                m.state == prepare.state
-                    && m.producer_id == prepare.producer_id
-                    && m.producer_epoch == prepare.producer_epoch
-            });
-            if self.txns.check(&done.transactional_id)? != coordinator_epoch || !unchanged {
-                return Err(ResponseError::NotCoordinator);
-            }
+            self.still_finishing(&coordinator, &prepare, coordinator_epoch)?;
             let waits = self.txns.put(&mut coordinator, done.clone())?;
             if !self.config.clustered {
                 // Under the lock: a retried EndTxn answered from this state finds it noted.
@@ -435,6 +478,29 @@ impl Broker {
         }
         tracing::debug!(transactional_id = %done.transactional_id, state = done.state.name(), "transaction finished");
         Ok(done)
+    }
+
+    /// Whether a finisher may go on: the id is still coordinated here in the coordinator
+    /// epoch the finish began in, and still in the state it began from. The id may have moved
+    /// to another node and back while markers were written (a peer call waits up to
+    /// seconds), and the transaction been finished there and a new one begun, whose partitions
+    /// and group offsets a stale finisher must not touch (Kafka's marker writer checks the
+    /// coordinator epoch the same way).
+    fn still_finishing(
+        &self,
+        coordinator: &crate::txn::coordinator::Coordinator,
+        prepare: &TxnMeta,
+        coordinator_epoch: i32,
+    ) -> Result<(), ResponseError> {
+        let unchanged = coordinator.get(&prepare.transactional_id).is_some_and(|m| {
+            m.state == prepare.state
+                && m.producer_id == prepare.producer_id
+                && m.producer_epoch == prepare.producer_epoch
+        });
+        if self.txns.check(&prepare.transactional_id)? != coordinator_epoch || !unchanged {
+            return Err(ResponseError::NotCoordinator);
+        }
+        Ok(())
     }
 
     /// The node leading `topic`-`index` (this node on its own), `None` if the partition is
@@ -480,6 +546,9 @@ impl Broker {
                     tracing::warn!(?partition, error = %e, "transaction marker refused");
                 }
                 Err(BrokerError::NotLeader(_)) => return Err(ResponseError::NotLeaderOrFollower),
+                Err(BrokerError::NotEnoughReplicas(_)) => {
+                    return Err(ResponseError::NotEnoughReplicas)
+                }
                 Err(e) => {
                     tracing::error!(?partition, error = %e, "cannot write a transaction marker");
                     return Err(ResponseError::KafkaStorageError);
@@ -514,9 +583,31 @@ impl Broker {
             .collect();
         let waits = {
             let mut groups = self.groups.lock_for(group)?;
-            self.groups.record(&mut groups, &records)?
+            let waits = self.groups.record(&mut groups, &records)?;
+            groups.release_remote_txn_offsets(
+                group,
+                offsets.iter().map(|o| (o.topic.as_str(), o.partition)),
+                None,
+            );
+            waits
         };
         committed(waits).await
+    }
+
+    /// A transaction that handed `group`'s offsets over aborted: they are no longer pending
+    /// (see `Coordinator::hold_remote_txn_offsets`).
+    pub(crate) fn aborted_txn_offsets_here(
+        &self,
+        group: &str,
+        producer_id: i64,
+        partitions: &[(String, i32)],
+    ) -> Result<(), ResponseError> {
+        self.groups.lock_for(group)?.release_remote_txn_offsets(
+            group,
+            partitions.iter().map(|(t, p)| (t.as_str(), *p)),
+            Some(producer_id),
+        );
+        Ok(())
     }
 
     /// Keeps a TxnOffsetCommit's offsets in the transaction `id` coordinated here; returns
