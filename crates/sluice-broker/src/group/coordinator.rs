@@ -813,6 +813,24 @@ impl Coordinator {
         Ok(())
     }
 
+    /// An accepted OffsetCommit from a member of a classic group: its session starts again
+    /// while the group is stable or preparing a rebalance (Kafka's
+    /// `rescheduleClassicGroupMemberHeartbeat`).
+    pub fn commit_heartbeat(&mut self, group_id: &str, member_id: &str, now_ms: i64) {
+        let Some(group) = self.groups.get_mut(group_id) else {
+            return;
+        };
+        if !matches!(
+            group.state,
+            GroupState::Stable | GroupState::PreparingRebalance
+        ) {
+            return;
+        }
+        if let Some(m) = group.members.get_mut(member_id) {
+            m.last_heartbeat_ms = m.last_heartbeat_ms.max(now_ms);
+        }
+    }
+
     /// Offsets of `group` handed to the transaction of `producer_id` on another node.
     pub fn hold_remote_txn_offsets<'a>(
         &mut self,
@@ -2127,5 +2145,21 @@ mod tests {
         assert!(!c.remote_txn_pending("g", "t", 0, 100 + REMOTE_TXN_OFFSETS_MAX_MS));
         c.unload(|g| g == "g");
         assert!(!c.remote_txn_pending("g", "t", 0, 200));
+    }
+
+    #[test]
+    fn a_members_commit_keeps_its_session_alive() {
+        let mut c = Coordinator::new(config());
+        let a = stable_member(&mut c);
+        // No heartbeat, but commits while it processes (a client without a heartbeat thread).
+        assert_eq!(c.check_commit("g", 1, &a, None, &[], false), Ok(()));
+        c.commit_heartbeat("g", &a, 9_000);
+        c.tick(15_000);
+        assert!(c.group("g").unwrap().members.contains_key(&a));
+        c.tick(19_001);
+        assert!(
+            c.group("g").unwrap().members.is_empty(),
+            "silent since: expired"
+        );
     }
 }

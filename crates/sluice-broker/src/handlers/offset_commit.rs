@@ -94,6 +94,11 @@ fn handle_authorized(broker: &Broker, request: OffsetCommitRequest) -> Reply {
         &committed,
         false,
     );
+    if group_error.is_ok() {
+        // A member's commit counts as its heartbeat, as on Kafka (clients without a heartbeat
+        // thread commit while they process).
+        coordinator.commit_heartbeat(&request.group_id, &request.member_id, now);
+    }
     let mut records = Vec::new();
     let topics: Vec<OffsetCommitResponseTopic> = request
         .topics
