@@ -252,22 +252,31 @@ impl ConsumerGroup {
             Some(_) => Some(None),
             None => None,
         };
-        if req.member_epoch == 0 {
-            // A member (re)joins: it starts from nothing; a static member takes over the
-            // place of the one with its instance id.
-            if let Some(instance) = &req.instance_id {
-                let previous = self
-                    .members
-                    .values()
-                    .find(|m| m.instance_id.as_ref() == Some(instance) && m.id != id)
-                    .map(|m| m.id.clone());
-                if let Some(previous) = previous {
-                    self.members.remove(&previous);
-                    if let Some(target) = self.target.remove(&previous) {
-                        self.target.insert(id.clone(), target);
-                    }
-                }
+        // A static member's instance id belongs to one member at a time, as on Kafka: another
+        // member holding it (one that has not left: a static leave removes it here) makes a
+        // join UNRELEASED_INSTANCE_ID, and a replaced member's heartbeats FENCED_INSTANCE_ID.
+        // Taking the place over would give its partitions to the newcomer while the member
+        // holding them still consumes them, and the two would evict each other in turn.
+        if let Some(instance) = &req.instance_id {
+            let holder = self
+                .members
+                .values()
+                .find(|m| m.instance_id.as_ref() == Some(instance) && m.id != id);
+            if let Some(holder) = holder {
+                let error = if req.member_epoch == 0 {
+                    ResponseError::UnreleasedInstanceId
+                } else {
+                    ResponseError::FencedInstanceId
+                };
+                let message = format!(
+                    "instance id {instance} is held by member {} of group {}",
+                    holder.id, self.id
+                );
+                return HeartbeatReply::error(error, message, &id);
             }
+        }
+        if req.member_epoch == 0 {
+            // A member (re)joins: it starts from nothing.
             self.members.insert(
                 id.clone(),
                 Member {
@@ -867,6 +876,43 @@ mod tests {
         // The member reports owning nothing (it lost the answer and rejoined its state).
         let again = hb(&mut g, "a", a.member_epoch, Some(Assignment::new()));
         assert_eq!(again.assignment, Some(given));
+    }
+
+    #[test]
+    fn a_static_members_instance_id_is_held_by_one_member_at_a_time() {
+        let mut g = ConsumerGroup::new("g");
+        let static_hb = |g: &mut ConsumerGroup, member: &str, epoch: i32| {
+            let req = Heartbeat {
+                group_id: "g".into(),
+                member_id: member.into(),
+                member_epoch: epoch,
+                instance_id: Some("i1".into()),
+                rebalance_timeout_ms: 30_000,
+                subscribed_topic_names: (epoch == 0).then(|| vec!["orders".to_string()]),
+                ..Heartbeat::default()
+            };
+            g.heartbeat(req, &partitions_of, &topics, 1_000)
+        };
+        let a = static_hb(&mut g, "a", 0);
+        assert_eq!(a.error, None);
+        // A second process with the same instance id, while `a` is live: refused, and `a`
+        // keeps its partitions.
+        let b = static_hb(&mut g, "b", 0);
+        assert_eq!(
+            b.error.map(|e| e.0),
+            Some(ResponseError::UnreleasedInstanceId)
+        );
+        assert!(g.members.contains_key("a") && !g.members.contains_key("b"));
+        assert_eq!(static_hb(&mut g, "a", a.member_epoch).error, None);
+        // Once `a` has left (a static leave), the instance id is free.
+        static_hb(&mut g, "a", STATIC_LEAVE_EPOCH);
+        assert_eq!(static_hb(&mut g, "b", 0).error, None);
+        // The replaced member's heartbeat is fenced.
+        let stale = static_hb(&mut g, "a", a.member_epoch);
+        assert_eq!(
+            stale.error.map(|e| e.0),
+            Some(ResponseError::FencedInstanceId)
+        );
     }
 
     #[test]
