@@ -387,6 +387,33 @@ impl Coordinator {
                         );
                     }
                 }
+                // A follower of a stable group rejoining with what it joined with (its
+                // SyncGroup answer was lost, or it reconnected) is given the current
+                // generation back, as on Kafka: a rebalance would make every member revoke
+                // and rejoin for nothing.
+                let unchanged_follower = group.state == GroupState::Stable
+                    && group.leader.as_deref() != Some(req.member_id.as_str())
+                    && group
+                        .members
+                        .get(&req.member_id)
+                        .is_some_and(|m| m.protocols == req.protocols);
+                if unchanged_follower {
+                    if let Some(m) = group.members.get_mut(&req.member_id) {
+                        m.last_heartbeat_ms = now_ms;
+                    }
+                    return (
+                        Reply::Now(JoinResult {
+                            error: 0,
+                            generation: group.generation,
+                            protocol_type: group.protocol_type.clone(),
+                            protocol_name: group.protocol_name.clone(),
+                            leader: group.leader.clone().unwrap_or_default(),
+                            member_id: req.member_id.clone(),
+                            members: Vec::new(),
+                        }),
+                        vec![],
+                    );
+                }
                 req.member_id.clone()
             }
         };
@@ -2161,5 +2188,29 @@ mod tests {
             c.group("g").unwrap().members.is_empty(),
             "silent since: expired"
         );
+    }
+
+    #[test]
+    fn a_follower_rejoining_a_stable_group_unchanged_gets_the_current_generation() {
+        let mut c = Coordinator::new(config());
+        let a = stable_member(&mut c);
+        let (b, mut b_join) = new_member(&mut c, 0);
+        let mut a_join = later(c.join(join_req(&a, None), 10).0);
+        a_join.try_recv().unwrap();
+        b_join.try_recv().unwrap();
+        let leader = c.group("g").unwrap().leader.clone().unwrap();
+        let follower = if leader == a { b.clone() } else { a.clone() };
+        let mut waiting = later(c.sync("g", 2, &follower, None, vec![]).0);
+        let (reply, _) = c.sync("g", 2, &leader, None, vec![]);
+        c.stored("g", 2, Ok(()), 20);
+        later(reply).try_recv().unwrap();
+        waiting.try_recv().unwrap();
+        assert_eq!(c.state_of("g"), GroupState::Stable);
+        let again = now(c.join(join_req(&follower, None), 30).0);
+        assert_eq!((again.error, again.generation), (0, 2));
+        assert_eq!(c.state_of("g"), GroupState::Stable, "no rebalance");
+        // The leader rejoining does start one (it may have seen the topics change).
+        let _pending = later(c.join(join_req(&leader, None), 40).0);
+        assert_eq!(c.state_of("g"), GroupState::PreparingRebalance);
     }
 }
