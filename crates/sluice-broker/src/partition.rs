@@ -250,14 +250,7 @@ impl Partition {
         coordinator_epoch: i32,
     ) -> Result<AppendInfo, BrokerError> {
         let mut state = self.state.lock();
-        self.check_leads(&state)?;
-        // A cluster's markers are acks=all writes, as Kafka's: refused before they are
-        // written when too few replicas are in sync (the finisher retries), rather than
-        // written again at each retry once their commit answered
-        // NOT_ENOUGH_REPLICAS_AFTER_APPEND.
-        if matches!(state.role, Role::Leader { .. }) {
-            self.check_insync(&state)?;
-        }
+        self.check_marker_writable(&state)?;
         state.guards.drop_for(producer_id);
         let info = state.log.append_marker(
             marker,
@@ -268,6 +261,27 @@ impl Partition {
         )?;
         self.after_append(&mut state);
         Ok(info)
+    }
+
+    /// Whether a transaction marker may be written here now (see
+    /// [`Partition::marker_writable`]).
+    fn check_marker_writable(&self, state: &State) -> Result<(), BrokerError> {
+        self.check_leads(state)?;
+        // A cluster's markers are acks=all writes, as Kafka's: refused before they are
+        // written when too few replicas are in sync (the finisher retries), rather than
+        // written again at each retry once their commit answered
+        // NOT_ENOUGH_REPLICAS_AFTER_APPEND.
+        if matches!(state.role, Role::Leader { .. }) {
+            self.check_insync(state)?;
+        }
+        Ok(())
+    }
+
+    /// Whether a transaction marker may be written here now: this replica leads, and in a
+    /// cluster enough replicas are in sync. A finisher asks every partition before it writes
+    /// on any, so that one it must retry does not write the others' markers again each time.
+    pub fn marker_writable(&self) -> Result<(), BrokerError> {
+        self.check_marker_writable(&self.state.lock())
     }
 
     fn check_leads(&self, state: &State) -> Result<(), BrokerError> {

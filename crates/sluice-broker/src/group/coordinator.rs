@@ -112,8 +112,17 @@ pub struct Coordinator {
     /// `require_stable` answers UNSTABLE_OFFSET_COMMIT for them (KIP-447), as it does for the
     /// transactions this node coordinates. Released when the transaction's offsets are
     /// committed here, or its abort is told; forgotten after the longest transaction timeout.
-    remote_txn_offsets: HashMap<(String, String, i32), (i64, i64)>,
+    remote_txn_offsets: HashMap<HeldKey, Holder>,
 }
+
+/// A (group, topic, partition) whose offset a transaction on another node holds.
+type HeldKey = (String, String, i32);
+/// Who holds it: the producer id, and since when.
+type Holder = (i64, i64);
+
+/// What [`Coordinator::hold_remote_txn_offsets`] put, and what each entry replaced.
+#[derive(Debug, Default)]
+pub struct RemoteHold(Vec<(HeldKey, Holder, Option<Holder>)>);
 
 /// How long offsets handed to another node's transaction are held at most (Kafka's default
 /// `transaction.max.timeout.ms`: no transaction stays open longer).
@@ -858,19 +867,37 @@ impl Coordinator {
         }
     }
 
-    /// Offsets of `group` handed to the transaction of `producer_id` on another node.
+    /// Offsets of `group` handed to the transaction of `producer_id` on another node; returns
+    /// what it replaced, for [`Coordinator::unhold_remote_txn_offsets`].
     pub fn hold_remote_txn_offsets<'a>(
         &mut self,
         group: &str,
         partitions: impl Iterator<Item = (&'a str, i32)>,
         producer_id: i64,
         now_ms: i64,
-    ) {
+    ) -> RemoteHold {
+        let mut replaced = Vec::new();
         for (topic, partition) in partitions {
-            self.remote_txn_offsets.insert(
-                (group.to_string(), topic.to_string(), partition),
-                (producer_id, now_ms),
-            );
+            let key = (group.to_string(), topic.to_string(), partition);
+            let before = self
+                .remote_txn_offsets
+                .insert(key.clone(), (producer_id, now_ms));
+            replaced.push((key, (producer_id, now_ms), before));
+        }
+        RemoteHold(replaced)
+    }
+
+    /// The hand-over that `hold` was made for failed: each entry it put, if still there, goes
+    /// back to what it replaced (a previous transaction's offsets, still pending).
+    pub fn unhold_remote_txn_offsets(&mut self, hold: RemoteHold) {
+        for (key, put, before) in hold.0 {
+            if self.remote_txn_offsets.get(&key) != Some(&put) {
+                continue;
+            }
+            match before {
+                Some(b) => self.remote_txn_offsets.insert(key, b),
+                None => self.remote_txn_offsets.remove(&key),
+            };
         }
     }
 
@@ -2166,6 +2193,17 @@ mod tests {
         assert!(!c.remote_txn_pending("g", "t", 0, 200));
         c.release_remote_txn_offsets("g", [("t", 1)].into_iter(), None);
         assert!(!c.remote_txn_pending("g", "t", 1, 200));
+        // A hand-over that failed takes back only what it held: the previous transaction's
+        // offsets, still pending, come back.
+        c.hold_remote_txn_offsets("g", [("t", 0)].into_iter(), 7, 100);
+        let failed = c.hold_remote_txn_offsets("g", parts(), 9, 150);
+        c.unhold_remote_txn_offsets(failed);
+        assert!(
+            c.remote_txn_pending("g", "t", 0, 200),
+            "7's offset is pending again"
+        );
+        assert!(!c.remote_txn_pending("g", "t", 1, 200));
+        c.release_remote_txn_offsets("g", [("t", 0)].into_iter(), Some(7));
         // Never told: forgotten after the longest transaction timeout, or when the group
         // moves to another coordinator.
         c.hold_remote_txn_offsets("g", parts(), 7, 100);

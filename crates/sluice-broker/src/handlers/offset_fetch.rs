@@ -184,7 +184,8 @@ fn handle_authorized(
             .coordinator
             .lock()
             .all()
-            .filter(|m| m.state == TxnState::Ongoing || m.state.is_prepare())
+            // An abort's offsets are settled once it is decided: they will not be committed.
+            .filter(|m| matches!(m.state, TxnState::Ongoing | TxnState::PrepareCommit))
             .flat_map(|m| m.pending_offsets.iter())
             .map(|o| (o.group.clone(), o.topic.clone(), o.partition))
             .collect()

@@ -142,7 +142,7 @@ fn handle_authorized(broker: &Broker, request: TxnOffsetCommitRequest, call: &Ca
             // Held here before they are handed over, so that no OffsetFetch in between
             // misses them, and so that the transaction's end, told here once it happens,
             // always finds them.
-            broker
+            let hold = broker
                 .groups
                 .lock_for(&request.group_id)?
                 .hold_remote_txn_offsets(
@@ -152,6 +152,7 @@ fn handle_authorized(broker: &Broker, request: TxnOffsetCommitRequest, call: &Ca
                     broker.groups.now_ms(),
                 );
             Ok(Kept::Elsewhere(
+                hold,
                 sluice_cluster::NodeId(node),
                 crate::replication::PeerCall::TxnOffsets {
                     transactional_id: id,
@@ -173,21 +174,22 @@ fn handle_authorized(broker: &Broker, request: TxnOffsetCommitRequest, call: &Ca
     Reply::Later(Box::pin(async move {
         let outcome = match kept {
             Ok(Kept::Here(waits)) => crate::commit::committed(waits).await,
-            Ok(Kept::Elsewhere(node, call)) => {
-                let handed = broker.call_peer(node, &call).await;
-                if let (Err(_), crate::replication::PeerCall::TxnOffsets { offsets, .. }) =
-                    (&handed, &call)
-                {
-                    // Not taken there: nothing will commit them.
-                    if let Ok(mut groups) = broker.groups.lock_for(&group_id) {
-                        groups.release_remote_txn_offsets(
-                            &group_id,
-                            offsets.iter().map(|o| (o.topic.as_str(), o.partition)),
-                            Some(producer_id),
-                        );
+            Ok(Kept::Elsewhere(hold, node, call)) => {
+                // A task of its own: a client that goes away mid-way drops this answer, but
+                // a hand-over that failed must still take back what it held.
+                let owner = std::sync::Arc::clone(&broker);
+                tokio::spawn(async move {
+                    let handed = owner.call_peer(node, &call).await;
+                    if handed.is_err() {
+                        // Not taken there: nothing will commit them.
+                        if let Ok(mut groups) = owner.groups.lock_for(&group_id) {
+                            groups.unhold_remote_txn_offsets(hold);
+                        }
                     }
-                }
-                handed
+                    handed
+                })
+                .await
+                .unwrap_or(Err(ResponseError::CoordinatorNotAvailable))
             }
             Err(e) => Err(e),
         };
@@ -217,6 +219,11 @@ fn handle_authorized(broker: &Broker, request: TxnOffsetCommitRequest, call: &Ca
 enum Kept {
     /// To this node's transaction coordinator: what to wait for before answering.
     Here(crate::commit::Waits),
-    /// To the transaction coordinator on another node: the call to make.
-    Elsewhere(sluice_cluster::NodeId, crate::replication::PeerCall),
+    /// To the transaction coordinator on another node: the call to make, and what this node
+    /// holds as pending meanwhile.
+    Elsewhere(
+        crate::group::coordinator::RemoteHold,
+        sluice_cluster::NodeId,
+        crate::replication::PeerCall,
+    ),
 }

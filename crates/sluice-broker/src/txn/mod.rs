@@ -355,6 +355,11 @@ impl Broker {
                     .push((topic.clone(), *index)),
             }
         }
+        if !commit {
+            // Its group offsets will not be committed: said first, so that a marker that
+            // cannot be written yet does not keep them pending for OffsetFetch.
+            self.tell_aborted_txn_offsets(&prepare).await;
+        }
         // A Prepare* state holds the producer id and epoch its markers carry.
         let waits = self.write_markers_here(
             marker,
@@ -385,50 +390,6 @@ impl Broker {
         });
         for answered in futures::future::join_all(calls).await {
             answered?;
-        }
-        if !commit && !prepare.pending_offsets.is_empty() {
-            // Told to the groups' coordinators, which hold them as pending for OffsetFetch's
-            // `require_stable`; once per attempt, and not waited on: a coordinator that
-            // cannot be reached forgets them when it moves or after the longest transaction
-            // timeout.
-            let mut calls = Vec::new();
-            let mut by_group: BTreeMap<&str, Vec<(String, i32)>> = BTreeMap::new();
-            for o in &prepare.pending_offsets {
-                by_group
-                    .entry(&o.group)
-                    .or_default()
-                    .push((o.topic.clone(), o.partition));
-            }
-            for (group, partitions) in by_group {
-                let told = match self.groups.shards.locate(group) {
-                    Whereabouts::Here(_) => {
-                        self.aborted_txn_offsets_here(group, prepare.producer_id, &partitions)
-                    }
-                    Whereabouts::Loading => Ok(()),
-                    Whereabouts::Elsewhere => self.group_coordinator(group).map(|(node, _, _)| {
-                        calls.push((
-                            NodeId(node),
-                            crate::replication::PeerCall::AbortedTxnOffsets {
-                                group: group.to_string(),
-                                producer_id: prepare.producer_id,
-                                partitions,
-                            },
-                        ));
-                    }),
-                };
-                if let Err(e) = told {
-                    tracing::debug!(group, error = ?e, "cannot tell a group coordinator of an aborted transaction's offsets");
-                }
-            }
-            if let (false, Some(broker)) = (calls.is_empty(), self.arc()) {
-                tokio::spawn(async move {
-                    for (node, call) in calls {
-                        if let Err(e) = broker.call_peer(node, &call).await {
-                            tracing::debug!(?node, error = ?e, "cannot tell a group coordinator of an aborted transaction's offsets");
-                        }
-                    }
-                });
-            }
         }
         if commit && !prepare.pending_offsets.is_empty() {
             self.still_finishing(
@@ -478,6 +439,43 @@ impl Broker {
         }
         tracing::debug!(transactional_id = %done.transactional_id, state = done.state.name(), "transaction finished");
         Ok(done)
+    }
+
+    /// Tells the coordinators of the groups an aborting transaction handed offsets to that
+    /// they will not be committed (they hold them as pending for OffsetFetch's
+    /// `require_stable`). At every attempt of the finisher; a coordinator that cannot be
+    /// told forgets them when its group moves, or after the longest transaction timeout.
+    async fn tell_aborted_txn_offsets(&self, prepare: &TxnMeta) {
+        let mut by_group: BTreeMap<&str, Vec<(String, i32)>> = BTreeMap::new();
+        for o in &prepare.pending_offsets {
+            by_group
+                .entry(&o.group)
+                .or_default()
+                .push((o.topic.clone(), o.partition));
+        }
+        for (group, partitions) in by_group {
+            let told = match self.groups.shards.locate(group) {
+                Whereabouts::Here(_) => {
+                    self.aborted_txn_offsets_here(group, prepare.producer_id, &partitions)
+                }
+                // Loading: a load forgets what was held before it.
+                Whereabouts::Loading => Ok(()),
+                Whereabouts::Elsewhere => match self.group_coordinator(group) {
+                    Ok((node, _, _)) => {
+                        let call = crate::replication::PeerCall::AbortedTxnOffsets {
+                            group: group.to_string(),
+                            producer_id: prepare.producer_id,
+                            partitions,
+                        };
+                        self.call_peer(NodeId(node), &call).await
+                    }
+                    Err(e) => Err(e),
+                },
+            };
+            if let Err(e) = told {
+                tracing::info!(group, error = ?e, "cannot tell a group coordinator of an aborted transaction's offsets");
+            }
+        }
     }
 
     /// Whether a finisher may go on: the id is still coordinated here in the coordinator
@@ -535,6 +533,20 @@ impl Broker {
         coordinator_epoch: i32,
         partitions: &[(String, i32)],
     ) -> Result<Waits, ResponseError> {
+        // Every partition is asked first: a refusal writes nothing, so the retry does not
+        // write the others' markers again.
+        for (topic, index) in partitions {
+            let Some(partition) = self.topics.get(topic).and_then(|t| t.partition(*index)) else {
+                return Err(ResponseError::NotLeaderOrFollower);
+            };
+            match partition.marker_writable() {
+                Ok(()) => {}
+                Err(BrokerError::NotEnoughReplicas(_)) => {
+                    return Err(ResponseError::NotEnoughReplicas)
+                }
+                Err(_) => return Err(ResponseError::NotLeaderOrFollower),
+            }
+        }
         let mut waits = Vec::new();
         for (topic, index) in partitions {
             let Some(partition) = self.topics.get(topic).and_then(|t| t.partition(*index)) else {
