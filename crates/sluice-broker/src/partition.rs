@@ -263,8 +263,8 @@ impl Partition {
         Ok(info)
     }
 
-    /// Whether a transaction marker may be written here now (see
-    /// [`Partition::marker_writable`]).
+    /// Whether a transaction marker may be written here now: this replica leads, and in a
+    /// cluster enough replicas are in sync.
     fn check_marker_writable(&self, state: &State) -> Result<(), BrokerError> {
         self.check_leads(state)?;
         // A cluster's markers are acks=all writes, as Kafka's: refused before they are
@@ -275,13 +275,6 @@ impl Partition {
             self.check_insync(state)?;
         }
         Ok(())
-    }
-
-    /// Whether a transaction marker may be written here now: this replica leads, and in a
-    /// cluster enough replicas are in sync. A finisher asks every partition before it writes
-    /// on any, so that one it must retry does not write the others' markers again each time.
-    pub fn marker_writable(&self) -> Result<(), BrokerError> {
-        self.check_marker_writable(&self.state.lock())
     }
 
     fn check_leads(&self, state: &State) -> Result<(), BrokerError> {
@@ -1289,6 +1282,22 @@ mod tests {
         p.on_follower_fetch(NodeId(2), Offset(3), Offset(3), 3);
         p.lead(NodeId(1), &assignment(&[1, 2], 2), 2, 10_000, 4);
         assert_eq!(p.check_insync_after_append().ok(), Some(()));
+    }
+
+    #[test]
+    fn a_cluster_leader_refuses_a_marker_before_writing_it_below_min_insync() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = leader_of(dir.path());
+        p.lead(NodeId(1), &assignment(&[1], 0), 2, 10_000, 0);
+        let refused = p.append_marker(Marker::Abort, 7, 0, 0).unwrap_err();
+        assert!(
+            matches!(refused, BrokerError::NotEnoughReplicas(_)),
+            "{refused}"
+        );
+        assert_eq!(p.progress().end, Offset(0), "nothing written");
+        p.lead(NodeId(1), &assignment(&[1], 1), 1, 10_000, 1);
+        p.append_marker(Marker::Abort, 7, 0, 0).unwrap();
+        assert_eq!(p.progress().end, Offset(1));
     }
 
     /// A leader in epoch 3 with a follower that has fetched nothing, holding three records of

@@ -112,17 +112,28 @@ pub struct Coordinator {
     /// `require_stable` answers UNSTABLE_OFFSET_COMMIT for them (KIP-447), as it does for the
     /// transactions this node coordinates. Released when the transaction's offsets are
     /// committed here, or its abort is told; forgotten after the longest transaction timeout.
-    remote_txn_offsets: HashMap<HeldKey, Holder>,
+    remote_txn_offsets: HashMap<HeldKey, Vec<Holder>>,
+    /// The last hold's token.
+    next_hold: u64,
 }
 
 /// A (group, topic, partition) whose offset a transaction on another node holds.
 type HeldKey = (String, String, i32);
-/// Who holds it: the producer id, and since when.
-type Holder = (i64, i64);
 
-/// What [`Coordinator::hold_remote_txn_offsets`] put, and what each entry replaced.
+/// One hand-over's hold of an offset: which hand-over, for which producer, since when.
+#[derive(Debug, Clone)]
+struct Holder {
+    token: u64,
+    producer_id: i64,
+    since_ms: i64,
+}
+
+/// What one [`Coordinator::hold_remote_txn_offsets`] holds.
 #[derive(Debug, Default)]
-pub struct RemoteHold(Vec<(HeldKey, Holder, Option<Holder>)>);
+pub struct RemoteHold {
+    token: u64,
+    keys: Vec<HeldKey>,
+}
 
 /// How long offsets handed to another node's transaction are held at most (Kafka's default
 /// `transaction.max.timeout.ms`: no transaction stays open longer).
@@ -754,8 +765,10 @@ impl Coordinator {
         // record predates the time being kept); a standalone consumer's (no group) from their
         // commit; a group of the new protocol's from their commit, except on topics a member
         // still subscribes to. A classic group with members keeps them all.
-        self.remote_txn_offsets
-            .retain(|_, (_, since)| now_ms - *since < REMOTE_TXN_OFFSETS_MAX_MS);
+        self.remote_txn_offsets.retain(|_, holders| {
+            holders.retain(|h| now_ms - h.since_ms < REMOTE_TXN_OFFSETS_MAX_MS);
+            !holders.is_empty()
+        });
         let cutoff = now_ms - self.config.offsets_retention_ms;
         for (group_id, offsets) in self.offsets.iter_mut() {
             let classic = self.groups.get(group_id);
@@ -868,7 +881,7 @@ impl Coordinator {
     }
 
     /// Offsets of `group` handed to the transaction of `producer_id` on another node; returns
-    /// what it replaced, for [`Coordinator::unhold_remote_txn_offsets`].
+    /// the hold, for [`Coordinator::unhold_remote_txn_offsets`] if the hand-over fails.
     pub fn hold_remote_txn_offsets<'a>(
         &mut self,
         group: &str,
@@ -876,28 +889,34 @@ impl Coordinator {
         producer_id: i64,
         now_ms: i64,
     ) -> RemoteHold {
-        let mut replaced = Vec::new();
+        self.next_hold += 1;
+        let token = self.next_hold;
+        let mut keys = Vec::new();
         for (topic, partition) in partitions {
             let key = (group.to_string(), topic.to_string(), partition);
-            let before = self
-                .remote_txn_offsets
-                .insert(key.clone(), (producer_id, now_ms));
-            replaced.push((key, (producer_id, now_ms), before));
+            self.remote_txn_offsets
+                .entry(key.clone())
+                .or_default()
+                .push(Holder {
+                    token,
+                    producer_id,
+                    since_ms: now_ms,
+                });
+            keys.push(key);
         }
-        RemoteHold(replaced)
+        RemoteHold { token, keys }
     }
 
-    /// The hand-over that `hold` was made for failed: each entry it put, if still there, goes
-    /// back to what it replaced (a previous transaction's offsets, still pending).
+    /// The hand-over `hold` was made for failed: what it held goes, and only that (another
+    /// hand-over's holds of the same offsets stay).
     pub fn unhold_remote_txn_offsets(&mut self, hold: RemoteHold) {
-        for (key, put, before) in hold.0 {
-            if self.remote_txn_offsets.get(&key) != Some(&put) {
-                continue;
+        for key in hold.keys {
+            if let Some(holders) = self.remote_txn_offsets.get_mut(&key) {
+                holders.retain(|h| h.token != hold.token);
+                if holders.is_empty() {
+                    self.remote_txn_offsets.remove(&key);
+                }
             }
-            match before {
-                Some(b) => self.remote_txn_offsets.insert(key, b),
-                None => self.remote_txn_offsets.remove(&key),
-            };
         }
     }
 
@@ -911,12 +930,11 @@ impl Coordinator {
     ) {
         for (topic, partition) in partitions {
             let key = (group.to_string(), topic.to_string(), partition);
-            if self
-                .remote_txn_offsets
-                .get(&key)
-                .is_some_and(|(pid, _)| producer_id.is_none_or(|p| p == *pid))
-            {
-                self.remote_txn_offsets.remove(&key);
+            if let Some(holders) = self.remote_txn_offsets.get_mut(&key) {
+                holders.retain(|h| producer_id.is_some_and(|p| p != h.producer_id));
+                if holders.is_empty() {
+                    self.remote_txn_offsets.remove(&key);
+                }
             }
         }
     }
@@ -931,7 +949,11 @@ impl Coordinator {
     ) -> bool {
         self.remote_txn_offsets
             .get(&(group.to_string(), topic.to_string(), partition))
-            .is_some_and(|(_, since)| now_ms - since < REMOTE_TXN_OFFSETS_MAX_MS)
+            .is_some_and(|holders| {
+                holders
+                    .iter()
+                    .any(|h| now_ms - h.since_ms < REMOTE_TXN_OFFSETS_MAX_MS)
+            })
     }
 
     /// Applies a record to the in-memory state (on commit, and when replaying the log).
@@ -2194,16 +2216,21 @@ mod tests {
         c.release_remote_txn_offsets("g", [("t", 1)].into_iter(), None);
         assert!(!c.remote_txn_pending("g", "t", 1, 200));
         // A hand-over that failed takes back only what it held: the previous transaction's
-        // offsets, still pending, come back.
+        // offsets stay pending...
         c.hold_remote_txn_offsets("g", [("t", 0)].into_iter(), 7, 100);
         let failed = c.hold_remote_txn_offsets("g", parts(), 9, 150);
         c.unhold_remote_txn_offsets(failed);
         assert!(
             c.remote_txn_pending("g", "t", 0, 200),
-            "7's offset is pending again"
+            "7's offset is still pending"
         );
         assert!(!c.remote_txn_pending("g", "t", 1, 200));
+        // ...and one released meanwhile does not come back with it.
+        let failed = c.hold_remote_txn_offsets("g", parts(), 9, 150);
         c.release_remote_txn_offsets("g", [("t", 0)].into_iter(), Some(7));
+        assert!(c.remote_txn_pending("g", "t", 0, 200), "9 holds it");
+        c.unhold_remote_txn_offsets(failed);
+        assert!(!c.remote_txn_pending("g", "t", 0, 200));
         // Never told: forgotten after the longest transaction timeout, or when the group
         // moves to another coordinator.
         c.hold_remote_txn_offsets("g", parts(), 7, 100);

@@ -357,7 +357,14 @@ impl Broker {
         }
         if !commit {
             // Its group offsets will not be committed: said first, so that a marker that
-            // cannot be written yet does not keep them pending for OffsetFetch.
+            // cannot be written yet does not keep them pending for OffsetFetch; only while
+            // this finish is still the transaction's (a stale one could release the holds of
+            // the producer's next transaction).
+            self.still_finishing(
+                &*self.txns.lock_for(&prepare.transactional_id)?,
+                &prepare,
+                coordinator_epoch,
+            )?;
             self.tell_aborted_txn_offsets(&prepare).await;
         }
         // A Prepare* state holds the producer id and epoch its markers carry.
@@ -446,6 +453,7 @@ impl Broker {
     /// `require_stable`). At every attempt of the finisher; a coordinator that cannot be
     /// told forgets them when its group moves, or after the longest transaction timeout.
     async fn tell_aborted_txn_offsets(&self, prepare: &TxnMeta) {
+        let mut calls = Vec::new();
         let mut by_group: BTreeMap<&str, Vec<(String, i32)>> = BTreeMap::new();
         for o in &prepare.pending_offsets {
             by_group
@@ -460,20 +468,41 @@ impl Broker {
                 }
                 // Loading: a load forgets what was held before it.
                 Whereabouts::Loading => Ok(()),
-                Whereabouts::Elsewhere => match self.group_coordinator(group) {
-                    Ok((node, _, _)) => {
-                        let call = crate::replication::PeerCall::AbortedTxnOffsets {
+                Whereabouts::Elsewhere => self.group_coordinator(group).map(|(node, _, _)| {
+                    calls.push((
+                        NodeId(node),
+                        crate::replication::PeerCall::AbortedTxnOffsets {
                             group: group.to_string(),
                             producer_id: prepare.producer_id,
                             partitions,
-                        };
-                        self.call_peer(NodeId(node), &call).await
-                    }
-                    Err(e) => Err(e),
-                },
+                        },
+                    ))
+                }),
             };
             if let Err(e) = told {
                 tracing::info!(group, error = ?e, "cannot tell a group coordinator of an aborted transaction's offsets");
+            }
+        }
+        // Side by side, each for a second at most: a group coordinator that does not answer
+        // must not hold the abort's markers back for the peer call's whole timeout.
+        let told = futures::future::join_all(calls.into_iter().map(|(node, call)| async move {
+            let answered = tokio::time::timeout(
+                std::time::Duration::from_secs(1),
+                self.call_peer(node, &call),
+            )
+            .await;
+            (node, answered)
+        }))
+        .await;
+        for (node, answered) in told {
+            match answered {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::info!(?node, error = ?e, "cannot tell a group coordinator of an aborted transaction's offsets")
+                }
+                Err(_) => {
+                    tracing::info!(?node, "a group coordinator did not answer the news of an aborted transaction's offsets in time")
+                }
             }
         }
     }
@@ -533,21 +562,11 @@ impl Broker {
         coordinator_epoch: i32,
         partitions: &[(String, i32)],
     ) -> Result<Waits, ResponseError> {
-        // Every partition is asked first: a refusal writes nothing, so the retry does not
-        // write the others' markers again.
-        for (topic, index) in partitions {
-            let Some(partition) = self.topics.get(topic).and_then(|t| t.partition(*index)) else {
-                return Err(ResponseError::NotLeaderOrFollower);
-            };
-            match partition.marker_writable() {
-                Ok(()) => {}
-                Err(BrokerError::NotEnoughReplicas(_)) => {
-                    return Err(ResponseError::NotEnoughReplicas)
-                }
-                Err(_) => return Err(ResponseError::NotLeaderOrFollower),
-            }
-        }
         let mut waits = Vec::new();
+        // A partition with too few replicas in sync refuses its marker before writing it; the
+        // others are still written (their stable offsets move on, as on Kafka), and the
+        // finisher retries.
+        let mut refused = None;
         for (topic, index) in partitions {
             let Some(partition) = self.topics.get(topic).and_then(|t| t.partition(*index)) else {
                 return Err(ResponseError::NotLeaderOrFollower);
@@ -559,7 +578,7 @@ impl Broker {
                 }
                 Err(BrokerError::NotLeader(_)) => return Err(ResponseError::NotLeaderOrFollower),
                 Err(BrokerError::NotEnoughReplicas(_)) => {
-                    return Err(ResponseError::NotEnoughReplicas)
+                    refused = Some(ResponseError::NotEnoughReplicas);
                 }
                 Err(e) => {
                     tracing::error!(?partition, error = %e, "cannot write a transaction marker");
@@ -567,7 +586,10 @@ impl Broker {
                 }
             }
         }
-        Ok(waits)
+        match refused {
+            Some(e) => Err(e),
+            None => Ok(waits),
+        }
     }
 
     /// Commits a transaction's offsets to `group`, which this node coordinates.
