@@ -20,7 +20,7 @@ from compat import harness
 from conftest import wait_until
 
 from .checker import History
-from .test_transactions import TXN_TOPIC, coordinator_node, end_offsets, exactly_once
+from .test_transactions import TXN_TOPIC, coordinator_node, end_offsets, exactly_once, transactional_producer
 from .workload import produce_records
 
 pytestmark = pytest.mark.timeout(240)
@@ -133,6 +133,13 @@ def test_old_librdkafka_transactions_are_exactly_once_across_a_coordinator_kill(
     history = History()
     produce_records(c.bootstrap, source, history, total)
     assert all(s.status == "ok" for s in history.sends)
+    # The transaction coordinator to kill is looked up before the transformer starts: a
+    # lookup while it ran once took long enough for it to finish its work before the kill.
+    # A first transactional producer makes the transaction state topic to look it up in.
+    transactional_producer(c.bootstrap, "t-old-first").flush(1)
+    wait_until(lambda: len(getattr(c.metadata(TXN_TOPIC).topics.get(TXN_TOPIC), "partitions", {})) or None,
+               30, f"{TXN_TOPIC}'s partitions")
+    victim = coordinator_node(c, TXN_TOPIC, txn_id)
     log = tmp_path / "transform.json"
     proc = children["transform"] = start("confluent", ["transform", c.bootstrap, source, group, 90, sink,
                                                        txn_id, total], log, tmp_path / "transform.err")
@@ -140,11 +147,6 @@ def test_old_librdkafka_transactions_are_exactly_once_across_a_coordinator_kill(
     def commits():
         return sum(1 for r in read(log) if "commit" in r) if log.exists() else 0
     deadline = time.monotonic() + 60
-    while commits() < 1 and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    # Looked up before the wait, not after it: once (in one CI run) the lookup took long
-    # enough for the transformer to finish its work before the kill.
-    victim = coordinator_node(c, TXN_TOPIC, txn_id)
     while commits() < 15 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     assert commits() >= 15, (read(log)[-5:], (tmp_path / "transform.err").read_text()[-2000:])
