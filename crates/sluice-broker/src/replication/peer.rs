@@ -322,7 +322,10 @@ impl Broker {
                     coordinator_epoch,
                     &partitions,
                 ) {
-                    Ok(waits) => crate::commit::committed(waits).await,
+                    Ok((waits, refused)) => match crate::commit::committed(waits).await {
+                        Ok(()) => refused.map_or(Ok(()), Err),
+                        Err(e) => Err(e),
+                    },
                     Err(e) => Err(e),
                 }
             }

@@ -299,6 +299,10 @@ fn apply_record(coordinator: &mut Coordinator, key: Vec<u8>, value: Option<Vec<u
     }
 }
 
+/// How long a finisher whose marker a partition refused (too few replicas in sync) waits
+/// before it is tried again.
+const MARKER_REFUSED_PAUSE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Held by the one finisher of a transaction's `Prepare*` state; released when dropped.
 #[derive(Debug)]
 pub(crate) struct FinishClaim {
@@ -324,8 +328,19 @@ impl Broker {
         debug_assert_eq!(claim.id, prepare.transactional_id);
         let broker = Arc::clone(self);
         let task = tokio::spawn(async move {
-            let _claim = claim;
-            broker.finish_txn_inner(prepare).await
+            let finished = broker.finish_txn_inner(prepare).await;
+            if finished == Err(ResponseError::NotEnoughReplicas) {
+                // A partition with too few replicas in sync may stay so for long: the next
+                // attempt (which writes the other partitions' markers again) waits a while
+                // instead of coming at the next tick.
+                tokio::spawn(async move {
+                    tokio::time::sleep(MARKER_REFUSED_PAUSE).await;
+                    drop(claim);
+                });
+            } else {
+                drop(claim);
+            }
+            finished
         });
         task.await
             .unwrap_or(Err(ResponseError::CoordinatorNotAvailable))
@@ -368,7 +383,7 @@ impl Broker {
             self.tell_aborted_txn_offsets(&prepare).await;
         }
         // A Prepare* state holds the producer id and epoch its markers carry.
-        let waits = self.write_markers_here(
+        let (waits, refused_here) = self.write_markers_here(
             marker,
             prepare.producer_id,
             prepare.producer_epoch,
@@ -397,6 +412,11 @@ impl Broker {
         });
         for answered in futures::future::join_all(calls).await {
             answered?;
+        }
+        // A partition here refused its marker: the others, here and elsewhere, have theirs
+        // (their stable offsets move on); this one is tried again.
+        if let Some(e) = refused_here {
+            return Err(e);
         }
         if commit && !prepare.pending_offsets.is_empty() {
             self.still_finishing(
@@ -552,8 +572,10 @@ impl Broker {
     }
 
     /// Writes a transaction's markers on partitions this node leads; returns what to wait on
-    /// for them to be committed. A partition that saw a newer epoch of the producer already
-    /// had its transaction ended by a newer decision: nothing to write there.
+    /// for them to be committed, and the refusal of a partition with too few replicas in
+    /// sync, if one refused (the others are written all the same). A partition that saw a
+    /// newer epoch of the producer already had its transaction ended by a newer decision:
+    /// nothing to write there.
     pub(crate) fn write_markers_here(
         &self,
         marker: Marker,
@@ -561,7 +583,7 @@ impl Broker {
         producer_epoch: i16,
         coordinator_epoch: i32,
         partitions: &[(String, i32)],
-    ) -> Result<Waits, ResponseError> {
+    ) -> Result<(Waits, Option<ResponseError>), ResponseError> {
         let mut waits = Vec::new();
         // A partition with too few replicas in sync refuses its marker before writing it; the
         // others are still written (their stable offsets move on, as on Kafka), and the
@@ -586,10 +608,7 @@ impl Broker {
                 }
             }
         }
-        match refused {
-            Some(e) => Err(e),
-            None => Ok(waits),
-        }
+        Ok((waits, refused))
     }
 
     /// Commits a transaction's offsets to `group`, which this node coordinates.
