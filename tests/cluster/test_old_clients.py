@@ -152,7 +152,7 @@ def test_old_librdkafka_transactions_are_exactly_once_across_a_coordinator_kill(
         time.sleep(0.05)
     assert commits() >= 15, (read(log)[-5:], (tmp_path / "transform.err").read_text()[-2000:])
     before_kill = len(read(log))
-    assert find_txn_coordinator(c.bootstrap, txn_id) == victim, "the coordinator moved before the kill"
+    assert find_txn_coordinator(c.node(c.ids[0]).bootstrap, txn_id) == victim, "the coordinator moved before the kill"
     c.kill(victim)
     proc.wait(120)
     records = read(log)
