@@ -94,7 +94,16 @@ pub fn handle(broker: &Broker, request: InitProducerIdRequest, _call: &Call) -> 
             Init::AbortFirst(prepare) => match claim {
                 Some(claim) => match broker.finish_txn(prepare, claim).await {
                     Ok(done) => granted(done.producer_id, done.producer_epoch),
-                    Err(e) => answer(e),
+                    // The fencing abort is decided and committed; the coordinator's tick
+                    // finishes it. As on Kafka, the client is told to retry, not given a
+                    // marker's error (NOT_ENOUGH_REPLICAS, NOT_LEADER_OR_FOLLOWER, ...),
+                    // which the Java producer takes as fatal in initTransactions().
+                    Err(
+                        e @ (ResponseError::NotCoordinator
+                        | ResponseError::CoordinatorNotAvailable
+                        | ResponseError::CoordinatorLoadInProgress),
+                    ) => answer(e),
+                    Err(_) => answer(ResponseError::ConcurrentTransactions),
                 },
                 None => answer(ResponseError::ConcurrentTransactions),
             },
