@@ -24,7 +24,7 @@ pub struct Written {
     /// The leader epoch it was made in (see `Partition::wait_committed`).
     pub epoch: LeaderEpoch,
     /// A write (not a read's fence): once committed, enough replicas must still be in sync
-    /// (`Partition::check_insync_after_append`).
+    /// (`Partition::wait_committed_write`).
     pub write: bool,
 }
 
@@ -54,10 +54,12 @@ pub async fn committed(waits: Waits) -> Result<(), ResponseError> {
         write,
     } in waits
     {
-        match tokio::time::timeout(COMMIT_TIMEOUT, partition.wait_committed(end, epoch)).await {
-            Ok(Ok(())) if write => partition
-                .check_insync_after_append()
-                .map_err(|e| coordinator_error(&e))?,
+        let waited = if write {
+            tokio::time::timeout(COMMIT_TIMEOUT, partition.wait_committed_write(end, epoch)).await
+        } else {
+            tokio::time::timeout(COMMIT_TIMEOUT, partition.wait_committed(end, epoch)).await
+        };
+        match waited {
             Ok(Ok(())) => {}
             Ok(Err(e)) => return Err(coordinator_error(&e)),
             Err(_) => {

@@ -1023,6 +1023,18 @@ impl Partition {
             .await
     }
 
+    /// Waits for an acks=all write as [`Partition::wait_committed`], then checks that enough
+    /// replicas are still in sync ([`Partition::check_insync_after_append`]): how every
+    /// write is acknowledged (Produce, the coordinators, markers, published records).
+    pub async fn wait_committed_write(
+        &self,
+        end: Offset,
+        epoch: LeaderEpoch,
+    ) -> Result<(), BrokerError> {
+        self.wait_committed(end, epoch).await?;
+        self.check_insync_after_append()
+    }
+
     /// A node rejoining its cluster: the high watermark starts at `checkpointed` (the last
     /// one this node saved; the log start when it saved none), not at the log end, which may
     /// hold records no quorum has (a follower's copy of its leader's tail, a leader's own

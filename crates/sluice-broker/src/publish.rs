@@ -25,8 +25,7 @@ impl Published {
     /// when the log failed or leadership moved first (the record may then be lost).
     pub async fn committed(self) -> Result<(), BrokerError> {
         let w = self.committed;
-        w.partition.wait_committed(w.end, w.epoch).await?;
-        w.partition.check_insync_after_append()
+        w.partition.wait_committed_write(w.end, w.epoch).await
     }
 }
 

@@ -915,20 +915,27 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_full_heartbeat_after_a_lost_revocation_gets_it_again() {
+    /// Member `a` alone, then `b` joins: `a` is told to give partitions up. Returns the group,
+    /// `a`'s epoch, what `a` was first given and the reduced assignment it was just sent.
+    fn revoking_a_partition_of_a() -> (ConsumerGroup, i32, Assignment, Assignment) {
         let mut g = ConsumerGroup::new("g");
         let a = hb(&mut g, "a", 0, None);
         let given = a.assignment.expect("first assignment");
         hb(&mut g, "b", 0, None);
         let revoked = hb(&mut g, "a", a.member_epoch, Some(given.clone()));
         let kept = revoked.assignment.expect("a's reduced assignment");
+        (g, a.member_epoch, given, kept)
+    }
+
+    #[test]
+    fn a_full_heartbeat_after_a_lost_revocation_gets_it_again() {
+        let (mut g, epoch, given, kept) = revoking_a_partition_of_a();
         // The answer is lost; the client sends a full heartbeat (every field), as the Java
         // client and librdkafka do after a timeout, still owning everything.
         let full = Heartbeat {
             group_id: "g".into(),
             member_id: "a".into(),
-            member_epoch: a.member_epoch,
+            member_epoch: epoch,
             rebalance_timeout_ms: 30_000,
             subscribed_topic_names: Some(vec!["orders".to_string()]),
             owned: Some(given),
@@ -940,19 +947,14 @@ mod tests {
 
     #[test]
     fn a_revocation_whose_answer_was_replaced_by_an_error_is_sent_again() {
-        let mut g = ConsumerGroup::new("g");
-        let a = hb(&mut g, "a", 0, None);
-        let given = a.assignment.expect("first assignment");
-        hb(&mut g, "b", 0, None);
-        let revoked = hb(&mut g, "a", a.member_epoch, Some(given.clone()));
-        let kept = revoked.assignment.expect("a's reduced assignment");
+        let (mut g, epoch, given, kept) = revoking_a_partition_of_a();
         // Same epoch, still revoking, still owning everything: nothing tells the group that
         // a never heard the answer, so it is not repeated...
-        let silent = hb(&mut g, "a", a.member_epoch, Some(given.clone()));
+        let silent = hb(&mut g, "a", epoch, Some(given.clone()));
         assert_eq!(silent.assignment, None);
         // ...unless the handler says the answer was lost (its record was not committed).
         g.resend("a");
-        let again = hb(&mut g, "a", a.member_epoch, Some(given));
+        let again = hb(&mut g, "a", epoch, Some(given));
         assert_eq!(again.assignment, Some(kept));
     }
 

@@ -2170,18 +2170,25 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_member_waiting_for_the_leaders_assignment_does_not_expire() {
+    /// A group whose two members have joined generation 2 and wait for its assignment:
+    /// (coordinator, leader, follower).
+    fn two_joined_generation_2() -> (Coordinator, String, String) {
         let mut c = Coordinator::new(config());
         let a = stable_member(&mut c);
         let (b, mut b_join) = new_member(&mut c, 0);
         let mut a_join = later(c.join(join_req(&a, None), 10).0);
         a_join.try_recv().unwrap();
         b_join.try_recv().unwrap();
-        // `b` (not the leader) waits in SyncGroup without heartbeating, longer than its
-        // session; the leader is slow to assign.
         let leader = c.group("g").unwrap().leader.clone().unwrap();
-        let follower = if leader == a { b.clone() } else { a.clone() };
+        let follower = if leader == a { b } else { a };
+        (c, leader, follower)
+    }
+
+    #[test]
+    fn a_member_waiting_for_the_leaders_assignment_does_not_expire() {
+        let (mut c, leader, follower) = two_joined_generation_2();
+        // The follower waits in SyncGroup without heartbeating, longer than its session; the
+        // leader is slow to assign.
         let mut waiting = later(c.sync("g", 2, &follower, None, vec![]).0);
         c.heartbeat("g", 2, &leader, None, 9_000).unwrap();
         c.tick(15_000);
@@ -2257,14 +2264,7 @@ mod tests {
 
     #[test]
     fn a_follower_rejoining_a_stable_group_unchanged_gets_the_current_generation() {
-        let mut c = Coordinator::new(config());
-        let a = stable_member(&mut c);
-        let (b, mut b_join) = new_member(&mut c, 0);
-        let mut a_join = later(c.join(join_req(&a, None), 10).0);
-        a_join.try_recv().unwrap();
-        b_join.try_recv().unwrap();
-        let leader = c.group("g").unwrap().leader.clone().unwrap();
-        let follower = if leader == a { b.clone() } else { a.clone() };
+        let (mut c, leader, follower) = two_joined_generation_2();
         let mut waiting = later(c.sync("g", 2, &follower, None, vec![]).0);
         let (reply, _) = c.sync("g", 2, &leader, None, vec![]);
         c.stored("g", 2, Ok(()), 20);

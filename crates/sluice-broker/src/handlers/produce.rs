@@ -67,19 +67,15 @@ impl Wait {
                 }
             }
             Wait::Committed(w) => {
-                match tokio::time::timeout_at(deadline, w.partition.wait_committed(w.end, w.epoch))
-                    .await
-                {
+                let committed = w.partition.wait_committed_write(w.end, w.epoch);
+                match tokio::time::timeout_at(deadline, committed).await {
                     Ok(Ok(())) if lease.is_some_and(|l| !l.holds_session()) => Err((
                         ResponseError::NotLeaderOrFollower,
                         "this node lost touch with the cluster's controller before the write \
                          was committed"
                             .into(),
                     )),
-                    Ok(Ok(())) => w
-                        .partition
-                        .check_insync_after_append()
-                        .map_err(|e| (e.response_error(), e.to_string())),
+                    Ok(Ok(())) => Ok(()),
                     Ok(Err(e)) => Err((e.response_error(), e.to_string())),
                     Err(_) => Err((
                         ResponseError::RequestTimedOut,

@@ -93,14 +93,9 @@ pub fn handle(broker: &Broker, request: WriteTxnMarkersRequest, _call: &Call) ->
         .collect();
     Reply::Later(Box::pin(async move {
         let outcomes = futures::future::join_all(waits.into_iter().map(|(at, w)| async move {
-            let waited =
-                tokio::time::timeout(MARKER_TIMEOUT, w.partition.wait_committed(w.end, w.epoch))
-                    .await;
-            let outcome = match waited {
-                Ok(Ok(())) => w
-                    .partition
-                    .check_insync_after_append()
-                    .map_err(|e| e.response_error()),
+            let committed = w.partition.wait_committed_write(w.end, w.epoch);
+            let outcome = match tokio::time::timeout(MARKER_TIMEOUT, committed).await {
+                Ok(Ok(())) => Ok(()),
                 Ok(Err(e)) => Err(e.response_error()),
                 Err(_) => Err(ResponseError::RequestTimedOut),
             };
