@@ -1,7 +1,7 @@
 """A group consumer in its own process (so that a test can SIGKILL it).
 
     python consumer_proc.py BOOTSTRAP GROUP TOPIC OUT_PREFIX [--client confluent|kafka-python]
-        [--strategy range|cooperative-sticky] [--instance ID] [--session-ms N]
+        [--strategy range|cooperative-sticky] [--instance ID] [--session-ms N] [--max-poll-ms N]
         [--protocol classic|consumer]   (consumer: KIP-848, confluent only; the broker assigns)
 
 Appends every record it gets to OUT_PREFIX.records as "partition offset value" lines (flushed
@@ -34,6 +34,8 @@ def main():
     ap.add_argument("--strategy", default="range")
     ap.add_argument("--instance")
     ap.add_argument("--session-ms", type=int, default=6000)
+    # The rebalance timeout (max.poll.interval.ms); librdkafka wants it >= the session timeout.
+    ap.add_argument("--max-poll-ms", type=int)
     ap.add_argument("--protocol", default="classic")
     args = ap.parse_args()
     stop = {"now": False}
@@ -57,6 +59,8 @@ def main():
         else:
             conf.update({"session.timeout.ms": args.session_ms, "heartbeat.interval.ms": 500,
                          "partition.assignment.strategy": args.strategy})
+            if args.max_poll_ms:
+                conf["max.poll.interval.ms"] = args.max_poll_ms
         if args.instance:
             conf["group.instance.id"] = args.instance
         c = Consumer(conf)
@@ -94,8 +98,14 @@ def main():
                 assignment.difference_update(p.partition for p in partitions)
                 note("revoke", [p.partition for p in partitions])
 
+        opts = {}
+        if args.instance:
+            opts["group_instance_id"] = args.instance
+        if args.max_poll_ms:
+            opts["max_poll_interval_ms"] = args.max_poll_ms
         c = KafkaConsumer(bootstrap_servers=args.bootstrap, group_id=args.group, enable_auto_commit=False,
-                          auto_offset_reset="earliest", session_timeout_ms=args.session_ms, heartbeat_interval_ms=500)
+                          auto_offset_reset="earliest", session_timeout_ms=args.session_ms, heartbeat_interval_ms=500,
+                          **opts)
         c.subscribe([args.topic], listener=Listener())
         note("start", [])
         while not stop["now"]:

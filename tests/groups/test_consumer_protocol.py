@@ -103,6 +103,36 @@ def test_members_keep_their_partitions_across_a_broker_restart(start_broker, mem
     assert sorted(got) == list(range(4_000)), "every record once, none read twice"
 
 
+def test_a_static_member_restarts_without_moving_partitions(start_broker, members, tmp_path):  # noqa: F811
+    """KIP-848 static membership as on Kafka: a member with `group.instance.id` that closes
+    leaves with epoch -2 and keeps its partitions until its session times out; its next
+    process, under the same instance id, gets them back and nobody else is moved. (It used to
+    be removed at once: its partitions went to the others, then came back: two rebalances per
+    restarted member, and records read twice.)"""
+    broker = start_broker(["--group-consumer-heartbeat-interval-ms", "300",
+                           "--group-consumer-session-timeout-ms", "15000"])
+    create_topic(broker.bootstrap, "kip848-static", 4)
+
+    def member(name, instance):
+        m = Member(broker, "g848s", "kip848-static", tmp_path / name, protocol="consumer", instance=instance)
+        members.append(m)
+        return m
+
+    a, b = member("a", "member-a"), member("b", "member-b")
+    wait_for_assignments([a, b], [2, 2])
+    b_parts, a_events = sorted(b.assignment()), len(a.events())
+    b.stop()
+    assert b.proc.returncode == 0, b.stderr_tail()
+    time.sleep(2.0)  # many heartbeats: a would have been given b's partitions by now
+    assert a.events()[a_events:] == [], "the others are not moved when a static member closes"
+    described = broker.admin_get("/api/groups/g848s")
+    assert len(described["members"]) == 2, f"the closed static member keeps its place: {described}"
+    b2 = member("b2", "member-b")
+    wait_until(lambda: sorted(b2.assignment()) == b_parts, 30, f"the restarted member gets {b_parts} back")
+    time.sleep(1.0)
+    assert a.events()[a_events:] == [], "nor when it comes back"
+
+
 def test_bad_requests_get_kafkas_errors(start_broker):
     broker = start_broker(FAST)
     create_topic(broker.bootstrap, "kip848-bad", 1)

@@ -211,6 +211,42 @@ def test_static_member_rejoins_without_rebalancing_the_others(start_broker, memb
     assert len(a.events()) == events_before, f"the other member saw no rebalance: {a.events()[events_before:]}"
 
 
+def test_a_static_member_down_through_a_rebalance_keeps_its_partitions(start_broker, members, tmp_path):
+    """KIP-345: a static member that has not rejoined when a rebalance times out stays in the
+    group until its session expires; the new generation assigns it its share, which waits for
+    it, and its restart moves no partition (Kafka would remove it one rebalance timeout later:
+    docs/decisions/consumer-groups.md). kafka-python lets the session (20 s) outlast the
+    rebalance timeout (3 s); librdkafka does not."""
+    broker = start_broker(FAST)
+    create_topic(broker.bootstrap, "static-down", 6)
+
+    def member(name, instance=None):
+        opts = {"instance": instance} if instance else {}
+        m = Member(broker, "gsd", "static-down", tmp_path / name, client="kafka-python",
+                   session_ms=20000, max_poll_ms=3000, **opts)
+        members.append(m)
+        return m
+
+    a, b = member("a", "member-a"), member("b", "member-b")
+    wait_for_assignments([a, b], [3, 3])
+    b_before = set(b.assignment())
+    b.kill()
+    # Static too: kafka-python's range assignor drops members when static and dynamic ones
+    # alternate in the JoinGroup answer (its itertools.groupby sees only adjacent runs).
+    c = member("c", "member-c")
+    # The rebalance completes at its timeout without b; b keeps a third of the partitions.
+    wait_for_assignments([a, c], [2, 2], timeout=30)
+    held = {0, 1, 2, 3, 4, 5} - set(a.assignment()) - set(c.assignment())
+    assert len(held) == 2, f"two partitions wait for the static member: {a.assignment()} {c.assignment()}"
+    seen = len(a.events()), len(c.events())
+    b2 = member("b2", "member-b")
+    wait_until(lambda: set(b2.assignment()) == held, 30,
+               f"the restarted static member gets {held} (it had {b_before})")
+    time.sleep(2.0)
+    assert (len(a.events()), len(c.events())) == seen, \
+        f"no rebalance when it came back: {a.events()[seen[0]:]} {c.events()[seen[1]:]}"
+
+
 def committed_total(broker, group, topic):
     out = sluice_cli("group", "describe", group, "-b", broker.bootstrap).stdout
     rows = [l.split() for l in out.splitlines() if l.startswith(topic)]

@@ -657,7 +657,8 @@ impl Partition {
     }
 
     /// This node leads the partition as `info` says: a new leader epoch starts here, or (same
-    /// epoch) the ISR changed.
+    /// epoch) the ISR changed. `fenced`: the cluster's fenced nodes, whose replicas the high
+    /// watermark does not wait for outside the ISR.
     pub fn lead(
         &self,
         me: NodeId,
@@ -665,6 +666,7 @@ impl Partition {
         min_insync: usize,
         lag_time_max_ms: i64,
         now_ms: i64,
+        fenced: &std::collections::BTreeSet<NodeId>,
     ) {
         let mut state = self.state.lock();
         match &mut state.role {
@@ -703,6 +705,9 @@ impl Partition {
                     .store(info.leader_epoch.0, Ordering::Release);
                 tracing::info!(partition = ?self, epoch = info.leader_epoch.0, end = end.0, high_watermark = high_watermark.0, isr = ?info.isr, "leading");
             }
+        }
+        if let Role::Leader { replicas, .. } = &mut state.role {
+            replicas.set_ineligible(fenced.clone());
         }
         self.publish(&mut state);
     }
@@ -949,18 +954,23 @@ impl Partition {
         }
     }
 
-    /// Time passed: followers that fell behind for too long leave the ISR.
+    /// Time passed: followers that fell behind for too long leave the ISR, and the high
+    /// watermark stops waiting for a follower outside it that is no longer caught up.
     pub fn tick_replicas(&self, now_ms: i64) -> Option<IsrChange> {
         let mut state = self.state.lock();
         let Role::Leader { replicas, .. } = &mut state.role else {
             return None;
         };
         let update = replicas.tick(now_ms);
-        update.alter_isr.map(|isr| IsrChange {
+        let change = update.alter_isr.map(|isr| IsrChange {
             isr,
             epochs: replicas.epochs(),
             ask: replicas.asked(),
-        })
+        });
+        if update.high_watermark.is_some() {
+            self.publish(&mut state);
+        }
+        change
     }
 
     /// ISR change `change` is settled without a new partition epoch (refused, failed, or the
@@ -1187,25 +1197,53 @@ mod tests {
     fn an_isr_change_stays_pending_until_its_partition_epoch_arrives() {
         let dir = tempfile::tempdir().unwrap();
         let p = leader_of(dir.path());
-        p.lead(NodeId(1), &assignment(&[1], 0), 1, 10_000, 0);
+        p.lead(
+            NodeId(1),
+            &assignment(&[1], 0),
+            1,
+            10_000,
+            0,
+            &Default::default(),
+        );
         let asked = p
             .on_follower_fetch(NodeId(2), Offset(0), Offset(0), 1)
             .unwrap();
         assert_eq!(asked.isr, vec![NodeId(1), NodeId(2)]);
         // Metadata about something else arrives: the same partition epoch settles nothing.
-        p.lead(NodeId(1), &assignment(&[1], 0), 1, 10_000, 2);
+        p.lead(
+            NodeId(1),
+            &assignment(&[1], 0),
+            1,
+            10_000,
+            2,
+            &Default::default(),
+        );
         assert_eq!(
             p.on_follower_fetch(NodeId(2), Offset(0), Offset(0), 3),
             None
         );
         // The change is made: the new epoch settles it, and there is nothing left to ask.
-        p.lead(NodeId(1), &assignment(&[1, 2], 1), 1, 10_000, 4);
+        p.lead(
+            NodeId(1),
+            &assignment(&[1, 2], 1),
+            1,
+            10_000,
+            4,
+            &Default::default(),
+        );
         assert_eq!(
             p.on_follower_fetch(NodeId(2), Offset(0), Offset(0), 5),
             None
         );
         // A refused change is settled by hand, and the leader may ask again.
-        p.lead(NodeId(1), &assignment(&[1], 2), 1, 10_000, 6);
+        p.lead(
+            NodeId(1),
+            &assignment(&[1], 2),
+            1,
+            10_000,
+            6,
+            &Default::default(),
+        );
         let asked = p
             .on_follower_fetch(NodeId(2), Offset(0), Offset(0), 7)
             .unwrap();
@@ -1232,7 +1270,14 @@ mod tests {
     async fn a_coordinators_read_fence_waits_for_the_leaders_log_end_and_fails_off_the_leader() {
         let dir = tempfile::tempdir().unwrap();
         let p = leader_of(dir.path());
-        p.lead(NodeId(1), &assignment(&[1, 2], 0), 1, 10_000, 0);
+        p.lead(
+            NodeId(1),
+            &assignment(&[1, 2], 0),
+            1,
+            10_000,
+            0,
+            &Default::default(),
+        );
         p.on_follower_fetch(NodeId(2), Offset(0), Offset(0), 1);
         assert!(
             crate::commit::fence(&p).is_none(),
@@ -1266,7 +1311,14 @@ mod tests {
     async fn a_write_committed_after_the_isr_fell_below_min_insync_is_not_acknowledged() {
         let dir = tempfile::tempdir().unwrap();
         let p = leader_of(dir.path());
-        p.lead(NodeId(1), &assignment(&[1, 2], 0), 2, 10_000, 0);
+        p.lead(
+            NodeId(1),
+            &assignment(&[1, 2], 0),
+            2,
+            10_000,
+            0,
+            &Default::default(),
+        );
         p.on_follower_fetch(NodeId(2), Offset(0), Offset(0), 1);
         let bytes = sluice_log::testing::batch_bytes(0, 3, 1_000, 8, 0);
         p.append(sluice_log::validate_produce(&bytes, 1 << 20).unwrap(), true)
@@ -1277,9 +1329,16 @@ mod tests {
         )]));
         tokio::task::yield_now().await;
         assert!(!waiting.is_finished());
-        // The follower is fenced out before it fetched the write: the ISR is the leader
+        // The follower's node is fenced before it fetched the write: the ISR is the leader
         // alone, and the high watermark passes the write on its one copy.
-        p.lead(NodeId(1), &assignment(&[1], 1), 2, 10_000, 2);
+        p.lead(
+            NodeId(1),
+            &assignment(&[1], 1),
+            2,
+            10_000,
+            2,
+            &[NodeId(2)].into_iter().collect(),
+        );
         assert_eq!(p.progress().visible, Offset(3));
         assert_eq!(
             waiting.await.unwrap(),
@@ -1292,7 +1351,14 @@ mod tests {
         );
         // Back in sync, a write committed on both copies is acknowledged.
         p.on_follower_fetch(NodeId(2), Offset(3), Offset(3), 3);
-        p.lead(NodeId(1), &assignment(&[1, 2], 2), 2, 10_000, 4);
+        p.lead(
+            NodeId(1),
+            &assignment(&[1, 2], 2),
+            2,
+            10_000,
+            4,
+            &Default::default(),
+        );
         assert_eq!(p.check_insync_after_append().ok(), Some(()));
     }
 
@@ -1300,14 +1366,28 @@ mod tests {
     fn a_cluster_leader_refuses_a_marker_before_writing_it_below_min_insync() {
         let dir = tempfile::tempdir().unwrap();
         let p = leader_of(dir.path());
-        p.lead(NodeId(1), &assignment(&[1], 0), 2, 10_000, 0);
+        p.lead(
+            NodeId(1),
+            &assignment(&[1], 0),
+            2,
+            10_000,
+            0,
+            &Default::default(),
+        );
         let refused = p.append_marker(Marker::Abort, 7, 0, 0).unwrap_err();
         assert!(
             matches!(refused, BrokerError::NotEnoughReplicas(_)),
             "{refused}"
         );
         assert_eq!(p.progress().end, Offset(0), "nothing written");
-        p.lead(NodeId(1), &assignment(&[1], 1), 1, 10_000, 1);
+        p.lead(
+            NodeId(1),
+            &assignment(&[1], 1),
+            1,
+            10_000,
+            1,
+            &Default::default(),
+        );
         p.append_marker(Marker::Abort, 7, 0, 0).unwrap();
         assert_eq!(p.progress().end, Offset(1));
     }
@@ -1321,7 +1401,14 @@ mod tests {
         tokio::task::JoinHandle<Result<(), BrokerError>>,
     ) {
         let p = leader_of(dir);
-        p.lead(NodeId(1), &assignment(&[1, 2], 0), 1, 10_000, 0);
+        p.lead(
+            NodeId(1),
+            &assignment(&[1, 2], 0),
+            1,
+            10_000,
+            0,
+            &Default::default(),
+        );
         let bytes = sluice_log::testing::batch_bytes(0, 3, 1_000, 8, 0);
         p.append(sluice_log::validate_produce(&bytes, 1 << 20).unwrap(), true)
             .unwrap();
@@ -1355,7 +1442,7 @@ mod tests {
             leader_epoch: Epoch(5),
             ..assignment(&[1], 1)
         };
-        p.lead(NodeId(1), &again, 1, 10_000, 1);
+        p.lead(NodeId(1), &again, 1, 10_000, 1, &Default::default());
         assert!(p.progress().leading && p.progress().visible >= Offset(3));
         let outcome = waiting.await.unwrap();
         assert!(
@@ -1385,7 +1472,7 @@ mod tests {
             replicas: vec![NodeId(1)],
             ..assignment(&[1], 1)
         };
-        p.lead(NodeId(1), &dropped, 1, 10_000, 1);
+        p.lead(NodeId(1), &dropped, 1, 10_000, 1, &Default::default());
         let outcome = tokio::time::timeout(std::time::Duration::from_secs(5), waiting).await;
         assert!(matches!(outcome, Ok(Ok(Ok(())))), "{outcome:?}");
     }
@@ -1416,7 +1503,14 @@ mod tests {
         );
         // Leading again, in a new epoch, with follower 2 in the ISR: nothing more is
         // committed until 2 has fetched, and ListOffsets says so.
-        p.lead(NodeId(1), &assignment(&[1, 2], 0), 1, 10_000, 0);
+        p.lead(
+            NodeId(1),
+            &assignment(&[1, 2], 0),
+            1,
+            10_000,
+            0,
+            &Default::default(),
+        );
         assert_eq!(p.progress().visible, Offset(4));
         assert!(p.high_watermark_behind_epoch_start());
         p.on_follower_fetch(NodeId(2), Offset(7), Offset(0), 1);

@@ -445,7 +445,7 @@ mod tests {
             adding: Vec::new(),
             removing: Vec::new(),
         };
-        p.lead(NodeId(1), &assignment, 1, 10_000, 0);
+        p.lead(NodeId(1), &assignment, 1, 10_000, 0, &Default::default());
     }
 
     /// A key of partition `index` of 2.

@@ -9,12 +9,17 @@
 //!   a follower that reached the high watermark and this epoch   ─▶ ask to expand the ISR
 //! ```
 //!
+//! As in Kafka, the high watermark also waits for a follower outside the ISR that has caught
+//! up within `lag_time_max_ms`: else, with the ISR down to the leader and writes that need
+//! only the leader (acks=1), the high watermark would run at the leader's end and a follower
+//! a round trip behind would never reach it, so never rejoin.
+//!
 //! While an ISR change is pending (asked, not yet committed in the metadata log) no other is
 //! asked, and the high watermark counts the members being added as well as the current ones
 //! (the largest ISR it may turn out to be), so that it never passes an offset that the ISR,
 //! whichever it becomes, does not hold.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use sluice_log::Offset;
 
@@ -29,8 +34,12 @@ struct Follower {
     /// The follower has every offset below this (its last fetch offset); `None` before its
     /// first fetch in this epoch.
     log_end: Option<Offset>,
-    /// The last time it had everything the leader had.
-    last_caught_up_ms: i64,
+    /// The last time it had everything the leader had; `None` if not since this leadership
+    /// began, or since it was added.
+    last_caught_up_ms: Option<i64>,
+    /// When this leader began to track it, or last asked for it in the ISR: an ISR member
+    /// gets `lag_time_max_ms` from then to catch up before it is asked out.
+    grace_from_ms: i64,
     /// Its log start offset, as its last fetch said; `None` before that.
     log_start: Option<Offset>,
     /// The leader's log end when its previous fetch was answered, and when that was.
@@ -83,13 +92,29 @@ pub struct LeaderReplicas {
     local_end: Offset,
     high_watermark: Offset,
     lag_time_max_ms: i64,
+    /// The latest time an event brought.
+    now_ms: i64,
+    /// Replicas on fenced nodes: not asked into the ISR, and not waited for outside it (as
+    /// Kafka's `isReplicaIsrEligible`), so that a dead follower that had caught up does not
+    /// hold the high watermark once it is fenced.
+    ineligible: BTreeSet<NodeId>,
+}
+
+impl Follower {
+    /// What its lag is counted from: the last time it was caught up, or its grace's start if
+    /// later.
+    fn lag_from_ms(&self) -> i64 {
+        self.last_caught_up_ms
+            .map_or(self.grace_from_ms, |t| t.max(self.grace_from_ms))
+    }
 }
 
 impl LeaderReplicas {
     /// This node became (or stays) leader of a partition described by `p`. `epoch_start` is
     /// its log end (the first offset of its epoch), `local_end` what it holds for certain (the
     /// log end, or the fsynced end under `flush.mode=sync`), `high_watermark` the one it knew;
-    /// followers get a full `lag_time_max_ms` to show up.
+    /// followers in the ISR get a full `lag_time_max_ms` to show up; the others count as
+    /// not caught up until they are.
     pub fn new(
         me: NodeId,
         p: &PartitionInfo,
@@ -109,7 +134,8 @@ impl LeaderReplicas {
                     *r,
                     Follower {
                         log_end: None,
-                        last_caught_up_ms: now_ms,
+                        last_caught_up_ms: None,
+                        grace_from_ms: now_ms,
                         log_start: None,
                         last_fetch: None,
                     },
@@ -128,6 +154,8 @@ impl LeaderReplicas {
             local_end,
             high_watermark: high_watermark.min(local_end),
             lag_time_max_ms,
+            now_ms,
+            ineligible: BTreeSet::new(),
         }
     }
 
@@ -168,7 +196,7 @@ impl LeaderReplicas {
                 node: *node,
                 in_sync: self.isr.contains(node),
                 records: f.log_end.map(|end| (self.local_end.0 - end.0).max(0)),
-                ms: (now_ms - f.last_caught_up_ms).max(0),
+                ms: (now_ms - f.lag_from_ms()).max(0),
             })
             .collect()
     }
@@ -215,6 +243,7 @@ impl LeaderReplicas {
         leader_end: Offset,
         now_ms: i64,
     ) -> Update {
+        self.now_ms = self.now_ms.max(now_ms);
         let Some(f) = self.followers.get_mut(&follower) else {
             return Update::default();
         };
@@ -227,9 +256,9 @@ impl LeaderReplicas {
         // follower that keeps pace is always a round trip behind the leader's end: by the
         // first rule alone it would fall out of the ISR.
         if fetch_offset >= leader_end {
-            f.last_caught_up_ms = f.last_caught_up_ms.max(now_ms);
+            f.last_caught_up_ms = f.last_caught_up_ms.max(Some(now_ms));
         } else if let Some((_, at)) = f.last_fetch.filter(|(end, _)| fetch_offset >= *end) {
-            f.last_caught_up_ms = f.last_caught_up_ms.max(at);
+            f.last_caught_up_ms = f.last_caught_up_ms.max(Some(at));
         }
         f.last_fetch = Some((leader_end, now_ms));
         let mut update = Update {
@@ -237,9 +266,17 @@ impl LeaderReplicas {
             alter_isr: None,
         };
         let can_join = !self.isr.contains(&follower)
+            && !self.ineligible.contains(&follower)
             && fetch_offset >= self.high_watermark
             && fetch_offset >= self.epoch_start;
         if can_join && self.pending.is_none() {
+            // It holds everything committed: in the ISR it gets a full `lag_time_max_ms` to
+            // reach the leader's end (under `flush.mode=sync` the high watermark, the fsynced
+            // end, is often below it). Not a catch-up: the high watermark does not wait for
+            // it on this account if the change is refused.
+            if let Some(f) = self.followers.get_mut(&follower) {
+                f.grace_from_ms = f.grace_from_ms.max(now_ms);
+            }
             let mut isr = self.isr.clone();
             isr.push(follower);
             update.alter_isr = Some(self.ask(isr));
@@ -256,10 +293,16 @@ impl LeaderReplicas {
         }
     }
 
-    /// Takes out of the ISR the followers that have not caught up for too long.
+    /// Takes out of the ISR the followers that have not caught up for too long; the high
+    /// watermark moves if it waited for a follower outside the ISR that is no longer caught up.
     pub fn tick(&mut self, now_ms: i64) -> Update {
+        self.now_ms = self.now_ms.max(now_ms);
+        let high_watermark = self.advance_high_watermark();
         if self.pending.is_some() {
-            return Update::default();
+            return Update {
+                high_watermark,
+                alter_isr: None,
+            };
         }
         let lagging: Vec<NodeId> = self
             .isr
@@ -269,11 +312,14 @@ impl LeaderReplicas {
             .filter(|r| {
                 self.followers
                     .get(r)
-                    .is_some_and(|f| now_ms - f.last_caught_up_ms > self.lag_time_max_ms)
+                    .is_some_and(|f| now_ms - f.lag_from_ms() > self.lag_time_max_ms)
             })
             .collect();
         if lagging.is_empty() {
-            return Update::default();
+            return Update {
+                high_watermark,
+                alter_isr: None,
+            };
         }
         let isr = self
             .isr
@@ -282,7 +328,7 @@ impl LeaderReplicas {
             .filter(|r| !lagging.contains(r))
             .collect();
         Update {
-            high_watermark: None,
+            high_watermark,
             alter_isr: Some(self.ask(isr)),
         }
     }
@@ -290,22 +336,47 @@ impl LeaderReplicas {
     /// The committed metadata of the partition changed while this node still leads it (an ISR
     /// change, ours or not). Returns the high watermark if it moved.
     pub fn on_metadata(&mut self, p: &PartitionInfo, now_ms: i64) -> Update {
+        self.now_ms = self.now_ms.max(now_ms);
         debug_assert_eq!(p.leader, Some(self.me));
         debug_assert_eq!(p.leader_epoch, self.leader_epoch);
         self.partition_epoch = p.partition_epoch;
         self.isr = p.isr.clone();
+        // As Kafka resets a follower's last caught-up time at every partition change: one
+        // out of the ISR now (fenced, or dropped for lagging) is not waited for on account of
+        // a catch-up from before, nor counted caught up by its next fetch reaching what the
+        // leader had at its last one — it may have restarted since, far behind.
+        for (r, f) in self.followers.iter_mut() {
+            if !p.isr.contains(r) {
+                f.last_caught_up_ms = None;
+                f.last_fetch = None;
+            }
+        }
         // A reassignment added or removed replicas: track the new ones from now.
         let me = self.me;
         self.followers.retain(|r, _| p.replicas.contains(r));
         for r in p.replicas.iter().filter(|r| **r != me) {
             self.followers.entry(*r).or_insert(Follower {
                 log_end: None,
-                last_caught_up_ms: now_ms,
+                last_caught_up_ms: None,
+                grace_from_ms: now_ms,
                 log_start: None,
                 last_fetch: None,
             });
         }
         self.pending = None;
+        Update {
+            high_watermark: self.advance_high_watermark(),
+            alter_isr: None,
+        }
+    }
+
+    /// The nodes that are fenced now (from the cluster's metadata). Returns the high watermark
+    /// if it moved.
+    pub fn set_ineligible(&mut self, nodes: BTreeSet<NodeId>) -> Update {
+        if nodes == self.ineligible {
+            return Update::default();
+        }
+        self.ineligible = nodes;
         Update {
             high_watermark: self.advance_high_watermark(),
             alter_isr: None,
@@ -335,8 +406,9 @@ impl LeaderReplicas {
         isr
     }
 
-    /// The smallest end among the ISR — the current members and any being added — and the
-    /// leader's own end; never lower than before.
+    /// The smallest end among the ISR — the current members and any being added — the
+    /// followers outside it that are caught up, and the leader's own end; never lower than
+    /// before.
     fn advance_high_watermark(&mut self) -> Option<Offset> {
         let members = self.isr.iter().chain(self.pending.iter().flatten());
         let mut low = self.local_end;
@@ -348,6 +420,18 @@ impl LeaderReplicas {
                 Some(end) => low = low.min(end),
                 // A member that has not fetched in this epoch holds the high watermark.
                 None => return None,
+            }
+        }
+        let (now_ms, lag_time_max_ms) = (self.now_ms, self.lag_time_max_ms);
+        for (node, f) in &self.followers {
+            let member =
+                self.isr.contains(node) || self.pending.as_ref().is_some_and(|p| p.contains(node));
+            let caught_up = f
+                .last_caught_up_ms
+                .is_some_and(|at| now_ms - at <= lag_time_max_ms);
+            let eligible = !self.ineligible.contains(node);
+            if let (false, true, true, Some(end)) = (member, caught_up, eligible, f.log_end) {
+                low = low.min(end);
             }
         }
         if low > self.high_watermark {
@@ -537,6 +621,125 @@ mod tests {
             l.on_fetch(node(2), Offset(fetched), Offset(end), t);
         }
         assert_eq!(l.tick(7_000).alter_isr, Some(vec![node(1)]));
+    }
+
+    #[test]
+    fn with_the_isr_down_to_the_leader_a_follower_a_round_trip_behind_rejoins() {
+        // acks=1 writes: only the leader is needed, so without waiting for a caught-up
+        // follower the high watermark would run at the leader's end, one round trip ahead of
+        // the follower's every fetch, and it would never be asked back.
+        let mut l = leading_empty(&[1]);
+        let (mut end, mut joined_at) = (0, None);
+        for t in (0..1_000).step_by(100) {
+            let fetched = end;
+            end += 10;
+            l.on_local_end(Offset(end));
+            let update = l.on_fetch(node(2), Offset(fetched), Offset(end), t);
+            if update.alter_isr.is_some() {
+                assert_eq!(update.alter_isr, Some(vec![node(1), node(2)]));
+                joined_at = Some(t);
+                break;
+            }
+        }
+        assert_eq!(
+            joined_at,
+            Some(200),
+            "its third fetch holds the high watermark"
+        );
+        // Node 3, never heard from and not in the ISR, held nothing meanwhile.
+        assert_eq!(l.high_watermark(), Offset(20));
+    }
+
+    #[test]
+    fn a_caught_up_follower_outside_the_isr_holds_the_high_watermark_only_while_caught_up() {
+        let mut l = leading_empty(&[1]);
+        l.on_local_end(Offset(10));
+        assert_eq!(l.high_watermark(), Offset(10), "nobody else is waited for");
+        l.on_fetch(node(2), Offset(10), Offset(10), 100);
+        // It asked to join; the controller refused (say, the node is shutting down).
+        l.on_alter_failed(LeaderEpoch(4), l.asked());
+        assert_eq!(l.on_local_end(Offset(30)), Update::default());
+        assert_eq!(l.tick(100 + LAG_MS), Update::default());
+        assert_eq!(
+            l.tick(100 + LAG_MS + 1).high_watermark,
+            Some(Offset(30)),
+            "no longer caught up: not waited for"
+        );
+        assert_eq!(l.on_local_end(Offset(40)).high_watermark, Some(Offset(40)));
+    }
+
+    #[test]
+    fn a_fenced_follower_is_neither_waited_for_nor_asked_into_the_isr() {
+        let mut l = leading_empty(&[1]);
+        l.on_local_end(Offset(10));
+        assert!(l
+            .on_fetch(node(2), Offset(10), Offset(10), 100)
+            .alter_isr
+            .is_some());
+        l.on_alter_failed(LeaderEpoch(4), l.asked());
+        assert_eq!(l.on_local_end(Offset(30)), Update::default(), "2 caught up");
+        // Node 2 dies and is fenced: the high watermark goes on without it at once.
+        let fenced = l.set_ineligible([node(2)].into_iter().collect());
+        assert_eq!(fenced.high_watermark, Some(Offset(30)));
+        assert_eq!(
+            l.on_fetch(node(2), Offset(30), Offset(30), 200).alter_isr,
+            None,
+            "not asked in while fenced"
+        );
+        l.set_ineligible(BTreeSet::new());
+        assert_eq!(
+            l.on_fetch(node(2), Offset(30), Offset(30), 300).alter_isr,
+            Some(vec![node(1), node(2)])
+        );
+    }
+
+    #[test]
+    fn a_follower_taken_out_of_the_isr_is_not_waited_for_on_an_old_catch_up() {
+        let mut l = leading_empty(&[1, 2]);
+        l.on_local_end(Offset(10));
+        l.on_fetch(node(2), Offset(10), Offset(10), 100);
+        assert_eq!(l.high_watermark(), Offset(10));
+        // Node 2 restarts: the controller takes it out of the ISR, and it comes back far
+        // behind (its first fetch from 4), within the lag time of its last catch-up.
+        let mut p = partition(&[1]);
+        p.partition_epoch = PartitionEpoch(10);
+        l.on_metadata(&p, 200);
+        l.on_fetch(node(2), Offset(4), Offset(10), 300);
+        assert_eq!(
+            l.on_local_end(Offset(30)).high_watermark,
+            Some(Offset(30)),
+            "not held at 4"
+        );
+    }
+
+    #[test]
+    fn a_follower_back_out_of_the_isr_is_not_caught_up_by_its_fetches_from_before() {
+        // Caught up on an empty partition, then fenced out of the ISR by a restart: its first
+        // fetch after it (from 0, the leader now at 30) reaches what the leader had at its last
+        // fetch before (0), which says nothing of it now.
+        let mut l = leading_empty(&[1, 2]);
+        l.on_fetch(node(2), Offset(0), Offset(0), 100);
+        let mut p = partition(&[1]);
+        p.partition_epoch = PartitionEpoch(10);
+        l.on_metadata(&p, 200);
+        l.on_local_end(Offset(30));
+        l.on_fetch(node(2), Offset(0), Offset(30), 300);
+        assert_eq!(l.on_local_end(Offset(35)).high_watermark, Some(Offset(35)));
+    }
+
+    #[test]
+    fn a_follower_asked_into_the_isr_is_not_waited_for_if_refused() {
+        // flush.mode=sync: the leader's end is 20, its fsynced end (the high watermark) 10.
+        let mut l = leading_empty(&[1]);
+        l.on_local_end(Offset(10));
+        let asked = l.on_fetch(node(2), Offset(10), Offset(20), 100);
+        assert_eq!(asked.alter_isr, Some(vec![node(1), node(2)]));
+        l.on_alter_failed(LeaderEpoch(4), l.asked());
+        assert_eq!(
+            l.on_local_end(Offset(20)).high_watermark,
+            Some(Offset(20)),
+            "it has not caught up: not waited for"
+        );
     }
 
     #[test]

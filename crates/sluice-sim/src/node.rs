@@ -391,6 +391,20 @@ impl Sim {
                     self.updated(id, update);
                 }
             }
+            // As the broker's reconcile does: followers on fenced nodes are not waited for.
+            let node = self.node(id);
+            let fenced = node
+                .state
+                .nodes
+                .iter()
+                .filter(|(_, n)| n.fenced)
+                .map(|(n, _)| *n)
+                .collect();
+            let update = match &mut node.role {
+                Role::Leader { replicas, .. } => replicas.set_ineligible(fenced),
+                _ => Update::default(),
+            };
+            self.updated(id, update);
         } else {
             self.follow(id, p.leader, p.leader_epoch.0);
         }

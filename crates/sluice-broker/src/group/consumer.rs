@@ -16,7 +16,10 @@
 //! since then: a client's commit may race with the heartbeat that bumped its epoch.
 //!
 //! A member that stops heartbeating for the session timeout, or does not release partitions
-//! within its rebalance timeout, is removed. The group is written to `__consumer_offsets`
+//! within its rebalance timeout, is removed. A static member (with an instance id) that leaves
+//! with epoch -2, as a client closing for a restart does, stays with its assignment until its
+//! session times out; a member joining under that instance id takes its place, epoch and
+//! partitions, and the group does not rebalance (KIP-848, as on Kafka). The group is written to `__consumer_offsets`
 //! whenever it changes ([`ConsumerGroup::to_record`], one record for the whole group), so a
 //! coordinator that restarts or takes the group over knows its members, their epochs and
 //! assignments, and they go on without rejoining.
@@ -144,6 +147,7 @@ impl ConsumerGroup {
         } else if self
             .members
             .values()
+            .filter(|m| m.epoch != STATIC_LEAVE_EPOCH)
             .any(|m| m.epoch != self.assignment_epoch || !m.revoking.is_empty())
         {
             "Reconciling"
@@ -226,6 +230,32 @@ impl ConsumerGroup {
         let full = req.rebalance_timeout_ms != -1
             && (req.subscribed_topic_names.is_some() || req.subscribed_topic_regex.is_some())
             && req.owned.is_some();
+        let static_leave = req.member_epoch == STATIC_LEAVE_EPOCH
+            && self
+                .members
+                .get(&id)
+                .is_some_and(|m| m.instance_id.is_some());
+        if static_leave {
+            if let Some(m) = self.members.get_mut(&id) {
+                // It keeps its partitions for its session; those it was giving up count as
+                // released (it consumes nothing now).
+                for released in pairs(&m.revoking) {
+                    m.assignment_epochs.remove(&released);
+                }
+                m.revoking.clear();
+                m.revoke_deadline_ms = None;
+                m.epoch = STATIC_LEAVE_EPOCH;
+                m.previous_epoch = STATIC_LEAVE_EPOCH;
+                m.last_heartbeat_ms = now_ms;
+                m.sent = None;
+            }
+            return HeartbeatReply {
+                error: None,
+                member_id: id,
+                member_epoch: STATIC_LEAVE_EPOCH,
+                assignment: None,
+            };
+        }
         if req.member_epoch == LEAVE_EPOCH || req.member_epoch == STATIC_LEAVE_EPOCH {
             if self.members.remove(&id).is_some() {
                 self.target.remove(&id);
@@ -253,16 +283,19 @@ impl ConsumerGroup {
             None => None,
         };
         // A static member's instance id belongs to one member at a time, as on Kafka: another
-        // member holding it (one that has not left: a static leave removes it here) makes a
-        // join UNRELEASED_INSTANCE_ID, and a replaced member's heartbeats FENCED_INSTANCE_ID.
-        // Taking the place over would give its partitions to the newcomer while the member
-        // holding them still consumes them, and the two would evict each other in turn.
+        // member holding it that has not left makes a join UNRELEASED_INSTANCE_ID, and a
+        // replaced member's heartbeats FENCED_INSTANCE_ID. Taking the place over would give
+        // its partitions to the newcomer while the member holding them still consumes them,
+        // and the two would evict each other in turn. One that left (epoch -2) is replaced.
+        let mut replaced = None;
         if let Some(instance) = &req.instance_id {
-            let holder = self
-                .members
-                .values()
-                .find(|m| m.instance_id.as_ref() == Some(instance) && m.id != id);
-            if let Some(holder) = holder {
+            let holder = self.members.values().find(|m| {
+                m.instance_id.as_ref() == Some(instance) && (m.id != id || req.member_epoch == 0)
+            });
+            let left = holder.is_some_and(|h| h.epoch == STATIC_LEAVE_EPOCH);
+            if let (true, 0, Some(h)) = (left, req.member_epoch, holder) {
+                replaced = Some(h.id.clone());
+            } else if let Some(holder) = holder.filter(|h| h.id != id) {
                 let error = if req.member_epoch == 0 {
                     ResponseError::UnreleasedInstanceId
                 } else {
@@ -275,7 +308,36 @@ impl ConsumerGroup {
                 return HeartbeatReply::error(error, message, &id);
             }
         }
-        if req.member_epoch == 0 {
+        if let Some(old) = replaced.and_then(|old| self.members.remove(&old)) {
+            // A static member back after its leave: the newcomer takes its place and those of
+            // its partitions still in its target (the rest it never owned, so has nothing to
+            // revoke: they are free at once), and reconciles to its target at the current
+            // assignment epoch; its subscription as before changes nothing, so nobody else is
+            // moved.
+            let target = self.target.remove(&old.id).unwrap_or_default();
+            let assigned = intersect(&old.assigned, &target);
+            let mut assignment_epochs = old.assignment_epochs.clone();
+            assignment_epochs.retain(|(t, p), _| assigned.get(t).is_some_and(|ps| ps.contains(p)));
+            self.target.insert(id.clone(), target);
+            self.members.insert(
+                id.clone(),
+                Member {
+                    id: id.clone(),
+                    client_id: req.client_id.clone(),
+                    client_host: req.client_host.clone(),
+                    epoch: 0,
+                    previous_epoch: -1,
+                    rebalance_timeout_ms: i64::from(req.rebalance_timeout_ms),
+                    last_heartbeat_ms: now_ms,
+                    sent: None,
+                    assigned,
+                    assignment_epochs,
+                    revoking: Assignment::new(),
+                    revoke_deadline_ms: None,
+                    ..old
+                },
+            );
+        } else if req.member_epoch == 0 {
             // A member (re)joins: it starts from nothing.
             self.members.insert(
                 id.clone(),
@@ -913,6 +975,147 @@ mod tests {
             stale.error.map(|e| e.0),
             Some(ResponseError::FencedInstanceId)
         );
+    }
+
+    /// A heartbeat of `member` (static under `instance`) at `now_ms`.
+    fn beat_at(
+        g: &mut ConsumerGroup,
+        member: &str,
+        instance: Option<&str>,
+        epoch: i32,
+        owned: Option<Assignment>,
+        now_ms: i64,
+    ) -> HeartbeatReply {
+        let req = Heartbeat {
+            group_id: g.id.clone(),
+            member_id: member.into(),
+            member_epoch: epoch,
+            instance_id: instance.map(String::from),
+            rebalance_timeout_ms: 30_000,
+            subscribed_topic_names: (epoch == 0).then(|| vec!["orders".to_string()]),
+            owned,
+            ..Heartbeat::default()
+        };
+        g.heartbeat(req, &partitions_of, &topics, now_ms)
+    }
+
+    /// Heartbeats `members` (id, instance id) in turn, each reporting what it was last given,
+    /// until the group is stable; returns each member's epoch and partitions.
+    fn settle(
+        g: &mut ConsumerGroup,
+        members: &[(&str, Option<&str>)],
+        now_ms: i64,
+    ) -> BTreeMap<String, (i32, Assignment)> {
+        let mut held: BTreeMap<String, (i32, Assignment)> = BTreeMap::new();
+        for (m, _) in members {
+            let m = &g.members[*m];
+            held.insert(m.id.clone(), (m.epoch, m.assigned.clone()));
+        }
+        for _ in 0..10 {
+            for (m, instance) in members {
+                let (epoch, owned) = held[*m].clone();
+                let r = beat_at(g, m, *instance, epoch, Some(owned.clone()), now_ms);
+                assert_eq!(r.error, None);
+                held.insert(
+                    m.to_string(),
+                    (r.member_epoch, r.assignment.unwrap_or(owned)),
+                );
+            }
+        }
+        assert_eq!(g.state(), "Stable");
+        held
+    }
+
+    #[test]
+    fn a_static_member_that_leaves_keeps_its_partitions_for_its_return() {
+        let mut g = ConsumerGroup::new("g");
+        beat_at(&mut g, "a", Some("i1"), 0, None, 0);
+        beat_at(&mut g, "c", None, 0, None, 0);
+        let held = settle(&mut g, &[("a", Some("i1")), ("c", None)], 0);
+        let (a_parts, c_parts) = (held["a"].1.clone(), held["c"].1.clone());
+        assert_eq!((count(&a_parts), count(&c_parts)), (3, 3));
+        let epoch = g.epoch;
+        // `a` closes for a restart (a static leave): the group does not rebalance.
+        let left = beat_at(&mut g, "a", Some("i1"), STATIC_LEAVE_EPOCH, None, 1_000);
+        assert_eq!((left.error, left.member_epoch), (None, STATIC_LEAVE_EPOCH));
+        assert_eq!((g.epoch, g.state()), (epoch, "Stable"));
+        let c = beat_at(&mut g, "c", None, held["c"].0, Some(c_parts.clone()), 1_000);
+        assert!(
+            c.assignment.is_none_or(|a| a == c_parts),
+            "c is given nothing of a's"
+        );
+        // Its next process joins under the same instance id: it gets a's partitions at once.
+        let b = beat_at(&mut g, "b", Some("i1"), 0, Some(Assignment::new()), 2_000);
+        assert_eq!(b.error, None);
+        assert_eq!(b.assignment, Some(a_parts));
+        assert_eq!((b.member_epoch, g.epoch), (g.assignment_epoch, epoch));
+        assert!(!g.members.contains_key("a"), "replaced");
+        // The old process's heartbeat is fenced.
+        let stale = beat_at(&mut g, "a", Some("i1"), held["a"].0, None, 2_000);
+        assert_eq!(
+            stale.error.map(|e| e.0),
+            Some(ResponseError::FencedInstanceId)
+        );
+    }
+
+    #[test]
+    fn a_static_member_back_after_the_group_changed_takes_its_new_share_at_once() {
+        let mut g = ConsumerGroup::new("g");
+        beat_at(&mut g, "a", Some("i1"), 0, None, 0);
+        beat_at(&mut g, "c", None, 0, None, 0);
+        let held = settle(&mut g, &[("a", Some("i1")), ("c", None)], 0);
+        beat_at(&mut g, "a", Some("i1"), STATIC_LEAVE_EPOCH, None, 1_000);
+        // While `a` is away a third member joins: a's target shrinks to two partitions.
+        beat_at(&mut g, "d", None, 0, None, 1_500);
+        beat_at(
+            &mut g,
+            "c",
+            None,
+            held["c"].0,
+            Some(held["c"].1.clone()),
+            1_500,
+        );
+        let b = beat_at(&mut g, "b", Some("i1"), 0, Some(Assignment::new()), 2_000);
+        assert_eq!(b.error, None);
+        assert_eq!(
+            b.member_epoch, g.assignment_epoch,
+            "nothing to revoke: it never owned what it no longer gets"
+        );
+        let given = b.assignment.expect("b's partitions");
+        assert_eq!(count(&given), 2);
+        assert_eq!(
+            intersect(&given, &held["a"].1),
+            given,
+            "a subset of a's: none moved"
+        );
+        assert!(g.members["b"].revoking.is_empty());
+    }
+
+    #[test]
+    fn a_static_member_that_left_and_does_not_return_goes_at_its_session_timeout() {
+        let mut g = ConsumerGroup::new("g");
+        beat_at(&mut g, "a", Some("i1"), 0, None, 0);
+        beat_at(&mut g, "c", None, 0, None, 0);
+        let held = settle(&mut g, &[("a", Some("i1")), ("c", None)], 0);
+        beat_at(&mut g, "a", Some("i1"), STATIC_LEAVE_EPOCH, None, 1_000);
+        let config = ConsumerGroupConfig::default();
+        beat_at(
+            &mut g,
+            "c",
+            None,
+            held["c"].0,
+            Some(held["c"].1.clone()),
+            40_000,
+        );
+        assert!(g
+            .expire(&config, 1_000 + config.session_timeout_ms)
+            .is_empty());
+        assert_eq!(
+            g.expire(&config, 1_001 + config.session_timeout_ms),
+            vec!["a".to_string()]
+        );
+        let held = settle(&mut g, &[("c", None)], 46_002);
+        assert_eq!(count(&held["c"].1), 6, "c takes a's partitions");
     }
 
     /// Member `a` alone, then `b` joins: `a` is told to give partitions up. Returns the group,

@@ -137,7 +137,7 @@ pub struct RemoteHold {
 
 /// How long offsets handed to another node's transaction are held at most (Kafka's default
 /// `transaction.max.timeout.ms`: no transaction stays open longer).
-const REMOTE_TXN_OFFSETS_MAX_MS: i64 = 900_000;
+pub(crate) const REMOTE_TXN_OFFSETS_MAX_MS: i64 = 900_000;
 
 impl Coordinator {
     pub fn new(config: GroupConfig) -> Coordinator {
@@ -728,17 +728,30 @@ impl Coordinator {
             }
             match (group.state, group.phase_deadline_ms) {
                 (GroupState::PreparingRebalance, Some(deadline)) if now_ms >= deadline => {
-                    // Members that did not rejoin in time are out.
+                    // Dynamic members that did not rejoin in time are out. Static ones stay
+                    // (KIP-345): their assignment waits for them until their session expires,
+                    // so that a member restarting meanwhile moves no partitions. (Kafka keeps
+                    // them here too, but then removes them if they have not sent SyncGroup
+                    // within the next rebalance timeout, and rebalances again.)
                     let late: Vec<String> = group
                         .members
                         .values()
-                        .filter(|m| m.awaiting_join.is_none())
+                        .filter(|m| m.awaiting_join.is_none() && m.instance_id.is_none())
                         .map(|m| m.id.clone())
                         .collect();
                     for id in &late {
                         remove_member(group, id);
                     }
-                    records.extend(complete_join(group, now_ms));
+                    if group.members.values().any(|m| m.awaiting_join.is_some())
+                        || group.members.is_empty()
+                    {
+                        records.extend(complete_join(group, now_ms));
+                    } else {
+                        // Only static members that did not rejoin are left: nobody could
+                        // lead the assignment. Wait another round; their sessions expiring
+                        // empties the group.
+                        group.phase_deadline_ms = Some(now_ms + group.rebalance_timeout_ms());
+                    }
                 }
                 (GroupState::PreparingRebalance, _) => {
                     records.extend(maybe_complete_join(group, now_ms))
@@ -1198,12 +1211,21 @@ fn complete_join(group: &mut Group, now_ms: i64) -> Vec<Record> {
         return vec![Record::Group(group_record(group))];
     }
     group.protocol_name = group.select_protocol();
-    if !group
-        .leader
-        .as_ref()
-        .is_some_and(|l| group.members.contains_key(l))
-    {
-        group.leader = group.members.keys().next().cloned();
+    // The leader is a member that rejoined (a static one kept without rejoining hears
+    // nothing now, so could not send the assignment).
+    let joined = |id: &String| {
+        group
+            .members
+            .get(id)
+            .is_some_and(|m| m.awaiting_join.is_some())
+    };
+    if !group.leader.as_ref().is_some_and(joined) {
+        group.leader = group
+            .members
+            .values()
+            .find(|m| m.awaiting_join.is_some())
+            .or_else(|| group.members.values().next())
+            .map(|m| m.id.clone());
     }
     group.state = GroupState::CompletingRebalance;
     group.phase_deadline_ms = Some(now_ms + group.rebalance_timeout_ms());
@@ -1216,7 +1238,11 @@ fn complete_join(group: &mut Group, now_ms: i64) -> Vec<Record> {
         group.protocol_name.clone(),
     );
     for m in group.members.values_mut() {
-        m.last_heartbeat_ms = now_ms;
+        // A static member kept without rejoining gets no new session: its last heartbeat
+        // bounds how long it keeps its place, however many rebalances come meanwhile.
+        if m.awaiting_join.is_some() {
+            m.last_heartbeat_ms = now_ms;
+        }
         if let Some(tx) = m.awaiting_join.take() {
             let _ = tx.send(JoinResult {
                 error: 0,
@@ -1930,6 +1956,90 @@ mod tests {
             Bytes::from_static(b"X"),
             "the assignment is kept"
         );
+    }
+
+    /// A static member `i1` (100 s session) alone in generation 1, then a dynamic member that
+    /// joins at 100 ms while `i1` is down: the rebalance times out at 30,100 ms and completes
+    /// without `i1` rejoining. Returns `i1`'s member id, the dynamic member's id, and the
+    /// dynamic member's (the leader's) join answer.
+    fn static_member_down_through_a_rebalance(c: &mut Coordinator) -> (String, String, JoinResult) {
+        let static_join = |member: &str| JoinRequest {
+            session_timeout_ms: 100_000,
+            ..join_req(member, Some("i1"))
+        };
+        let s = later(c.join(static_join(""), 0).0)
+            .try_recv()
+            .unwrap()
+            .member_id;
+        later(sync_stored(c, "g", 1, &s, Some("i1"), vec![]).0)
+            .try_recv()
+            .unwrap();
+        let (d, mut d_join) = new_member(c, 100);
+        assert!(c.tick(30_099).is_empty());
+        assert!(d_join.try_recv().is_err(), "waits for the static member");
+        c.tick(30_101);
+        (s, d, d_join.try_recv().unwrap())
+    }
+
+    #[test]
+    fn a_static_member_that_misses_a_rebalance_keeps_its_place_until_its_session_expires() {
+        let mut c = Coordinator::new(config());
+        let (s, d, joined) = static_member_down_through_a_rebalance(&mut c);
+        assert_eq!((joined.generation, joined.leader.as_str()), (2, d.as_str()));
+        let mut listed: Vec<_> = joined
+            .members
+            .iter()
+            .map(|(id, instance, _)| (id.clone(), instance.clone()))
+            .collect();
+        listed.sort();
+        let mut expected = vec![(s.clone(), Some("i1".to_string())), (d.clone(), None)];
+        expected.sort();
+        assert_eq!(listed, expected, "the leader assigns the static member too");
+        let assignments = vec![
+            (s.clone(), Bytes::from_static(b"S")),
+            (d.clone(), Bytes::from_static(b"D")),
+        ];
+        later(sync_stored(&mut c, "g", 2, &d, None, assignments).0)
+            .try_recv()
+            .unwrap();
+        // Restarted, it comes back under its instance id: no rebalance, and its share waited.
+        let back = now(c
+            .join(
+                JoinRequest {
+                    session_timeout_ms: 60_000,
+                    ..join_req("", Some("i1"))
+                },
+                31_000,
+            )
+            .0);
+        assert_eq!((back.error, back.generation), (0, 2));
+        assert_eq!(c.state_of("g"), GroupState::Stable);
+        let synced = now(sync_stored(&mut c, "g", 2, &back.member_id, Some("i1"), vec![]).0);
+        assert_eq!(synced.assignment, Bytes::from_static(b"S"));
+    }
+
+    #[test]
+    fn a_rebalance_with_only_absent_static_members_waits_for_their_sessions() {
+        let mut c = Coordinator::new(config());
+        let (s, d, _) = static_member_down_through_a_rebalance(&mut c);
+        later(sync_stored(&mut c, "g", 2, &d, None, vec![]).0)
+            .try_recv()
+            .unwrap();
+        // The dynamic member leaves; the static one is still down.
+        let (results, _) = c.leave("g", &[(d.clone(), None)], 30_200);
+        assert_eq!(results, vec![Ok(())]);
+        assert_eq!(c.state_of("g"), GroupState::PreparingRebalance);
+        // The rebalance times out with nobody rejoined: nobody could lead, so it waits on.
+        assert!(c.tick(60_201).is_empty());
+        assert_eq!(c.state_of("g"), GroupState::PreparingRebalance);
+        assert!(c.group("g").unwrap().members.contains_key(&s));
+        assert!(c.tick(90_201).is_empty(), "and on");
+        // Its session (100 s from its last heartbeat, at 0: the rebalances gave it no new
+        // one) runs out: the group empties.
+        assert!(c.tick(100_000).is_empty());
+        let records = c.tick(100_001);
+        assert_eq!(c.state_of("g"), GroupState::Empty);
+        assert!(matches!(&records[..], [Record::Group(g)] if g.members.is_empty()));
     }
 
     #[test]

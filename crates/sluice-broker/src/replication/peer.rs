@@ -138,6 +138,11 @@ impl PeerRefused {
             message: e.to_string(),
         }
     }
+
+    /// The node is older than the call: it did not know it, so did nothing.
+    pub fn unknown_call(&self) -> bool {
+        self.code.is_none() && self.message.contains(OLDER_NODE_REFUSAL)
+    }
 }
 
 /// A call's answer: done (with what the call asked for, `null` for most), or the Kafka error

@@ -1,7 +1,7 @@
 //! Making this node match the applied metadata: the topics and replicas it holds, the role of
 //! each replica, and a fetcher for every leader it follows.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 
 use sluice_cluster::metadata::ClusterState;
@@ -22,6 +22,12 @@ impl Broker {
         self.throttles
             .apply_all(&super::admin::effective_broker_configs(state, me));
         let mut leaders: HashSet<NodeId> = HashSet::new();
+        let fenced: BTreeSet<NodeId> = state
+            .nodes
+            .iter()
+            .filter(|(_, n)| n.fenced)
+            .map(|(id, _)| *id)
+            .collect();
         for topic in state.topics.values() {
             let hosted: Vec<i32> = topic
                 .partitions
@@ -64,7 +70,7 @@ impl Broker {
                         .filter(|r| !info.adding.contains(r))
                         .count();
                     let min = min_insync(&topic.configs, before_move);
-                    p.lead(me, info, min, LAG_TIME_MAX_MS, now);
+                    p.lead(me, info, min, LAG_TIME_MAX_MS, now, &fenced);
                 } else {
                     p.follow(info.leader, info.leader_epoch);
                     leaders.extend(info.leader);

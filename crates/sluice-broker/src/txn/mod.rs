@@ -70,6 +70,9 @@ pub struct TxnService {
     /// Single node: per transactional id, the end of its last completed state in the log,
     /// written but perhaps not durable yet (see [`TxnService::previous_end`]).
     unsettled_ends: Mutex<HashMap<String, Written>>,
+    /// Aborts (id, producer id, epoch, coordinator epoch) whose markers are all written but
+    /// whose finish failed to tell a group coordinator: their next attempt tells only.
+    markers_written: Mutex<HashSet<(String, i64, i16, i32)>>,
 }
 
 impl std::fmt::Debug for TxnService {
@@ -106,6 +109,7 @@ impl TxnService {
             clock,
             finishing: Arc::default(),
             unsettled_ends: Mutex::default(),
+            markers_written: Mutex::default(),
         })
     }
 
@@ -118,6 +122,7 @@ impl TxnService {
             clock,
             finishing: Arc::default(),
             unsettled_ends: Mutex::default(),
+            markers_written: Mutex::default(),
         }
     }
 
@@ -299,9 +304,14 @@ fn apply_record(coordinator: &mut Coordinator, key: Vec<u8>, value: Option<Vec<u
     }
 }
 
-/// How long a finisher whose marker a partition refused (too few replicas in sync) waits
-/// before it is tried again.
+/// How long a finisher whose marker a partition refused (too few replicas in sync), or that
+/// could not tell a group's coordinator of an abort, waits before it is tried again.
 const MARKER_REFUSED_PAUSE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// What a finisher that could not tell a group's coordinator of an abort fails with: the
+/// transaction stays in `PrepareAbort` and is finished again (InitProducerId answers
+/// CONCURRENT_TRANSACTIONS meanwhile).
+const ABORT_NOT_TOLD: ResponseError = ResponseError::RequestTimedOut;
 
 /// Held by the one finisher of a transaction's `Prepare*` state; released when dropped.
 #[derive(Debug)]
@@ -313,6 +323,15 @@ pub(crate) struct FinishClaim {
 impl Drop for FinishClaim {
     fn drop(&mut self) {
         self.finishing.lock().remove(&self.id);
+    }
+}
+
+/// A group coordinator's answer that it does not (or no longer) coordinates the group: it
+/// holds nothing of it, since a group that moves forgets its holds.
+fn forgotten(e: ResponseError) -> Result<(), ResponseError> {
+    match e {
+        ResponseError::NotCoordinator | ResponseError::CoordinatorLoadInProgress => Ok(()),
+        e => Err(e),
     }
 }
 
@@ -329,10 +348,11 @@ impl Broker {
         let broker = Arc::clone(self);
         let task = tokio::spawn(async move {
             let finished = broker.finish_txn_inner(prepare).await;
-            if finished == Err(ResponseError::NotEnoughReplicas) {
-                // A partition with too few replicas in sync may stay so for long: the next
-                // attempt (which writes the other partitions' markers again) waits a while
-                // instead of coming at the next tick.
+            if finished == Err(ResponseError::NotEnoughReplicas) || finished == Err(ABORT_NOT_TOLD)
+            {
+                // A partition with too few replicas in sync, or a group coordinator out of
+                // reach, may stay so for long: the next attempt (which writes the markers
+                // again) waits a while instead of coming at the next tick.
                 tokio::spawn(async move {
                     tokio::time::sleep(MARKER_REFUSED_PAUSE).await;
                     drop(claim);
@@ -370,6 +390,7 @@ impl Broker {
                     .push((topic.clone(), *index)),
             }
         }
+        let mut told = true;
         if !commit {
             // Its group offsets will not be committed: said first, so that a marker that
             // cannot be written yet does not keep them pending for OffsetFetch; only while
@@ -380,43 +401,63 @@ impl Broker {
                 &prepare,
                 coordinator_epoch,
             )?;
-            self.tell_aborted_txn_offsets(&prepare).await;
+            told = self.tell_aborted_txn_offsets(&prepare).await;
         }
-        // A Prepare* state holds the producer id and epoch its markers carry.
-        let (waits, refused_here) = self.write_markers_here(
-            marker,
+        // An earlier attempt of this finish wrote every marker, and failed only to tell a
+        // group coordinator of the abort: they are not written again.
+        let markers_key = (
+            prepare.transactional_id.clone(),
             prepare.producer_id,
             prepare.producer_epoch,
             coordinator_epoch,
-            &here,
-        )?;
-        if self.config.clustered {
-            // A marker a failover could take back would leave the transaction open on that
-            // partition after the coordinator completed it.
-            committed(waits).await?;
-        }
-        self.still_finishing(
-            &*self.txns.lock_for(&prepare.transactional_id)?,
-            &prepare,
-            coordinator_epoch,
-        )?;
-        let calls = elsewhere.into_iter().map(|(node, partitions)| {
-            let call = crate::replication::PeerCall::Markers {
-                producer_id: prepare.producer_id,
-                producer_epoch: prepare.producer_epoch,
+        );
+        if !self.txns.markers_written.lock().contains(&markers_key) {
+            // A Prepare* state holds the producer id and epoch its markers carry.
+            let (waits, refused_here) = self.write_markers_here(
+                marker,
+                prepare.producer_id,
+                prepare.producer_epoch,
                 coordinator_epoch,
-                commit,
-                partitions,
-            };
-            async move { self.call_peer(node, &call).await }
-        });
-        for answered in futures::future::join_all(calls).await {
-            answered?;
+                &here,
+            )?;
+            if self.config.clustered {
+                // A marker a failover could take back would leave the transaction open on
+                // that partition after the coordinator completed it.
+                committed(waits).await?;
+            }
+            self.still_finishing(
+                &*self.txns.lock_for(&prepare.transactional_id)?,
+                &prepare,
+                coordinator_epoch,
+            )?;
+            let calls = elsewhere.into_iter().map(|(node, partitions)| {
+                let call = crate::replication::PeerCall::Markers {
+                    producer_id: prepare.producer_id,
+                    producer_epoch: prepare.producer_epoch,
+                    coordinator_epoch,
+                    commit,
+                    partitions,
+                };
+                async move { self.call_peer(node, &call).await }
+            });
+            for answered in futures::future::join_all(calls).await {
+                answered?;
+            }
+            // A partition here refused its marker: the others, here and elsewhere, have
+            // theirs (their stable offsets move on); this one is tried again.
+            if let Some(e) = refused_here {
+                return Err(e);
+            }
         }
-        // A partition here refused its marker: the others, here and elsewhere, have theirs
-        // (their stable offsets move on); this one is tried again.
-        if let Some(e) = refused_here {
-            return Err(e);
+        // A group coordinator out of reach may still hold the offsets as pending: the abort
+        // is not complete until it is told (as Kafka's is not until its marker is in the
+        // group's offsets partition), or until every hold has expired anyway (all were taken
+        // before the `Prepare*` state was written; a minute more for the nodes' clocks).
+        let holds_expired = self.txns.now_ms() - prepare.updated_ms
+            > crate::group::coordinator::REMOTE_TXN_OFFSETS_MAX_MS + 60_000;
+        if !told && !holds_expired {
+            self.txns.markers_written.lock().insert(markers_key);
+            return Err(ABORT_NOT_TOLD);
         }
         if commit && !prepare.pending_offsets.is_empty() {
             self.still_finishing(
@@ -464,15 +505,18 @@ impl Broker {
         if self.config.clustered {
             committed(waits).await?;
         }
+        self.txns.markers_written.lock().remove(&markers_key);
         tracing::debug!(transactional_id = %done.transactional_id, state = done.state.name(), "transaction finished");
         Ok(done)
     }
 
     /// Tells the coordinators of the groups an aborting transaction handed offsets to that
     /// they will not be committed (they hold them as pending for OffsetFetch's
-    /// `require_stable`). At every attempt of the finisher; a coordinator that cannot be
-    /// told forgets them when its group moves, or after the longest transaction timeout.
-    async fn tell_aborted_txn_offsets(&self, prepare: &TxnMeta) {
+    /// `require_stable`). At every attempt of the finisher. Returns whether every one that
+    /// may hold them was told: a coordinator that answered that it no longer has the group
+    /// (it forgot its holds when the group moved) counts as told; one that did not answer
+    /// does not.
+    async fn tell_aborted_txn_offsets(&self, prepare: &TxnMeta) -> bool {
         let mut calls = Vec::new();
         let mut by_group: BTreeMap<&str, Vec<(String, i32)>> = BTreeMap::new();
         for o in &prepare.pending_offsets {
@@ -481,11 +525,13 @@ impl Broker {
                 .or_default()
                 .push((o.topic.clone(), o.partition));
         }
+        let mut all_told = true;
         for (group, partitions) in by_group {
             let told = match self.groups.shards.locate(group) {
-                Whereabouts::Here(_) => {
-                    self.aborted_txn_offsets_here(group, prepare.producer_id, &partitions)
-                }
+                // Not here after all (a race with a move): nothing is held here.
+                Whereabouts::Here(_) => self
+                    .aborted_txn_offsets_here(group, prepare.producer_id, &partitions)
+                    .or_else(forgotten),
                 // Loading: a load forgets what was held before it.
                 Whereabouts::Loading => Ok(()),
                 Whereabouts::Elsewhere => self.group_coordinator(group).map(|(node, _, _)| {
@@ -500,31 +546,35 @@ impl Broker {
                 }),
             };
             if let Err(e) = told {
+                all_told = false;
                 tracing::info!(group, error = ?e, "cannot tell a group coordinator of an aborted transaction's offsets");
             }
         }
         // Side by side, each for a second at most: a group coordinator that does not answer
         // must not hold the abort's markers back for the peer call's whole timeout.
         let told = futures::future::join_all(calls.into_iter().map(|(node, call)| async move {
-            let answered = tokio::time::timeout(
-                std::time::Duration::from_secs(1),
-                self.call_peer(node, &call),
-            )
-            .await;
+            let answered = self
+                .ask_peer(node, &call, std::time::Duration::from_secs(1))
+                .await;
             (node, answered)
         }))
         .await;
         for (node, answered) in told {
-            match answered {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => {
-                    tracing::info!(?node, error = ?e, "cannot tell a group coordinator of an aborted transaction's offsets")
-                }
-                Err(_) => {
-                    tracing::info!(?node, "a group coordinator did not answer the news of an aborted transaction's offsets in time")
-                }
+            let Err(refused) = answered else {
+                continue;
+            };
+            // An older node does not know the call, and holds nothing for it to release.
+            let nothing_held = refused.unknown_call()
+                || refused
+                    .code
+                    .and_then(ResponseError::try_from_code)
+                    .is_some_and(|e| forgotten(e).is_ok());
+            if !nothing_held {
+                all_told = false;
+                tracing::info!(?node, why = %refused.message, "cannot tell a group coordinator of an aborted transaction's offsets");
             }
         }
+        all_told
     }
 
     /// Whether a finisher may go on: the id is still coordinated here in the coordinator
