@@ -19,10 +19,12 @@
 //! within its rebalance timeout, is removed. A static member (with an instance id) that leaves
 //! with epoch -2, as a client closing for a restart does, stays with its assignment until its
 //! session times out; a member joining under that instance id takes its place, epoch and
-//! partitions, and the group does not rebalance (KIP-848, as on Kafka). The group is written to `__consumer_offsets`
-//! whenever it changes ([`ConsumerGroup::to_record`], one record for the whole group), so a
-//! coordinator that restarts or takes the group over knows its members, their epochs and
-//! assignments, and they go on without rejoining.
+//! partitions, and the group does not rebalance (KIP-848, as on Kafka).
+//!
+//! The group is written to `__consumer_offsets` whenever it changes
+//! ([`ConsumerGroup::to_record`], one record for the whole group), so a coordinator that
+//! restarts or takes the group over knows its members, their epochs and assignments, and they
+//! go on without rejoining.
 
 use std::collections::{BTreeMap, BTreeSet};
 
