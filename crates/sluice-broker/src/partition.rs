@@ -250,7 +250,14 @@ impl Partition {
         coordinator_epoch: i32,
     ) -> Result<AppendInfo, BrokerError> {
         let mut state = self.state.lock();
-        self.check_marker_writable(&state)?;
+        self.check_leads(&state)?;
+        // A cluster's markers are acks=all writes, as Kafka's: refused before they are
+        // written when too few replicas are in sync (the finisher retries), rather than
+        // written again at each retry once their commit answered
+        // NOT_ENOUGH_REPLICAS_AFTER_APPEND.
+        if matches!(state.role, Role::Leader { .. }) {
+            self.check_insync(&state)?;
+        }
         state.guards.drop_for(producer_id);
         let info = state.log.append_marker(
             marker,
@@ -261,20 +268,6 @@ impl Partition {
         )?;
         self.after_append(&mut state);
         Ok(info)
-    }
-
-    /// Whether a transaction marker may be written here now: this replica leads, and in a
-    /// cluster enough replicas are in sync.
-    fn check_marker_writable(&self, state: &State) -> Result<(), BrokerError> {
-        self.check_leads(state)?;
-        // A cluster's markers are acks=all writes, as Kafka's: refused before they are
-        // written when too few replicas are in sync (the finisher retries), rather than
-        // written again at each retry once their commit answered
-        // NOT_ENOUGH_REPLICAS_AFTER_APPEND.
-        if matches!(state.role, Role::Leader { .. }) {
-            self.check_insync(state)?;
-        }
-        Ok(())
     }
 
     fn check_leads(&self, state: &State) -> Result<(), BrokerError> {
@@ -707,7 +700,7 @@ impl Partition {
             }
         }
         if let Role::Leader { replicas, .. } = &mut state.role {
-            replicas.set_ineligible(fenced.clone());
+            replicas.set_ineligible(fenced);
         }
         self.publish(&mut state);
     }
@@ -1009,7 +1002,7 @@ impl Partition {
     /// only, so a write in flight when followers were fenced out of it may have become
     /// committed on fewer copies than `min.insync.replicas`; Kafka answers that write
     /// NOT_ENOUGH_REPLICAS_AFTER_APPEND, and so does this.
-    pub fn check_insync_after_append(&self) -> Result<(), BrokerError> {
+    fn check_insync_after_append(&self) -> Result<(), BrokerError> {
         let state = self.state.lock();
         self.check_insync(&state).map_err(|e| match e {
             BrokerError::NotEnoughReplicas(m) => BrokerError::NotEnoughReplicasAfterAppend(m),
@@ -1134,6 +1127,18 @@ mod tests {
         Partition::new(Arc::from("t"), 0, log, 0, Arc::default())
     }
 
+    /// Node 1 leads `p` as `info` says, with no node fenced.
+    fn lead_as_1(p: &Partition, info: &Assignment, min_insync: usize, now_ms: i64) {
+        p.lead(
+            NodeId(1),
+            info,
+            min_insync,
+            10_000,
+            now_ms,
+            &Default::default(),
+        );
+    }
+
     fn assignment(isr: &[i32], partition_epoch: i32) -> Assignment {
         Assignment {
             replicas: vec![NodeId(1), NodeId(2)],
@@ -1197,53 +1202,25 @@ mod tests {
     fn an_isr_change_stays_pending_until_its_partition_epoch_arrives() {
         let dir = tempfile::tempdir().unwrap();
         let p = leader_of(dir.path());
-        p.lead(
-            NodeId(1),
-            &assignment(&[1], 0),
-            1,
-            10_000,
-            0,
-            &Default::default(),
-        );
+        lead_as_1(&p, &assignment(&[1], 0), 1, 0);
         let asked = p
             .on_follower_fetch(NodeId(2), Offset(0), Offset(0), 1)
             .unwrap();
         assert_eq!(asked.isr, vec![NodeId(1), NodeId(2)]);
         // Metadata about something else arrives: the same partition epoch settles nothing.
-        p.lead(
-            NodeId(1),
-            &assignment(&[1], 0),
-            1,
-            10_000,
-            2,
-            &Default::default(),
-        );
+        lead_as_1(&p, &assignment(&[1], 0), 1, 2);
         assert_eq!(
             p.on_follower_fetch(NodeId(2), Offset(0), Offset(0), 3),
             None
         );
         // The change is made: the new epoch settles it, and there is nothing left to ask.
-        p.lead(
-            NodeId(1),
-            &assignment(&[1, 2], 1),
-            1,
-            10_000,
-            4,
-            &Default::default(),
-        );
+        lead_as_1(&p, &assignment(&[1, 2], 1), 1, 4);
         assert_eq!(
             p.on_follower_fetch(NodeId(2), Offset(0), Offset(0), 5),
             None
         );
         // A refused change is settled by hand, and the leader may ask again.
-        p.lead(
-            NodeId(1),
-            &assignment(&[1], 2),
-            1,
-            10_000,
-            6,
-            &Default::default(),
-        );
+        lead_as_1(&p, &assignment(&[1], 2), 1, 6);
         let asked = p
             .on_follower_fetch(NodeId(2), Offset(0), Offset(0), 7)
             .unwrap();
@@ -1270,14 +1247,7 @@ mod tests {
     async fn a_coordinators_read_fence_waits_for_the_leaders_log_end_and_fails_off_the_leader() {
         let dir = tempfile::tempdir().unwrap();
         let p = leader_of(dir.path());
-        p.lead(
-            NodeId(1),
-            &assignment(&[1, 2], 0),
-            1,
-            10_000,
-            0,
-            &Default::default(),
-        );
+        lead_as_1(&p, &assignment(&[1, 2], 0), 1, 0);
         p.on_follower_fetch(NodeId(2), Offset(0), Offset(0), 1);
         assert!(
             crate::commit::fence(&p).is_none(),
@@ -1311,14 +1281,7 @@ mod tests {
     async fn a_write_committed_after_the_isr_fell_below_min_insync_is_not_acknowledged() {
         let dir = tempfile::tempdir().unwrap();
         let p = leader_of(dir.path());
-        p.lead(
-            NodeId(1),
-            &assignment(&[1, 2], 0),
-            2,
-            10_000,
-            0,
-            &Default::default(),
-        );
+        lead_as_1(&p, &assignment(&[1, 2], 0), 2, 0);
         p.on_follower_fetch(NodeId(2), Offset(0), Offset(0), 1);
         let bytes = sluice_log::testing::batch_bytes(0, 3, 1_000, 8, 0);
         p.append(sluice_log::validate_produce(&bytes, 1 << 20).unwrap(), true)
@@ -1351,14 +1314,7 @@ mod tests {
         );
         // Back in sync, a write committed on both copies is acknowledged.
         p.on_follower_fetch(NodeId(2), Offset(3), Offset(3), 3);
-        p.lead(
-            NodeId(1),
-            &assignment(&[1, 2], 2),
-            2,
-            10_000,
-            4,
-            &Default::default(),
-        );
+        lead_as_1(&p, &assignment(&[1, 2], 2), 2, 4);
         assert_eq!(p.check_insync_after_append().ok(), Some(()));
     }
 
@@ -1366,28 +1322,14 @@ mod tests {
     fn a_cluster_leader_refuses_a_marker_before_writing_it_below_min_insync() {
         let dir = tempfile::tempdir().unwrap();
         let p = leader_of(dir.path());
-        p.lead(
-            NodeId(1),
-            &assignment(&[1], 0),
-            2,
-            10_000,
-            0,
-            &Default::default(),
-        );
+        lead_as_1(&p, &assignment(&[1], 0), 2, 0);
         let refused = p.append_marker(Marker::Abort, 7, 0, 0).unwrap_err();
         assert!(
             matches!(refused, BrokerError::NotEnoughReplicas(_)),
             "{refused}"
         );
         assert_eq!(p.progress().end, Offset(0), "nothing written");
-        p.lead(
-            NodeId(1),
-            &assignment(&[1], 1),
-            1,
-            10_000,
-            1,
-            &Default::default(),
-        );
+        lead_as_1(&p, &assignment(&[1], 1), 1, 1);
         p.append_marker(Marker::Abort, 7, 0, 0).unwrap();
         assert_eq!(p.progress().end, Offset(1));
     }
@@ -1401,14 +1343,7 @@ mod tests {
         tokio::task::JoinHandle<Result<(), BrokerError>>,
     ) {
         let p = leader_of(dir);
-        p.lead(
-            NodeId(1),
-            &assignment(&[1, 2], 0),
-            1,
-            10_000,
-            0,
-            &Default::default(),
-        );
+        lead_as_1(&p, &assignment(&[1, 2], 0), 1, 0);
         let bytes = sluice_log::testing::batch_bytes(0, 3, 1_000, 8, 0);
         p.append(sluice_log::validate_produce(&bytes, 1 << 20).unwrap(), true)
             .unwrap();
@@ -1442,7 +1377,7 @@ mod tests {
             leader_epoch: Epoch(5),
             ..assignment(&[1], 1)
         };
-        p.lead(NodeId(1), &again, 1, 10_000, 1, &Default::default());
+        lead_as_1(&p, &again, 1, 1);
         assert!(p.progress().leading && p.progress().visible >= Offset(3));
         let outcome = waiting.await.unwrap();
         assert!(
@@ -1472,7 +1407,7 @@ mod tests {
             replicas: vec![NodeId(1)],
             ..assignment(&[1], 1)
         };
-        p.lead(NodeId(1), &dropped, 1, 10_000, 1, &Default::default());
+        lead_as_1(&p, &dropped, 1, 1);
         let outcome = tokio::time::timeout(std::time::Duration::from_secs(5), waiting).await;
         assert!(matches!(outcome, Ok(Ok(Ok(())))), "{outcome:?}");
     }
@@ -1503,14 +1438,7 @@ mod tests {
         );
         // Leading again, in a new epoch, with follower 2 in the ISR: nothing more is
         // committed until 2 has fetched, and ListOffsets says so.
-        p.lead(
-            NodeId(1),
-            &assignment(&[1, 2], 0),
-            1,
-            10_000,
-            0,
-            &Default::default(),
-        );
+        lead_as_1(&p, &assignment(&[1, 2], 0), 1, 0);
         assert_eq!(p.progress().visible, Offset(4));
         assert!(p.high_watermark_behind_epoch_start());
         p.on_follower_fetch(NodeId(2), Offset(7), Offset(0), 1);

@@ -372,11 +372,11 @@ impl LeaderReplicas {
 
     /// The nodes that are fenced now (from the cluster's metadata). Returns the high watermark
     /// if it moved.
-    pub fn set_ineligible(&mut self, nodes: BTreeSet<NodeId>) -> Update {
-        if nodes == self.ineligible {
+    pub fn set_ineligible(&mut self, nodes: &BTreeSet<NodeId>) -> Update {
+        if *nodes == self.ineligible {
             return Update::default();
         }
-        self.ineligible = nodes;
+        self.ineligible = nodes.clone();
         Update {
             high_watermark: self.advance_high_watermark(),
             alter_isr: None,
@@ -459,6 +459,14 @@ mod tests {
             leader_epoch: LeaderEpoch(4),
             isr: isr.iter().map(|n| node(*n)).collect(),
             partition_epoch: PartitionEpoch(9),
+        }
+    }
+
+    /// The partition after an ISR change to `isr` (partition epoch 10).
+    fn isr_changed_to(isr: &[i32]) -> PartitionInfo {
+        PartitionInfo {
+            partition_epoch: PartitionEpoch(10),
+            ..partition(isr)
         }
     }
 
@@ -580,8 +588,7 @@ mod tests {
                 .high_watermark,
             None
         );
-        let mut p = partition(&[1, 2]);
-        p.partition_epoch = PartitionEpoch(10);
+        let p = isr_changed_to(&[1, 2]);
         assert_eq!(l.on_metadata(&p, 0).high_watermark, Some(Offset(100)));
         assert_eq!(l.check_min_insync(2), Ok(()));
         assert!(l.check_min_insync(3).is_err());
@@ -679,14 +686,14 @@ mod tests {
         l.on_alter_failed(LeaderEpoch(4), l.asked());
         assert_eq!(l.on_local_end(Offset(30)), Update::default(), "2 caught up");
         // Node 2 dies and is fenced: the high watermark goes on without it at once.
-        let fenced = l.set_ineligible([node(2)].into_iter().collect());
+        let fenced = l.set_ineligible(&[node(2)].into_iter().collect());
         assert_eq!(fenced.high_watermark, Some(Offset(30)));
         assert_eq!(
             l.on_fetch(node(2), Offset(30), Offset(30), 200).alter_isr,
             None,
             "not asked in while fenced"
         );
-        l.set_ineligible(BTreeSet::new());
+        l.set_ineligible(&BTreeSet::new());
         assert_eq!(
             l.on_fetch(node(2), Offset(30), Offset(30), 300).alter_isr,
             Some(vec![node(1), node(2)])
@@ -701,8 +708,7 @@ mod tests {
         assert_eq!(l.high_watermark(), Offset(10));
         // Node 2 restarts: the controller takes it out of the ISR, and it comes back far
         // behind (its first fetch from 4), within the lag time of its last catch-up.
-        let mut p = partition(&[1]);
-        p.partition_epoch = PartitionEpoch(10);
+        let p = isr_changed_to(&[1]);
         l.on_metadata(&p, 200);
         l.on_fetch(node(2), Offset(4), Offset(10), 300);
         assert_eq!(
@@ -719,8 +725,7 @@ mod tests {
         // fetch before (0), which says nothing of it now.
         let mut l = leading_empty(&[1, 2]);
         l.on_fetch(node(2), Offset(0), Offset(0), 100);
-        let mut p = partition(&[1]);
-        p.partition_epoch = PartitionEpoch(10);
+        let p = isr_changed_to(&[1]);
         l.on_metadata(&p, 200);
         l.on_local_end(Offset(30));
         l.on_fetch(node(2), Offset(0), Offset(30), 300);

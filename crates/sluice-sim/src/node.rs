@@ -393,15 +393,9 @@ impl Sim {
             }
             // As the broker's reconcile does: followers on fenced nodes are not waited for.
             let node = self.node(id);
-            let fenced = node
-                .state
-                .nodes
-                .iter()
-                .filter(|(_, n)| n.fenced)
-                .map(|(n, _)| *n)
-                .collect();
+            let fenced = node.state.fenced_nodes();
             let update = match &mut node.role {
-                Role::Leader { replicas, .. } => replicas.set_ineligible(fenced),
+                Role::Leader { replicas, .. } => replicas.set_ineligible(&fenced),
                 _ => Update::default(),
             };
             self.updated(id, update);

@@ -810,22 +810,14 @@ mod tests {
         vec!["orders".into(), "audit".into()]
     }
 
+    /// A heartbeat of dynamic member `member` at 1,000 ms.
     fn hb(
         g: &mut ConsumerGroup,
         member: &str,
         epoch: i32,
         owned: Option<Assignment>,
     ) -> HeartbeatReply {
-        let req = Heartbeat {
-            group_id: g.id.clone(),
-            member_id: member.into(),
-            member_epoch: epoch,
-            rebalance_timeout_ms: 30_000,
-            subscribed_topic_names: (epoch == 0).then(|| vec!["orders".to_string()]),
-            owned,
-            ..Heartbeat::default()
-        };
-        g.heartbeat(req, &partitions_of, &topics, 1_000)
+        beat_at(g, member, None, epoch, owned, 1_000)
     }
 
     fn count(a: &Assignment) -> usize {
@@ -946,16 +938,7 @@ mod tests {
     fn a_static_members_instance_id_is_held_by_one_member_at_a_time() {
         let mut g = ConsumerGroup::new("g");
         let static_hb = |g: &mut ConsumerGroup, member: &str, epoch: i32| {
-            let req = Heartbeat {
-                group_id: "g".into(),
-                member_id: member.into(),
-                member_epoch: epoch,
-                instance_id: Some("i1".into()),
-                rebalance_timeout_ms: 30_000,
-                subscribed_topic_names: (epoch == 0).then(|| vec!["orders".to_string()]),
-                ..Heartbeat::default()
-            };
-            g.heartbeat(req, &partitions_of, &topics, 1_000)
+            beat_at(g, member, Some("i1"), epoch, None, 1_000)
         };
         let a = static_hb(&mut g, "a", 0);
         assert_eq!(a.error, None);
@@ -1028,12 +1011,19 @@ mod tests {
         held
     }
 
-    #[test]
-    fn a_static_member_that_leaves_keeps_its_partitions_for_its_return() {
+    /// Static member `a` (instance `i1`) and dynamic member `c`, settled at time 0: the
+    /// group, and each member's epoch and partitions.
+    fn static_a_and_dynamic_c() -> (ConsumerGroup, BTreeMap<String, (i32, Assignment)>) {
         let mut g = ConsumerGroup::new("g");
         beat_at(&mut g, "a", Some("i1"), 0, None, 0);
         beat_at(&mut g, "c", None, 0, None, 0);
         let held = settle(&mut g, &[("a", Some("i1")), ("c", None)], 0);
+        (g, held)
+    }
+
+    #[test]
+    fn a_static_member_that_leaves_keeps_its_partitions_for_its_return() {
+        let (mut g, held) = static_a_and_dynamic_c();
         let (a_parts, c_parts) = (held["a"].1.clone(), held["c"].1.clone());
         assert_eq!((count(&a_parts), count(&c_parts)), (3, 3));
         let epoch = g.epoch;
@@ -1062,10 +1052,7 @@ mod tests {
 
     #[test]
     fn a_static_member_back_after_the_group_changed_takes_its_new_share_at_once() {
-        let mut g = ConsumerGroup::new("g");
-        beat_at(&mut g, "a", Some("i1"), 0, None, 0);
-        beat_at(&mut g, "c", None, 0, None, 0);
-        let held = settle(&mut g, &[("a", Some("i1")), ("c", None)], 0);
+        let (mut g, held) = static_a_and_dynamic_c();
         beat_at(&mut g, "a", Some("i1"), STATIC_LEAVE_EPOCH, None, 1_000);
         // While `a` is away a third member joins: a's target shrinks to two partitions.
         beat_at(&mut g, "d", None, 0, None, 1_500);
@@ -1095,10 +1082,7 @@ mod tests {
 
     #[test]
     fn a_static_member_that_left_and_does_not_return_goes_at_its_session_timeout() {
-        let mut g = ConsumerGroup::new("g");
-        beat_at(&mut g, "a", Some("i1"), 0, None, 0);
-        beat_at(&mut g, "c", None, 0, None, 0);
-        let held = settle(&mut g, &[("a", Some("i1")), ("c", None)], 0);
+        let (mut g, held) = static_a_and_dynamic_c();
         beat_at(&mut g, "a", Some("i1"), STATIC_LEAVE_EPOCH, None, 1_000);
         let config = ConsumerGroupConfig::default();
         beat_at(

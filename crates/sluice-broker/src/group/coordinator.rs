@@ -924,11 +924,16 @@ impl Coordinator {
     /// hand-over's holds of the same offsets stay).
     pub fn unhold_remote_txn_offsets(&mut self, hold: RemoteHold) {
         for key in hold.keys {
-            if let Some(holders) = self.remote_txn_offsets.get_mut(&key) {
-                holders.retain(|h| h.token != hold.token);
-                if holders.is_empty() {
-                    self.remote_txn_offsets.remove(&key);
-                }
+            self.retain_holders(key, |h| h.token != hold.token);
+        }
+    }
+
+    /// Keeps the holders of `key` that `keep` says; the key goes with its last holder.
+    fn retain_holders(&mut self, key: HeldKey, keep: impl Fn(&Holder) -> bool) {
+        if let Some(holders) = self.remote_txn_offsets.get_mut(&key) {
+            holders.retain(|h| keep(h));
+            if holders.is_empty() {
+                self.remote_txn_offsets.remove(&key);
             }
         }
     }
@@ -943,12 +948,7 @@ impl Coordinator {
     ) {
         for (topic, partition) in partitions {
             let key = (group.to_string(), topic.to_string(), partition);
-            if let Some(holders) = self.remote_txn_offsets.get_mut(&key) {
-                holders.retain(|h| producer_id.is_some_and(|p| p != h.producer_id));
-                if holders.is_empty() {
-                    self.remote_txn_offsets.remove(&key);
-                }
-            }
+            self.retain_holders(key, |h| producer_id.is_some_and(|p| p != h.producer_id));
         }
     }
 
@@ -1212,19 +1212,18 @@ fn complete_join(group: &mut Group, now_ms: i64) -> Vec<Record> {
     }
     group.protocol_name = group.select_protocol();
     // The leader is a member that rejoined (a static one kept without rejoining hears
-    // nothing now, so could not send the assignment).
-    let joined = |id: &String| {
+    // nothing now, so could not send the assignment); a join completes only with one.
+    let rejoined = |id: &String| {
         group
             .members
             .get(id)
             .is_some_and(|m| m.awaiting_join.is_some())
     };
-    if !group.leader.as_ref().is_some_and(joined) {
+    if !group.leader.as_ref().is_some_and(rejoined) {
         group.leader = group
             .members
             .values()
             .find(|m| m.awaiting_join.is_some())
-            .or_else(|| group.members.values().next())
             .map(|m| m.id.clone());
     }
     group.state = GroupState::CompletingRebalance;

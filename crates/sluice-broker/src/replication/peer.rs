@@ -328,7 +328,8 @@ impl Broker {
                     &partitions,
                 ) {
                     Ok((waits, refused)) => match crate::commit::committed(waits).await {
-                        Ok(()) => refused.map_or(Ok(()), Err),
+                        Ok(()) if refused.is_empty() => Ok(()),
+                        Ok(()) => Err(ResponseError::NotEnoughReplicas),
                         Err(e) => Err(e),
                     },
                     Err(e) => Err(e),

@@ -1,7 +1,7 @@
 //! Making this node match the applied metadata: the topics and replicas it holds, the role of
 //! each replica, and a fetcher for every leader it follows.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use sluice_cluster::metadata::ClusterState;
@@ -22,12 +22,7 @@ impl Broker {
         self.throttles
             .apply_all(&super::admin::effective_broker_configs(state, me));
         let mut leaders: HashSet<NodeId> = HashSet::new();
-        let fenced: BTreeSet<NodeId> = state
-            .nodes
-            .iter()
-            .filter(|(_, n)| n.fenced)
-            .map(|(id, _)| *id)
-            .collect();
+        let fenced = state.fenced_nodes();
         for topic in state.topics.values() {
             let hosted: Vec<i32> = topic
                 .partitions

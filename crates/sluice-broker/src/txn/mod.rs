@@ -24,7 +24,7 @@ pub mod append_turns;
 pub mod coordinator;
 pub mod state;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
@@ -70,10 +70,17 @@ pub struct TxnService {
     /// Single node: per transactional id, the end of its last completed state in the log,
     /// written but perhaps not durable yet (see [`TxnService::previous_end`]).
     unsettled_ends: Mutex<HashMap<String, Written>>,
-    /// Aborts (id, producer id, epoch, coordinator epoch) whose markers are all written but
-    /// whose finish failed to tell a group coordinator: their next attempt tells only.
-    markers_written: Mutex<HashSet<(String, i64, i16, i32)>>,
+    /// The partitions that have their marker, per `Prepare*` state being finished here and
+    /// not finished yet: an attempt that fails (a partition refuses its marker for want of
+    /// in-sync replicas, a peer or a group coordinator does not answer) leaves them out of
+    /// the next one, as Kafka's marker writer does.
+    markers_written: Mutex<HashMap<MarkersKey, BTreeSet<(String, i32)>>>,
 }
+
+/// A `Prepare*` state being finished: transactional id, producer id and epoch, coordinator
+/// epoch, and the transaction's start (the producer's next transaction may have the same
+/// epoch, before KIP-890).
+type MarkersKey = (String, i64, i16, i32, i64);
 
 impl std::fmt::Debug for TxnService {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -326,6 +333,15 @@ impl Drop for FinishClaim {
     }
 }
 
+/// A transaction's group offsets, by group.
+fn by_group(offsets: &[PendingOffset]) -> BTreeMap<&str, Vec<PendingOffset>> {
+    let mut by_group: BTreeMap<&str, Vec<PendingOffset>> = BTreeMap::new();
+    for o in offsets {
+        by_group.entry(&o.group).or_default().push(o.clone());
+    }
+    by_group
+}
+
 /// A group coordinator's answer that it does not (or no longer) coordinates the group: it
 /// holds nothing of it, since a group that moves forgets its holds.
 fn forgotten(e: ResponseError) -> Result<(), ResponseError> {
@@ -351,8 +367,9 @@ impl Broker {
             if finished == Err(ResponseError::NotEnoughReplicas) || finished == Err(ABORT_NOT_TOLD)
             {
                 // A partition with too few replicas in sync, or a group coordinator out of
-                // reach, may stay so for long: the next attempt (which writes the markers
-                // again) waits a while instead of coming at the next tick.
+                // reach, may stay so for long: the next attempt (which asks again, and
+                // writes only the markers still missing) waits a while instead of coming at
+                // the next tick.
                 tokio::spawn(async move {
                     tokio::time::sleep(MARKER_REFUSED_PAUSE).await;
                     drop(claim);
@@ -376,10 +393,25 @@ impl Broker {
         // The coordinator epoch the markers carry; NOT_COORDINATOR once another node took the
         // id over (its own load finishes the transaction).
         let coordinator_epoch = self.txns.check(&prepare.transactional_id)?;
+        // An earlier attempt of this finish may have written some markers: not again.
+        let key = (
+            prepare.transactional_id.clone(),
+            prepare.producer_id,
+            prepare.producer_epoch,
+            coordinator_epoch,
+            prepare.start_ms,
+        );
+        let written = self
+            .txns
+            .markers_written
+            .lock()
+            .get(&key)
+            .cloned()
+            .unwrap_or_default();
         let me = NodeId(self.node_id());
         let mut here = Vec::new();
         let mut elsewhere: BTreeMap<NodeId, Vec<(String, i32)>> = BTreeMap::new();
-        for (topic, index) in &prepare.partitions {
+        for (topic, index) in prepare.partitions.difference(&written) {
             match self.partition_leader(topic, *index)? {
                 // A partition deleted since has nothing left to mark.
                 None => {}
@@ -403,52 +435,8 @@ impl Broker {
             )?;
             told = self.tell_aborted_txn_offsets(&prepare).await;
         }
-        // An earlier attempt of this finish wrote every marker, and failed only to tell a
-        // group coordinator of the abort: they are not written again.
-        let markers_key = (
-            prepare.transactional_id.clone(),
-            prepare.producer_id,
-            prepare.producer_epoch,
-            coordinator_epoch,
-        );
-        if !self.txns.markers_written.lock().contains(&markers_key) {
-            // A Prepare* state holds the producer id and epoch its markers carry.
-            let (waits, refused_here) = self.write_markers_here(
-                marker,
-                prepare.producer_id,
-                prepare.producer_epoch,
-                coordinator_epoch,
-                &here,
-            )?;
-            if self.config.clustered {
-                // A marker a failover could take back would leave the transaction open on
-                // that partition after the coordinator completed it.
-                committed(waits).await?;
-            }
-            self.still_finishing(
-                &*self.txns.lock_for(&prepare.transactional_id)?,
-                &prepare,
-                coordinator_epoch,
-            )?;
-            let calls = elsewhere.into_iter().map(|(node, partitions)| {
-                let call = crate::replication::PeerCall::Markers {
-                    producer_id: prepare.producer_id,
-                    producer_epoch: prepare.producer_epoch,
-                    coordinator_epoch,
-                    commit,
-                    partitions,
-                };
-                async move { self.call_peer(node, &call).await }
-            });
-            for answered in futures::future::join_all(calls).await {
-                answered?;
-            }
-            // A partition here refused its marker: the others, here and elsewhere, have
-            // theirs (their stable offsets move on); this one is tried again.
-            if let Some(e) = refused_here {
-                return Err(e);
-            }
-        }
+        self.write_markers(&prepare, marker, coordinator_epoch, &key, here, elsewhere)
+            .await?;
         // A group coordinator out of reach may still hold the offsets as pending: the abort
         // is not complete until it is told (as Kafka's is not until its marker is in the
         // group's offsets partition), or until every hold has expired anyway (all were taken
@@ -456,7 +444,6 @@ impl Broker {
         let holds_expired = self.txns.now_ms() - prepare.updated_ms
             > crate::group::coordinator::REMOTE_TXN_OFFSETS_MAX_MS + 60_000;
         if !told && !holds_expired {
-            self.txns.markers_written.lock().insert(markers_key);
             return Err(ABORT_NOT_TOLD);
         }
         if commit && !prepare.pending_offsets.is_empty() {
@@ -465,11 +452,7 @@ impl Broker {
                 &prepare,
                 coordinator_epoch,
             )?;
-            let mut by_group: BTreeMap<&str, Vec<PendingOffset>> = BTreeMap::new();
-            for o in &prepare.pending_offsets {
-                by_group.entry(&o.group).or_default().push(o.clone());
-            }
-            for (group, offsets) in by_group {
+            for (group, offsets) in by_group(&prepare.pending_offsets) {
                 match self.groups.shards.locate(group) {
                     Whereabouts::Here(_) => self.commit_offsets_here(group, &offsets).await?,
                     Whereabouts::Loading => return Err(ResponseError::CoordinatorLoadInProgress),
@@ -505,9 +488,69 @@ impl Broker {
         if self.config.clustered {
             committed(waits).await?;
         }
-        self.txns.markers_written.lock().remove(&markers_key);
+        self.txns.markers_written.lock().remove(&key);
         tracing::debug!(transactional_id = %done.transactional_id, state = done.state.name(), "transaction finished");
         Ok(done)
+    }
+
+    /// Writes the markers of `prepare` on `here`'s partitions and, through their leaders,
+    /// `elsewhere`'s, noting under `key` each partition that has its marker. A partition here
+    /// that refuses its marker (too few replicas in sync) does not stop the others (their
+    /// stable offsets move on); the refusal is answered once they are written.
+    async fn write_markers(
+        &self,
+        prepare: &TxnMeta,
+        marker: Marker,
+        coordinator_epoch: i32,
+        key: &MarkersKey,
+        here: Vec<(String, i32)>,
+        elsewhere: BTreeMap<NodeId, Vec<(String, i32)>>,
+    ) -> Result<(), ResponseError> {
+        let note = |partitions: Vec<(String, i32)>| {
+            let mut written = self.txns.markers_written.lock();
+            written.entry(key.clone()).or_default().extend(partitions);
+        };
+        // A Prepare* state holds the producer id and epoch its markers carry.
+        let (waits, refused) = self.write_markers_here(
+            marker,
+            prepare.producer_id,
+            prepare.producer_epoch,
+            coordinator_epoch,
+            &here,
+        )?;
+        if self.config.clustered {
+            // A marker a failover could take back would leave the transaction open on that
+            // partition after the coordinator completed it.
+            committed(waits).await?;
+        }
+        note(here.into_iter().filter(|p| !refused.contains(p)).collect());
+        self.still_finishing(
+            &*self.txns.lock_for(&prepare.transactional_id)?,
+            prepare,
+            coordinator_epoch,
+        )?;
+        let calls = elsewhere.into_iter().map(|(node, partitions)| {
+            let call = crate::replication::PeerCall::Markers {
+                producer_id: prepare.producer_id,
+                producer_epoch: prepare.producer_epoch,
+                coordinator_epoch,
+                commit: marker == Marker::Commit,
+                partitions: partitions.clone(),
+            };
+            async move { (self.call_peer(node, &call).await, partitions) }
+        });
+        let mut failed = None;
+        for (answered, partitions) in futures::future::join_all(calls).await {
+            match answered {
+                Ok(()) => note(partitions),
+                Err(e) => failed = failed.or(Some(e)),
+            }
+        }
+        match failed {
+            Some(e) => Err(e),
+            None if !refused.is_empty() => Err(ResponseError::NotEnoughReplicas),
+            None => Ok(()),
+        }
     }
 
     /// Tells the coordinators of the groups an aborting transaction handed offsets to that
@@ -518,15 +561,12 @@ impl Broker {
     /// does not.
     async fn tell_aborted_txn_offsets(&self, prepare: &TxnMeta) -> bool {
         let mut calls = Vec::new();
-        let mut by_group: BTreeMap<&str, Vec<(String, i32)>> = BTreeMap::new();
-        for o in &prepare.pending_offsets {
-            by_group
-                .entry(&o.group)
-                .or_default()
-                .push((o.topic.clone(), o.partition));
-        }
         let mut all_told = true;
-        for (group, partitions) in by_group {
+        for (group, offsets) in by_group(&prepare.pending_offsets) {
+            let partitions: Vec<(String, i32)> = offsets
+                .into_iter()
+                .map(|o| (o.topic, o.partition))
+                .collect();
             let told = match self.groups.shards.locate(group) {
                 // Not here after all (a race with a move): nothing is held here.
                 Whereabouts::Here(_) => self
@@ -622,8 +662,8 @@ impl Broker {
     }
 
     /// Writes a transaction's markers on partitions this node leads; returns what to wait on
-    /// for them to be committed, and the refusal of a partition with too few replicas in
-    /// sync, if one refused (the others are written all the same). A partition that saw a
+    /// for them to be committed, and the partitions that refused theirs for want of in-sync
+    /// replicas (the others are written all the same). A partition that saw a
     /// newer epoch of the producer already had its transaction ended by a newer decision:
     /// nothing to write there.
     pub(crate) fn write_markers_here(
@@ -633,12 +673,12 @@ impl Broker {
         producer_epoch: i16,
         coordinator_epoch: i32,
         partitions: &[(String, i32)],
-    ) -> Result<(Waits, Option<ResponseError>), ResponseError> {
+    ) -> Result<(Waits, Vec<(String, i32)>), ResponseError> {
         let mut waits = Vec::new();
         // A partition with too few replicas in sync refuses its marker before writing it; the
         // others are still written (their stable offsets move on, as on Kafka), and the
         // finisher retries.
-        let mut refused = None;
+        let mut refused = Vec::new();
         for (topic, index) in partitions {
             let Some(partition) = self.topics.get(topic).and_then(|t| t.partition(*index)) else {
                 return Err(ResponseError::NotLeaderOrFollower);
@@ -650,7 +690,7 @@ impl Broker {
                 }
                 Err(BrokerError::NotLeader(_)) => return Err(ResponseError::NotLeaderOrFollower),
                 Err(BrokerError::NotEnoughReplicas(_)) => {
-                    refused = Some(ResponseError::NotEnoughReplicas);
+                    refused.push((topic.clone(), *index));
                 }
                 Err(e) => {
                     tracing::error!(?partition, error = %e, "cannot write a transaction marker");

@@ -252,6 +252,15 @@ impl ClusterState {
         self.nodes.values().filter(|n| !n.fenced)
     }
 
+    /// The ids of the fenced nodes.
+    pub fn fenced_nodes(&self) -> std::collections::BTreeSet<NodeId> {
+        self.nodes
+            .iter()
+            .filter(|(_, n)| n.fenced)
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
     pub fn is_live(&self, node: NodeId) -> bool {
         self.nodes.get(&node).is_some_and(|n| !n.fenced)
     }
