@@ -9,6 +9,7 @@ Each test is bounded; the timeout mark is the hard stop for a hung one."""
 import re
 import struct
 import subprocess
+import threading
 import time
 from collections import Counter
 
@@ -21,6 +22,7 @@ from conftest import ROOT, SLUICE, wait_until
 from .checker import ABORTED, COMMITTED, READ_COMMITTED, History
 from .harness import CLIENT_DEFAULTS
 from .test_groups import java_partition_for
+from .test_partitions import controller, network  # noqa: F401  (network: a fixture)
 from .workload import drain, drain_and_check, produce_records
 
 pytestmark = pytest.mark.timeout(180)
@@ -441,3 +443,99 @@ def test_an_open_transactions_offsets_are_unstable_on_a_group_coordinator_on_ano
         consumer.close()
         if producer is not None:
             producer.flush(5)
+
+
+def test_an_aborts_offsets_stay_unstable_until_the_groups_coordinator_is_told(network, cluster):
+    """The group's coordinator holds a transaction's offsets as pending until it hears how the
+    transaction ended (KIP-447; they are kept on the transaction's own node until then). Here
+    the link between the two coordinators is cut before an abort, so its notice cannot be
+    delivered: a read_committed consumer asking for the group's offsets keeps getting
+    UNSTABLE_OFFSET_COMMIT, the transaction stays unfinished, and the coordinator tells again
+    every 2 s. Once the link heals the consumer gets the old offset, and a new instance of the
+    producer starts. (Until 2026-12-01 the abort completed without the notice, and the offsets
+    stayed unstable for 15 minutes.) Both coordinators are chosen off the metadata leader, so
+    that the cut leaves each its controller session."""
+    c = cluster(3, network=network)
+    topic = "told-in"
+    c.create_topic(topic, 1, replication_factor=3)
+    consumer, producers = None, []
+
+    def committed(timeout):
+        return consumer.committed([TopicPartition(topic, 0)], timeout)[0].offset
+
+    try:
+        # A first group and producer make the two internal topics; then ids coordinated on
+        # two different nodes, neither of them the controller, are chosen.
+        first = Consumer({"bootstrap.servers": c.bootstrap, "group.id": "told-first", **CLIENT_DEFAULTS})
+        try:
+            first.committed([TopicPartition(topic, 0)], CALL_TIMEOUT_S)
+        finally:
+            first.close()
+        producers.append(transactional_producer(c.bootstrap, "told-first"))
+        for internal in (OFFSETS, TXN_TOPIC):
+            wait_until(lambda t=internal: len(getattr(c.metadata(t).topics.get(t), "partitions", {})) or None,
+                       30, f"{internal}'s partitions")
+        boss = controller(c)
+        group, group_node = next(((g, n) for g, n in ((f"told-g{i}", coordinator_node(c, OFFSETS, f"told-g{i}"))
+                                                      for i in range(200)) if n != boss), (None, None))
+        assert group is not None, f"no group coordinated off the controller {boss}"
+        txn_id, txn_node = next(((t, n) for t, n in ((f"told-t{i}", coordinator_node(c, TXN_TOPIC, f"told-t{i}"))
+                                                     for i in range(200)) if n not in (boss, group_node)), (None, None))
+        assert txn_id is not None, f"no transactional id coordinated off nodes {boss} and {group_node}"
+        consumer = Consumer({"bootstrap.servers": c.bootstrap, "group.id": group,
+                             "isolation.level": "read_committed", "enable.auto.commit": False,
+                             **CLIENT_DEFAULTS})
+        producer = transactional_producer(c.bootstrap, txn_id)
+        producers.append(producer)
+        producer.begin_transaction()
+        producer.send_offsets_to_transaction([TopicPartition(topic, 0, 5)],
+                                             consumer.consumer_group_metadata(), CALL_TIMEOUT_S)
+        producer.commit_transaction(CALL_TIMEOUT_S)
+        assert wait_until(lambda: committed(5) == 5 or None, 15, "the first transaction's offset")
+
+        producer.begin_transaction()
+        producer.send_offsets_to_transaction([TopicPartition(topic, 0, 9)],
+                                             consumer.consumer_group_metadata(), CALL_TIMEOUT_S)
+        network.cut(txn_node, group_node)
+        # The abort is decided once its PrepareAbort is committed: after the group's node, which
+        # can no longer fetch, leaves the ISR of the transaction log's partition
+        # (replica.lag.time.max.ms, 10 s). librdkafka's EndTxn times out before that (its
+        # socket timeout follows transaction.timeout.ms, 10 s here), and the retried EndTxn
+        # is answered CONCURRENT_TRANSACTIONS until the abort is complete, so
+        # abort_transaction waits for it. (An EndTxn answered after the decision is answered
+        # success even if the notice failed.)
+        aborted = []
+        aborting = threading.Thread(target=lambda: aborted.append(catch(lambda: producer.abort_transaction(90))),
+                                    daemon=True)
+        aborting.start()
+        failed_notice = "cannot tell a group coordinator of an aborted transaction's offsets"
+        wait_until(lambda: c.nodes[txn_node].log().count(failed_notice) >= 3, 45,
+                   f"node {txn_node} to fail to tell node {group_node} of the abort three times")
+        assert aborting.is_alive(), f"abort_transaction returned before the abort was told: {aborted}"
+        # Still held: librdkafka retries UNSTABLE_OFFSET_COMMIT until its timeout.
+        for _ in range(2):
+            with pytest.raises(KafkaException, match="(?i)timed out|unstable"):
+                committed(3)
+        network.heal(txn_node, group_node)
+        healed_at = time.monotonic()
+        assert wait_until(lambda: committed(3) == 5 or None, 30, "the old offset once the abort is told")
+        print(f"the old offset {time.monotonic() - healed_at:.1f} s after the heal")
+        aborting.join(60)
+        assert aborted == [None], f"abort_transaction: {aborted or 'still waiting'}"
+        # The transaction completed: a new instance of the producer is not kept waiting.
+        producers.append(transactional_producer(c.bootstrap, txn_id))
+    finally:
+        network.heal_all()
+        if consumer is not None:
+            consumer.close()
+        for p in producers:
+            p.flush(5)
+
+
+def catch(call):
+    """`call()`'s exception, or None if it returned."""
+    try:
+        call()
+    except Exception as e:
+        return e
+    return None

@@ -140,6 +140,35 @@ impl TxnService {
         self.shards.check(id)
     }
 
+    /// Forgets the markers noted for `Prepare*` states no longer being finished here: an id
+    /// this node no longer coordinates (or coordinates in another epoch), or whose state has
+    /// moved on. A finish that succeeds forgets its own; these are the rest, which would
+    /// otherwise stay for the life of the process. An id whose partition is loading keeps
+    /// them: a load that gave up is taken again in the same epoch.
+    fn forget_stale_markers(&self) {
+        let mut written = self.markers_written.lock();
+        if written.is_empty() {
+            return;
+        }
+        // The coordinator's lock, then the shards' (as `still_finishing` takes them).
+        let coordinator = self.coordinator.lock();
+        written.retain(|(id, producer_id, producer_epoch, epoch, start_ms), _| {
+            match self.check(id) {
+                Ok(current) => {
+                    current == *epoch
+                        && coordinator.get(id).is_some_and(|m| {
+                            m.state.is_prepare()
+                                && m.producer_id == *producer_id
+                                && m.producer_epoch == *producer_epoch
+                                && m.start_ms == *start_ms
+                        })
+                }
+                Err(ResponseError::CoordinatorLoadInProgress) => true,
+                Err(_) => false,
+            }
+        });
+    }
+
     /// The coordinator, if this node coordinates `id`; as [`TxnService::check`] otherwise.
     pub fn lock_for(&self, id: &str) -> Result<MutexGuard<'_, Coordinator>, ResponseError> {
         self.check(id)?;
@@ -775,6 +804,7 @@ impl Broker {
     pub(crate) fn tick_transactions(self: &Arc<Self>) {
         let now = self.txns.now_ms();
         self.txns.sweep_ends();
+        self.txns.forget_stale_markers();
         let mut alloc = || {
             self.producer_ids
                 .next()
@@ -1011,5 +1041,87 @@ impl Broker {
         };
         p.append_marker(Marker::Abort, producer_id, open.producer_epoch, 0)?;
         Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
+    use super::coordinator::{End, Init};
+    use super::*;
+
+    /// A transaction of `id` in `PrepareAbort`, in the coordinator's state.
+    fn prepared(broker: &Broker, id: &str) -> TxnMeta {
+        let now = broker.txns.now_ms();
+        let mut c = broker.txns.coordinator.lock();
+        let mut alloc = || Ok(42);
+        let Init::Ready(m) = c.init(id, 60_000, None, &mut alloc, now).unwrap() else {
+            panic!("a new id is ready at once")
+        };
+        c.apply(m.clone());
+        let partitions = [("t".to_string(), 0)];
+        let added = c
+            .add_partitions(id, m.producer_id, m.producer_epoch, &partitions, false, now)
+            .unwrap()
+            .unwrap();
+        c.apply(added);
+        let end = c.end(
+            id,
+            (m.producer_id, m.producer_epoch),
+            false,
+            false,
+            &mut alloc,
+            now,
+        );
+        let Ok(End::Finish(prepare)) = end else {
+            panic!("expected a transaction to finish")
+        };
+        c.apply(prepare.clone());
+        prepare
+    }
+
+    #[tokio::test]
+    async fn the_tick_forgets_the_markers_noted_for_finishes_no_longer_this_nodes() {
+        let (_dir, broker) = crate::test_support::broker_with_records("t", 1);
+        let prepare = prepared(&broker, "live");
+        // Its finisher is busy elsewhere: the tick starts none.
+        let _claim = broker.txns.claim("live").unwrap();
+        let epoch = broker.txns.check("live").unwrap();
+        let key = |m: &TxnMeta, epoch| {
+            let id = m.transactional_id.clone();
+            (id, m.producer_id, m.producer_epoch, epoch, m.start_ms)
+        };
+        let changed = |change: fn(&mut TxnMeta)| {
+            let mut m = prepare.clone();
+            change(&mut m);
+            key(&m, epoch)
+        };
+        let live = key(&prepare, epoch);
+        let stale = [
+            key(&prepare, epoch - 1),
+            changed(|m| m.producer_epoch -= 1),
+            changed(|m| m.producer_id += 1),
+            changed(|m| m.start_ms -= 1),
+            changed(|m| m.transactional_id = "unknown".into()),
+        ];
+        let note = |k: &MarkersKey| {
+            let mut written = broker.txns.markers_written.lock();
+            written
+                .entry(k.clone())
+                .or_default()
+                .insert(("t".into(), 0));
+        };
+        note(&live);
+        stale.iter().for_each(note);
+        broker.tick_transactions();
+        let kept: Vec<MarkersKey> = broker.txns.markers_written.lock().keys().cloned().collect();
+        assert_eq!(kept, vec![live.clone()]);
+
+        // Completed (by a finisher elsewhere): its entry goes too.
+        let done = completed(&prepare, broker.txns.now_ms());
+        broker.txns.coordinator.lock().apply(done);
+        broker.tick_transactions();
+        assert!(broker.txns.markers_written.lock().is_empty());
     }
 }
