@@ -193,7 +193,13 @@ fn handle_authorized(broker: &Broker, request: TxnOffsetCommitRequest, call: &Ca
             }
             Err(e) => Err(e),
         };
-        let common = outcome.err();
+        // The transaction's previous end still being carried out (its EndTxn was answered once
+        // the decision was committed): Java's producer takes CONCURRENT_TRANSACTIONS here as
+        // fatal, but retries COORDINATOR_LOAD_IN_PROGRESS with the same coordinator.
+        let common = outcome.err().map(|e| match e {
+            ResponseError::ConcurrentTransactions => ResponseError::CoordinatorLoadInProgress,
+            e => e,
+        });
         let mut topics: Vec<TxnOffsetCommitResponseTopic> = Vec::new();
         for ((name, partition), own) in own_errors {
             let code = own.or(common).map_or(0, |e| e.code());

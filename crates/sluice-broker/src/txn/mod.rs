@@ -371,11 +371,14 @@ fn by_group(offsets: &[PendingOffset]) -> BTreeMap<&str, Vec<PendingOffset>> {
     by_group
 }
 
-/// A group coordinator's answer that it does not (or no longer) coordinates the group: it
-/// holds nothing of it, since a group that moves forgets its holds.
-fn forgotten(e: ResponseError) -> Result<(), ResponseError> {
+/// A group coordinator's answer that it holds nothing of the group for an abort to release:
+/// it is loading the group (a load forgets the holds from before it, and takes no
+/// TxnOffsetCommit until it is done). NOT_COORDINATOR is not such an answer: the node asked
+/// may have been named by metadata older than the group's move, and the group's current
+/// coordinator may hold the offsets; the next attempt asks again, with newer metadata.
+fn holds_nothing(e: ResponseError) -> Result<(), ResponseError> {
     match e {
-        ResponseError::NotCoordinator | ResponseError::CoordinatorLoadInProgress => Ok(()),
+        ResponseError::CoordinatorLoadInProgress => Ok(()),
         e => Err(e),
     }
 }
@@ -585,9 +588,9 @@ impl Broker {
     /// Tells the coordinators of the groups an aborting transaction handed offsets to that
     /// they will not be committed (they hold them as pending for OffsetFetch's
     /// `require_stable`). At every attempt of the finisher. Returns whether every one that
-    /// may hold them was told: a coordinator that answered that it no longer has the group
-    /// (it forgot its holds when the group moved) counts as told; one that did not answer
-    /// does not.
+    /// may hold them was told: a coordinator that answered that it is loading the group (it
+    /// forgot its holds) counts as told; one that did not answer, or answered that it does
+    /// not coordinate the group (this node's metadata may be behind the move), does not.
     async fn tell_aborted_txn_offsets(&self, prepare: &TxnMeta) -> bool {
         let mut calls = Vec::new();
         let mut all_told = true;
@@ -597,10 +600,11 @@ impl Broker {
                 .map(|o| (o.topic, o.partition))
                 .collect();
             let told = match self.groups.shards.locate(group) {
-                // Not here after all (a race with a move): nothing is held here.
+                // Not here after all (a race with a move): told at the next attempt, where
+                // the group went.
                 Whereabouts::Here(_) => self
                     .aborted_txn_offsets_here(group, prepare.producer_id, &partitions)
-                    .or_else(forgotten),
+                    .or_else(holds_nothing),
                 // Loading: a load forgets what was held before it.
                 Whereabouts::Loading => Ok(()),
                 Whereabouts::Elsewhere => self.group_coordinator(group).map(|(node, _, _)| {
@@ -637,7 +641,7 @@ impl Broker {
                 || refused
                     .code
                     .and_then(ResponseError::try_from_code)
-                    .is_some_and(|e| forgotten(e).is_ok());
+                    .is_some_and(|e| holds_nothing(e).is_ok());
             if !nothing_held {
                 all_told = false;
                 tracing::info!(?node, why = %refused.message, "cannot tell a group coordinator of an aborted transaction's offsets");
