@@ -62,6 +62,16 @@ def find_txn_coordinator(bootstrap, txn_id):
     return node
 
 
+def key_coordinated_off(c, topic, prefix, avoid):
+    """The first key `<prefix><n>` whose coordinator (the leader of its partition of the
+    internal topic `topic`) is none of the nodes `avoid`, and that node."""
+    for n in range(200):
+        node = coordinator_node(c, topic, f"{prefix}{n}")
+        if node not in avoid:
+            return f"{prefix}{n}", node
+    raise AssertionError(f"no {prefix}<n> coordinated off nodes {avoid}")
+
+
 def spread_leaders(c, topic, partitions):
     """The leaders of `topic`'s partitions: the test needs them on more than one node."""
     leaders = {p: c.leader_of(topic, p) for p in range(partitions)}
@@ -424,8 +434,7 @@ def test_an_open_transactions_offsets_are_unstable_on_a_group_coordinator_on_ano
             wait_until(lambda t=internal: len(getattr(c.metadata(t).topics.get(t), "partitions", {})) or None,
                        30, f"{internal}'s partitions")
         group_node = coordinator_node(c, OFFSETS, group)
-        txn_id = next(t for t in (f"stable-t{n}" for n in range(200))
-                      if coordinator_node(c, TXN_TOPIC, t) != group_node)
+        txn_id, _ = key_coordinated_off(c, TXN_TOPIC, "stable-t", [group_node])
         producer = transactional_producer(c.bootstrap, txn_id)
         for offset, commit in ((5, True), (9, False)):
             producer.begin_transaction()
@@ -476,12 +485,8 @@ def test_an_aborts_offsets_stay_unstable_until_the_groups_coordinator_is_told(ne
             wait_until(lambda t=internal: len(getattr(c.metadata(t).topics.get(t), "partitions", {})) or None,
                        30, f"{internal}'s partitions")
         boss = controller(c)
-        group, group_node = next(((g, n) for g, n in ((f"told-g{i}", coordinator_node(c, OFFSETS, f"told-g{i}"))
-                                                      for i in range(200)) if n != boss), (None, None))
-        assert group is not None, f"no group coordinated off the controller {boss}"
-        txn_id, txn_node = next(((t, n) for t, n in ((f"told-t{i}", coordinator_node(c, TXN_TOPIC, f"told-t{i}"))
-                                                     for i in range(200)) if n not in (boss, group_node)), (None, None))
-        assert txn_id is not None, f"no transactional id coordinated off nodes {boss} and {group_node}"
+        group, group_node = key_coordinated_off(c, OFFSETS, "told-g", [boss])
+        txn_id, txn_node = key_coordinated_off(c, TXN_TOPIC, "told-t", [boss, group_node])
         consumer = Consumer({"bootstrap.servers": c.bootstrap, "group.id": group,
                              "isolation.level": "read_committed", "enable.auto.commit": False,
                              **CLIENT_DEFAULTS})
@@ -499,11 +504,9 @@ def test_an_aborts_offsets_stay_unstable_until_the_groups_coordinator_is_told(ne
         network.cut(txn_node, group_node)
         # The abort is decided once its PrepareAbort is committed: after the group's node, which
         # can no longer fetch, leaves the ISR of the transaction log's partition
-        # (replica.lag.time.max.ms, 10 s). librdkafka's EndTxn times out before that (its
-        # socket timeout follows transaction.timeout.ms, 10 s here), and the retried EndTxn
-        # is answered CONCURRENT_TRANSACTIONS until the abort is complete, so
-        # abort_transaction waits for it. (An EndTxn answered after the decision is answered
-        # success even if the notice failed.)
+        # (replica.lag.time.max.ms, 10 s). An EndTxn whose write is not committed within 5 s is
+        # answered with a retriable error (the node's log says so), and a retried EndTxn finds
+        # the abort unfinished (CONCURRENT_TRANSACTIONS), so abort_transaction waits for it.
         aborted = []
         aborting = threading.Thread(target=lambda: aborted.append(catch(lambda: producer.abort_transaction(90))),
                                     daemon=True)
