@@ -6,6 +6,7 @@ stop for a hung one."""
 
 import os
 import struct
+import threading
 import time
 
 import pytest
@@ -13,6 +14,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from broker import raw
 from conftest import wait_until
+from groups.wire import heartbeat_v3, join_v5, sync_v3
 
 from .checker import History, Rebalance
 from .harness import CLIENT_DEFAULTS
@@ -232,6 +234,15 @@ def listed_groups(payload):
     return error, groups
 
 
+def stop_fully(c, i):
+    """SIGSTOPs node `i` and waits until every one of its threads has stopped, so that nothing
+    it was sending slips out after the signal."""
+    c.pause(i)
+    tasks = f"/proc/{c.node(i).proc.pid}/task"
+    wait_until(lambda: all(open(f"{tasks}/{t}/stat").read().rsplit(")", 1)[1].split()[0] == "T"
+                           for t in os.listdir(tasks)), 5, f"node {i} to stop")
+
+
 def fetch_from(node, group):
     """(offset, error) of the group's plain/0 offset as `node` answers, or None if it did not."""
     try:
@@ -274,11 +285,7 @@ def test_an_offset_commit_no_quorum_holds_is_never_read_back(cluster):
     assert fetch_from(c.node(leader), group) == (3, 0)
 
     for f in followers:
-        c.pause(f)
-        # Every thread stopped: no fetch of the commit below may slip out after the signal.
-        tasks = f"/proc/{c.node(f).proc.pid}/task"
-        wait_until(lambda: all(open(f"{tasks}/{t}/stat").read().rsplit(")", 1)[1].split()[0] == "T"
-                               for t in os.listdir(tasks)), 5, f"node {f} to stop")
+        stop_fully(c, f)  # no fetch of the commit below may slip out after the signal
     try:
         # The commit is appended at once and then waits for followers that do not fetch; the
         # OffsetFetch, sent meanwhile, reads the coordinator's state with the commit applied.
@@ -340,3 +347,109 @@ def test_an_offset_commit_no_quorum_holds_is_never_read_back(cluster):
     assert answers, "no node answered an OffsetFetch in 20 s while the partition changed hands"
     wrong = [(n, offset) for n, offset in answers if offset != final and offset != 3]
     assert not wrong, f"answered offsets the group does not keep (it keeps {final}): {wrong}"
+
+
+def test_an_assignment_committed_on_too_few_replicas_reaches_no_member(cluster):
+    """The leader's SyncGroup appends the group's assignment and waits, as a write, until it is
+    committed with at least `min.insync.replicas` (2 of 3) in sync. With both followers of the
+    group's offsets partition paused, 5 nodes keep their metadata quorum: the controller fences
+    the two and the ISR shrinks to the leader, which commits the record alone. The leader's
+    SyncGroup must fail then, and so must the other member's, waiting for the same record (as on
+    Kafka, which answers every member with the store's error): before, the follower was handed
+    the assignment while the group dropped it and rebalanced. The group works again once the
+    followers are back."""
+    c = cluster(5)
+    c.create_topic("plain", 1, replication_factor=3)
+    committed_offsets(c.bootstrap, "g-first", "plain", [0])  # creates the offsets topic
+    wait_until(lambda: c.metadata(OFFSETS).topics[OFFSETS].partitions, 30, f"{OFFSETS}'s partitions")
+    meta = c.metadata_leader()
+    for n in range(200):
+        group = f"g-sync-{n}"
+        partition, leader = coordinator_of(c, group)
+        replicas = c.partition(OFFSETS, partition).replicas
+        followers = [r for r in replicas if r != leader]
+        # Pausing the metadata leader would add an election to the wait.
+        if meta not in followers:
+            break
+    else:
+        raise AssertionError(f"no group's offsets partition is followed off node {meta}")
+    assert len(followers) == 2, replicas
+    c.wait_for_isr(OFFSETS, partition)
+    bootstrap = c.node(leader).bootstrap
+    # Sessions of 30 s: the members wait through the pause and the followers' return unheard.
+    session = 30_000
+    a, b = raw.Conn(bootstrap, timeout=40), raw.Conn(bootstrap, timeout=40)
+
+    def in_thread(target):
+        thread = threading.Thread(target=target, daemon=True)
+        thread.start()
+        return thread
+
+    def both_join(member_a, member_b):
+        """Both members join (b in a thread): (generation, leader, a's id, b's id)."""
+        joined = {}
+        joining = in_thread(lambda: joined.update(b=join_v5(b, group, member_b, "inst-b", session)))
+        error, generation, group_leader, member_a = join_v5(a, group, member_a, "inst-a", session)
+        joining.join(40)
+        assert "b" in joined, "b's JoinGroup was not answered"
+        assert error == 0 and joined["b"][:3] == (0, generation, group_leader), (error, generation, joined)
+        return generation, group_leader, member_a, joined["b"][3]
+
+    try:
+        error, generation, first, _ = join_v5(a, group, "", "inst-a", session)
+        assert (error, generation) == (0, 1)
+        assert sync_v3(a, group, 1, first, "inst-a", [(first, b"\x00\x00a")]) == 0
+        # b joins, a rejoins: generation 2.
+        joined = {}
+        joining = in_thread(lambda: joined.update(b=join_v5(b, group, "", "inst-b", session)))
+        wait_until(lambda: heartbeat_v3(a, group, 1, first, "inst-a") == 27, 10, "b's join to start a rebalance")
+        error, generation, group_leader, member_a = join_v5(a, group, first, "inst-a", session)
+        joining.join(10)
+        assert "b" in joined, "b's JoinGroup was not answered"
+        assert (error, generation) == (0, 2) and joined["b"][:2] == (0, 2), (error, generation, joined)
+        member_b = joined["b"][3]
+        conns = {member_a: a, member_b: b}
+        instance = {member_a: "inst-a", member_b: "inst-b"}
+        assignments = [(member_a, b"\x00\x00a"), (member_b, b"\x00\x00b")]
+        follower = member_b if group_leader == member_a else member_a
+
+        # The follower waits in SyncGroup for the leader's assignment.
+        synced = {}
+        syncing = in_thread(
+            lambda: synced.update(error=sync_v3(conns[follower], group, 2, follower, instance[follower], [])))
+        time.sleep(0.5)
+        logged = len(c.node(leader).log())
+        for f in followers:
+            stop_fully(c, f)
+        try:
+            started = time.monotonic()
+            leader_error = sync_v3(conns[group_leader], group, 2, group_leader, instance[group_leader], assignments)
+            waited = time.monotonic() - started
+            syncing.join(15)
+        finally:
+            for f in followers:
+                if c.node(f).paused:
+                    c.resume(f)
+        assert "error" in synced, "the follower's SyncGroup was not answered"
+        # COORDINATOR_NOT_AVAILABLE, as Kafka answers a store that failed. The record was taken
+        # and waited for (the followers are fenced about a second after the pause), then
+        # refused for want of in-sync replicas: not refused up front, not a wait that timed out.
+        assert leader_error == 15 and 0.5 < waited < 5, (leader_error, waited)
+        refused = [line for line in c.node(leader).log()[logged:].splitlines()
+                   if "a coordinator write failed" in line and f"{OFFSETS}-{partition}: " in line]
+        assert refused, "the assignment was not refused for want of in-sync replicas"
+        assert synced["error"] == 15, f"the follower got {synced['error']}: the assignment the group dropped"
+
+        # The group rebalances; once the followers are back in sync, it is stable again.
+        generation, group_leader, _, _ = both_join(member_a, member_b)
+        assert generation > 2
+        c.wait_for_isr(OFFSETS, partition, timeout=60)
+        follower = member_b if group_leader == member_a else member_a
+        syncing = in_thread(
+            lambda: synced.update(again=sync_v3(conns[follower], group, generation, follower, instance[follower], [])))
+        assert sync_v3(conns[group_leader], group, generation, group_leader, instance[group_leader], assignments) == 0
+        syncing.join(15)
+        assert synced.get("again") == 0, synced
+    finally:
+        a.close()
+        b.close()

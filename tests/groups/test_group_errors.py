@@ -1,68 +1,14 @@
-"""Group requests a well-behaved client would not send, hand-built on the wire: each gets the
-Kafka error a client expects, and the group stays usable."""
+"""Group requests hand-built on the wire: those a well-behaved client would not send, each
+answered with the Kafka error a client expects, the group staying usable; and a request sent
+again after a lost answer, answered as Kafka answers it."""
 
-import struct
+import threading
+import time
 
 from broker import raw
 from broker.clients import create_topic
 
-
-def string(s):
-    return raw.string(s)
-
-
-def nullable(s):
-    return struct.pack(">h", -1) if s is None else raw.string(s)
-
-
-def call(conn, api_key, version, body, correlation_id=1):
-    conn.send(raw.frame(raw.header_v1(api_key, version, correlation_id) + body))
-    payload = conn.read_frame()
-    assert payload is not None, "the broker closed the connection"
-    assert struct.unpack_from(">i", payload)[0] == correlation_id
-    return payload[4:]
-
-
-def read_string(buf, at):
-    (n,) = struct.unpack_from(">h", buf, at)
-    return (buf[at + 2:at + 2 + n].decode() if n >= 0 else None), at + 2 + max(n, 0)
-
-
-def join_v5(conn, group, member_id, instance_id):
-    body = string(group) + struct.pack(">ii", 6000, 30000) + string(member_id) + nullable(instance_id)
-    body += string("consumer") + struct.pack(">i", 1) + string("range") + struct.pack(">i", 4) + b"meta"
-    r = call(conn, 11, 5, body)
-    # v5: throttle, error, generation, protocol name, leader, member id, members
-    _throttle, error, generation = struct.unpack_from(">ihi", r, 0)
-    _protocol, at = read_string(r, 10)
-    leader, at = read_string(r, at)
-    member, at = read_string(r, at)
-    return error, generation, leader, member
-
-
-def sync_v3(conn, group, generation, member_id, instance_id, assignments):
-    body = string(group) + struct.pack(">i", generation) + string(member_id) + nullable(instance_id)
-    body += struct.pack(">i", len(assignments))
-    for m, a in assignments:
-        body += string(m) + struct.pack(">i", len(a)) + a
-    r = call(conn, 14, 3, body)
-    return struct.unpack_from(">h", r, 4)[0]  # after throttle
-
-
-def heartbeat_v3(conn, group, generation, member_id, instance_id):
-    body = string(group) + struct.pack(">i", generation) + string(member_id) + nullable(instance_id)
-    r = call(conn, 12, 3, body)
-    return struct.unpack_from(">h", r, 4)[0]
-
-
-def commit_v7(conn, group, generation, member_id, instance_id, topic, partition, offset):
-    body = string(group) + struct.pack(">i", generation) + string(member_id) + nullable(instance_id)
-    body += struct.pack(">i", 1) + string(topic) + struct.pack(">i", 1)
-    body += struct.pack(">iqi", partition, offset, -1) + nullable("")
-    r = call(conn, 8, 7, body)
-    # throttle, topics[1]: name, partitions[1]: index, error
-    _, at = read_string(r, 8)
-    return struct.unpack_from(">h", r, at + 8)[0]
+from .wire import commit_v7, heartbeat_v3, join_v5, sync_v3
 
 
 def test_group_errors_on_the_wire(start_broker):
@@ -95,4 +41,55 @@ def test_group_errors_on_the_wire(start_broker):
         assert commit_v7(c, "gbad", 1, member2, "inst-1", "gt", 0, 7) == 0
     finally:
         c.close()
+    assert broker.alive()
+
+
+def test_a_member_rejoining_unchanged_while_the_leader_assigns_keeps_the_generation(start_broker):
+    """A known member that asks JoinGroup again with what it joined with while the group waits
+    for the leader's assignment (its JoinGroup answer was lost to a timeout or a reconnect) gets
+    the current generation back, as on Kafka, and the rebalance completes. Sluice used to start
+    another rebalance there: the rejoin waited for every member to join again, and the leader's
+    SyncGroup got REBALANCE_IN_PROGRESS."""
+    broker = start_broker(["--group-initial-rebalance-delay-ms", "0"])
+    group = "g-rejoin"
+    a, b = raw.Conn(broker.bootstrap, timeout=40), raw.Conn(broker.bootstrap, timeout=40)
+    try:
+        error, generation, leader, member_a = join_v5(a, group, "", "inst-a")
+        assert (error, generation) == (0, 1) and leader == member_a
+        assert sync_v3(a, group, 1, member_a, "inst-a", [(member_a, b"\x00\x00a")]) == 0
+        # b joins, which starts a rebalance; a rejoins, which completes it (generation 2).
+        joined = {}
+        joining = threading.Thread(target=lambda: joined.update(b=join_v5(b, group, "", "inst-b")), daemon=True)
+        joining.start()
+        deadline = time.monotonic() + 10
+        while heartbeat_v3(a, group, 1, member_a, "inst-a") != 27:  # REBALANCE_IN_PROGRESS
+            assert time.monotonic() < deadline, "b's join started no rebalance"
+            time.sleep(0.05)
+        error, generation, leader, _ = join_v5(a, group, member_a, "inst-a")
+        joining.join(10)
+        assert (error, generation) == (0, 2), (error, generation)
+        assert "b" in joined, "b's JoinGroup was not answered"
+        b_error, b_generation, b_leader, member_b = joined["b"]
+        assert (b_error, b_generation, b_leader) == (0, 2, leader)
+
+        # b asks again, unchanged, before the leader has assigned.
+        b.sock.settimeout(5)
+        try:
+            again = join_v5(b, group, member_b, "inst-b")
+        except TimeoutError:
+            raise AssertionError("the rejoin was not answered in 5 s: it started another rebalance") from None
+        assert again == (0, 2, leader, member_b), again
+
+        conns = {member_a: a, member_b: b}
+        follower = member_b if leader == member_a else member_a
+        instance = {member_a: "inst-a", member_b: "inst-b"}
+        assignments = [(member_a, b"\x00\x00a"), (member_b, b"\x00\x00b")]
+        assert sync_v3(conns[leader], group, 2, leader, instance[leader], assignments) == 0, \
+            "the leader's assignment was refused"
+        assert sync_v3(conns[follower], group, 2, follower, instance[follower], []) == 0
+        for m in (member_a, member_b):
+            assert heartbeat_v3(conns[m], group, 2, m, instance[m]) == 0, "the group is not stable"
+    finally:
+        a.close()
+        b.close()
     assert broker.alive()

@@ -407,17 +407,21 @@ impl Coordinator {
                         );
                     }
                 }
-                // A follower of a stable group rejoining with what it joined with (its
-                // SyncGroup answer was lost, or it reconnected) is given the current
-                // generation back, as on Kafka: a rebalance would make every member revoke
-                // and rejoin for nothing.
-                let unchanged_follower = group.state == GroupState::Stable
-                    && group.leader.as_deref() != Some(req.member_id.as_str())
-                    && group
-                        .members
-                        .get(&req.member_id)
-                        .is_some_and(|m| m.protocols == req.protocols);
-                if unchanged_follower {
+                // A member rejoining with what it joined with (its JoinGroup or SyncGroup
+                // answer was lost, or it reconnected) is given the current generation back, as
+                // on Kafka, while the group waits for the leader's assignment, and, in a stable
+                // group, if it is a follower (a leader's rejoin may mean the topics changed): a
+                // rebalance would make every member revoke and rejoin for nothing.
+                let leader = group.leader.as_deref() == Some(req.member_id.as_str());
+                let current = match group.state {
+                    GroupState::CompletingRebalance => true,
+                    GroupState::Stable => !leader,
+                    _ => false,
+                } && group
+                    .members
+                    .get(&req.member_id)
+                    .is_some_and(|m| m.protocols == req.protocols);
+                if current {
                     if let Some(m) = group.members.get_mut(&req.member_id) {
                         m.last_heartbeat_ms = now_ms;
                     }
@@ -429,7 +433,11 @@ impl Coordinator {
                             protocol_name: group.protocol_name.clone(),
                             leader: group.leader.clone().unwrap_or_default(),
                             member_id: req.member_id.clone(),
-                            members: Vec::new(),
+                            members: if leader {
+                                leader_members(group)
+                            } else {
+                                Vec::new()
+                            },
                         }),
                         vec![],
                     );
@@ -2385,6 +2393,42 @@ mod tests {
         assert_eq!(c.state_of("g"), GroupState::Stable, "no rebalance");
         // The leader rejoining does start one (it may have seen the topics change).
         let _pending = later(c.join(join_req(&leader, None), 40).0);
+        assert_eq!(c.state_of("g"), GroupState::PreparingRebalance);
+    }
+
+    #[test]
+    fn a_member_rejoining_unchanged_while_the_group_awaits_its_assignment_gets_the_generation() {
+        let (mut c, leader, follower) = two_joined_generation_2();
+        assert_eq!(c.state_of("g"), GroupState::CompletingRebalance);
+        // The follower lost its JoinGroup answer and asks again: the same generation, no new
+        // rebalance, and the leader's assignment still completes it.
+        let again = now(c.join(join_req(&follower, None), 30).0);
+        assert_eq!((again.error, again.generation), (0, 2));
+        assert!(
+            again.members.is_empty(),
+            "a follower is not sent the members"
+        );
+        assert_eq!(c.state_of("g"), GroupState::CompletingRebalance);
+        // So did the leader: it gets the members again, to assign.
+        let again = now(c.join(join_req(&leader, None), 31).0);
+        assert_eq!((again.error, again.generation), (0, 2));
+        assert_eq!(again.leader, leader);
+        assert_eq!(again.members.len(), 2);
+        assert_eq!(c.state_of("g"), GroupState::CompletingRebalance);
+        let mut waiting = later(c.sync("g", 2, &follower, None, vec![]).0);
+        let assignments = vec![(follower.clone(), Bytes::from_static(b"f"))];
+        let (reply, _) = sync_stored(&mut c, "g", 2, &leader, None, assignments);
+        later(reply).try_recv().unwrap();
+        assert_eq!(
+            waiting.try_recv().unwrap().assignment,
+            Bytes::from_static(b"f")
+        );
+        assert_eq!(c.state_of("g"), GroupState::Stable);
+        // Changed metadata does start a rebalance, whatever the phase.
+        let (mut c, _leader, follower) = two_joined_generation_2();
+        let mut changed = join_req(&follower, None);
+        changed.protocols = vec![("range".into(), Bytes::from_static(b"other topics"))];
+        let _pending = later(c.join(changed, 30).0);
         assert_eq!(c.state_of("g"), GroupState::PreparingRebalance);
     }
 }

@@ -77,7 +77,17 @@ pub fn handle(broker: &Broker, request: SyncGroupRequest, call: &Call) -> Reply 
             });
         }
     }
+    // Every member's answer waits for the group's log as the leader's assignment does, as a
+    // write: the record committed on fewer replicas than `min.insync.replicas` (followers
+    // fenced out of the ISR while it waited) fails the leader's SyncGroup, and the followers'
+    // too, as on Kafka, rather than handing them an assignment the group is dropping.
     let fence = crate::group::fence_later(broker, &request.group_id);
+    let fence = move || -> crate::commit::Waits {
+        fence()
+            .into_iter()
+            .map(|w| crate::commit::Written { write: true, ..w })
+            .collect()
+    };
     drop(coordinator);
     answer_when_committed(
         written,
