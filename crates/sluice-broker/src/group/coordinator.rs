@@ -543,17 +543,23 @@ impl Coordinator {
                     m.awaiting_sync = Some(tx);
                 }
                 let mut records = Vec::new();
-                if group.leader.as_deref() == Some(member_id) {
+                // The leader's SyncGroup sent again while its assignment is being stored waits
+                // for that outcome, as the other members do: the assignment is the first one.
+                if group.leader.as_deref() == Some(member_id) && !group.storing {
                     let assigned: HashMap<String, Bytes> = assignments.into_iter().collect();
                     for m in group.members.values_mut() {
                         m.assignment = assigned.get(&m.id).cloned().unwrap_or_default();
                     }
-                    // Stable already, so that the group's record says so; the members are
-                    // answered once the caller knows whether the record was stored
-                    // (`stored`), with the coordinator still locked.
-                    group.state = GroupState::Stable;
+                    // The group stays in CompletingRebalance until the caller knows whether
+                    // the record holding the assignment was committed (`stored`), as on Kafka:
+                    // a member asking meanwhile waits with the others. No deadline: the
+                    // outcome comes within the commit timeout.
                     group.phase_deadline_ms = None;
-                    records.push(Record::Group(group_record(group)));
+                    group.storing = true;
+                    records.push(Record::Group(GroupRecord {
+                        members: member_records(group),
+                        ..group_record(group)
+                    }));
                 }
                 (Reply::Later(rx), records)
             }
@@ -564,12 +570,13 @@ impl Coordinator {
         }
     }
 
-    /// After the leader's SyncGroup appended the group's record (`sync`'s records) or failed
-    /// to: hands every waiting member its assignment; or, as Kafka does when the assignment
-    /// cannot be stored, answers them all with the error, drops the assignment and starts a
-    /// new rebalance, so that no member works on an assignment the group's log does not hold.
-    /// Called again with the error if the appended record is then not committed. An outcome
-    /// for a generation the group has left changes nothing.
+    /// Once the leader's SyncGroup's record (`sync`'s records) is committed: the group is
+    /// Stable and every waiting member gets its assignment. If the record could not be
+    /// appended or was not committed (in a cluster: with at least `min.insync.replicas` in
+    /// sync), as Kafka does when the assignment cannot be stored: every waiting member gets
+    /// the error, the assignment is dropped and a new rebalance starts, so that no member
+    /// works on an assignment the group's log does not hold. An outcome for a generation or
+    /// a phase the group has left changes nothing.
     pub fn stored(
         &mut self,
         group_id: &str,
@@ -580,11 +587,13 @@ impl Coordinator {
         let Some(group) = self.groups.get_mut(group_id) else {
             return;
         };
-        if group.generation != generation || group.state != GroupState::Stable {
+        if group.generation != generation || group.state != GroupState::CompletingRebalance {
             return;
         }
+        group.storing = false;
         match outcome {
             Ok(()) => {
+                group.state = GroupState::Stable;
                 tracing::info!(group = %group.id, generation, "group stable");
                 let (protocol_type, protocol_name) =
                     (group.protocol_type.clone(), group.protocol_name.clone());
@@ -1187,6 +1196,7 @@ fn prepare_rebalance(group: &mut Group, now_ms: i64, initial_delay_ms: i64) {
         }
     }
     group.state = GroupState::PreparingRebalance;
+    group.storing = false;
     tracing::info!(group = %group.id, members = group.members.len(), "preparing rebalance");
     // Wait for everyone at most the longest rebalance timeout; a new group waits at least the
     // initial delay so that members starting together land in one generation.
@@ -1311,28 +1321,33 @@ pub(crate) fn group_record(group: &Group) -> GroupRecord {
         leader: group.leader.clone(),
         empty_since_ms: group.empty_since_ms.filter(|_| group.members.is_empty()),
         members: if group.state == GroupState::Stable {
-            group
-                .members
-                .values()
-                .map(|m| MemberRecord {
-                    id: m.id.clone(),
-                    instance_id: m.instance_id.clone(),
-                    client_id: m.client_id.clone(),
-                    client_host: m.client_host.clone(),
-                    session_timeout_ms: m.session_timeout_ms,
-                    rebalance_timeout_ms: m.rebalance_timeout_ms,
-                    protocols: m
-                        .protocols
-                        .iter()
-                        .map(|(n, b)| (n.clone(), b.to_vec()))
-                        .collect(),
-                    assignment: m.assignment.to_vec(),
-                })
-                .collect()
+            member_records(group)
         } else {
             Vec::new()
         },
     }
+}
+
+/// The members of `group` with their assignments, as its record holds them once it is stable.
+fn member_records(group: &Group) -> Vec<MemberRecord> {
+    group
+        .members
+        .values()
+        .map(|m| MemberRecord {
+            id: m.id.clone(),
+            instance_id: m.instance_id.clone(),
+            client_id: m.client_id.clone(),
+            client_host: m.client_host.clone(),
+            session_timeout_ms: m.session_timeout_ms,
+            rebalance_timeout_ms: m.rebalance_timeout_ms,
+            protocols: m
+                .protocols
+                .iter()
+                .map(|(n, b)| (n.clone(), b.to_vec()))
+                .collect(),
+            assignment: m.assignment.to_vec(),
+        })
+        .collect()
 }
 
 fn restore_group(g: &GroupRecord, now_ms: i64) -> Group {
@@ -1806,9 +1821,16 @@ mod tests {
         let mut f_join = later(c.join(join_req(&follower, None), 50).0);
         assert_eq!(l_join.try_recv().unwrap().generation, 3);
         assert_eq!(f_join.try_recv().unwrap().generation, 3);
-        let mut f_sync = later(c.sync("g", 3, &follower, None, vec![]).0);
-        let (reply, _) = c.sync("g", 3, &leader, None, assign(b"three"));
+        let (reply, records) = c.sync("g", 3, &leader, None, assign(b"three"));
         let mut l_sync = later(reply);
+        // The record holds the assignment; until its outcome is known the group is still
+        // completing the rebalance, and a member that syncs only now waits with the others.
+        match &records[..] {
+            [Record::Group(g)] => assert_eq!(g.members.len(), 2),
+            other => panic!("expected the group's record, got {other:?}"),
+        }
+        assert_eq!(c.state_of("g"), GroupState::CompletingRebalance);
+        let mut f_sync = later(c.sync("g", 3, &follower, None, vec![]).0);
         assert!(f_sync.try_recv().is_err());
         // A late outcome of an older generation changes nothing.
         c.stored("g", 2, Err(ResponseError::CoordinatorNotAvailable), 60);
@@ -1820,10 +1842,46 @@ mod tests {
         );
         assert_eq!(l_sync.try_recv().unwrap().error, 0);
         assert_eq!(c.state_of("g"), GroupState::Stable);
-        // The record appended is then not committed: the assignment is dropped as well.
+        // An outcome once the group is stable changes nothing (each record has one).
         c.stored("g", 3, Err(ResponseError::NotCoordinator), 70);
+        assert_eq!(c.state_of("g"), GroupState::Stable);
+        assert!(!unassigned(&c));
+    }
+
+    #[test]
+    fn a_leaders_sync_sent_again_while_its_assignment_is_stored_waits_for_that_one() {
+        let (mut c, leader, follower) = two_joined_generation_2();
+        let assign = |value: &'static [u8]| vec![(follower.clone(), Bytes::from_static(value))];
+        let (first, records) = c.sync("g", 2, &leader, None, assign(b"first"));
+        assert_eq!(records.len(), 1);
+        let mut f_sync = later(c.sync("g", 2, &follower, None, vec![]).0);
+        // The leader asks again (its answer was slow): nothing more to store, and it waits.
+        let (again, records) = c.sync("g", 2, &leader, None, assign(b"second"));
+        assert!(
+            records.is_empty(),
+            "a second record while the first is stored"
+        );
+        let mut again = later(again);
+        drop(first);
+        c.stored("g", 2, Ok(()), 20);
+        assert_eq!(again.try_recv().unwrap().error, 0);
+        assert_eq!(
+            f_sync.try_recv().unwrap().assignment,
+            Bytes::from_static(b"first"),
+            "the assignment the record holds"
+        );
+        // A member leaving while an assignment is stored: the rebalance answers the waiting
+        // members, and the outcome that comes later changes nothing.
+        let (mut c, leader, follower) = two_joined_generation_2();
+        let (reply, _) = c.sync("g", 2, &leader, None, assign(b"first"));
+        let mut l_sync = later(reply);
+        c.leave("g", &[(follower.clone(), None)], 30);
+        assert_eq!(
+            l_sync.try_recv().unwrap().error,
+            ResponseError::RebalanceInProgress.code()
+        );
+        c.stored("g", 2, Ok(()), 40);
         assert_eq!(c.state_of("g"), GroupState::PreparingRebalance);
-        assert!(unassigned(&c));
     }
 
     #[test]

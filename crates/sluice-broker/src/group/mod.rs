@@ -214,10 +214,11 @@ impl GroupService {
 /// ([`Shards::read_fence`]): call with the coordinator's lock held, while this node coordinates
 /// the group. The wait is sampled once the reply is known ([`crate::commit::fence`]: a replica
 /// that stepped down in between answers NOT_COORDINATOR), under the coordinator's lock: the
-/// request that completed a rebalance (a leader's SyncGroup hands the other members their
-/// assignments once it has appended the group's record, still holding the lock) has appended
-/// its write by then, and the reply waits until that write is committed. Nothing on a single
-/// node.
+/// request that moved the group on (a static member's rejoin writes the group's record) has
+/// appended its write by then, and the reply waits until that write is committed. (A
+/// SyncGroup's assignment is handed out only once its record is committed:
+/// `Coordinator::stored`.)
+/// Nothing on a single node.
 pub(crate) fn fence_later(
     broker: &crate::broker::Broker,
     group: &str,

@@ -91,6 +91,9 @@ pub struct Group {
     pub pending_member_ids: HashMap<String, i64>,
     /// When the current join or sync phase gives up on members that have not answered.
     pub phase_deadline_ms: Option<i64>,
+    /// The leader's assignment is being stored: its record is appended, whether it is
+    /// committed is not known yet (`Coordinator::stored`).
+    pub storing: bool,
     /// A new group's first join does not complete before this, so that members starting
     /// together land in one generation (`group.initial.rebalance.delay.ms`).
     pub join_not_before_ms: i64,
@@ -110,6 +113,7 @@ impl Group {
             members: BTreeMap::new(),
             pending_member_ids: HashMap::new(),
             phase_deadline_ms: None,
+            storing: false,
             join_not_before_ms: 0,
             empty_since_ms: None,
         }

@@ -46,49 +46,49 @@ pub fn handle(broker: &Broker, request: SyncGroupRequest, call: &Call) -> Reply 
     );
     let written = groups.record(&mut coordinator, &records);
     if !records.is_empty() {
-        // The leader's assignment: the members hear it only once it is in the group's log.
-        coordinator.stored(
-            &request.group_id,
-            request.generation_id,
-            written.as_ref().map(|_| ()).map_err(|e| *e),
-            groups.now_ms(),
-        );
-        // As Kafka: an assignment whose record is not committed (the replica stepped down, or
-        // no quorum took it in time) is not kept either; the group rebalances. The members
-        // handed their share wait for the same commit (the read fence) and hear the error.
-        // Only while this node still coordinates the group in the epoch it appended in: a
-        // take-over in a later epoch (even of this node again) rebuilt the group from what
-        // the log kept.
-        if let (Ok(waits), Some(b)) = (&written, broker.arc()) {
-            let (waits, group, generation) = (
-                waits.clone(),
-                request.group_id.to_string(),
-                request.generation_id,
-            );
-            let epoch = groups.shards.check(&group);
-            tokio::spawn(async move {
-                if let Err(e) = crate::commit::committed(waits).await {
+        // The leader's assignment: the members hear it (`stored`) only once its record is
+        // committed, in a cluster with at least `min.insync.replicas` in sync; if it was not
+        // appended or not committed, they all hear the error and the group rebalances, as on
+        // Kafka. The outcome counts only while this node still coordinates the group in the
+        // epoch it appended in: a take-over in a later epoch (even of this node again)
+        // rebuilt the group from what the log kept.
+        match (&written, broker.arc()) {
+            (Ok(waits), Some(b)) => {
+                let (waits, group, generation) = (
+                    waits.clone(),
+                    request.group_id.to_string(),
+                    request.generation_id,
+                );
+                let epoch = groups.shards.check(&group);
+                tokio::spawn(async move {
+                    let outcome = crate::commit::committed(waits).await;
                     if let Ok(mut coordinator) = b.groups.lock_for(&group) {
                         if b.groups.shards.check(&group) == epoch {
-                            coordinator.stored(&group, generation, Err(e), b.groups.now_ms());
+                            coordinator.stored(&group, generation, outcome, b.groups.now_ms());
                         }
                     }
-                }
-            });
+                });
+            }
+            // The broker is shutting down: the answer will not be sent anyway.
+            (Ok(_), None) => coordinator.stored(
+                &request.group_id,
+                request.generation_id,
+                Ok(()),
+                groups.now_ms(),
+            ),
+            (Err(e), _) => coordinator.stored(
+                &request.group_id,
+                request.generation_id,
+                Err(*e),
+                groups.now_ms(),
+            ),
         }
     }
-    // Every member's answer waits for the group's log as the leader's assignment does, as a
-    // write: the record committed on fewer replicas than `min.insync.replicas` (followers
-    // fenced out of the ISR while it waited) fails the leader's SyncGroup, and the followers'
-    // too, as on Kafka, rather than handing them an assignment the group is dropping.
     let fence = crate::group::fence_later(broker, &request.group_id);
-    let fence = move || -> crate::commit::Waits {
-        fence()
-            .into_iter()
-            .map(|w| crate::commit::Written { write: true, ..w })
-            .collect()
-    };
     drop(coordinator);
+    // The leader hears the outcome through its own wait in the group, with the others: one
+    // decision (the task's), not a second wait on the same commit that could end otherwise.
+    let written = written.map(|_| Vec::new());
     answer_when_committed(
         written,
         reply,
