@@ -385,16 +385,6 @@ def test_an_assignment_committed_on_too_few_replicas_reaches_no_member(cluster):
         thread.start()
         return thread
 
-    def both_join(member_a, member_b):
-        """Both members join (b in a thread): (generation, leader, a's id, b's id)."""
-        joined = {}
-        joining = in_thread(lambda: joined.update(b=join_v5(b, group, member_b, "inst-b", session)))
-        error, generation, group_leader, member_a = join_v5(a, group, member_a, "inst-a", session)
-        joining.join(40)
-        assert "b" in joined, "b's JoinGroup was not answered"
-        assert error == 0 and joined["b"][:3] == (0, generation, group_leader), (error, generation, joined)
-        return generation, group_leader, member_a, joined["b"][3]
-
     try:
         error, generation, first, _ = join_v5(a, group, "", "inst-a", session)
         assert (error, generation) == (0, 1)
@@ -441,7 +431,12 @@ def test_an_assignment_committed_on_too_few_replicas_reaches_no_member(cluster):
         assert synced["error"] == 15, f"the follower got {synced['error']}: the assignment the group dropped"
 
         # The group rebalances; once the followers are back in sync, it is stable again.
-        generation, group_leader, _, _ = both_join(member_a, member_b)
+        joined = {}
+        joining = in_thread(lambda: joined.update(b=join_v5(b, group, member_b, "inst-b", session)))
+        error, generation, group_leader, _ = join_v5(a, group, member_a, "inst-a", session)
+        joining.join(40)
+        assert "b" in joined, "b's JoinGroup was not answered"
+        assert error == 0 and joined["b"][:3] == (0, generation, group_leader), (error, generation, joined)
         assert generation > 2
         c.wait_for_isr(OFFSETS, partition, timeout=60)
         follower = member_b if group_leader == member_a else member_a

@@ -21,6 +21,8 @@ from broker import raw
 from broker.clients import create_topic
 from conftest import wait_until
 
+from .wire import call, commit_v7, heartbeat_v3, join_v5, join_v5_body, read_string, sync_v3
+
 EXTERNAL = os.environ.get("REBALANCE_COMMITS_BOOTSTRAP")
 FLAGS = ["--group-initial-rebalance-delay-ms", "300", "--group-min-session-timeout-ms", "1000"]
 
@@ -399,69 +401,26 @@ def test_revoke_commits_survive_three_rebalances(bootstrap, client, strategy):
 
 # -- the error codes, on the wire ------------------------------------------------------------
 
-def _call(conn, api_key, version, body, correlation_id):
-    conn.send(raw.frame(raw.header_v1(api_key, version, correlation_id) + body))
-    payload = conn.read_frame()
-    assert payload is not None, "the broker closed the connection"
-    assert struct.unpack_from(">i", payload)[0] == correlation_id
-    return payload[4:]
-
-
-def _read_string(buf, at):
-    (n,) = struct.unpack_from(">h", buf, at)
-    return (buf[at + 2:at + 2 + n].decode() if n >= 0 else None), at + 2 + max(n, 0)
-
-
-def _join_v5_body(group, member_id, topic):
-    subscription = struct.pack(">h", 0) + struct.pack(">i", 1) + raw.string(topic) + struct.pack(">i", -1)
-    return (raw.string(group) + struct.pack(">ii", 6000, 30000) + raw.string(member_id)
-            + struct.pack(">h", -1) + raw.string("consumer") + struct.pack(">i", 1)
-            + raw.string("range") + struct.pack(">i", len(subscription)) + subscription)
-
-
-def _parse_join_v5(r):
-    _throttle, error, generation = struct.unpack_from(">ihi", r, 0)
-    _protocol, at = _read_string(r, 10)
-    leader, at = _read_string(r, at)
-    member, at = _read_string(r, at)
-    return error, generation, leader, member
+def _subscription(topic):
+    """A consumer protocol subscription (v0) to `topic`."""
+    return struct.pack(">h", 0) + struct.pack(">i", 1) + raw.string(topic) + struct.pack(">i", -1)
 
 
 def _join(conn, group, topic, member_id=""):
     """A dynamic member's JoinGroup v5, answering MEMBER_ID_REQUIRED (79) as clients do."""
-    error, generation, leader, member = _parse_join_v5(_call(conn, 11, 5, _join_v5_body(group, member_id, topic), 11))
+    error, generation, leader, member = join_v5(conn, group, member_id, None, metadata=_subscription(topic),
+                                                correlation_id=11)
     if error == 79:
-        error, generation, leader, member = _parse_join_v5(_call(conn, 11, 5, _join_v5_body(group, member, topic), 12))
+        error, generation, leader, member = join_v5(conn, group, member, None, metadata=_subscription(topic),
+                                                    correlation_id=12)
     return error, generation, leader, member
-
-
-def _sync_v3(conn, group, generation, member_id, assignments):
-    body = raw.string(group) + struct.pack(">i", generation) + raw.string(member_id) + struct.pack(">h", -1)
-    body += struct.pack(">i", len(assignments))
-    for m, a in assignments:
-        body += raw.string(m) + struct.pack(">i", len(a)) + a
-    return struct.unpack_from(">h", _call(conn, 14, 3, body, 14), 4)[0]
-
-
-def _heartbeat_v3(conn, group, generation, member_id):
-    body = raw.string(group) + struct.pack(">i", generation) + raw.string(member_id) + struct.pack(">h", -1)
-    return struct.unpack_from(">h", _call(conn, 12, 3, body, 12), 4)[0]
-
-
-def _commit_v7(conn, group, generation, member_id, topic, offset):
-    body = raw.string(group) + struct.pack(">i", generation) + raw.string(member_id) + struct.pack(">h", -1)
-    body += struct.pack(">i", 1) + raw.string(topic) + struct.pack(">i", 1)
-    body += struct.pack(">iqi", 0, offset, -1) + raw.string("")
-    r = _call(conn, 8, 7, body, 8)
-    _, at = _read_string(r, 8)   # throttle, topics count; then partitions count, index, error
-    return struct.unpack_from(">h", r, at + 8)[0]
 
 
 def _committed_v5(conn, group, topic):
     body = raw.string(group) + struct.pack(">i", 1) + raw.string(topic) + struct.pack(">i", 1)
     body += struct.pack(">i", 0)
-    r = _call(conn, 9, 5, body, 9)
-    _, at = _read_string(r, 8)   # throttle, topics count
+    r = call(conn, 9, 5, body, 9)
+    _, at = read_string(r, 8)   # throttle, topics count
     _partitions, _index, offset = struct.unpack_from(">iiq", r, at)
     return offset
 
@@ -474,23 +433,24 @@ def test_commit_error_codes_while_preparing_a_rebalance(bootstrap):
     try:
         error, gen, leader, m1 = _join(first, group, topic)
         assert error == 0 and leader == m1, (error, leader, m1)
-        assert _sync_v3(first, group, gen, m1, [(m1, b"")]) == 0
-        assert _commit_v7(first, group, gen, m1, topic, 10) == 0, "a stable member commits"
+        assert sync_v3(first, group, gen, m1, None, [(m1, b"")]) == 0
+        assert commit_v7(first, group, gen, m1, None, topic, 0, 10) == 0, "a stable member commits"
 
         # A second member joins: its JoinGroup waits for m1 to rejoin, so the group stays
         # PreparingRebalance, as m1's heartbeat shows.
-        error, _, _, m2 = _parse_join_v5(_call(second, 11, 5, _join_v5_body(group, "", topic), 21))
+        error, _, _, m2 = join_v5(second, group, "", None, metadata=_subscription(topic), correlation_id=21)
         if error == 79:
-            second.send(raw.frame(raw.header_v1(11, 5, 22) + _join_v5_body(group, m2, topic)))
+            second.send(raw.frame(raw.header_v1(11, 5, 22)
+                                  + join_v5_body(group, m2, None, metadata=_subscription(topic))))
         else:  # a broker that does not ask for a member id: the join itself is pending
             assert error == 0, error
-        wait_until(lambda: _heartbeat_v3(first, group, gen, m1) == 27, 10, "REBALANCE_IN_PROGRESS")
+        wait_until(lambda: heartbeat_v3(first, group, gen, m1, None) == 27, 10, "REBALANCE_IN_PROGRESS")
 
-        assert _commit_v7(first, group, gen, m1, topic, 20) == 0, "the revoke-callback commit"
+        assert commit_v7(first, group, gen, m1, None, topic, 0, 20) == 0, "the revoke-callback commit"
         assert _committed_v5(first, group, topic) == 20
-        assert _commit_v7(first, group, gen, "nobody", topic, 30) == 25      # UNKNOWN_MEMBER_ID
-        assert _commit_v7(first, group, gen - 1, m1, topic, 30) == 22        # ILLEGAL_GENERATION
-        assert _commit_v7(first, group, gen + 1, m1, topic, 30) == 22        # ILLEGAL_GENERATION
+        assert commit_v7(first, group, gen, "nobody", None, topic, 0, 30) == 25      # UNKNOWN_MEMBER_ID
+        assert commit_v7(first, group, gen - 1, m1, None, topic, 0, 30) == 22        # ILLEGAL_GENERATION
+        assert commit_v7(first, group, gen + 1, m1, None, topic, 0, 30) == 22        # ILLEGAL_GENERATION
         assert _committed_v5(first, group, topic) == 20, "refused commits change nothing"
 
         # m1 rejoins: the join completes (CompletingRebalance) and a plain commit must wait for
@@ -499,11 +459,11 @@ def test_commit_error_codes_while_preparing_a_rebalance(bootstrap):
         assert (error, gen2) == (0, gen + 1), (error, gen2)
         answer = second.read_frame()
         assert answer is not None and struct.unpack_from(">h", answer, 8)[0] == 0, "m2 joined too"
-        assert _commit_v7(first, group, gen2, m1, topic, 40) == 27            # REBALANCE_IN_PROGRESS
-        assert _commit_v7(first, group, gen, m1, topic, 40) == 22             # the old generation
+        assert commit_v7(first, group, gen2, m1, None, topic, 0, 40) == 27            # REBALANCE_IN_PROGRESS
+        assert commit_v7(first, group, gen, m1, None, topic, 0, 40) == 22             # the old generation
         assert leader2 == m1
-        assert _sync_v3(first, group, gen2, m1, [(m1, b""), (m2, b"")]) == 0
-        assert _commit_v7(first, group, gen2, m1, topic, 50) == 0
+        assert sync_v3(first, group, gen2, m1, None, [(m1, b""), (m2, b"")]) == 0
+        assert commit_v7(first, group, gen2, m1, None, topic, 0, 50) == 0
         assert _committed_v5(first, group, topic) == 50
     finally:
         first.close()

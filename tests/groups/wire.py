@@ -27,16 +27,25 @@ def read_string(buf, at):
     return (buf[at + 2:at + 2 + n].decode() if n >= 0 else None), at + 2 + max(n, 0)
 
 
-def join_v5(conn, group, member_id, instance_id, session_ms=6000):
+def join_v5_body(group, member_id, instance_id, session_ms=6000, metadata=b"meta"):
+    """A JoinGroup v5 of protocol type "consumer" with one protocol, "range", of `metadata`."""
     body = string(group) + struct.pack(">ii", session_ms, 30000) + string(member_id) + nullable(instance_id)
-    body += string("consumer") + struct.pack(">i", 1) + string("range") + struct.pack(">i", 4) + b"meta"
-    r = call(conn, 11, 5, body)
+    return body + string("consumer") + struct.pack(">i", 1) + string("range") + struct.pack(">i", len(metadata)) + metadata
+
+
+def parse_join_v5(r):
+    """(error, generation, leader, member id) of a JoinGroup v5 answer."""
     # v5: throttle, error, generation, protocol name, leader, member id, members
     _throttle, error, generation = struct.unpack_from(">ihi", r, 0)
     _protocol, at = read_string(r, 10)
     leader, at = read_string(r, at)
     member, at = read_string(r, at)
     return error, generation, leader, member
+
+
+def join_v5(conn, group, member_id, instance_id, session_ms=6000, metadata=b"meta", correlation_id=1):
+    return parse_join_v5(call(conn, 11, 5, join_v5_body(group, member_id, instance_id, session_ms, metadata),
+                              correlation_id))
 
 
 def sync_v3(conn, group, generation, member_id, instance_id, assignments):

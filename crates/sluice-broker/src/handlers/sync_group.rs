@@ -69,17 +69,11 @@ pub fn handle(broker: &Broker, request: SyncGroupRequest, call: &Call) -> Reply 
                     }
                 });
             }
-            // The broker is shutting down: the answer will not be sent anyway.
-            (Ok(_), None) => coordinator.stored(
+            // Refused at the append; or the broker is shutting down (no answer is sent then).
+            (written, _) => coordinator.stored(
                 &request.group_id,
                 request.generation_id,
-                Ok(()),
-                groups.now_ms(),
-            ),
-            (Err(e), _) => coordinator.stored(
-                &request.group_id,
-                request.generation_id,
-                Err(*e),
+                written.as_ref().map(|_| ()).map_err(|e| *e),
                 groups.now_ms(),
             ),
         }
