@@ -8,7 +8,7 @@ import time
 from broker import raw
 from broker.clients import create_topic
 
-from .wire import commit_v7, heartbeat_v3, join_v5, sync_v3
+from .wire import commit_v7, describe_v4, heartbeat_v3, join_v5, sync_v3
 
 
 def test_group_errors_on_the_wire(start_broker):
@@ -92,4 +92,54 @@ def test_a_member_rejoining_unchanged_while_the_leader_assigns_keeps_the_generat
     finally:
         a.close()
         b.close()
+    assert broker.alive()
+
+
+def test_describe_groups_shows_assignments_only_while_the_group_is_stable(start_broker):
+    """DescribeGroups names the protocol and shows each member's metadata and assignment only
+    while the group is Stable, as Kafka does: during a rebalance the assignment held is the last
+    generation's, which a tool (kafka-consumer-groups.sh --members --verbose) would show as
+    current. The members are listed in every state."""
+    broker = start_broker(["--group-initial-rebalance-delay-ms", "0"])
+    group = "g-described"
+    a, b, d = (raw.Conn(broker.bootstrap, timeout=40) for _ in range(3))
+    try:
+        error, generation, _, member_a = join_v5(a, group, "", "inst-a")
+        assert (error, generation) == (0, 1)
+        # The leader has not assigned yet.
+        assert describe_v4(d, group) == (0, "CompletingRebalance", "consumer", "", [(member_a, b"", b"")])
+
+        assert sync_v3(a, group, 1, member_a, "inst-a", [(member_a, b"\x00\x00a")]) == 0
+        assert describe_v4(d, group) == (0, "Stable", "consumer", "range", [(member_a, b"meta", b"\x00\x00a")])
+
+        # b joins: a rebalance, during which a's assignment of generation 1 is not shown.
+        joined = {}
+        joining = threading.Thread(target=lambda: joined.update(b=join_v5(b, group, "", "inst-b")), daemon=True)
+        joining.start()
+        deadline = time.monotonic() + 10
+        while heartbeat_v3(a, group, 1, member_a, "inst-a") != 27:  # REBALANCE_IN_PROGRESS
+            assert time.monotonic() < deadline, "b's join started no rebalance"
+            time.sleep(0.05)
+        error, state, protocol_type, protocol, members = describe_v4(d, group)
+        assert (error, state, protocol_type, protocol) == (0, "PreparingRebalance", "consumer", ""), \
+            (error, state, protocol_type, protocol)
+        assert member_a in [m for m, _, _ in members]
+        assert all(metadata == b"" and assignment == b"" for _, metadata, assignment in members), members
+
+        error, generation, leader, _ = join_v5(a, group, member_a, "inst-a")
+        joining.join(10)
+        assert (error, generation) == (0, 2) and "b" in joined, (error, generation, joined)
+        member_b = joined["b"][3]
+        conns = {member_a: (a, "inst-a"), member_b: (b, "inst-b")}
+        follower = member_b if leader == member_a else member_a
+        assignments = [(member_a, b"\x00\x00a2"), (member_b, b"\x00\x00b2")]
+        assert sync_v3(conns[leader][0], group, 2, leader, conns[leader][1], assignments) == 0
+        assert sync_v3(conns[follower][0], group, 2, follower, conns[follower][1], []) == 0
+        error, state, _, protocol, members = describe_v4(d, group)
+        assert (error, state, protocol) == (0, "Stable", "range")
+        assert sorted(members) == sorted([(member_a, b"meta", b"\x00\x00a2"), (member_b, b"meta", b"\x00\x00b2")])
+    finally:
+        a.close()
+        b.close()
+        d.close()
     assert broker.alive()

@@ -71,3 +71,34 @@ def commit_v7(conn, group, generation, member_id, instance_id, topic, partition,
     # throttle, topics[1]: name, partitions[1]: index, error
     _, at = read_string(r, 8)
     return struct.unpack_from(">h", r, at + 8)[0]
+
+
+def read_bytes(buf, at):
+    (n,) = struct.unpack_from(">i", buf, at)
+    return (buf[at + 4:at + 4 + n] if n >= 0 else None), at + 4 + max(n, 0)
+
+
+def describe_v4(conn, group):
+    """(error, state, protocol type, protocol, [(member id, metadata, assignment)]) of one group
+    by DescribeGroups v4."""
+    r = call(conn, 15, 4, struct.pack(">i", 1) + string(group) + b"\x00")
+    # throttle, groups[1]: error, id, state, protocol type, protocol, members, authorized ops
+    (count,) = struct.unpack_from(">i", r, 4)
+    assert count == 1, count
+    (error,) = struct.unpack_from(">h", r, 8)
+    _group, at = read_string(r, 10)
+    state, at = read_string(r, at)
+    protocol_type, at = read_string(r, at)
+    protocol, at = read_string(r, at)
+    (n,) = struct.unpack_from(">i", r, at)
+    at += 4
+    members = []
+    for _ in range(n):
+        member, at = read_string(r, at)
+        _instance, at = read_string(r, at)
+        _client, at = read_string(r, at)
+        _host, at = read_string(r, at)
+        metadata, at = read_bytes(r, at)
+        assignment, at = read_bytes(r, at)
+        members.append((member, metadata, assignment))
+    return error, state, protocol_type, protocol, members

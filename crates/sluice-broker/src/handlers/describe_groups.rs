@@ -1,4 +1,5 @@
-//! DescribeGroups: state, protocol, and each member's client, host, metadata and assignment.
+//! DescribeGroups: state, protocol, and each member's client, host, metadata and assignment
+//! (the last three only while the group is Stable, as Kafka shows them).
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
@@ -76,7 +77,15 @@ pub fn handle(broker: &Broker, request: DescribeGroupsRequest, call: &Call) -> R
             let Some(group) = coordinator.group(id) else {
                 return described;
             };
-            let protocol = group.protocol_name.clone().unwrap_or_default();
+            // As Kafka: the protocol and each member's metadata and assignment only once the
+            // group is Stable. Before, the assignment is the last generation's (or none yet),
+            // which a tool would show as current.
+            let stable = state == GroupState::Stable;
+            let protocol = if stable {
+                group.protocol_name.clone().unwrap_or_default()
+            } else {
+                String::new()
+            };
             described
                 .with_protocol_type(str_bytes(&group.protocol_type))
                 .with_protocol_data(str_bytes(&protocol))
@@ -85,14 +94,19 @@ pub fn handle(broker: &Broker, request: DescribeGroupsRequest, call: &Call) -> R
                         .members
                         .values()
                         .map(|m| {
-                            member(
+                            let shown = member(
                                 &m.id,
                                 m.instance_id.as_deref(),
                                 &m.client_id,
                                 &m.client_host,
-                            )
-                            .with_member_metadata(m.metadata_for(&protocol))
-                            .with_member_assignment(m.assignment.clone())
+                            );
+                            if stable {
+                                shown
+                                    .with_member_metadata(m.metadata_for(&protocol))
+                                    .with_member_assignment(m.assignment.clone())
+                            } else {
+                                shown
+                            }
                         })
                         .collect(),
                 )
