@@ -101,13 +101,12 @@ impl Broker {
         let local_acls = crate::security::acls::LocalAcls::open(Arc::clone(&store))?;
         let local_quotas = crate::quotas::store::LocalQuotas::open(Arc::clone(&store))?;
         let audit = match &config.security.audit_log_file {
-            Some(path) => crate::security::audit::AuditLog::open(path).map_err(|source| {
-                BrokerError::Metadata {
+            Some(path) => crate::security::audit::AuditLog::open(path, Arc::clone(&clock))
+                .map_err(|source| BrokerError::Metadata {
                     path: path.clone(),
                     source,
-                }
-            })?,
-            None => crate::security::audit::AuditLog::off(),
+                })?,
+            None => crate::security::audit::AuditLog::new(Arc::clone(&clock)),
         };
         let audit = match &config.security.audit_log_topic {
             Some(topic) => audit.with_topic(topic),
@@ -449,6 +448,9 @@ impl Broker {
             });
         }
         let group = coordinator.group(id);
+        // Assignments only while the group is Stable, as DescribeGroups shows them: during a
+        // rebalance a member's is the last generation's.
+        let stable = state == crate::group::state::GroupState::Stable;
         let members = group
             .map(|g| {
                 g.members
@@ -458,9 +460,11 @@ impl Broker {
                         instance_id: m.instance_id.clone(),
                         client_id: m.client_id.clone(),
                         client_host: m.client_host.clone(),
-                        assignment: sluice_wire::consumer_protocol::decode_assignment(
-                            &m.assignment,
-                        ),
+                        assignment: if stable {
+                            sluice_wire::consumer_protocol::decode_assignment(&m.assignment)
+                        } else {
+                            Vec::new()
+                        },
                     })
                     .collect()
             })
@@ -510,12 +514,12 @@ impl Broker {
             .collect()
     }
 
-    /// The broker's clock, in ms since the epoch.
     /// Records a security event in the audit log (if there is one).
     pub fn record_audit(&self, event: crate::security::audit::AuditEvent) {
         self.audit.record(event);
     }
 
+    /// The broker's clock, in ms since the epoch.
     pub fn now_ms(&self) -> i64 {
         self.clock.now_ms()
     }

@@ -3,17 +3,28 @@
 //! produced as one record to `audit_log_topic` (audit_topic.rs). Events are handed to each
 //! sink through a bounded queue, so a slow disk or topic never holds up a request; an event
 //! that finds a queue full is dropped and counted (`sluice_audit_events_dropped_total`),
-//! never silently.
+//! never silently. The last [`RESERVED_FOR_CHANGES`] places of each queue are kept for
+//! changes (users, ACLs, quotas), which only administrators make: a flood of failed logins
+//! or refused requests cannot push out the record of who changed the access rules meanwhile.
+//! And each sink writes where it lost events: an `events_dropped` line (or record) with how
+//! many and since when, once it has room again, so the gap shows in the log itself.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::Arc;
+use std::time::Duration;
 
 use serde::Serialize;
+use sluice_log::{Clock, SystemClock};
+
+use crate::security::audit_gap::Gap;
 
 /// Events waiting for the writer at most.
 const QUEUE: usize = 10_000;
+/// Places of a queue that logins and refusals leave to changes.
+pub const RESERVED_FOR_CHANGES: usize = 1_000;
 
 /// One security event.
 #[derive(Debug, Clone, Serialize)]
@@ -75,14 +86,39 @@ pub enum AuditEvent {
         resource_type: &'static str,
         resource_name: String,
     },
+    /// Written by a sink (never recorded by a request): `count` events it could not take
+    /// (its queue full, its file or topic not writable), the first of them at `since_ms`.
+    EventsDropped {
+        time_ms: i64,
+        count: u64,
+        since_ms: i64,
+    },
+}
+
+impl AuditEvent {
+    /// A change an administrator made (users, ACLs, quotas), which the queues keep room for.
+    fn is_change(&self) -> bool {
+        matches!(
+            self,
+            AuditEvent::UserChange { .. }
+                | AuditEvent::AclChange { .. }
+                | AuditEvent::QuotaChange { .. }
+        )
+    }
 }
 
 #[derive(Debug)]
 pub struct AuditLog {
     sender: Option<SyncSender<AuditEvent>>,
+    /// Events in the file's queue (the writer counts down as it takes them).
+    file_queued: Arc<AtomicUsize>,
+    file_gap: Arc<Gap>,
     writer: Option<std::thread::JoinHandle<()>>,
-    dropped: AtomicU64,
+    dropped: Arc<AtomicU64>,
     path: Option<PathBuf>,
+    topic_gap: Gap,
+    /// Stamps the `events_dropped` entries.
+    clock: Arc<dyn Clock>,
     /// The topic sink: its name and queue; the receiving end waits in `topic_events` until
     /// the broker's background task takes it.
     topic: Option<(String, tokio::sync::mpsc::Sender<AuditEvent>)>,
@@ -92,11 +128,20 @@ pub struct AuditLog {
 impl AuditLog {
     /// No audit log.
     pub fn off() -> AuditLog {
+        AuditLog::new(Arc::new(SystemClock))
+    }
+
+    /// No sink yet; `clock` stamps the `events_dropped` entries.
+    pub fn new(clock: Arc<dyn Clock>) -> AuditLog {
         AuditLog {
             sender: None,
+            file_queued: Arc::new(AtomicUsize::new(0)),
+            file_gap: Arc::new(Gap::default()),
             writer: None,
-            dropped: AtomicU64::new(0),
+            dropped: Arc::new(AtomicU64::new(0)),
             path: None,
+            topic_gap: Gap::default(),
+            clock,
             topic: None,
             topic_events: parking_lot::Mutex::new(None),
         }
@@ -118,42 +163,64 @@ impl AuditLog {
         self.topic_events.lock().take().map(|r| (name, r))
     }
 
-    /// Counts an event a sink could not take.
-    pub(crate) fn count_dropped(&self) {
-        self.count_dropped_n(1);
+    /// Counts `n` events the topic sink could not take or write.
+    pub(crate) fn count_topic_dropped(&self, n: usize) {
+        let n = u64::try_from(n).unwrap_or(u64::MAX);
+        self.dropped.fetch_add(n, Ordering::Relaxed);
+        self.topic_gap.add(n, self.clock.now_ms());
     }
 
-    pub(crate) fn count_dropped_n(&self, n: usize) {
-        self.dropped
-            .fetch_add(u64::try_from(n).unwrap_or(u64::MAX), Ordering::Relaxed);
+    /// The topic sink's `events_dropped` entry, if it lost events since its last one.
+    pub(crate) fn take_topic_gap(&self) -> Option<AuditEvent> {
+        self.topic_gap.take(self.clock.now_ms())
+    }
+
+    /// Puts back a topic gap entry that could not be written.
+    pub(crate) fn restore_topic_gap(&self, entry: &AuditEvent) {
+        self.topic_gap.restore(entry);
     }
 
     /// Appends to `path` (created if missing) from a writer thread.
-    pub fn open(path: &Path) -> std::io::Result<AuditLog> {
+    pub fn open(path: &Path, clock: Arc<dyn Clock>) -> std::io::Result<AuditLog> {
         let file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(path)?;
-        let (sender, receiver) = sync_channel(QUEUE);
+        let (log, receiver) = AuditLog::file_queue(path, clock);
         let shown = path.display().to_string();
+        let counts = FileCounts {
+            queued: Arc::clone(&log.file_queued),
+            gap: Arc::clone(&log.file_gap),
+            dropped: Arc::clone(&log.dropped),
+        };
+        let clock = Arc::clone(&log.clock);
         let writer = std::thread::Builder::new()
             .name("audit-log".into())
-            .spawn(move || write_events(file, receiver, &shown))?;
+            .spawn(move || write_events(file, &receiver, &counts, &*clock, &shown))?;
         Ok(AuditLog {
-            sender: Some(sender),
             writer: Some(writer),
-            dropped: AtomicU64::new(0),
-            path: Some(path.to_path_buf()),
-            topic: None,
-            topic_events: parking_lot::Mutex::new(None),
+            ..log
         })
     }
 
+    /// A log whose file sink's queue is `path`'s, and that queue's receiving end (no writer).
+    fn file_queue(path: &Path, clock: Arc<dyn Clock>) -> (AuditLog, Receiver<AuditEvent>) {
+        let (sender, receiver) = sync_channel(QUEUE);
+        let log = AuditLog {
+            sender: Some(sender),
+            path: Some(path.to_path_buf()),
+            ..AuditLog::new(clock)
+        };
+        (log, receiver)
+    }
+
     pub fn record(&self, event: AuditEvent) {
+        let change = event.is_change();
         let to_topic = |event| {
             if let Some((_, topic)) = &self.topic {
-                if topic.try_send(event).is_err() {
-                    self.count_dropped();
+                let room = change || topic.capacity() > RESERVED_FOR_CHANGES;
+                if !room || topic.try_send(event).is_err() {
+                    self.count_topic_dropped(1);
                 }
             }
         };
@@ -164,11 +231,18 @@ impl AuditLog {
         if self.topic.is_some() {
             to_topic(event.clone());
         }
-        match file.try_send(event) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
-                self.count_dropped();
-            }
+        // Counted before it is sent, so the writer never counts it down first.
+        let queued = self.file_queued.fetch_add(1, Ordering::AcqRel);
+        let room = change || queued < QUEUE - RESERVED_FOR_CHANGES;
+        let sent = room
+            && match file.try_send(event) {
+                Ok(()) => true,
+                Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => false,
+            };
+        if !sent {
+            self.file_queued.fetch_sub(1, Ordering::AcqRel);
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            self.file_gap.add(1, self.clock.now_ms());
         }
     }
 
@@ -190,26 +264,95 @@ impl AuditLog {
     }
 }
 
-fn write_events(file: std::fs::File, events: Receiver<AuditEvent>, path: &str) {
+/// How long a writer with nothing to write waits before it looks for a gap to write down.
+const GAP_CHECK: Duration = Duration::from_secs(1);
+
+/// Events written between two flushes at most, so that a gap is written down (and what was
+/// written reaches the file) while a flood goes on.
+const FLUSH_EVERY: usize = 1_000;
+
+/// The file sink's counters, shared by the log and its writer thread.
+struct FileCounts {
+    /// Events in the queue; the writer counts down each one it takes.
+    queued: Arc<AtomicUsize>,
+    gap: Arc<Gap>,
+    dropped: Arc<AtomicU64>,
+}
+
+impl FileCounts {
+    fn lost(&self, n: u64, clock: &dyn Clock) {
+        self.dropped.fetch_add(n, Ordering::Relaxed);
+        self.gap.add(n, clock.now_ms());
+    }
+}
+
+fn write_events(
+    file: std::fs::File,
+    events: &Receiver<AuditEvent>,
+    counts: &FileCounts,
+    clock: &dyn Clock,
+    path: &str,
+) {
     let mut out = std::io::BufWriter::new(file);
-    while let Ok(first) = events.recv() {
-        let mut next = Some(first);
-        // Everything already queued goes out with one flush.
+    let written = loop {
+        let mut next = match events.recv_timeout(GAP_CHECK) {
+            Ok(event) => Some(event),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => break Ok(()),
+        };
+        // What is already queued goes out with one flush, up to FLUSH_EVERY events.
+        let mut taken = 0;
+        let mut failed = None;
         while let Some(event) = next {
-            let written = serde_json::to_writer(&mut out, &event)
-                .map_err(std::io::Error::other)
-                .and_then(|()| out.write_all(b"\n"));
-            if let Err(e) = written {
-                tracing::error!(%path, error = %e, "the audit log cannot be written; audit events are dropped from now on");
-                return;
+            counts.queued.fetch_sub(1, Ordering::AcqRel);
+            taken += 1;
+            if let Err(e) = write_line(&mut out, &event) {
+                counts.lost(1, clock);
+                failed = Some(e);
+                break;
             }
-            next = events.try_recv().ok();
+            next = if taken < FLUSH_EVERY {
+                events.try_recv().ok()
+            } else {
+                None
+            };
         }
-        if let Err(e) = out.flush() {
-            tracing::error!(%path, error = %e, "the audit log cannot be written; audit events are dropped from now on");
-            return;
+        if let Some(e) = failed {
+            break Err(e);
+        }
+        // Where events were lost, once there is room again (or every FLUSH_EVERY events).
+        if let Err(e) = write_gap(&mut out, &counts.gap, clock).and_then(|()| out.flush()) {
+            // Not known to be written: counted as lost.
+            counts.lost(u64::try_from(taken).unwrap_or(u64::MAX), clock);
+            break Err(e);
+        }
+    };
+    match written {
+        Ok(()) => {
+            let _ = write_gap(&mut out, &counts.gap, clock).and_then(|()| out.flush());
+        }
+        Err(e) => {
+            tracing::error!(%path, error = %e, "the audit log cannot be written; audit events are dropped (and counted) from now on");
+            // Whatever comes now is lost, and counted, until the log is closed.
+            for _ in events.iter() {
+                counts.queued.fetch_sub(1, Ordering::AcqRel);
+                counts.lost(1, clock);
+            }
         }
     }
+}
+
+/// Writes `gap`'s entry, if events were lost; puts it back if that fails.
+fn write_gap(out: &mut impl Write, gap: &Gap, clock: &dyn Clock) -> std::io::Result<()> {
+    let Some(entry) = gap.take(clock.now_ms()) else {
+        return Ok(());
+    };
+    write_line(out, &entry).inspect_err(|_| gap.restore(&entry))
+}
+
+fn write_line(out: &mut impl Write, event: &AuditEvent) -> std::io::Result<()> {
+    serde_json::to_writer(&mut *out, event).map_err(std::io::Error::other)?;
+    out.write_all(b"\n")
 }
 
 #[cfg(test)]
@@ -222,7 +365,7 @@ mod tests {
     fn events_are_appended_as_json_lines() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("audit.log");
-        let log = AuditLog::open(&path).unwrap();
+        let log = AuditLog::open(&path, Arc::new(SystemClock)).unwrap();
         log.record(AuditEvent::Authentication {
             time_ms: 1,
             outcome: "failure",
@@ -252,6 +395,110 @@ mod tests {
         assert_eq!(lines[0]["principal"], "User:alice");
         assert_eq!(lines[1]["event"], "user_change");
         assert_eq!(lines[1]["set"][0], "SCRAM-SHA-256");
+    }
+
+    fn denial(i: usize) -> AuditEvent {
+        AuditEvent::AuthorizationDenied {
+            time_ms: 1,
+            principal: "User:mallory".into(),
+            peer: "127.0.0.1:1".into(),
+            api: "Produce".into(),
+            operation: "Write",
+            resource_type: "topic",
+            resource_name: format!("t{i}"),
+        }
+    }
+
+    #[test]
+    fn a_flood_of_refusals_leaves_room_for_changes_and_the_file_says_what_it_lost() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.log");
+        // The writer is stalled: nothing takes from the queue until it starts below.
+        let (log, receiver) = AuditLog::file_queue(&path, Arc::new(SystemClock));
+        for i in 0..QUEUE {
+            log.record(denial(i));
+        }
+        log.record(AuditEvent::AclChange {
+            time_ms: 2,
+            action: "create",
+            acl: "User:bob Write topic t".into(),
+            outcome: "success",
+            by: "User:admin".into(),
+            peer: "127.0.0.1:2".into(),
+        });
+        let refused = u64::try_from(RESERVED_FOR_CHANGES).unwrap();
+        assert_eq!(
+            log.dropped(),
+            refused,
+            "the refusals past the reserve are dropped"
+        );
+
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .unwrap();
+        let counts = FileCounts {
+            queued: Arc::clone(&log.file_queued),
+            gap: Arc::clone(&log.file_gap),
+            dropped: Arc::clone(&log.dropped),
+        };
+        let counted = Arc::clone(&log.file_queued);
+        let writer = std::thread::spawn(move || {
+            write_events(file, &receiver, &counts, &SystemClock, "x");
+        });
+        log.close();
+        writer.join().unwrap();
+
+        let lines: Vec<serde_json::Value> = std::fs::read_to_string(&path)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let kept = QUEUE - RESERVED_FOR_CHANGES;
+        assert_eq!(lines.len(), kept + 2);
+        // The gap is written down after the first FLUSH_EVERY events, not after the flood.
+        let gaps: Vec<usize> = (0..lines.len())
+            .filter(|&i| lines[i]["event"] == "events_dropped")
+            .collect();
+        assert_eq!(gaps, [FLUSH_EVERY]);
+        assert_eq!(lines[FLUSH_EVERY]["count"], refused);
+        assert!(lines[FLUSH_EVERY]["since_ms"].as_i64().unwrap() > 0);
+        let denials: Vec<&serde_json::Value> = lines
+            .iter()
+            .filter(|l| l["event"] == "authorization_denied")
+            .collect();
+        assert_eq!(denials.len(), kept);
+        assert_eq!(denials[kept - 1]["resource_name"], format!("t{}", kept - 1));
+        assert_eq!(lines[kept + 1]["event"], "acl_change", "the change is kept");
+        assert_eq!(
+            counted.load(Ordering::Acquire),
+            0,
+            "the writer counted down what it took"
+        );
+    }
+
+    #[test]
+    fn events_a_file_that_cannot_be_written_loses_are_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.log");
+        std::fs::write(&path, b"").unwrap();
+        let (log, receiver) = AuditLog::file_queue(&path, Arc::new(SystemClock));
+        for i in 0..5 {
+            log.record(denial(i));
+        }
+        let counts = FileCounts {
+            queued: Arc::clone(&log.file_queued),
+            gap: Arc::clone(&log.file_gap),
+            dropped: Arc::clone(&log.dropped),
+        };
+        // Opened for reading only: every write fails.
+        let file = std::fs::File::open(&path).unwrap();
+        let dropped = Arc::clone(&log.dropped);
+        log.close();
+        write_events(file, &receiver, &counts, &SystemClock, "x");
+        assert_eq!(dropped.load(Ordering::Relaxed), 5);
+        assert_eq!(counts.queued.load(Ordering::Acquire), 0);
     }
 
     #[test]

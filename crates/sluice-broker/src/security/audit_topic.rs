@@ -7,7 +7,9 @@
 //! requests reaches the topic instead of overflowing the queue. A batch the topic refuses as
 //! too large is written again one event at a time. A record that cannot be written (no leader,
 //! not committed in time) is dropped and counted as a full queue is, and said in the log at
-//! most every 30 s.
+//! most every 30 s; the next batch written begins with an `events_dropped` record saying how
+//! many and since when (a lost batch's record included), and one is written within a second
+//! of the loss when no event follows.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -30,21 +32,30 @@ impl Broker {
         let broker = Arc::clone(self);
         tokio::spawn(async move {
             let mut warned_ms = i64::MIN;
+            let mut gap_check = tokio::time::interval(std::time::Duration::from_secs(1));
+            gap_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 let first = tokio::select! {
                     () = shutdown.cancelled() => {
                         // What is still queued is lost with the process: counted, not silent.
+                        let mut lost = 0;
                         while events.try_recv().is_ok() {
-                            broker.audit.count_dropped();
+                            lost += 1;
                         }
+                        broker.audit.count_topic_dropped(lost);
                         return;
                     }
                     event = events.recv() => match event {
-                        Some(event) => event,
+                        Some(event) => Some(event),
                         None => return,
                     },
+                    _ = gap_check.tick() => None,
                 };
-                let batch = waiting_batch(&broker.audit, first, &mut events);
+                // A gap is written down first, with the events that follow it.
+                let gap = broker.audit.take_topic_gap();
+                let (batch, gap_in_batch) =
+                    waiting_batch(&broker.audit, gap.as_ref(), first, &mut events);
+                let gap = gap.filter(|_| gap_in_batch);
                 let count = batch.len();
                 if count == 0 {
                     continue;
@@ -56,7 +67,7 @@ impl Broker {
                     Err(e) => Err((e, count)),
                 };
                 if let Err((e, lost)) = written {
-                    broker.audit.count_dropped_n(lost);
+                    count_lost(&broker.audit, gap.as_ref(), count, lost);
                     let now = broker.now_ms();
                     if now.saturating_sub(warned_ms) >= 30_000 {
                         warned_ms = now;
@@ -141,30 +152,61 @@ pub const BATCH_EVENTS: usize = 2_000;
 /// `max.message.bytes`, 1 MiB).
 pub const BATCH_BYTES: usize = 512 * 1024;
 
-/// `first` and the events queued behind it as JSON, up to [`BATCH_EVENTS`] or [`BATCH_BYTES`].
-/// An event that cannot be put in JSON (none can fail today) is counted as dropped.
+/// Counts the `lost` last records of a batch of `count` that could not be written (or are not
+/// known to be). `gap`, the batch's `events_dropped` record, is its first: lost only if all
+/// were, and then put back to be written with the next batch rather than counted (a batch
+/// that timed out but was committed then says its gap twice).
+fn count_lost(audit: &AuditLog, gap: Option<&AuditEvent>, count: usize, lost: usize) {
+    let gap_lost = match gap {
+        Some(gap) if lost == count => {
+            audit.restore_topic_gap(gap);
+            1
+        }
+        _ => 0,
+    };
+    audit.count_topic_dropped(lost.saturating_sub(gap_lost));
+}
+
+/// `gap` (an `events_dropped` entry, if one is due), `first` and the events queued behind it
+/// as JSON, up to [`BATCH_EVENTS`] or [`BATCH_BYTES`]; and whether `gap` is in it. An event
+/// that cannot be put in JSON (none can fail today) is counted as dropped.
 fn waiting_batch(
     audit: &AuditLog,
-    first: AuditEvent,
+    gap: Option<&AuditEvent>,
+    first: Option<AuditEvent>,
     events: &mut tokio::sync::mpsc::Receiver<AuditEvent>,
-) -> Vec<Vec<u8>> {
+) -> (Vec<Vec<u8>>, bool) {
     let mut batch = Vec::new();
     let mut bytes = 0;
-    let mut next = Some(first);
+    let gap_in_batch = match gap.map(serde_json::to_vec) {
+        Some(Ok(value)) => {
+            bytes += value.len();
+            batch.push(value);
+            true
+        }
+        Some(Err(_)) => {
+            if let Some(gap) = gap {
+                audit.restore_topic_gap(gap);
+            }
+            false
+        }
+        None => false,
+    };
+    let mut next = first;
     while let Some(event) = next {
         match serde_json::to_vec(&event) {
             Ok(value) => {
                 bytes += value.len();
                 batch.push(value);
             }
-            Err(_) => audit.count_dropped(),
+            Err(_) => audit.count_topic_dropped(1),
         }
         if batch.len() >= BATCH_EVENTS || bytes >= BATCH_BYTES {
             break;
         }
         next = events.try_recv().ok();
     }
-    batch
+    (batch, gap_in_batch)
 }
 
 #[cfg(test)]
@@ -190,7 +232,7 @@ mod tests {
             sender.try_send(denial(&format!("t{i}"))).expect("queued");
         }
         let audit = AuditLog::off();
-        let first = waiting_batch(&audit, denial("first"), &mut receiver);
+        let (first, _) = waiting_batch(&audit, None, Some(denial("first")), &mut receiver);
         assert_eq!(first.len(), BATCH_EVENTS);
         let names: Vec<String> = first[..3]
             .iter()
@@ -201,7 +243,7 @@ mod tests {
             .collect();
         assert_eq!(names, ["first", "t0", "t1"]);
         // The rest (6 events) comes with the next one.
-        let second = waiting_batch(&audit, denial("next"), &mut receiver);
+        let (second, _) = waiting_batch(&audit, None, Some(denial("next")), &mut receiver);
         assert_eq!(second.len(), 7);
         assert!(receiver.try_recv().is_err());
     }
@@ -213,7 +255,7 @@ mod tests {
         for _ in 0..10 {
             sender.try_send(denial(&long)).expect("queued");
         }
-        let batch = waiting_batch(&AuditLog::off(), denial(&long), &mut receiver);
+        let (batch, _) = waiting_batch(&AuditLog::off(), None, Some(denial(&long)), &mut receiver);
         // Each event is a little over a quarter of the limit: the fourth one passes it.
         assert_eq!(batch.len(), 4);
         assert!(audit_bytes(&batch) >= BATCH_BYTES);
@@ -247,6 +289,73 @@ mod tests {
             .write_audit_records("audit", vec![values[1].clone(), huge, values[2].clone()])
             .await;
         assert!(matches!(refused, Err((_, 2))), "{refused:?}");
+    }
+
+    #[tokio::test]
+    async fn a_gap_is_written_first_and_put_back_when_it_cannot_be() {
+        let (sender, mut receiver) = tokio::sync::mpsc::channel(8);
+        sender.try_send(denial("queued")).expect("queued");
+        let audit = AuditLog::off();
+        audit.count_topic_dropped(3);
+        let gap = audit.take_topic_gap();
+        assert!(audit.take_topic_gap().is_none(), "taken once");
+        let (batch, gap_in_batch) =
+            waiting_batch(&audit, gap.as_ref(), Some(denial("first")), &mut receiver);
+        assert!(gap_in_batch);
+        let events: Vec<serde_json::Value> = batch
+            .iter()
+            .map(|v| serde_json::from_slice(v).expect("json"))
+            .collect();
+        assert_eq!(events.len(), 3);
+        assert_eq!(events[0]["event"], "events_dropped");
+        assert_eq!(events[0]["count"], 3);
+        assert_eq!(events[1]["resource_name"], "first");
+        assert_eq!(events[2]["resource_name"], "queued");
+        // The whole batch lost: the gap is said again with the next one, with the two
+        // events lost with it, and only those two are counted again.
+        count_lost(&audit, gap.as_ref(), 3, 3);
+        assert_eq!(audit.dropped(), 5);
+        let again = audit.take_topic_gap();
+        assert!(
+            matches!(again, Some(AuditEvent::EventsDropped { count: 5, .. })),
+            "{again:?}"
+        );
+        // Only the last event lost: the gap's record was written.
+        count_lost(&audit, again.as_ref(), 3, 1);
+        assert_eq!(audit.dropped(), 6);
+        assert!(
+            matches!(
+                audit.take_topic_gap(),
+                Some(AuditEvent::EventsDropped { count: 1, .. })
+            ),
+            "the lost event is a gap of its own"
+        );
+    }
+
+    #[test]
+    fn logins_and_refusals_leave_the_topic_queues_last_places_to_changes() {
+        let audit = AuditLog::off().with_topic("audit");
+        let (_, mut events) = audit.take_topic_events().expect("the topic's queue");
+        for i in 0..10_000 {
+            audit.record(denial(&format!("t{i}")));
+        }
+        audit.record(AuditEvent::QuotaChange {
+            time_ms: 2,
+            entity: "user=alice".into(),
+            set: BTreeMap::from([("producer_byte_rate".to_string(), 1024.0)]),
+            removed: Vec::new(),
+            outcome: "success",
+            by: "User:admin".into(),
+            peer: "127.0.0.1:2".into(),
+        });
+        let reserved = crate::security::audit::RESERVED_FOR_CHANGES;
+        assert_eq!(audit.dropped(), u64::try_from(reserved).expect("small"));
+        let mut taken = Vec::new();
+        while let Ok(event) = events.try_recv() {
+            taken.push(event);
+        }
+        assert_eq!(taken.len(), 10_000 - reserved + 1);
+        assert!(matches!(taken.last(), Some(AuditEvent::QuotaChange { .. })));
     }
 
     fn audit_bytes(batch: &[Vec<u8>]) -> usize {

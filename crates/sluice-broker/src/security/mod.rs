@@ -13,6 +13,7 @@
 
 pub mod acls;
 pub mod audit;
+mod audit_gap;
 mod audit_topic;
 pub mod authorizer;
 pub mod credentials;
