@@ -392,6 +392,8 @@ impl Broker {
     /// Flushes and closes every log, recording a clean shutdown (and, in a cluster, the
     /// partitions' high watermarks).
     pub fn close(&self) {
+        // The audit events still queued for the file are written first.
+        self.audit.stop();
         for partition in self.topics.all_partitions() {
             if let Err(e) = partition.close() {
                 tracing::error!(?partition, error = %e, "closing partition failed");

@@ -12,7 +12,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -109,11 +109,12 @@ impl AuditEvent {
 
 #[derive(Debug)]
 pub struct AuditLog {
-    sender: Option<SyncSender<AuditEvent>>,
+    /// The file's queue; taken out when the log is stopped.
+    sender: parking_lot::RwLock<Option<SyncSender<AuditEvent>>>,
     /// Events in the file's queue (the writer counts down as it takes them).
     file_queued: Arc<AtomicUsize>,
     file_gap: Arc<Gap>,
-    writer: Option<std::thread::JoinHandle<()>>,
+    writer: parking_lot::Mutex<Option<std::thread::JoinHandle<()>>>,
     dropped: Arc<AtomicU64>,
     path: Option<PathBuf>,
     topic_gap: Gap,
@@ -134,10 +135,10 @@ impl AuditLog {
     /// No sink yet; `clock` stamps the `events_dropped` entries.
     pub fn new(clock: Arc<dyn Clock>) -> AuditLog {
         AuditLog {
-            sender: None,
+            sender: parking_lot::RwLock::new(None),
             file_queued: Arc::new(AtomicUsize::new(0)),
             file_gap: Arc::new(Gap::default()),
-            writer: None,
+            writer: parking_lot::Mutex::new(None),
             dropped: Arc::new(AtomicU64::new(0)),
             path: None,
             topic_gap: Gap::default(),
@@ -198,7 +199,7 @@ impl AuditLog {
             .name("audit-log".into())
             .spawn(move || write_events(file, &receiver, &counts, &*clock, &shown))?;
         Ok(AuditLog {
-            writer: Some(writer),
+            writer: parking_lot::Mutex::new(Some(writer)),
             ..log
         })
     }
@@ -207,7 +208,7 @@ impl AuditLog {
     fn file_queue(path: &Path, clock: Arc<dyn Clock>) -> (AuditLog, Receiver<AuditEvent>) {
         let (sender, receiver) = sync_channel(QUEUE);
         let log = AuditLog {
-            sender: Some(sender),
+            sender: parking_lot::RwLock::new(Some(sender)),
             path: Some(path.to_path_buf()),
             ..AuditLog::new(clock)
         };
@@ -224,21 +225,23 @@ impl AuditLog {
                 }
             }
         };
-        let Some(file) = &self.sender else {
+        if self.path.is_none() {
             to_topic(event);
             return;
-        };
+        }
         if self.topic.is_some() {
             to_topic(event.clone());
         }
         // Counted before it is sent, so the writer never counts it down first.
         let queued = self.file_queued.fetch_add(1, Ordering::AcqRel);
         let room = change || queued < QUEUE - RESERVED_FOR_CHANGES;
+        // Not sent when full, when the writer stopped on an error, or when the log stopped.
         let sent = room
-            && match file.try_send(event) {
-                Ok(()) => true,
-                Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => false,
-            };
+            && self
+                .sender
+                .read()
+                .as_ref()
+                .is_some_and(|file| file.try_send(event).is_ok());
         if !sent {
             self.file_queued.fetch_sub(1, Ordering::AcqRel);
             self.dropped.fetch_add(1, Ordering::Relaxed);
@@ -255,10 +258,13 @@ impl AuditLog {
         self.path.as_deref()
     }
 
-    /// Stops taking events and waits until the queued ones are written.
-    pub fn close(mut self) {
-        self.sender = None;
-        if let Some(writer) = self.writer.take() {
+    /// Stops taking events for the file (those that come later are counted as dropped) and
+    /// waits until the queued ones are written, with the file's last `events_dropped` line.
+    /// Called when the broker shuts down.
+    pub fn stop(&self) {
+        drop(self.sender.write().take());
+        let writer = self.writer.lock().take();
+        if let Some(writer) = writer {
             let _ = writer.join();
         }
     }
@@ -307,7 +313,8 @@ fn write_events(
             counts.queued.fetch_sub(1, Ordering::AcqRel);
             taken += 1;
             if let Err(e) = write_line(&mut out, &event) {
-                counts.lost(1, clock);
+                // This one and those of this flush still in the buffer.
+                counts.lost(u64::try_from(taken).unwrap_or(u64::MAX), clock);
                 failed = Some(e);
                 break;
             }
@@ -384,7 +391,10 @@ mod tests {
             by: "User:ANONYMOUS".into(),
             peer: "127.0.0.1:6".into(),
         });
-        log.close();
+        log.stop();
+        // Stopped: an event that comes later is counted, not written.
+        log.record(denial(0));
+        assert_eq!(log.dropped(), 1);
         let text = std::fs::read_to_string(&path).unwrap();
         let lines: Vec<serde_json::Value> = text
             .lines()
@@ -447,7 +457,7 @@ mod tests {
         let writer = std::thread::spawn(move || {
             write_events(file, &receiver, &counts, &SystemClock, "x");
         });
-        log.close();
+        log.stop();
         writer.join().unwrap();
 
         let lines: Vec<serde_json::Value> = std::fs::read_to_string(&path)
@@ -495,9 +505,33 @@ mod tests {
         // Opened for reading only: every write fails.
         let file = std::fs::File::open(&path).unwrap();
         let dropped = Arc::clone(&log.dropped);
-        log.close();
+        log.stop();
+        // Five lines fit the writer's buffer: the flush fails.
         write_events(file, &receiver, &counts, &SystemClock, "x");
         assert_eq!(dropped.load(Ordering::Relaxed), 5);
+        assert_eq!(counts.queued.load(Ordering::Acquire), 0);
+    }
+
+    #[test]
+    fn events_lost_when_the_writers_buffer_cannot_be_written_are_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.log");
+        std::fs::write(&path, b"").unwrap();
+        let (log, receiver) = AuditLog::file_queue(&path, Arc::new(SystemClock));
+        // More than the writer's buffer holds: a line's write fails with earlier lines of
+        // the same flush still in the buffer, and then the rest of the queue is drained.
+        for i in 0..500 {
+            log.record(denial(i));
+        }
+        let counts = FileCounts {
+            queued: Arc::clone(&log.file_queued),
+            gap: Arc::clone(&log.file_gap),
+            dropped: Arc::clone(&log.dropped),
+        };
+        let file = std::fs::File::open(&path).unwrap();
+        log.stop();
+        write_events(file, &receiver, &counts, &SystemClock, "x");
+        assert_eq!(counts.dropped.load(Ordering::Relaxed), 500);
         assert_eq!(counts.queued.load(Ordering::Acquire), 0);
     }
 

@@ -67,7 +67,7 @@ impl Broker {
                     Err(e) => Err((e, count)),
                 };
                 if let Err((e, lost)) = written {
-                    count_lost(&broker.audit, gap.as_ref(), count, lost);
+                    let lost = count_lost(&broker.audit, gap.as_ref(), count, lost);
                     let now = broker.now_ms();
                     if now.saturating_sub(warned_ms) >= 30_000 {
                         warned_ms = now;
@@ -156,7 +156,8 @@ pub const BATCH_BYTES: usize = 512 * 1024;
 /// known to be). `gap`, the batch's `events_dropped` record, is its first: lost only if all
 /// were, and then put back to be written with the next batch rather than counted (a batch
 /// that timed out but was committed then says its gap twice).
-fn count_lost(audit: &AuditLog, gap: Option<&AuditEvent>, count: usize, lost: usize) {
+/// Returns how many events were counted.
+fn count_lost(audit: &AuditLog, gap: Option<&AuditEvent>, count: usize, lost: usize) -> usize {
     let gap_lost = match gap {
         Some(gap) if lost == count => {
             audit.restore_topic_gap(gap);
@@ -164,7 +165,9 @@ fn count_lost(audit: &AuditLog, gap: Option<&AuditEvent>, count: usize, lost: us
         }
         _ => 0,
     };
-    audit.count_topic_dropped(lost.saturating_sub(gap_lost));
+    let events = lost.saturating_sub(gap_lost);
+    audit.count_topic_dropped(events);
+    events
 }
 
 /// `gap` (an `events_dropped` entry, if one is due), `first` and the events queued behind it
@@ -313,7 +316,7 @@ mod tests {
         assert_eq!(events[2]["resource_name"], "queued");
         // The whole batch lost: the gap is said again with the next one, with the two
         // events lost with it, and only those two are counted again.
-        count_lost(&audit, gap.as_ref(), 3, 3);
+        assert_eq!(count_lost(&audit, gap.as_ref(), 3, 3), 2);
         assert_eq!(audit.dropped(), 5);
         let again = audit.take_topic_gap();
         assert!(
@@ -321,7 +324,7 @@ mod tests {
             "{again:?}"
         );
         // Only the last event lost: the gap's record was written.
-        count_lost(&audit, again.as_ref(), 3, 1);
+        assert_eq!(count_lost(&audit, again.as_ref(), 3, 1), 1);
         assert_eq!(audit.dropped(), 6);
         assert!(
             matches!(
