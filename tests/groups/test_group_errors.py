@@ -44,6 +44,20 @@ def test_group_errors_on_the_wire(start_broker):
     assert broker.alive()
 
 
+def join_in_background(conn, group, instance_id, member):
+    """Starts a JoinGroup of a new static member on `conn` in a thread, and returns once the
+    group's generation-1 `member` (conn, member id, instance id) hears that it started a
+    rebalance: the thread, and the dict where the join's answer lands (under "b")."""
+    joined = {}
+    joining = threading.Thread(target=lambda: joined.update(b=join_v5(conn, group, "", instance_id)), daemon=True)
+    joining.start()
+    deadline = time.monotonic() + 10
+    while heartbeat_v3(member[0], group, 1, member[1], member[2]) != 27:  # REBALANCE_IN_PROGRESS
+        assert time.monotonic() < deadline, "the join started no rebalance"
+        time.sleep(0.05)
+    return joining, joined
+
+
 def test_a_member_rejoining_unchanged_while_the_leader_assigns_keeps_the_generation(start_broker):
     """A known member that asks JoinGroup again with what it joined with while the group waits
     for the leader's assignment (its JoinGroup answer was lost to a timeout or a reconnect) gets
@@ -58,13 +72,7 @@ def test_a_member_rejoining_unchanged_while_the_leader_assigns_keeps_the_generat
         assert (error, generation) == (0, 1) and leader == member_a
         assert sync_v3(a, group, 1, member_a, "inst-a", [(member_a, b"\x00\x00a")]) == 0
         # b joins, which starts a rebalance; a rejoins, which completes it (generation 2).
-        joined = {}
-        joining = threading.Thread(target=lambda: joined.update(b=join_v5(b, group, "", "inst-b")), daemon=True)
-        joining.start()
-        deadline = time.monotonic() + 10
-        while heartbeat_v3(a, group, 1, member_a, "inst-a") != 27:  # REBALANCE_IN_PROGRESS
-            assert time.monotonic() < deadline, "b's join started no rebalance"
-            time.sleep(0.05)
+        joining, joined = join_in_background(b, group, "inst-b", (a, member_a, "inst-a"))
         error, generation, leader, _ = join_v5(a, group, member_a, "inst-a")
         joining.join(10)
         assert (error, generation) == (0, 2), (error, generation)
@@ -113,13 +121,7 @@ def test_describe_groups_shows_assignments_only_while_the_group_is_stable(start_
         assert describe_v4(d, group) == (0, "Stable", "consumer", "range", [(member_a, b"meta", b"\x00\x00a")])
 
         # b joins: a rebalance, during which a's assignment of generation 1 is not shown.
-        joined = {}
-        joining = threading.Thread(target=lambda: joined.update(b=join_v5(b, group, "", "inst-b")), daemon=True)
-        joining.start()
-        deadline = time.monotonic() + 10
-        while heartbeat_v3(a, group, 1, member_a, "inst-a") != 27:  # REBALANCE_IN_PROGRESS
-            assert time.monotonic() < deadline, "b's join started no rebalance"
-            time.sleep(0.05)
+        joining, joined = join_in_background(b, group, "inst-b", (a, member_a, "inst-a"))
         error, state, protocol_type, protocol, members = describe_v4(d, group)
         assert (error, state, protocol_type, protocol) == (0, "PreparingRebalance", "consumer", ""), \
             (error, state, protocol_type, protocol)

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
-use sluice_log::{Clock, SystemClock};
+use sluice_log::Clock;
 
 use crate::security::audit_gap::Gap;
 
@@ -111,9 +111,8 @@ impl AuditEvent {
 pub struct AuditLog {
     /// The file's queue; taken out when the log is stopped.
     sender: parking_lot::RwLock<Option<SyncSender<AuditEvent>>>,
-    /// Events in the file's queue (the writer counts down as it takes them).
-    file_queued: Arc<AtomicUsize>,
-    file_gap: Arc<Gap>,
+    /// The file's counters, shared with its writer thread.
+    file: Arc<FileCounts>,
     writer: parking_lot::Mutex<Option<std::thread::JoinHandle<()>>>,
     dropped: Arc<AtomicU64>,
     path: Option<PathBuf>,
@@ -128,18 +127,23 @@ pub struct AuditLog {
 
 impl AuditLog {
     /// No audit log.
+    #[cfg(test)]
     pub fn off() -> AuditLog {
-        AuditLog::new(Arc::new(SystemClock))
+        AuditLog::new(Arc::new(sluice_log::SystemClock))
     }
 
     /// No sink yet; `clock` stamps the `events_dropped` entries.
     pub fn new(clock: Arc<dyn Clock>) -> AuditLog {
+        let dropped = Arc::new(AtomicU64::new(0));
         AuditLog {
             sender: parking_lot::RwLock::new(None),
-            file_queued: Arc::new(AtomicUsize::new(0)),
-            file_gap: Arc::new(Gap::default()),
+            file: Arc::new(FileCounts {
+                queued: AtomicUsize::new(0),
+                gap: Gap::default(),
+                dropped: Arc::clone(&dropped),
+            }),
             writer: parking_lot::Mutex::new(None),
-            dropped: Arc::new(AtomicU64::new(0)),
+            dropped,
             path: None,
             topic_gap: Gap::default(),
             clock,
@@ -189,11 +193,7 @@ impl AuditLog {
             .open(path)?;
         let (log, receiver) = AuditLog::file_queue(path, clock);
         let shown = path.display().to_string();
-        let counts = FileCounts {
-            queued: Arc::clone(&log.file_queued),
-            gap: Arc::clone(&log.file_gap),
-            dropped: Arc::clone(&log.dropped),
-        };
+        let counts = Arc::clone(&log.file);
         let clock = Arc::clone(&log.clock);
         let writer = std::thread::Builder::new()
             .name("audit-log".into())
@@ -233,7 +233,7 @@ impl AuditLog {
             to_topic(event.clone());
         }
         // Counted before it is sent, so the writer never counts it down first.
-        let queued = self.file_queued.fetch_add(1, Ordering::AcqRel);
+        let queued = self.file.queued.fetch_add(1, Ordering::AcqRel);
         let room = change || queued < QUEUE - RESERVED_FOR_CHANGES;
         // Not sent when full, when the writer stopped on an error, or when the log stopped.
         let sent = room
@@ -243,9 +243,8 @@ impl AuditLog {
                 .as_ref()
                 .is_some_and(|file| file.try_send(event).is_ok());
         if !sent {
-            self.file_queued.fetch_sub(1, Ordering::AcqRel);
-            self.dropped.fetch_add(1, Ordering::Relaxed);
-            self.file_gap.add(1, self.clock.now_ms());
+            self.file.queued.fetch_sub(1, Ordering::AcqRel);
+            self.file.lost(1, &*self.clock);
         }
     }
 
@@ -278,14 +277,17 @@ const GAP_CHECK: Duration = Duration::from_secs(1);
 const FLUSH_EVERY: usize = 1_000;
 
 /// The file sink's counters, shared by the log and its writer thread.
+#[derive(Debug)]
 struct FileCounts {
     /// Events in the queue; the writer counts down each one it takes.
-    queued: Arc<AtomicUsize>,
-    gap: Arc<Gap>,
+    queued: AtomicUsize,
+    gap: Gap,
+    /// The log's count of every event lost, both sinks'.
     dropped: Arc<AtomicU64>,
 }
 
 impl FileCounts {
+    /// Counts `n` events lost at the file.
     fn lost(&self, n: u64, clock: &dyn Clock) {
         self.dropped.fetch_add(n, Ordering::Relaxed);
         self.gap.add(n, clock.now_ms());
@@ -367,6 +369,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+    use sluice_log::SystemClock;
 
     #[test]
     fn events_are_appended_as_json_lines() {
@@ -448,12 +451,8 @@ mod tests {
             .append(true)
             .open(&path)
             .unwrap();
-        let counts = FileCounts {
-            queued: Arc::clone(&log.file_queued),
-            gap: Arc::clone(&log.file_gap),
-            dropped: Arc::clone(&log.dropped),
-        };
-        let counted = Arc::clone(&log.file_queued);
+        let counts = Arc::clone(&log.file);
+        let counted = Arc::clone(&log.file);
         let writer = std::thread::spawn(move || {
             write_events(file, &receiver, &counts, &SystemClock, "x");
         });
@@ -482,57 +481,47 @@ mod tests {
         assert_eq!(denials[kept - 1]["resource_name"], format!("t{}", kept - 1));
         assert_eq!(lines[kept + 1]["event"], "acl_change", "the change is kept");
         assert_eq!(
-            counted.load(Ordering::Acquire),
+            counted.queued.load(Ordering::Acquire),
             0,
             "the writer counted down what it took"
         );
     }
 
-    #[test]
-    fn events_a_file_that_cannot_be_written_loses_are_counted() {
+    /// Records `n` refusals, then runs the writer on a file opened for reading only, where
+    /// every write fails; the events counted as dropped and those still counted as queued.
+    fn lost_to_a_read_only_file(n: usize) -> (u64, usize) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("audit.log");
         std::fs::write(&path, b"").unwrap();
         let (log, receiver) = AuditLog::file_queue(&path, Arc::new(SystemClock));
-        for i in 0..5 {
+        for i in 0..n {
             log.record(denial(i));
         }
-        let counts = FileCounts {
-            queued: Arc::clone(&log.file_queued),
-            gap: Arc::clone(&log.file_gap),
-            dropped: Arc::clone(&log.dropped),
-        };
-        // Opened for reading only: every write fails.
         let file = std::fs::File::open(&path).unwrap();
-        let dropped = Arc::clone(&log.dropped);
+        let counts = Arc::clone(&log.file);
         log.stop();
-        // Five lines fit the writer's buffer: the flush fails.
         write_events(file, &receiver, &counts, &SystemClock, "x");
-        assert_eq!(dropped.load(Ordering::Relaxed), 5);
-        assert_eq!(counts.queued.load(Ordering::Acquire), 0);
+        (
+            counts.dropped.load(Ordering::Relaxed),
+            counts.queued.load(Ordering::Acquire),
+        )
+    }
+
+    #[test]
+    fn events_a_file_that_cannot_be_written_loses_are_counted() {
+        // Five lines fit the writer's buffer: the flush fails.
+        let (dropped, queued) = lost_to_a_read_only_file(5);
+        assert_eq!(dropped, 5);
+        assert_eq!(queued, 0);
     }
 
     #[test]
     fn events_lost_when_the_writers_buffer_cannot_be_written_are_counted() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("audit.log");
-        std::fs::write(&path, b"").unwrap();
-        let (log, receiver) = AuditLog::file_queue(&path, Arc::new(SystemClock));
         // More than the writer's buffer holds: a line's write fails with earlier lines of
         // the same flush still in the buffer, and then the rest of the queue is drained.
-        for i in 0..500 {
-            log.record(denial(i));
-        }
-        let counts = FileCounts {
-            queued: Arc::clone(&log.file_queued),
-            gap: Arc::clone(&log.file_gap),
-            dropped: Arc::clone(&log.dropped),
-        };
-        let file = std::fs::File::open(&path).unwrap();
-        log.stop();
-        write_events(file, &receiver, &counts, &SystemClock, "x");
-        assert_eq!(counts.dropped.load(Ordering::Relaxed), 500);
-        assert_eq!(counts.queued.load(Ordering::Acquire), 0);
+        let (dropped, queued) = lost_to_a_read_only_file(500);
+        assert_eq!(dropped, 500);
+        assert_eq!(queued, 0);
     }
 
     #[test]

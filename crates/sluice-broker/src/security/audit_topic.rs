@@ -53,9 +53,8 @@ impl Broker {
                 };
                 // A gap is written down first, with the events that follow it.
                 let gap = broker.audit.take_topic_gap();
-                let (batch, gap_in_batch) =
-                    waiting_batch(&broker.audit, gap.as_ref(), first, &mut events);
-                let gap = gap.filter(|_| gap_in_batch);
+                let batch =
+                    waiting_batch(&broker.audit, gap.iter().cloned().chain(first), &mut events);
                 let count = batch.len();
                 if count == 0 {
                     continue;
@@ -170,32 +169,18 @@ fn count_lost(audit: &AuditLog, gap: Option<&AuditEvent>, count: usize, lost: us
     events
 }
 
-/// `gap` (an `events_dropped` entry, if one is due), `first` and the events queued behind it
-/// as JSON, up to [`BATCH_EVENTS`] or [`BATCH_BYTES`]; and whether `gap` is in it. An event
-/// that cannot be put in JSON (none can fail today) is counted as dropped.
+/// `first` (the gap's entry, if one is due, and the event that woke the task) and the events
+/// queued behind them as JSON, up to [`BATCH_EVENTS`] or [`BATCH_BYTES`]. An event that
+/// cannot be put in JSON (none can fail today) is counted as dropped.
 fn waiting_batch(
     audit: &AuditLog,
-    gap: Option<&AuditEvent>,
-    first: Option<AuditEvent>,
+    first: impl IntoIterator<Item = AuditEvent>,
     events: &mut tokio::sync::mpsc::Receiver<AuditEvent>,
-) -> (Vec<Vec<u8>>, bool) {
+) -> Vec<Vec<u8>> {
     let mut batch = Vec::new();
     let mut bytes = 0;
-    let gap_in_batch = match gap.map(serde_json::to_vec) {
-        Some(Ok(value)) => {
-            bytes += value.len();
-            batch.push(value);
-            true
-        }
-        Some(Err(_)) => {
-            if let Some(gap) = gap {
-                audit.restore_topic_gap(gap);
-            }
-            false
-        }
-        None => false,
-    };
-    let mut next = first;
+    let mut first = first.into_iter();
+    let mut next = first.next();
     while let Some(event) = next {
         match serde_json::to_vec(&event) {
             Ok(value) => {
@@ -207,9 +192,9 @@ fn waiting_batch(
         if batch.len() >= BATCH_EVENTS || bytes >= BATCH_BYTES {
             break;
         }
-        next = events.try_recv().ok();
+        next = first.next().or_else(|| events.try_recv().ok());
     }
-    (batch, gap_in_batch)
+    batch
 }
 
 #[cfg(test)]
@@ -235,7 +220,7 @@ mod tests {
             sender.try_send(denial(&format!("t{i}"))).expect("queued");
         }
         let audit = AuditLog::off();
-        let (first, _) = waiting_batch(&audit, None, Some(denial("first")), &mut receiver);
+        let first = waiting_batch(&audit, Some(denial("first")), &mut receiver);
         assert_eq!(first.len(), BATCH_EVENTS);
         let names: Vec<String> = first[..3]
             .iter()
@@ -246,7 +231,7 @@ mod tests {
             .collect();
         assert_eq!(names, ["first", "t0", "t1"]);
         // The rest (6 events) comes with the next one.
-        let (second, _) = waiting_batch(&audit, None, Some(denial("next")), &mut receiver);
+        let second = waiting_batch(&audit, Some(denial("next")), &mut receiver);
         assert_eq!(second.len(), 7);
         assert!(receiver.try_recv().is_err());
     }
@@ -258,7 +243,7 @@ mod tests {
         for _ in 0..10 {
             sender.try_send(denial(&long)).expect("queued");
         }
-        let (batch, _) = waiting_batch(&AuditLog::off(), None, Some(denial(&long)), &mut receiver);
+        let batch = waiting_batch(&AuditLog::off(), Some(denial(&long)), &mut receiver);
         // Each event is a little over a quarter of the limit: the fourth one passes it.
         assert_eq!(batch.len(), 4);
         assert!(audit_bytes(&batch) >= BATCH_BYTES);
@@ -302,9 +287,12 @@ mod tests {
         audit.count_topic_dropped(3);
         let gap = audit.take_topic_gap();
         assert!(audit.take_topic_gap().is_none(), "taken once");
-        let (batch, gap_in_batch) =
-            waiting_batch(&audit, gap.as_ref(), Some(denial("first")), &mut receiver);
-        assert!(gap_in_batch);
+        assert!(gap.is_some(), "a gap to write");
+        let batch = waiting_batch(
+            &audit,
+            gap.iter().cloned().chain(Some(denial("first"))),
+            &mut receiver,
+        );
         let events: Vec<serde_json::Value> = batch
             .iter()
             .map(|v| serde_json::from_slice(v).expect("json"))
