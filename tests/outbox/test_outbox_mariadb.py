@@ -12,8 +12,9 @@ import pytest
 from conftest import wait_until
 from outbox.conftest import run_relay
 from outbox.mariadb import MariaDB
-from outbox.workload import (TOPICS, Writers, deleted_after_restart, read_topics, rows_flow,
-                             settle_and_check, setup_aggregates)
+from outbox.workload import (SIZE, TOPICS, Writers, deleted_after_restart,
+                             large_transactions_streamed, read_topics, rows_flow, settle_and_check,
+                             setup_aggregates)
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -483,3 +484,19 @@ def outbox_count(db):
         n = cur.fetchone()[0]
     c.close()
     return n
+
+@pytest.mark.timeout(600)
+def test_large_transactions_are_streamed_and_a_relay_killed_mid_stream_publishes_none_twice(
+        mariadb, broker, relays):
+    def insert(first, count):
+        conn = mariadb.connect("shop")
+        with conn.cursor() as cur:
+            cur.execute(f"""INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload)
+                            SELECT UUID(), 'bulk', CONCAT('agg-', seq % 8), 'created',
+                                   CONCAT(LPAD(seq, 12, '0'), REPEAT('x', {SIZE - 12}))
+                            FROM seq_{first}_to_{first + count - 1}""")
+        conn.commit()
+        conn.close()
+
+    large_transactions_streamed(mariadb, broker, relays, insert, lambda: outbox_count(mariadb),
+                                rereads=True)

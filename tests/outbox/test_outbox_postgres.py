@@ -16,8 +16,9 @@ from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, 
 
 from conftest import wait_until
 from outbox.conftest import run_relay
-from outbox.workload import (TOPICS, Writers, deleted_after_restart, read_topics, rows_flow,
-                             settle_and_check, setup_aggregates)
+from outbox.workload import (SIZE, TOPICS, Writers, deleted_after_restart,
+                             large_transactions_streamed, read_topics, rows_flow, settle_and_check,
+                             setup_aggregates)
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -211,11 +212,37 @@ def test_a_row_sluice_cannot_take_stops_the_relay_before_it(postgres, broker, re
     assert [g[4] for g in got] == [str(first), str(big), str(after)], got
 
 
-def test_small_rows_refused_as_a_batch_are_sent_in_batches_the_topic_takes(postgres, broker, relays):
+def test_a_row_refused_inside_a_large_transaction_stops_the_relay_before_the_transaction(
+        postgres, broker, relays):
+    """A transaction of more rows than --max-batch-rows is sent in parts into one Sluice
+    transaction; a row of it that its topic refuses (too large) comes back while later parts
+    are sent, and librdkafka then fails every send: the relay still names the row and stops,
+    and nothing of the transaction is published."""
+    slot_and_limited_topic(postgres, broker, relays, 2000)
+    first, big = uuid.uuid4(), uuid.uuid4()
+    with postgres.connect("shop") as c:
+        c.execute("INSERT INTO outbox VALUES (%s, 'order', 'a', 't', %s)", (first, b'small'))
+        c.commit()
+        for i in range(300):
+            row = big if i == 10 else uuid.uuid4()
+            c.execute("INSERT INTO outbox VALUES (%s, 'order', 'a', 't', %s)",
+                      (row, b'x' * (10_000 if row == big else 100)))
+        c.commit()
+    code, out, _ = run_relay(postgres, broker, "--topic-prefix", "shop.", "--max-batch-rows",
+                             "20", timeout=90)
+    assert code == 1 and f"row id {big}" in out and "larger than topic shop.order" in out, out
+    got = read_topics(broker.bootstrap, ["shop.order"], 1, 10)
+    assert [g[4] for g in got] == [str(first)], got
+
+
+@pytest.mark.parametrize("extra", [[], ["--max-batch-rows", "20"]], ids=["batch", "streamed"])
+def test_small_rows_refused_as_a_batch_are_sent_in_batches_the_topic_takes(postgres, broker,
+                                                                           relays, extra):
     """Kafka checks whole batches, and the relay sends a partition's rows in batches (up to
     1,000,000 bytes): rows each far below the topic's max.message.bytes can be refused
     together. The relay asks the topic's limit, aborts, and sends batches that fit it from a new
-    session: every row comes, once and in order, without the operator raising the limit."""
+    session: every row comes, once and in order, without the operator raising the limit. Also
+    when the transaction is sent in parts (`streamed`: 20 rows a part)."""
     slot_and_limited_topic(postgres, broker, relays, 20000)
     ids = [uuid.uuid4() for _ in range(200)]
     with postgres.connect("shop") as c:
@@ -225,7 +252,7 @@ def test_small_rows_refused_as_a_batch_are_sent_in_batches_the_topic_takes(postg
         # A row that stops the relay once it is past the rest (so that run_relay returns).
         c.execute("INSERT INTO outbox VALUES (%s, 'bad topic', 'a', 't', %s)", (uuid.uuid4(), b'x'))
         c.commit()
-    code, out, _ = run_relay(postgres, broker, "--topic-prefix", "shop.", timeout=90)
+    code, out, _ = run_relay(postgres, broker, "--topic-prefix", "shop.", *extra, timeout=90)
     assert code == 1 and '"shop.bad topic" has' in out, out
     assert "sends smaller batches from now on" in out and "max_message_bytes=20000" in out, out
     assert "larger than topic shop.order takes" not in out, out
@@ -272,3 +299,22 @@ def test_a_relay_that_lost_its_lease_publishes_nothing_more(postgres, broker, re
         writers.join()
     truth, published = settle_and_check(postgres, broker.bootstrap, writers, [a, b])
     print(f"{len(truth)} rows published once each across the lease change")
+
+
+@pytest.mark.timeout(600)
+def test_large_transactions_are_streamed_and_a_relay_killed_mid_stream_publishes_none_twice(
+        postgres, broker, relays):
+    def insert(first, count):
+        with postgres.connect("shop") as c:
+            c.execute(f"""INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload)
+                          SELECT gen_random_uuid(), 'bulk', 'agg-' || (i % 8), 'created',
+                                 convert_to(lpad(i::text, 12, '0') || repeat('x', {SIZE - 12}),
+                                            'UTF8')
+                          FROM generate_series({first}, {first + count - 1}) AS i""")
+            c.commit()
+
+    def left():
+        with postgres.connect("shop", autocommit=True) as c:
+            return c.execute("SELECT count(*) FROM outbox").fetchone()[0]
+
+    large_transactions_streamed(postgres, broker, relays, insert, left, rereads=False)

@@ -291,3 +291,91 @@ def deleted_after_restart(db, broker, relays, topics, left, allow_deletes):
     assert len(ids) == len(set(ids)) == len(committed), \
         f"{len(ids)} records, {len(set(ids))} distinct, {len(committed)} rows committed"
     assert set(ids) == committed
+
+
+# The rows of large_transactions_streamed: their bytes each (a 12-digit number, then padding).
+SIZE = 4096
+
+
+def peak_rss_mb(pid):
+    """A process's peak resident memory (VmHWM), in MiB."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    raise AssertionError(f"no VmHWM for process {pid}")
+
+
+def large_transactions_streamed(db, broker, relays, insert, left, rereads, rows=100_000):
+    """A database transaction larger than the relay holds, for both sources: `insert(first,
+    count)` writes the rows numbered first.. in one transaction (topic shop.bulk, key agg-N%8,
+    payload the 12-digit number and padding to SIZE bytes), `left()` counts the table's rows.
+
+    The relay (--delete-published) publishes a transaction of `rows` rows (390 MiB) while its
+    peak memory stays below 200 MiB. Stopped and started again, it reads that transaction again
+    (`rereads`: the source sends it again, as the binary log does; PostgreSQL's slot may start
+    after it) and deletes its rows in one statement, then publishes a one-row transaction. A
+    second large one is SIGKILLed mid-stream (rows sent into its open Sluice transaction, none
+    committed); the relay started after it publishes that transaction whole. Read back: every
+    row exactly once, per key in the order written, and the table emptied."""
+    from conftest import wait_until
+    a = relays(db, broker, "--topic-prefix", "shop.", "--delete-published", name="a")
+    a.wait_state("active", 60)
+    insert(1, rows)
+    wait_until(lambda: (a.status() or {}).get("rows", 0) >= rows, 180,
+               f"the {rows} rows to be published: {a.status()} {a.log()[-2000:]}")
+    peak = peak_rss_mb(a.proc.pid)
+    a.stop()
+
+    a = relays(db, broker, "--topic-prefix", "shop.", "--delete-published", name="a2")
+    a.wait_state("active", 60)
+    insert(rows + 1, 1)
+    wait_until(lambda: (a.status() or {}).get("rows", 0) >= 1, 60,
+               f"the one-row transaction to be published: {a.status()} {a.log()[-2000:]}")
+    deletes = a.log().count("deleted the rows of a transaction published before this session")
+    # Read again, a published transaction's ids are deleted at its end, not row by row.
+    assert deletes == 1 if rereads else deletes <= 1, \
+        f"{deletes} deletes of rows read again: {a.log()[-2000:]}"
+
+    insert(rows + 2, rows)
+    # More than four parts' rows sent (a part is 5,000 rows or 16 MiB), not yet committed.
+    wait_until(lambda: (a.status() or {}).get("pending_rows", 0) > 20_000, 120,
+               f"the second transaction to be sent: {a.status()} {a.log()[-2000:]}")
+    a.kill()
+    # Had the killed relay committed it, this one would publish nothing (or publish it twice,
+    # which the count below catches).
+    b = relays(db, broker, "--topic-prefix", "shop.", "--delete-published", name="b")
+    b.wait_state("active", 60)
+    wait_until(lambda: (b.status() or {}).get("rows", 0) >= rows, 180,
+               f"the second transaction to be published: {b.status()} {b.log()[-2000:]}")
+
+    total = 2 * rows + 1
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"big-{uuid.uuid4()}",
+                  "enable.auto.commit": False, "isolation.level": "read_committed",
+                  "auto.offset.reset": "earliest"})
+    numbers = defaultdict(list)   # key -> the numbers read, in offset order
+    ids = set()
+    read = 0
+    try:
+        c.subscribe(["shop.bulk"])
+        deadline = time.monotonic() + 120
+        while read < total and time.monotonic() < deadline:
+            for m in c.consume(2000, 0.5):
+                if m.error():
+                    continue
+                read += 1
+                ids.add(dict(m.headers() or [])["id"])
+                numbers[m.key().decode()].append(int(m.value()[:12]))
+        # A duplicate would show within a moment.
+        end = time.monotonic() + 2
+        while time.monotonic() < end:
+            read += sum(1 for m in c.consume(2000, 0.2) if not m.error())
+    finally:
+        c.close()
+    assert read == len(ids) == total, f"{read} records, {len(ids)} distinct ids, {total} written"
+    for key, got in numbers.items():
+        assert got == sorted(got), f"{key}: out of the order written"
+    assert sorted(n for got in numbers.values() for n in got) == list(range(1, total + 1))
+    wait_until(lambda: left() == 0, 60, f"the relay to empty the table: {b.log()[-2000:]}")
+    assert peak < 200, f"the relay's peak memory was {peak:.0f} MiB for {rows * SIZE >> 20} MiB"
+    print(f"relay peak memory {peak:.0f} MiB for a transaction of {rows * SIZE >> 20} MiB")

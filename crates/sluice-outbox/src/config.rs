@@ -89,6 +89,10 @@ pub struct OutboxConfig {
     /// Rows in one Sluice transaction at most (a database transaction is never split).
     #[serde(default = "default_max_batch_rows")]
     pub max_batch_rows: usize,
+    /// The relay's Sluice transactions' timeout (`transaction.timeout.ms`): a large database
+    /// transaction is one Sluice transaction, open while its rows are read and sent.
+    #[serde(default = "default_transaction_timeout_ms")]
+    pub transaction_timeout_ms: u64,
     /// How often a standby asks for the lease, in milliseconds.
     #[serde(default = "default_standby_poll_ms")]
     pub standby_poll_ms: u64,
@@ -107,6 +111,9 @@ fn default_slot() -> String {
 }
 fn default_max_batch_rows() -> usize {
     5_000
+}
+fn default_transaction_timeout_ms() -> u64 {
+    60_000
 }
 fn default_standby_poll_ms() -> u64 {
     500
@@ -129,6 +136,7 @@ impl OutboxConfig {
             columns: Columns::default(),
             progress_topic: None,
             max_batch_rows: default_max_batch_rows(),
+            transaction_timeout_ms: default_transaction_timeout_ms(),
             standby_poll_ms: default_standby_poll_ms(),
             report_secs: default_report_secs(),
             retry_unreachable: false,
@@ -234,6 +242,13 @@ impl OutboxConfig {
         }
         if self.max_batch_rows == 0 {
             return bad("max_batch_rows must be at least 1".into());
+        }
+        if !(1_000..=900_000).contains(&self.transaction_timeout_ms) {
+            return bad(format!(
+                "transaction_timeout_ms {} is out of range: 1000 to 900000 (Kafka's default \
+                 transaction.max.timeout.ms)",
+                self.transaction_timeout_ms
+            ));
         }
         let mut seen = std::collections::HashSet::new();
         for c in self.columns.all() {

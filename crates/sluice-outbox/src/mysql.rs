@@ -15,7 +15,7 @@ use crate::error::OutboxError;
 use crate::mysql_columns::{Columns, Located, Unplaced};
 use crate::mysql_labels::{self, Labels};
 use crate::mysql_xa::{self, GtidStarts, XaStatement};
-use crate::row::{topic_for, unroutable, OutboxRow, SourceTxn};
+use crate::row::{part_due, topic_for, unroutable, Change, OutboxRow, SourceTxn};
 use crate::tls::{DbTls, TlsMode};
 
 /// Longer than this without an event or a heartbeat (one a second): the stream is dead.
@@ -435,12 +435,15 @@ impl MySqlSource {
             seen: resume_number,
             keep_skipped,
             skipped: Vec::new(),
+            max_rows: self.cfg.max_batch_rows,
         })
     }
 }
 
 struct OpenTxn {
+    /// Its rows not yet handed out (see `Change::Part`), and their bytes.
     rows: Vec<OutboxRow>,
+    bytes: usize,
     unpublishable: Option<String>,
     /// See `SourceTxn::reread_shape`.
     reread_shape: bool,
@@ -448,6 +451,23 @@ struct OpenTxn {
     begin: (u64, String),
     /// An XA transaction's xid, from its `XA END`.
     xa: Option<String>,
+    /// An XA transaction (its GTID event or `XA START` said so): held whole until its
+    /// `XA COMMIT`, and published or skipped by where that ends.
+    xa_started: bool,
+    /// It began before the resume point: a transaction other than an XA one is published
+    /// already then (it ends at or before that point), and its rows are not kept, only their
+    /// ids when asked for.
+    began_before_resume: bool,
+    /// Rows of it were handed out as parts: its end is handed out whatever its position.
+    streamed: bool,
+    /// The ids of its rows when it is published already, handed out at its end.
+    skipped_ids: Vec<String>,
+}
+
+impl OpenTxn {
+    fn published(&self) -> bool {
+        self.began_before_resume && !self.xa_started
+    }
 }
 
 pub struct MySqlStream {
@@ -475,11 +495,14 @@ pub struct MySqlStream {
     last_end: (u64, String),
     /// Whether to keep the ids of the rows of transactions skipped as published.
     keep_skipped: bool,
-    pub(crate) skipped: Vec<String>,
+    skipped: Vec<String>,
+    /// Rows of an open transaction that make a part (`part_due`).
+    max_rows: usize,
 }
 
 impl MySqlStream {
-    pub async fn next(&mut self) -> Result<Option<SourceTxn>, OutboxError> {
+    /// The next transaction ended, or part of a large one's rows (see `Change`).
+    pub async fn next(&mut self) -> Result<Option<Change>, OutboxError> {
         let event = tokio::time::timeout(STREAM_SILENCE, self.stream.next())
             .await
             .map_err(|_| {
@@ -515,15 +538,15 @@ impl MySqlStream {
                     OutboxError::Stream(format!("the binlog stream: {text}"))
                 }
             })?;
-        let txn = self.event(&event)?;
-        Ok(crate::row::unless_published(
-            txn,
-            self.resume,
-            self.keep_skipped.then_some(&mut self.skipped),
-        ))
+        self.event(&event)
     }
 
-    fn event(&mut self, event: &Event) -> Result<Option<SourceTxn>, OutboxError> {
+    /// The ids of the rows of transactions skipped as published, if asked for.
+    pub fn take_skipped(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.skipped)
+    }
+
+    fn event(&mut self, event: &Event) -> Result<Option<Change>, OutboxError> {
         let header = event.header();
         let data = event
             .read_data()
@@ -544,18 +567,26 @@ impl MySqlStream {
             Some(EventData::QueryEvent(q)) => {
                 let sql = q.query();
                 if sql.eq_ignore_ascii_case("BEGIN") {
-                    self.begin();
+                    return Ok(self.begin(false));
                 } else if sql.eq_ignore_ascii_case("COMMIT") {
                     return Ok(self.finish(end, header.timestamp()));
                 } else {
                     match mysql_xa::xa_statement(&sql) {
-                        Some(XaStatement::Start) => self.begin(), // MySQL's XA START
+                        Some(XaStatement::Start) => return Ok(self.begin(true)), // MySQL's XA START
                         Some(XaStatement::End(xid)) => {
                             if let Some(open) = &mut self.open {
                                 open.xa = Some(xid);
                             }
                         }
                         Some(XaStatement::Commit(xid)) => {
+                            if self.open.as_ref().is_some_and(|o| o.streamed) {
+                                return Err(OutboxError::Row(format!(
+                                    "XA COMMIT {xid} came inside a transaction whose rows the \
+                                     relay was sending, which never committed: the binary log \
+                                     is not as the relay understands it; it stops (nothing of \
+                                     that transaction is published)"
+                                )));
+                            }
                             return Ok(self.commit_prepared(&xid, end, header.timestamp()));
                         }
                         Some(XaStatement::Rollback(xid)) => {
@@ -564,8 +595,9 @@ impl MySqlStream {
                                     .as_deref()
                                     .is_some_and(|x| x.eq_ignore_ascii_case(&xid))
                             });
-                            self.open = None;
+                            let abandoned = self.open.take().filter(|o| o.streamed);
                             self.mark_end(end);
+                            return Ok(abandoned.map(|_| Change::Abandoned));
                         }
                         None => {}
                     }
@@ -579,6 +611,13 @@ impl MySqlStream {
                 // Held until its XA COMMIT (or dropped at its XA ROLLBACK), known by the xid
                 // of its XA END, else the one in the prepare event.
                 if let Some(mut open) = self.open.take() {
+                    if open.streamed {
+                        return Err(OutboxError::Row(
+                            "an XA transaction was prepared after the relay had sent its rows \
+                             as those of a plain transaction; the relay stops before it"
+                                .into(),
+                        ));
+                    }
                     if open.xa.is_none() {
                         open.xa = mysql_xa::prepared_xid(&body);
                     }
@@ -598,7 +637,7 @@ impl MySqlStream {
             None if header.event_type_raw() == mysql_xa::MARIADB_GTID_EVENT
                 && mysql_xa::mariadb_gtid(event.data()) == Some(GtidStarts::Transaction) =>
             {
-                self.begin();
+                return Ok(self.begin(mysql_xa::mariadb_gtid_prepares_xa(event.data())));
             }
             Some(EventData::RowsEvent(rows)) => {
                 let table_id = rows.table_id();
@@ -665,17 +704,36 @@ impl MySqlStream {
                         "an insert came outside a transaction".into(),
                     ));
                 };
+                if open.published() {
+                    // Its ids are handed out with its end.
+                    if self.keep_skipped {
+                        open.skipped_ids
+                            .extend(decoded.into_iter().filter_map(|r| r.ok()?.id));
+                    }
+                    return Ok(None);
+                }
                 for row in decoded {
                     if open.unpublishable.is_some() {
                         break;
                     }
                     match row {
-                        Ok(row) => open.rows.push(row),
+                        Ok(row) => {
+                            open.bytes += row.size();
+                            open.rows.push(row);
+                        }
                         Err(e) => {
                             open.unpublishable = Some(e.to_string());
                             open.reread_shape = reread;
                         }
                     }
+                }
+                if !open.xa_started
+                    && open.unpublishable.is_none()
+                    && part_due(open.rows.len(), open.bytes, self.max_rows)
+                {
+                    open.streamed = true;
+                    open.bytes = 0;
+                    return Ok(Some(Change::Part(std::mem::take(&mut open.rows))));
                 }
             }
             _ => {}
@@ -691,19 +749,29 @@ impl MySqlStream {
         number
     }
 
-    /// A transaction starts (BEGIN, MariaDB's GTID event, MySQL's XA START).
-    fn begin(&mut self) {
-        self.open = Some(OpenTxn {
+    /// A transaction starts (BEGIN, MariaDB's GTID event, MySQL's XA START); `xa`: an XA one.
+    /// One still open then never committed (as a partial transaction at the end of a binary
+    /// log the server crashed in): `Change::Abandoned` if its rows were handed out.
+    fn begin(&mut self, xa: bool) -> Option<Change> {
+        let replaced = self.open.replace(OpenTxn {
             rows: Vec::new(),
+            bytes: 0,
             unpublishable: None,
             reread_shape: false,
+            // Transactions do not overlap in the log (an XA one's prepared part aside), and
+            // the resume point is where one ended: one beginning before it ends at or before.
+            began_before_resume: self.last_end.0 < self.resume,
             begin: self.last_end.clone(),
             xa: None,
+            xa_started: xa,
+            streamed: false,
+            skipped_ids: Vec::new(),
         });
+        replaced.filter(|o| o.streamed).map(|_| Change::Abandoned)
     }
 
     /// `XA COMMIT xid`: the prepared transaction's rows are committed here.
-    fn commit_prepared(&mut self, xid: &str, end: u64, timestamp: u32) -> Option<SourceTxn> {
+    fn commit_prepared(&mut self, xid: &str, end: u64, timestamp: u32) -> Option<Change> {
         match self
             .prepared
             .iter()
@@ -726,7 +794,9 @@ impl MySqlStream {
         self.finish(end, timestamp)
     }
 
-    fn finish(&mut self, end: u64, timestamp: u32) -> Option<SourceTxn> {
+    /// A transaction ends at `end`: handed out unless published already (its ids kept then, if
+    /// asked for).
+    fn finish(&mut self, end: u64, timestamp: u32) -> Option<Change> {
         let number = self.mark_end(end);
         // Where a restart reads from: before the oldest XA transaction still held with outbox
         // rows, so that it sees those again (one without any, on another table or left
@@ -745,11 +815,15 @@ impl MySqlStream {
             .as_ref()
             .map_or_else(|| self.last_end.1.clone(), |b| b.1.clone());
         let open = self.open.take()?;
+        if open.published() {
+            self.skipped.extend(open.skipped_ids);
+            return None;
+        }
         let begin = match held {
             Some(held) if held.0 < open.begin.0 => held,
             _ => open.begin,
         };
-        Some(SourceTxn {
+        let txn = SourceTxn {
             end: number,
             position,
             begin: Some(begin),
@@ -757,7 +831,16 @@ impl MySqlStream {
             rows: open.rows,
             unpublishable: open.unpublishable,
             reread_shape: open.reread_shape,
-        })
+        };
+        if open.streamed {
+            return Some(Change::Txn(txn));
+        }
+        crate::row::unless_published(
+            Some(txn),
+            self.resume,
+            self.keep_skipped.then_some(&mut self.skipped),
+        )
+        .map(Change::Txn)
     }
 
     fn row(&self, row: &BinlogRow, located: &Located) -> Result<OutboxRow, RowRefused> {

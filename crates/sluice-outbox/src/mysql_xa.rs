@@ -47,6 +47,12 @@ pub fn mariadb_gtid(body: &[u8]) -> Option<GtidStarts> {
     )
 }
 
+/// Whether a MariaDB GTID event (its body) starts an XA transaction's prepared part.
+pub fn mariadb_gtid_prepares_xa(body: &[u8]) -> bool {
+    body.get(12)
+        .is_some_and(|flags| flags & FL_PREPARED_XA != 0)
+}
+
 /// An XA statement in a query event; the xid as the server writes it (`X'7831',X'',1`), the
 /// same text in a transaction's `XA END` and in its later `XA COMMIT`/`XA ROLLBACK`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -149,6 +155,12 @@ mod tests {
             Some(GtidStarts::Other)
         );
         assert_eq!(mariadb_gtid(&[0; 5]), None);
+        assert!(mariadb_gtid_prepares_xa(&body(FL_PREPARED_XA | 0x08)));
+        assert!(!mariadb_gtid_prepares_xa(&body(0x08)));
+        assert!(!mariadb_gtid_prepares_xa(&body(
+            FL_COMPLETED_XA | FL_STANDALONE
+        )));
+        assert!(!mariadb_gtid_prepares_xa(&[0; 5]));
         assert!(prepare_is_one_phase(&[1, 0, 0]));
         // A prepare event's body: one-phase flag, format id, gtrid and bqual lengths, data.
         let prepare_body = |format: u32, gtrid: &[u8], bqual: &[u8]| {

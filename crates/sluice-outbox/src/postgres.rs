@@ -14,7 +14,7 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 use crate::config::{redact, OutboxConfig};
 use crate::error::{describe_pg, OutboxError};
 use crate::pgoutput::{self, Message, Value};
-use crate::row::{topic_for, unroutable, OutboxRow, SourceTxn};
+use crate::row::{part_due, topic_for, unroutable, Change, OutboxRow, SourceTxn};
 use crate::tls::{DbTls, TlsMode};
 
 /// Microseconds from the Unix epoch to PostgreSQL's (2000-01-01).
@@ -445,6 +445,9 @@ impl PgSource {
         .with_ack_lsn(start)
         .with_status_interval(Duration::from_secs(1))
         .with_wakeup_interval(Duration::from_secs(5))
+        // Events received and not yet taken by the relay (8,192 by default, each up to a
+        // row): fewer, since they wait while the relay sends a large transaction's parts.
+        .with_buffer_size(1024)
         .with_options(SESSION_OPTIONS)
         .with_application_name("sluice-outbox");
         let mut client = ReplicationClient::connect(config)
@@ -458,10 +461,7 @@ impl PgSource {
             .map_err(|e| OutboxError::Stream(format!("starting replication: {e}")))?;
         Ok(PgStream {
             client,
-            decoder: Decoder::new(&self.cfg),
-            resume,
-            keep_skipped,
-            skipped: Vec::new(),
+            decoder: Decoder::new(&self.cfg, resume, keep_skipped),
         })
     }
 }
@@ -470,17 +470,12 @@ impl PgSource {
 pub struct PgStream {
     client: ReplicationClient,
     decoder: Decoder,
-    /// Transactions ending at or before this were published already.
-    resume: u64,
-    /// Whether to keep the ids of the rows of transactions skipped as published.
-    keep_skipped: bool,
-    pub(crate) skipped: Vec<String>,
 }
 
 impl PgStream {
-    /// Waits for the next event and decodes it; Some(txn) when a transaction with outbox rows
-    /// (or none) committed after the resume point.
-    pub async fn next(&mut self) -> Result<Option<SourceTxn>, OutboxError> {
+    /// Waits for the next event and decodes it; Some when a transaction committed after the
+    /// resume point ends (with outbox rows or none), or a large one's rows make a part.
+    pub async fn next(&mut self) -> Result<Option<Change>, OutboxError> {
         let event = self
             .client
             .recv()
@@ -489,17 +484,17 @@ impl PgStream {
             .ok_or_else(|| {
                 OutboxError::Stream("the database ended the replication stream".into())
             })?;
-        let txn = self.decoder.event(event)?;
-        Ok(crate::row::unless_published(
-            txn,
-            self.resume,
-            self.keep_skipped.then_some(&mut self.skipped),
-        ))
+        self.decoder.event(event)
+    }
+
+    /// The ids of the rows of transactions skipped as published, if asked for.
+    pub fn take_skipped(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.decoder.skipped)
     }
 
     /// Tells the database everything up to `end` is published: it may drop that WAL.
     pub fn confirm(&mut self, end: u64) {
-        self.resume = self.resume.max(end);
+        self.decoder.resume = self.decoder.resume.max(end);
         self.client.update_applied_lsn(Lsn::from_u64(end));
     }
 
@@ -511,7 +506,7 @@ impl PgStream {
     /// Returns the new position, if it moved.
     pub fn confirm_idle(&mut self) -> Option<u64> {
         let through = self.decoder.sent_through;
-        if self.decoder.open.is_some() || through <= self.resume {
+        if self.decoder.open.is_some() || through <= self.decoder.resume {
             return None;
         }
         self.confirm(through);
@@ -538,9 +533,17 @@ struct Layout {
 }
 
 struct OpenTxn {
+    /// Its rows not yet handed out (see `Change::Part`), and their bytes.
     rows: Vec<OutboxRow>,
+    bytes: usize,
     /// The first row that cannot be published; the rows after it are not kept.
     unpublishable: Option<String>,
+    /// Published already (it commits before the resume point): its rows are not kept, only
+    /// their ids when asked for, handed out at its end.
+    published: bool,
+    skipped_ids: Vec<String>,
+    /// Rows of it were handed out as parts.
+    streamed: bool,
 }
 
 struct Decoder {
@@ -550,32 +553,48 @@ struct Decoder {
     server_wal_end: u64,
     /// Every transaction committing before this was sent (a keepalive between transactions).
     sent_through: u64,
+    /// Transactions ending at or before this were published already.
+    resume: u64,
+    /// Whether to keep the ids of the rows of transactions skipped as published.
+    keep_skipped: bool,
+    skipped: Vec<String>,
 }
 
 impl Decoder {
-    fn new(cfg: &OutboxConfig) -> Self {
+    fn new(cfg: &OutboxConfig, resume: u64, keep_skipped: bool) -> Self {
         Decoder {
             cfg: cfg.clone(),
             layouts: HashMap::new(),
             open: None,
             server_wal_end: 0,
             sent_through: 0,
+            resume,
+            keep_skipped,
+            skipped: Vec::new(),
         }
     }
 
-    fn event(&mut self, event: ReplicationEvent) -> Result<Option<SourceTxn>, OutboxError> {
+    fn event(&mut self, event: ReplicationEvent) -> Result<Option<Change>, OutboxError> {
         match event {
-            ReplicationEvent::Begin { .. } => {
-                self.open = Some(OpenTxn {
+            ReplicationEvent::Begin { final_lsn, .. } => {
+                // Its commit record starts at `final_lsn`: the resume point (the end of a
+                // published transaction, or a keepalive's position between transactions) lies
+                // after that record if the transaction was published, else at or before it.
+                let replaced = self.open.replace(OpenTxn {
                     rows: Vec::new(),
+                    bytes: 0,
                     unpublishable: None,
+                    published: final_lsn.as_u64() < self.resume,
+                    skipped_ids: Vec::new(),
+                    streamed: false,
                 });
-                Ok(None)
+                // A Begin inside a transaction (not in pgoutput's protocol): the one before
+                // never committed, and the relay drops what it was sent of it.
+                Ok(replaced.filter(|o| o.streamed).map(|_| Change::Abandoned))
             }
             ReplicationEvent::XLogData { data, wal_end, .. } => {
                 self.server_wal_end = self.server_wal_end.max(wal_end.as_u64());
-                self.message(&data)?;
-                Ok(None)
+                Ok(self.message(&data)?.map(Change::Part))
             }
             ReplicationEvent::Commit {
                 end_lsn,
@@ -586,7 +605,11 @@ impl Decoder {
                     .open
                     .take()
                     .ok_or_else(|| OutboxError::Stream("a Commit came without its Begin".into()))?;
-                Ok(Some(SourceTxn {
+                if open.published {
+                    self.skipped.extend(open.skipped_ids);
+                    return Ok(None);
+                }
+                Ok(Some(Change::Txn(SourceTxn {
                     end: end_lsn.as_u64(),
                     position: crate::stats::lsn_text(end_lsn.as_u64()),
                     commit_time_us: commit_time_micros.saturating_add(PG_EPOCH_US),
@@ -594,7 +617,7 @@ impl Decoder {
                     begin: None,
                     unpublishable: open.unpublishable,
                     reread_shape: false,
-                }))
+                })))
             }
             ReplicationEvent::KeepAlive { wal_end, .. } => {
                 self.server_wal_end = self.server_wal_end.max(wal_end.as_u64());
@@ -612,7 +635,8 @@ impl Decoder {
         }
     }
 
-    fn message(&mut self, data: &[u8]) -> Result<(), OutboxError> {
+    /// Decodes one message; returns the open transaction's rows once they make a part.
+    fn message(&mut self, data: &[u8]) -> Result<Option<Vec<OutboxRow>>, OutboxError> {
         match pgoutput::decode(data).map_err(|e| OutboxError::Stream(e.to_string()))? {
             Message::Relation(r) => {
                 let (schema, table) = self.cfg.table_name();
@@ -647,24 +671,45 @@ impl Decoder {
                     )));
                 };
                 let Some(layout) = layout else {
-                    return Ok(());
+                    return Ok(None);
                 };
-                let row = self.row(layout, &values);
+                let id = match values.get(layout.positions[0]) {
+                    Some(Value::Text(id)) => Some(String::from_utf8_lossy(id).into_owned()),
+                    _ => None,
+                };
+                let published = self.open.as_ref().map(|o| o.published);
+                let row = (published == Some(false)).then(|| self.row(layout, &values));
+                let (max_rows, keep_skipped) = (self.cfg.max_batch_rows, self.keep_skipped);
                 let Some(open) = &mut self.open else {
                     return Err(OutboxError::Stream(
                         "an insert came outside a transaction".into(),
                     ));
                 };
+                let Some(row) = row else {
+                    // Published already: its ids are handed out with its end.
+                    if keep_skipped {
+                        open.skipped_ids.extend(id);
+                    }
+                    return Ok(None);
+                };
                 if open.unpublishable.is_none() {
                     match row {
-                        Ok(row) => open.rows.push(row),
+                        Ok(row) => {
+                            open.bytes += row.size();
+                            open.rows.push(row);
+                            if part_due(open.rows.len(), open.bytes, max_rows) {
+                                open.bytes = 0;
+                                open.streamed = true;
+                                return Ok(Some(std::mem::take(&mut open.rows)));
+                            }
+                        }
                         Err(e) => open.unpublishable = Some(e.to_string()),
                     }
                 }
             }
             Message::Other(_) => {}
         }
-        Ok(())
+        Ok(None)
     }
 
     fn row(&self, layout: &Layout, values: &[Value]) -> Result<OutboxRow, OutboxError> {
@@ -723,6 +768,114 @@ impl Decoder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The outbox table's Relation message (relation 7, the default columns, payload text).
+    fn relation() -> Vec<u8> {
+        let mut b = vec![b'R'];
+        b.extend(7u32.to_be_bytes());
+        b.extend(b"public\0outbox\0");
+        b.push(b'd');
+        b.extend(5u16.to_be_bytes());
+        for name in ["id", "aggregatetype", "aggregateid", "type", "payload"] {
+            b.push(0);
+            b.extend(name.as_bytes());
+            b.push(0);
+            b.extend(25u32.to_be_bytes()); // text
+            b.extend((-1i32).to_be_bytes());
+        }
+        b
+    }
+
+    /// An Insert of row `id` into relation 7.
+    fn insert(id: &str) -> Vec<u8> {
+        let mut b = vec![b'I'];
+        b.extend(7u32.to_be_bytes());
+        b.push(b'N');
+        b.extend(5u16.to_be_bytes());
+        for value in [id, "order", "agg-1", "created", "{}"] {
+            b.push(b't');
+            b.extend(u32::try_from(value.len()).unwrap_or(0).to_be_bytes());
+            b.extend(value.as_bytes());
+        }
+        b
+    }
+
+    fn data(bytes: Vec<u8>) -> ReplicationEvent {
+        ReplicationEvent::XLogData {
+            wal_start: Lsn::from_u64(0),
+            wal_end: Lsn::from_u64(0),
+            server_time_micros: 0,
+            data: bytes.into(),
+        }
+    }
+
+    /// Feeds a transaction of `rows` rows (commit record at `final_lsn`, ending 8 later);
+    /// returns what the decoder handed out, as (rows of each part, rows of the end or None).
+    fn transaction(
+        decoder: &mut Decoder,
+        final_lsn: u64,
+        rows: usize,
+    ) -> (Vec<usize>, Option<usize>) {
+        let mut parts = Vec::new();
+        let mut end = None;
+        let mut events = vec![ReplicationEvent::Begin {
+            final_lsn: Lsn::from_u64(final_lsn),
+            xid: 1,
+            commit_time_micros: 0,
+        }];
+        events.push(data(relation()));
+        events.extend((0..rows).map(|i| data(insert(&format!("{final_lsn}-{i}")))));
+        events.push(ReplicationEvent::Commit {
+            lsn: Lsn::from_u64(final_lsn),
+            end_lsn: Lsn::from_u64(final_lsn + 8),
+            commit_time_micros: 0,
+        });
+        for event in events {
+            match decoder.event(event) {
+                Ok(Some(Change::Part(rows))) => parts.push(rows.len()),
+                Ok(Some(Change::Txn(txn))) => end = Some(txn.rows.len()),
+                Ok(Some(Change::Abandoned)) => panic!("a transaction abandoned"),
+                Ok(None) => {}
+                Err(e) => panic!("decoding: {e}"),
+            }
+        }
+        (parts, end)
+    }
+
+    /// A transaction of more than `max_batch_rows` rows is handed out in parts, then its end
+    /// with the rest; one committed before the resume point is skipped whole (its ids kept
+    /// when asked for), one at it is not.
+    #[test]
+    fn a_large_transaction_comes_in_parts_and_a_published_one_not_at_all() {
+        let mut cfg = OutboxConfig::new("postgres://u@h/d", "outbox", "b:9092");
+        cfg.max_batch_rows = 3;
+        let mut decoder = Decoder::new(&cfg, 100, true);
+        // Published: its commit record starts before the resume point (it ends at 98).
+        assert_eq!(transaction(&mut decoder, 90, 7), (vec![], None));
+        assert_eq!(decoder.skipped.len(), 7);
+        assert_eq!(decoder.skipped[0], "90-0");
+        // Its commit record starts at the resume point: not published.
+        assert_eq!(transaction(&mut decoder, 100, 7), (vec![3, 3], Some(1)));
+        assert_eq!(transaction(&mut decoder, 200, 2), (vec![], Some(2)));
+        assert_eq!(transaction(&mut decoder, 300, 6), (vec![3, 3], Some(0)));
+        assert_eq!(decoder.skipped.len(), 7);
+        // A Begin inside a transaction whose rows were handed out: it is abandoned.
+        let begin = |lsn| ReplicationEvent::Begin {
+            final_lsn: Lsn::from_u64(lsn),
+            xid: 2,
+            commit_time_micros: 0,
+        };
+        assert!(matches!(decoder.event(begin(400)), Ok(None)));
+        let parts: Vec<_> = (0..4)
+            .map(|i| decoder.event(data(insert(&format!("400-{i}")))))
+            .collect();
+        assert!(matches!(parts[2], Ok(Some(Change::Part(ref rows))) if rows.len() == 3));
+        assert!(matches!(
+            decoder.event(begin(500)),
+            Ok(Some(Change::Abandoned))
+        ));
+        assert!(matches!(decoder.event(begin(600)), Ok(None)));
+    }
 
     #[test]
     fn one_slot_one_lease_key() {

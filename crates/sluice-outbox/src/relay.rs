@@ -15,7 +15,7 @@ use tokio::task::block_in_place;
 
 use crate::config::OutboxConfig;
 use crate::error::OutboxError;
-use crate::row::SourceTxn;
+use crate::row::{Change, OutboxRow, SourceTxn, PART_BYTES};
 use crate::sink::{Progress, Sink};
 use crate::source::{ChangeStream, Source};
 use crate::stats::{State, Stats};
@@ -213,6 +213,7 @@ async fn session(
 
     let mut batch: Vec<SourceTxn> = Vec::new();
     let mut batch_rows = 0usize;
+    let mut batch_row_bytes = 0usize;
     loop {
         let skipped = stream.take_skipped();
         if !skipped.is_empty() {
@@ -243,26 +244,32 @@ async fn session(
                 _ = stopped(stop) => return Ok(()),
                 t = stream.next() => Some(t?),
             }
-        } else if batch_rows < cfg.max_batch_rows {
+        } else if batch_rows < cfg.max_batch_rows && batch_row_bytes < PART_BYTES {
             // More of what the database has sent already joins this batch.
             stream.next().now_or_never().transpose()?
         } else {
             None
         };
-        // The batch is published when nothing more is ready, or before a transaction with a
-        // row Sluice cannot take (the relay then stops before that one).
-        let refused = match next {
-            Some(Some(txn)) if txn.unpublishable.is_some() => {
+        // The batch is published when nothing more is ready, before a transaction with a
+        // row Sluice cannot take (the relay then stops before that one), or before a large
+        // transaction's first part (which goes on in a Sluice transaction of its own).
+        let (refused, part) = match next {
+            Some(Some(Change::Part(rows))) => (None, Some(rows)),
+            Some(Some(Change::Txn(txn))) if txn.unpublishable.is_some() => {
                 let end = txn.end;
-                txn.unpublishable.map(|why| (why, txn.reread_shape, end))
+                (
+                    txn.unpublishable.map(|why| (why, txn.reread_shape, end)),
+                    None,
+                )
             }
-            Some(Some(txn)) if !txn.rows.is_empty() => {
+            Some(Some(Change::Txn(txn))) if !txn.rows.is_empty() => {
                 batch_rows += txn.rows.len();
+                batch_row_bytes += txn.rows.iter().map(OutboxRow::size).sum::<usize>();
                 batch.push(txn);
                 continue;
             }
             Some(_) => continue, // an event inside a transaction, or one with no outbox rows
-            None => None,
+            None => (None, None),
         };
         // A relay that lost its lease publishes nothing more (a new active instance would
         // fence it anyway).
@@ -280,34 +287,175 @@ async fn session(
         if let Some(last) = batch.last() {
             before.position = Some((last.end, last.position.clone()));
         }
-        match refused {
-            Some((why, true, end)) if *reread_at != Some(end) => {
-                tracing::info!(
-                    reason = %why,
-                    "the outbox table may have changed shape since the relay read it: starting \
-                     again from the last published transaction, with its shape read again"
-                );
-                *reread_at = Some(end);
-                return Err(OutboxError::Stream(format!(
-                    "{why}; reading the table's shape again"
-                )));
-            }
-            Some((why, true, _)) => {
-                return Err(OutboxError::Row(format!(
-                    "{why}, also by the shape read again: they were written before an ALTER \
-                     TABLE; the relay stops here rather than publish one column's bytes as \
-                     another's, or an ENUM or SET value under another name (nothing of their \
-                     transaction or after it is published; see docs/outbox.md, \"Altering the \
-                     outbox table\")"
-                )))
-            }
-            Some((why, false, _)) => return Err(OutboxError::Row(why)),
-            None => {}
+        if let Some((why, reread_shape, end)) = refused {
+            return Err(stop_before(why, reread_shape, end, reread_at));
         }
         before.rows += u64::try_from(batch_rows).unwrap_or(u64::MAX);
         batch.clear();
         batch_rows = 0;
+        batch_row_bytes = 0;
+        if let Some(rows) = part {
+            let streamed = publish_streamed(
+                cfg,
+                &mut source,
+                &mut sink,
+                &mut stream,
+                rows,
+                &mut before,
+                stats,
+                stop,
+                reread_at,
+            )
+            .await;
+            match streamed {
+                Ok(true) => {}
+                Ok(false) => return Ok(()),
+                Err(e) => {
+                    block_in_place(|| sink.abort());
+                    return Err(e);
+                }
+            }
+        }
     }
+}
+
+/// The error that stops the relay before a transaction with a row it cannot publish (`why`),
+/// ending at `end`; with `reread_shape`, once the session after it read the table's shape again.
+fn stop_before(
+    why: String,
+    reread_shape: bool,
+    end: u64,
+    reread_at: &mut Option<u64>,
+) -> OutboxError {
+    if !reread_shape {
+        return OutboxError::Row(why);
+    }
+    if *reread_at != Some(end) {
+        tracing::info!(
+            reason = %why,
+            "the outbox table may have changed shape since the relay read it: starting \
+             again from the last published transaction, with its shape read again"
+        );
+        *reread_at = Some(end);
+        return OutboxError::Stream(format!("{why}; reading the table's shape again"));
+    }
+    OutboxError::Row(format!(
+        "{why}, also by the shape read again: they were written before an ALTER \
+         TABLE; the relay stops here rather than publish one column's bytes as \
+         another's, or an ENUM or SET value under another name (nothing of their \
+         transaction or after it is published; see docs/outbox.md, \"Altering the \
+         outbox table\")"
+    ))
+}
+
+/// A transaction too large to hold whole, from its first part (see [`Change::Part`]): its rows
+/// go into one Sluice transaction part by part as the stream hands them out, and its end
+/// commits them with its position, so it is published whole or not at all, as a batch is.
+/// Ok(false) when the relay is told to stop meanwhile: the Sluice transaction is aborted, and
+/// the next start reads the database transaction again (also aborted, Ok(true): a database
+/// transaction that ends without a commit). On an error the caller aborts it.
+#[allow(clippy::too_many_arguments)]
+async fn publish_streamed(
+    cfg: &OutboxConfig,
+    source: &mut Source,
+    sink: &mut Sink,
+    stream: &mut ChangeStream,
+    first: Vec<OutboxRow>,
+    before: &mut Before,
+    stats: &Stats,
+    stop: &mut watch::Receiver<bool>,
+    reread_at: &mut Option<u64>,
+) -> Result<bool, OutboxError> {
+    block_in_place(|| sink.begin())?;
+    let mut sent = 0usize;
+    let mut ids: Vec<String> = Vec::new();
+    let mut part = first;
+    let txn = loop {
+        send_part(cfg, sink, &part, &mut sent, &mut ids).await?;
+        stats.pending_rows.store(
+            u64::try_from(sent + stream.pending_rows()).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
+        let next = tokio::select! {
+            biased;
+            e = source.lease_lost() => return Err(e),
+            _ = stopped(stop) => {
+                block_in_place(|| sink.abort());
+                return Ok(false);
+            }
+            change = stream.next() => change?,
+        };
+        part = match next {
+            Some(Change::Part(rows)) => rows,
+            Some(Change::Txn(txn)) => break txn,
+            Some(Change::Abandoned) => {
+                tracing::warn!(
+                    rows = sent,
+                    "a database transaction whose rows were being sent ended without a commit \
+                     (the change log went on with another one): its Sluice transaction is aborted"
+                );
+                block_in_place(|| sink.abort());
+                return Ok(true);
+            }
+            None => Vec::new(), // an event inside the transaction
+        };
+    };
+    if let Some(why) = txn.unpublishable {
+        block_in_place(|| sink.abort());
+        return Err(stop_before(why, txn.reread_shape, txn.end, reread_at));
+    }
+    send_part(cfg, sink, &txn.rows, &mut sent, &mut ids).await?;
+    let progress = Progress {
+        end: txn.end,
+        position: txn.position.clone(),
+        rows: before.rows + u64::try_from(sent).unwrap_or(u64::MAX),
+        source: cfg.source_identity(),
+        batch_start: txn.begin.clone().or_else(|| before.position.clone()),
+    };
+    // A relay that lost its lease publishes nothing more.
+    source.verify_lease().await?;
+    block_in_place(|| sink.commit(&progress))?;
+    stats
+        .rows
+        .fetch_add(u64::try_from(sent).unwrap_or(u64::MAX), Ordering::Relaxed);
+    stats.txns.fetch_add(1, Ordering::Relaxed);
+    stats.batches.fetch_add(1, Ordering::Relaxed);
+    for chunk in ids.chunks(cfg.max_batch_rows) {
+        delete_rows(source, chunk.iter().map(String::as_str).collect()).await?;
+    }
+    stream.confirm(txn.end);
+    stats.set_position(txn.end, cfg.is_mysql().then_some(txn.position.as_str()));
+    stats.lag_us.store(
+        crate::clock::now_us().saturating_sub(txn.commit_time_us),
+        Ordering::Relaxed,
+    );
+    before.rows = progress.rows;
+    before.position = Some((txn.end, txn.position));
+    Ok(true)
+}
+
+/// Sends a large transaction's `rows` into the open Sluice transaction (creating the topics
+/// they need first); counts them in `sent`, and keeps their ids in `ids` with
+/// `--delete-published`.
+async fn send_part(
+    cfg: &OutboxConfig,
+    sink: &mut Sink,
+    rows: &[OutboxRow],
+    sent: &mut usize,
+    ids: &mut Vec<String>,
+) -> Result<(), OutboxError> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let topics: HashSet<&str> = rows.iter().map(|r| r.topic.as_str()).collect();
+    sink.ensure_topics(&topics.into_iter().collect::<Vec<_>>())
+        .await?;
+    block_in_place(|| sink.send_rows(rows))?;
+    *sent += rows.len();
+    if cfg.delete_published {
+        ids.extend(rows.iter().filter_map(|r| r.id.clone()));
+    }
+    Ok(())
 }
 
 /// What Sluice has committed before a batch: rows published in all, and the position (end,
@@ -413,16 +561,22 @@ async fn delete_published(
         .iter()
         .flat_map(|t| t.rows.iter().filter_map(|r| r.id.as_deref()))
         .collect();
-    if !ids.is_empty() {
-        let deleted = source.delete(&ids).await?;
-        if deleted < u64::try_from(ids.len()).unwrap_or(u64::MAX) {
-            // A trigger, a row-level security policy or a service that deleted them first.
-            tracing::warn!(
-                published = ids.len(),
-                deleted,
-                "fewer published rows were deleted than published"
-            );
-        }
+    delete_rows(source, ids).await
+}
+
+/// Deletes the published rows `ids` from the outbox table.
+async fn delete_rows(source: &mut Source, ids: Vec<&str>) -> Result<(), OutboxError> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let deleted = source.delete(&ids).await?;
+    if deleted < u64::try_from(ids.len()).unwrap_or(u64::MAX) {
+        // A trigger, a row-level security policy or a service that deleted them first.
+        tracing::warn!(
+            published = ids.len(),
+            deleted,
+            "fewer published rows were deleted than published"
+        );
     }
     Ok(())
 }

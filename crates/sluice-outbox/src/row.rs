@@ -26,6 +26,25 @@ impl OutboxRow {
                 .sum::<usize>()
     }
 
+    /// What a message about the row needs of it, kept while it is in flight.
+    pub fn tag(&self) -> RowTag {
+        RowTag {
+            id: self.id.clone(),
+            topic: self.topic.clone(),
+            bytes: self.size(),
+        }
+    }
+}
+
+/// A row as messages name it: its id, topic and size ([`OutboxRow::size`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowTag {
+    pub id: Option<String>,
+    pub topic: String,
+    pub bytes: usize,
+}
+
+impl RowTag {
     /// How messages name the row.
     pub fn describe(&self) -> String {
         match &self.id {
@@ -33,6 +52,31 @@ impl OutboxRow {
             None => "a row with a NULL id".to_string(),
         }
     }
+}
+
+/// What the change stream hands the relay.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// A committed transaction: all its rows, or those not handed out before as parts.
+    Txn(SourceTxn),
+    /// Rows of a transaction still being read, handed out before its end once it holds
+    /// [`part_due`] rows, so that a large transaction is never held whole: the relay sends
+    /// them into an open Sluice transaction; more parts may follow, then the transaction's
+    /// [`Change::Txn`] with the rest and its position (or with why a row of it cannot be
+    /// published, and the relay aborts).
+    Part(Vec<OutboxRow>),
+    /// The transaction whose parts were handed out ends without a commit (the change log went
+    /// on with another one): the relay aborts the Sluice transaction it was sending them in.
+    Abandoned,
+}
+
+/// The most bytes of rows an open transaction holds before they are handed out as a part.
+pub const PART_BYTES: usize = 16 << 20;
+
+/// Whether an open transaction's `rows` (of `bytes` in all) are to be handed out as a part:
+/// `max_rows` of them (the relay's batch size), or [`PART_BYTES`].
+pub fn part_due(rows: usize, bytes: usize, max_rows: usize) -> bool {
+    rows >= max_rows || bytes >= PART_BYTES
 }
 
 /// A committed database transaction's outbox rows, in the order it wrote them.

@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
 use rdkafka::client::DefaultClientContext;
@@ -19,9 +19,10 @@ use serde::{Deserialize, Serialize};
 use crate::client_props::{hide_secrets, ClientProperties, LoginRefusals};
 use crate::config::OutboxConfig;
 use crate::error::OutboxError;
-use crate::row::{OutboxRow, SourceTxn};
+use crate::row::{OutboxRow, RowTag, SourceTxn};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
+const ABORT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What the progress topic holds under the relay's key.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -43,11 +44,11 @@ pub struct Progress {
     pub batch_start: Option<(u64, String)>,
 }
 
-/// Records delivery failures so a failed commit can say which row Sluice refused, and the
-/// first refused login.
+/// Records delivery failures so a failed commit can say which row Sluice refused (None: the
+/// position record), and the first refused login.
 #[derive(Default)]
 pub struct Deliveries {
-    first_failure: Mutex<Option<(usize, KafkaError)>>,
+    first_failure: Mutex<Option<(Option<RowTag>, KafkaError)>>,
     refused_logins: LoginRefusals,
 }
 
@@ -59,10 +60,18 @@ impl ClientContext for Deliveries {
 }
 
 impl ProducerContext for Deliveries {
-    type DeliveryOpaque = Box<usize>;
+    type DeliveryOpaque = Box<Option<RowTag>>;
 
-    fn delivery(&self, result: &DeliveryResult<'_>, row: Box<usize>) {
+    fn delivery(&self, result: &DeliveryResult<'_>, row: Box<Option<RowTag>>) {
         if let Err((e, _)) = result {
+            // A record librdkafka purged once the transaction failed says nothing of why
+            // (seen: the position record's purge reported before the refused row).
+            if matches!(
+                e.rdkafka_error_code(),
+                Some(RDKafkaErrorCode::PurgeQueue | RDKafkaErrorCode::PurgeInflight)
+            ) {
+                return;
+            }
             if let Ok(mut first) = self.first_failure.lock() {
                 first.get_or_insert((*row, e.clone()));
             }
@@ -147,6 +156,10 @@ pub struct Sink {
     /// The producer's `batch.size`: [`PRODUCER_BATCH_BYTES`], or less once a topic refused a
     /// batch of rows it would take one by one (see [`OutboxError::BatchTooLarge`]).
     batch_bytes: usize,
+    /// When the open transaction began (None: none is open).
+    began: Option<Instant>,
+    /// The producer's `transaction.timeout.ms`.
+    transaction_timeout: Duration,
 }
 
 fn broker(what: &str, e: &KafkaError) -> OutboxError {
@@ -161,10 +174,21 @@ impl Sink {
         let batch_bytes = batch_bytes.unwrap_or(PRODUCER_BATCH_BYTES).max(1);
         let producer: BaseProducer<Deliveries> = client_config(&cfg.brokers, &cfg.client)
             .set("transactional.id", cfg.transactional_id())
-            .set("transaction.timeout.ms", "10000")
+            // A large database transaction is one Sluice transaction, open while its rows
+            // are read and sent (a successor fences an open one at once).
+            .set(
+                "transaction.timeout.ms",
+                cfg.transaction_timeout_ms.to_string(),
+            )
             .set("linger.ms", "1")
             // The broker's and topic's limits decide what is too large, not the client's.
-            .set("message.max.bytes", "67108864")
+            .set("message.max.bytes", LARGEST_RECORD_BYTES.to_string())
+            // What librdkafka holds unsent: a large database transaction streams through it
+            // (`Change::Part`), so it bounds the relay's memory; room for the largest row.
+            .set(
+                "queue.buffering.max.kbytes",
+                ((LARGEST_RECORD_BYTES + (1 << 20)) / 1024).to_string(),
+            )
             // Set, not left to the default, so that a refusal can name it (`too_large`).
             .set("batch.size", batch_bytes.to_string())
             // Keys land where Kafka's Java producer puts them.
@@ -194,6 +218,8 @@ impl Sink {
             client: cfg.client.clone(),
             source: cfg.source_identity(),
             batch_bytes,
+            began: None,
+            transaction_timeout: Duration::from_millis(cfg.transaction_timeout_ms),
         })
     }
 
@@ -346,27 +372,89 @@ impl Sink {
 
     /// Publishes `txns`' rows and `progress` in one transaction. Blocking.
     pub fn publish(&mut self, txns: &[SourceTxn], progress: &Progress) -> Result<(), OutboxError> {
+        self.begin()?;
+        for txn in txns {
+            self.send_rows(&txn.rows)?;
+        }
+        self.commit(progress)
+    }
+
+    /// Begins a transaction. Blocking.
+    pub fn begin(&mut self) -> Result<(), OutboxError> {
         self.producer.poll(Duration::ZERO);
         if let Ok(mut first) = self.producer.context().first_failure.lock() {
-            *first = None; // a failure belongs to the batch it happened in
+            *first = None; // a failure belongs to the transaction it happened in
+        }
+        if self.began.is_some() {
+            return Err(OutboxError::Broker(
+                "a transaction began while one was open (a bug of the relay's)".into(),
+            ));
         }
         self.producer
             .begin_transaction()
             .map_err(|e| broker("beginning a transaction", &e))?;
-        match self.send_all(txns, progress) {
-            Ok(()) => {}
-            Err(e) => {
-                self.abort();
-                return Err(e);
+        self.began = Some(crate::clock::now());
+        Ok(())
+    }
+
+    /// Sends `rows` in the open transaction (it is aborted if one cannot be sent). Blocking.
+    pub fn send_rows(&mut self, rows: &[OutboxRow]) -> Result<(), OutboxError> {
+        // A refusal of rows sent before (a large transaction's earlier parts) ends it now.
+        self.producer.poll(Duration::ZERO);
+        if self.refusal_reported() {
+            return Err(self.failed(OutboxError::Broker("a row was refused".into())));
+        }
+        for row in rows {
+            if let Err(e) = self.send_row(row) {
+                return Err(self.failed(e));
             }
         }
+        Ok(())
+    }
+
+    fn refusal_reported(&self) -> bool {
+        self.producer
+            .context()
+            .first_failure
+            .lock()
+            .is_ok_and(|f| f.is_some())
+    }
+
+    /// Sends `progress` and commits the open transaction (aborted if that fails). Blocking.
+    pub fn commit(&mut self, progress: &Progress) -> Result<(), OutboxError> {
+        if let Err(e) = self.send_progress(progress) {
+            return Err(self.failed(e));
+        }
         // The crate's commit flushes first, polling in 100 ms steps while records are in
-        // flight; polling here in 1 ms steps gets them answered without those waits.
+        // flight; polling here in 1 ms steps gets them answered without those waits. After a
+        // refusal the records behind it stay queued (seen: 10 of them, for the whole timeout).
         let deadline = crate::clock::now() + TIMEOUT;
-        while self.producer.in_flight_count() > 0 && crate::clock::now() < deadline {
+        while self.producer.in_flight_count() > 0
+            && !self.refusal_reported()
+            && crate::clock::now() < deadline
+        {
             self.producer.poll(Duration::from_millis(1));
         }
+        // Committing would first wait for those records, then fail.
+        if self.refusal_reported() {
+            return Err(self.failed(OutboxError::Broker("a row was refused".into())));
+        }
         if let Err(e) = self.producer.commit_transaction(TIMEOUT) {
+            return Err(self.failed(broker("committing", &e)));
+        }
+        self.began = None;
+        Ok(())
+    }
+
+    /// Aborts the open transaction, which failed with `cause`, and says why it failed: the
+    /// row a delivery report says Sluice refused (librdkafka fails every send and the commit
+    /// after a refusal, so the report, not the call that failed, names it), a transaction open
+    /// longer than its timeout (the broker aborts it), or else `cause`.
+    fn failed(&mut self, cause: OutboxError) -> OutboxError {
+        // The report may not have been served yet, also when nothing counts as in flight any
+        // more (seen: the commit failed at once with the refused row's report still queued).
+        let deadline = crate::clock::now() + Duration::from_secs(1);
+        let refused = loop {
             let refused = self
                 .producer
                 .context()
@@ -374,64 +462,73 @@ impl Sink {
                 .lock()
                 .ok()
                 .and_then(|mut f| f.take());
-            self.abort();
-            if let Some((index, failure)) = refused {
-                if let Some(row) = txns.iter().flat_map(|t| &t.rows).nth(index) {
-                    if failure.rdkafka_error_code() == Some(RDKafkaErrorCode::MessageSizeTooLarge) {
-                        return Err(self.refused_as_too_large(row));
-                    }
-                    return Err(OutboxError::Broker(format!(
-                        "Sluice refused {} for topic {}: {failure}",
-                        row.describe(),
-                        row.topic
-                    )));
-                }
+            if refused.is_some() || crate::clock::now() >= deadline {
+                break refused;
             }
-            return Err(broker("committing", &e));
+            self.producer.poll(Duration::from_millis(10));
+        };
+        let open_for = self
+            .began
+            .map(|b| crate::clock::now().saturating_duration_since(b));
+        self.abort();
+        match refused {
+            Some((Some(row), failure))
+                if failure.rdkafka_error_code() == Some(RDKafkaErrorCode::MessageSizeTooLarge) =>
+            {
+                self.refused_as_too_large(&row)
+            }
+            Some((Some(row), failure)) => OutboxError::Broker(format!(
+                "Sluice refused {} for topic {}: {failure}",
+                row.describe(),
+                row.topic
+            )),
+            _ if open_for.is_some_and(|d| d >= self.transaction_timeout) => {
+                OutboxError::Row(format!(
+                    "a database transaction was open in Sluice for {} s, longer than the \
+                     relay's transaction timeout ({} s), and was aborted ({cause}): its rows \
+                     take longer than that to read and send; raise transaction_timeout_ms \
+                     (--transaction-timeout-ms, at most the broker's \
+                     transaction.max.timeout.ms); nothing of it or after it is published",
+                    open_for.map_or(0, |d| d.as_secs()),
+                    self.transaction_timeout.as_secs()
+                ))
+            }
+            _ => cause,
         }
-        Ok(())
     }
 
-    fn send_all(&self, txns: &[SourceTxn], progress: &Progress) -> Result<(), OutboxError> {
-        let rows = txns.iter().flat_map(|t| &t.rows);
-        for (index, row) in rows.enumerate() {
-            let mut headers = OwnedHeaders::new_with_capacity(row.headers.len());
-            for (name, value) in &row.headers {
-                headers = headers.insert(Header {
-                    key: name,
-                    value: Some(value),
-                });
-            }
-            let mut record: BaseRecord<'_, [u8], [u8], Box<usize>> =
-                BaseRecord::with_opaque_to(&row.topic, Box::new(index)).headers(headers);
-            if let Some(k) = &row.key {
-                record = record.key(k.as_slice());
-            }
-            if let Some(p) = &row.payload {
-                record = record.payload(p.as_slice());
-            }
-            self.send(record, row)?;
+    fn send_row(&self, row: &OutboxRow) -> Result<(), OutboxError> {
+        let mut headers = OwnedHeaders::new_with_capacity(row.headers.len());
+        for (name, value) in &row.headers {
+            headers = headers.insert(Header {
+                key: name,
+                value: Some(value),
+            });
         }
+        let mut record: BaseRecord<'_, [u8], [u8], Box<Option<RowTag>>> =
+            BaseRecord::with_opaque_to(&row.topic, Box::new(Some(row.tag()))).headers(headers);
+        if let Some(k) = &row.key {
+            record = record.key(k.as_slice());
+        }
+        if let Some(p) = &row.payload {
+            record = record.payload(p.as_slice());
+        }
+        self.send_record(record, Some(row))
+    }
+
+    fn send_progress(&self, progress: &Progress) -> Result<(), OutboxError> {
         let value = serde_json::to_vec(progress)
             .map_err(|e| OutboxError::Broker(format!("encoding the position: {e}")))?;
-        let record = BaseRecord::with_opaque_to(&self.progress_topic, Box::new(usize::MAX))
+        let record = BaseRecord::with_opaque_to(&self.progress_topic, Box::new(None))
             .partition(0)
             .key(self.key.as_bytes())
             .payload(value.as_slice());
         self.send_record(record, None)
     }
 
-    fn send<'a>(
-        &self,
-        record: BaseRecord<'a, [u8], [u8], Box<usize>>,
-        row: &OutboxRow,
-    ) -> Result<(), OutboxError> {
-        self.send_record(record, Some(row))
-    }
-
     fn send_record<'a>(
         &self,
-        mut record: BaseRecord<'a, [u8], [u8], Box<usize>>,
+        mut record: BaseRecord<'a, [u8], [u8], Box<Option<RowTag>>>,
         row: Option<&OutboxRow>,
     ) -> Result<(), OutboxError> {
         let deadline = crate::clock::now() + TIMEOUT;
@@ -446,7 +543,7 @@ impl Sink {
                 }
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::MessageSizeTooLarge), _)) => {
                     return Err(match row {
-                        Some(row) => too_large(row, self.batch_bytes, None),
+                        Some(row) => too_large(&row.tag(), self.batch_bytes, None),
                         None => OutboxError::Broker("the position record is too large".into()),
                     })
                 }
@@ -459,14 +556,14 @@ impl Sink {
     /// when the row is smaller than the batches the relay sends, the topic's limit is asked
     /// for; if the row fits it but the batches do not, the relay is to send batches the topic
     /// takes ([`OutboxError::BatchTooLarge`]). Otherwise the row itself is too large.
-    fn refused_as_too_large(&self, row: &OutboxRow) -> OutboxError {
-        if row.size() + BATCH_FRAMING >= self.batch_bytes {
+    fn refused_as_too_large(&self, row: &RowTag) -> OutboxError {
+        if row.bytes + BATCH_FRAMING >= self.batch_bytes {
             return too_large(row, self.batch_bytes, None);
         }
         let Some(limit) = self.topic_limit(&row.topic) else {
             return too_large(row, self.batch_bytes, None);
         };
-        if row.size() > limit {
+        if row.bytes > limit {
             return too_large(row, self.batch_bytes, Some(limit));
         }
         // A row within the limit but less than the framing below it goes alone in batches of
@@ -486,7 +583,7 @@ impl Sink {
              again), or the broker's message.max.bytes is lower; the relay stops before it (it \
              was not published, and nothing after it is)",
             row.describe(),
-            row.size(),
+            row.bytes,
             row.topic,
             self.batch_bytes
         ))
@@ -515,8 +612,15 @@ impl Sink {
         }
     }
 
-    fn abort(&self) {
-        if let Err(e) = self.producer.abort_transaction(TIMEOUT) {
+    /// Aborts the open transaction, if one is.
+    pub fn abort(&mut self) {
+        if self.began.take().is_none() {
+            return;
+        }
+        // Not TIMEOUT: after a refusal librdkafka waits out records still queued behind it
+        // (seen: 30 s); a session ends after an abort anyway, and the next instance's
+        // InitProducerId aborts whatever is left.
+        if let Err(e) = self.producer.abort_transaction(ABORT_TIMEOUT) {
             tracing::warn!(error = %e, "aborting the transaction");
         }
     }
@@ -532,13 +636,16 @@ const BATCH_FRAMING: usize = 256;
 
 const MAX_MESSAGE_BYTES: &str = "max.message.bytes";
 
+/// The largest record the relay's producer sends (librdkafka's `message.max.bytes`).
+const LARGEST_RECORD_BYTES: usize = 64 << 20;
+
 /// `limit`: the topic's `max.message.bytes` when the broker was asked for it.
-fn too_large(row: &OutboxRow, batch_bytes: usize, limit: Option<usize>) -> OutboxError {
+fn too_large(row: &RowTag, batch_bytes: usize, limit: Option<usize>) -> OutboxError {
     // Kafka checks whole batches: a row within the topic's limit is still refused when the
     // batch holding it (rows of the same partition, sent together) is larger than the limit.
     // A row near a batch's size travels alone: then it is the row. With the topic's limit
     // known the relay sends batches that fit it (`BatchTooLarge`); this is for the rest.
-    let cause = if row.size() + BATCH_FRAMING >= batch_bytes || limit.is_some() {
+    let cause = if row.bytes + BATCH_FRAMING >= batch_bytes || limit.is_some() {
         String::new()
     } else {
         format!(
@@ -556,7 +663,7 @@ fn too_large(row: &OutboxRow, batch_bytes: usize, limit: Option<usize>) -> Outbo
          not published, and nothing after it is): raise the topic's limit{} or make the row \
          smaller",
         row.describe(),
-        row.size(),
+        row.bytes,
         row.topic,
         if cause.is_empty() {
             String::new()
@@ -569,15 +676,13 @@ fn too_large(row: &OutboxRow, batch_bytes: usize, limit: Option<usize>) -> Outbo
 #[cfg(test)]
 mod tests {
     use super::{too_large, Progress, PRODUCER_BATCH_BYTES};
-    use crate::row::OutboxRow;
+    use crate::row::RowTag;
 
-    fn row(bytes: usize) -> OutboxRow {
-        OutboxRow {
+    fn row(bytes: usize) -> RowTag {
+        RowTag {
             id: Some("r1".into()),
             topic: "shop.order".into(),
-            key: None,
-            payload: Some(vec![0; bytes]),
-            headers: Vec::new(),
+            bytes,
         }
     }
 

@@ -6,7 +6,7 @@ use crate::config::OutboxConfig;
 use crate::error::OutboxError;
 use crate::mysql::{MySqlSource, MySqlStream};
 use crate::postgres::{PgSource, PgStream};
-use crate::row::SourceTxn;
+use crate::row::Change;
 use crate::sink::Progress;
 
 pub enum Source {
@@ -111,7 +111,9 @@ impl Source {
 }
 
 impl ChangeStream {
-    pub async fn next(&mut self) -> Result<Option<SourceTxn>, OutboxError> {
+    /// The next transaction ended, or part of a large one's rows (see [`Change`]); None for
+    /// an event that ends nothing.
+    pub async fn next(&mut self) -> Result<Option<Change>, OutboxError> {
         match self {
             ChangeStream::Postgres(s) => s.next().await,
             ChangeStream::MySql(s) => s.next().await,
@@ -129,8 +131,8 @@ impl ChangeStream {
     /// [`Source::stream`]); empty unless asked for.
     pub fn take_skipped(&mut self) -> Vec<String> {
         match self {
-            ChangeStream::Postgres(s) => std::mem::take(&mut s.skipped),
-            ChangeStream::MySql(s) => std::mem::take(&mut s.skipped),
+            ChangeStream::Postgres(s) => s.take_skipped(),
+            ChangeStream::MySql(s) => s.take_skipped(),
         }
     }
 

@@ -63,6 +63,10 @@ pub struct OutboxArgs {
     /// Rows in one Sluice transaction at most [default: 5000]
     #[arg(long)]
     max_batch_rows: Option<usize>,
+    /// The relay's Sluice transactions' timeout in ms: a large database transaction must be
+    /// read and sent within it [default: 60000]
+    #[arg(long, value_name = "MS")]
+    transaction_timeout_ms: Option<u64>,
     /// Seconds between progress lines on stderr, 0 for none [default: 5]
     #[arg(long)]
     report_secs: Option<u64>,
@@ -141,6 +145,9 @@ impl OutboxArgs {
         cfg.delete_published |= self.delete_published;
         if let Some(n) = self.max_batch_rows {
             cfg.max_batch_rows = n;
+        }
+        if let Some(ms) = self.transaction_timeout_ms {
+            cfg.transaction_timeout_ms = ms;
         }
         if let Some(s) = self.report_secs {
             cfg.report_secs = s;
