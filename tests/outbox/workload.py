@@ -295,6 +295,9 @@ def deleted_after_restart(db, broker, relays, topics, left, allow_deletes):
 
 # The rows of large_transactions_streamed: their bytes each (a 12-digit number, then padding).
 SIZE = 4096
+# Its relays' transaction timeout: a 390 MiB transaction on a slow shared machine may take
+# longer than the default 60 s to read and send.
+LONG_TRANSACTIONS = ("--transaction-timeout-ms", "600000")
 
 
 def peak_rss_mb(pid):
@@ -319,7 +322,8 @@ def large_transactions_streamed(db, broker, relays, insert, left, rereads, rows=
     committed); the relay started after it publishes that transaction whole. Read back: every
     row exactly once, per key in the order written, and the table emptied."""
     from conftest import wait_until
-    a = relays(db, broker, "--topic-prefix", "shop.", "--delete-published", name="a")
+    a = relays(db, broker, "--topic-prefix", "shop.", "--delete-published",
+               *LONG_TRANSACTIONS, name="a")
     a.wait_state("active", 60)
     insert(1, rows)
     wait_until(lambda: (a.status() or {}).get("rows", 0) >= rows, 180,
@@ -327,7 +331,8 @@ def large_transactions_streamed(db, broker, relays, insert, left, rereads, rows=
     peak = peak_rss_mb(a.proc.pid)
     a.stop()
 
-    a = relays(db, broker, "--topic-prefix", "shop.", "--delete-published", name="a2")
+    a = relays(db, broker, "--topic-prefix", "shop.", "--delete-published",
+               *LONG_TRANSACTIONS, name="a2")
     a.wait_state("active", 60)
     insert(rows + 1, 1)
     wait_until(lambda: (a.status() or {}).get("rows", 0) >= 1, 60,
@@ -344,7 +349,8 @@ def large_transactions_streamed(db, broker, relays, insert, left, rereads, rows=
     a.kill()
     # Had the killed relay committed it, this one would publish nothing (or publish it twice,
     # which the count below catches).
-    b = relays(db, broker, "--topic-prefix", "shop.", "--delete-published", name="b")
+    b = relays(db, broker, "--topic-prefix", "shop.", "--delete-published",
+               *LONG_TRANSACTIONS, name="b")
     b.wait_state("active", 60)
     wait_until(lambda: (b.status() or {}).get("rows", 0) >= rows, 180,
                f"the second transaction to be published: {b.status()} {b.log()[-2000:]}")

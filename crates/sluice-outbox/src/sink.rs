@@ -22,7 +22,6 @@ use crate::error::OutboxError;
 use crate::row::{OutboxRow, RowTag, SourceTxn};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
-const ABORT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What the progress topic holds under the relay's key.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -64,11 +63,24 @@ impl ProducerContext for Deliveries {
 
     fn delivery(&self, result: &DeliveryResult<'_>, row: Box<Option<RowTag>>) {
         if let Err((e, _)) = result {
-            // A record librdkafka purged once the transaction failed says nothing of why
-            // (seen: the position record's purge reported before the refused row).
+            // Only a broker's refusal of the record names why a transaction failed: not a
+            // purge once it failed (seen: the position record's reported before the refused
+            // row), a timeout, a lost connection, or the producer fenced (its transaction
+            // aborted by the broker, for its timeout or by a newer instance).
             if matches!(
                 e.rdkafka_error_code(),
-                Some(RDKafkaErrorCode::PurgeQueue | RDKafkaErrorCode::PurgeInflight)
+                Some(
+                    RDKafkaErrorCode::PurgeQueue
+                        | RDKafkaErrorCode::PurgeInflight
+                        | RDKafkaErrorCode::MessageTimedOut
+                        | RDKafkaErrorCode::AllBrokersDown
+                        | RDKafkaErrorCode::State
+                        | RDKafkaErrorCode::Fenced
+                        | RDKafkaErrorCode::ProducerFenced
+                        | RDKafkaErrorCode::InvalidProducerEpoch
+                        | RDKafkaErrorCode::OutOfOrderSequenceNumber
+                        | RDKafkaErrorCode::UnknownProducerId
+                )
             ) {
                 return;
             }
@@ -158,6 +170,9 @@ pub struct Sink {
     batch_bytes: usize,
     /// When the open transaction began (None: none is open).
     began: Option<Instant>,
+    /// An abort did not complete: the producer takes no more transactions (the session ends
+    /// and the next one makes a new producer, whose InitProducerId aborts what is left).
+    unusable: bool,
     /// The producer's `transaction.timeout.ms`.
     transaction_timeout: Duration,
 }
@@ -219,6 +234,7 @@ impl Sink {
             source: cfg.source_identity(),
             batch_bytes,
             began: None,
+            unusable: false,
             transaction_timeout: Duration::from_millis(cfg.transaction_timeout_ms),
         })
     }
@@ -390,6 +406,11 @@ impl Sink {
                 "a transaction began while one was open (a bug of the relay's)".into(),
             ));
         }
+        if self.unusable {
+            return Err(OutboxError::Broker(
+                "the last transaction could not be aborted: starting a new session".into(),
+            ));
+        }
         self.producer
             .begin_transaction()
             .map_err(|e| broker("beginning a transaction", &e))?;
@@ -482,18 +503,24 @@ impl Sink {
                 row.describe(),
                 row.topic
             )),
-            _ if open_for.is_some_and(|d| d >= self.transaction_timeout) => {
-                OutboxError::Row(format!(
-                    "a database transaction was open in Sluice for {} s, longer than the \
-                     relay's transaction timeout ({} s), and was aborted ({cause}): its rows \
-                     take longer than that to read and send; raise transaction_timeout_ms \
-                     (--transaction-timeout-ms, at most the broker's \
-                     transaction.max.timeout.ms); nothing of it or after it is published",
+            Some((None, failure)) => OutboxError::Broker(format!(
+                "Sluice refused the position record for topic {}: {failure}",
+                self.progress_topic
+            )),
+            // Not fatal: a broker outage during a long transaction looks the same. Said at
+            // every try, naming the setting.
+            None if open_for.is_some_and(|d| d >= self.transaction_timeout) => {
+                OutboxError::Broker(format!(
+                    "a Sluice transaction failed after {} s open, past the relay's transaction \
+                     timeout ({} s; the broker aborts a transaction open longer): {cause}; if \
+                     one database transaction's rows take that long to read and send, raise \
+                     transaction_timeout_ms (--transaction-timeout-ms, at most the broker's \
+                     transaction.max.timeout.ms)",
                     open_for.map_or(0, |d| d.as_secs()),
                     self.transaction_timeout.as_secs()
                 ))
             }
-            _ => cause,
+            None => cause,
         }
     }
 
@@ -617,11 +644,28 @@ impl Sink {
         if self.began.take().is_none() {
             return;
         }
-        // Not TIMEOUT: after a refusal librdkafka waits out records still queued behind it
-        // (seen: 30 s); a session ends after an abort anyway, and the next instance's
-        // InitProducerId aborts whatever is left.
-        if let Err(e) = self.producer.abort_transaction(ABORT_TIMEOUT) {
-            tracing::warn!(error = %e, "aborting the transaction");
+        // librdkafka's abort waits until every record's delivery report has been polled, and
+        // polls none itself (seen: an abort timing out after 30 s): short tries, polling the
+        // reports between them (a timed-out abort may be called again).
+        let deadline = crate::clock::now() + TIMEOUT;
+        loop {
+            for _ in 0..100 {
+                self.producer.poll(Duration::ZERO);
+            }
+            match self.producer.abort_transaction(Duration::from_millis(100)) {
+                Ok(()) => return,
+                // Only a timed-out abort is worth trying again (a fenced producer's is not).
+                Err(KafkaError::Transaction(e))
+                    if e.is_retriable() && crate::clock::now() < deadline =>
+                {
+                    self.producer.poll(Duration::from_millis(10));
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "aborting the transaction");
+                    self.unusable = true;
+                    return;
+                }
+            }
         }
     }
 }
