@@ -317,10 +317,11 @@ def large_transactions_streamed(db, broker, relays, insert, left, rereads, rows=
     The relay (--delete-published) publishes a transaction of `rows` rows (390 MiB) while its
     peak memory stays below 200 MiB. Stopped and started again, it reads that transaction again
     (`rereads`: the source sends it again, as the binary log does; PostgreSQL's slot may start
-    after it) and deletes its rows in one statement, then publishes a one-row transaction. A
-    second large one is SIGKILLed mid-stream (rows sent into its open Sluice transaction, none
-    committed); the relay started after it publishes that transaction whole. Read back: every
-    row exactly once, per key in the order written, and the table emptied."""
+    after it) and deletes its rows in one pass at its end, not row by row, then publishes a
+    one-row transaction. A second large one is SIGKILLed mid-stream (rows sent into its open
+    Sluice transaction, none committed); the relay started after it publishes that transaction
+    whole. Read back: every row exactly once, per key in the order written, and the table
+    emptied."""
     from conftest import wait_until
     a = relays(db, broker, "--topic-prefix", "shop.", "--delete-published",
                *LONG_TRANSACTIONS, name="a")

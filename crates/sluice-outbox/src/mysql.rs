@@ -15,7 +15,7 @@ use crate::error::OutboxError;
 use crate::mysql_columns::{Columns, Located, Unplaced};
 use crate::mysql_labels::{self, Labels};
 use crate::mysql_xa::{self, GtidStarts, XaStatement};
-use crate::row::{part_due, topic_for, unroutable, Change, OutboxRow, SourceTxn};
+use crate::row::{topic_for, unroutable, Change, OpenRows, OutboxRow, SourceTxn};
 use crate::tls::{DbTls, TlsMode};
 
 /// Longer than this without an event or a heartbeat (one a second): the stream is dead.
@@ -441,9 +441,7 @@ impl MySqlSource {
 }
 
 struct OpenTxn {
-    /// Its rows not yet handed out (see `Change::Part`), and their bytes.
-    rows: Vec<OutboxRow>,
-    bytes: usize,
+    rows: OpenRows,
     unpublishable: Option<String>,
     /// See `SourceTxn::reread_shape`.
     reread_shape: bool,
@@ -458,8 +456,6 @@ struct OpenTxn {
     /// already then (it ends at or before that point), and its rows are not kept, only their
     /// ids when asked for.
     began_before_resume: bool,
-    /// Rows of it were handed out as parts: its end is handed out whatever its position.
-    streamed: bool,
     /// The ids of its rows when it is published already, handed out at its end.
     skipped_ids: Vec<String>,
 }
@@ -496,7 +492,7 @@ pub struct MySqlStream {
     /// Whether to keep the ids of the rows of transactions skipped as published.
     keep_skipped: bool,
     skipped: Vec<String>,
-    /// Rows of an open transaction that make a part (`part_due`).
+    /// Rows of an open transaction that make a part (`OpenRows::part`).
     max_rows: usize,
 }
 
@@ -579,7 +575,7 @@ impl MySqlStream {
                             }
                         }
                         Some(XaStatement::Commit(xid)) => {
-                            if self.open.as_ref().is_some_and(|o| o.streamed) {
+                            if self.open.as_ref().is_some_and(|o| o.rows.streamed()) {
                                 return Err(OutboxError::Row(format!(
                                     "XA COMMIT {xid} came inside a transaction whose rows the \
                                      relay was sending, which never committed: the binary log \
@@ -595,7 +591,7 @@ impl MySqlStream {
                                     .as_deref()
                                     .is_some_and(|x| x.eq_ignore_ascii_case(&xid))
                             });
-                            let abandoned = self.open.take().filter(|o| o.streamed);
+                            let abandoned = self.open.take().filter(|o| o.rows.streamed());
                             self.mark_end(end);
                             return Ok(abandoned.map(|_| Change::Abandoned));
                         }
@@ -611,7 +607,7 @@ impl MySqlStream {
                 // Held until its XA COMMIT (or dropped at its XA ROLLBACK), known by the xid
                 // of its XA END, else the one in the prepare event.
                 if let Some(mut open) = self.open.take() {
-                    if open.streamed {
+                    if open.rows.streamed() {
                         return Err(OutboxError::Row(
                             "an XA transaction was prepared after the relay had sent its rows \
                              as those of a plain transaction; the relay stops before it"
@@ -718,7 +714,6 @@ impl MySqlStream {
                     }
                     match row {
                         Ok(row) => {
-                            open.bytes += row.size();
                             open.rows.push(row);
                         }
                         Err(e) => {
@@ -727,13 +722,8 @@ impl MySqlStream {
                         }
                     }
                 }
-                if !open.xa_started
-                    && open.unpublishable.is_none()
-                    && part_due(open.rows.len(), open.bytes, self.max_rows)
-                {
-                    open.streamed = true;
-                    open.bytes = 0;
-                    return Ok(Some(Change::Part(std::mem::take(&mut open.rows))));
+                if !open.xa_started && open.unpublishable.is_none() {
+                    return Ok(open.rows.part(self.max_rows));
                 }
             }
             _ => {}
@@ -754,8 +744,7 @@ impl MySqlStream {
     /// log the server crashed in): `Change::Abandoned` if its rows were handed out.
     fn begin(&mut self, xa: bool) -> Option<Change> {
         let replaced = self.open.replace(OpenTxn {
-            rows: Vec::new(),
-            bytes: 0,
+            rows: OpenRows::default(),
             unpublishable: None,
             reread_shape: false,
             // Transactions do not overlap in the log (an XA one's prepared part aside), and
@@ -764,10 +753,11 @@ impl MySqlStream {
             begin: self.last_end.clone(),
             xa: None,
             xa_started: xa,
-            streamed: false,
             skipped_ids: Vec::new(),
         });
-        replaced.filter(|o| o.streamed).map(|_| Change::Abandoned)
+        replaced
+            .filter(|o| o.rows.streamed())
+            .map(|_| Change::Abandoned)
     }
 
     /// `XA COMMIT xid`: the prepared transaction's rows are committed here.
@@ -823,16 +813,17 @@ impl MySqlStream {
             Some(held) if held.0 < open.begin.0 => held,
             _ => open.begin,
         };
+        let streamed = open.rows.streamed();
         let txn = SourceTxn {
             end: number,
             position,
             begin: Some(begin),
             commit_time_us: i64::from(timestamp) * 1_000_000,
-            rows: open.rows,
+            rows: open.rows.into_rows(),
             unpublishable: open.unpublishable,
             reread_shape: open.reread_shape,
         };
-        if open.streamed {
+        if streamed {
             return Some(Change::Txn(txn));
         }
         crate::row::unless_published(

@@ -173,17 +173,24 @@ pub fn bytea_from_text(text: &[u8]) -> Option<Vec<u8>> {
 /// The type oid of `bytea` (pg_type.dat): its values need decoding from hex.
 pub const BYTEA_OID: u32 = 17;
 
+/// The messages [`decode`] reads, encoded, for tests.
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn relation_bytes() -> Vec<u8> {
+pub(crate) mod encode {
+    /// A Relation message: relation `id`, `schema`.`table`, its columns' names and type oids.
+    pub fn relation(id: u32, schema: &str, table: &str, columns: &[(&str, u32)]) -> Vec<u8> {
         let mut b = vec![b'R'];
-        b.extend(16_385u32.to_be_bytes());
-        b.extend(b"public\0outbox\0");
+        b.extend(id.to_be_bytes());
+        for name in [schema, table] {
+            b.extend(name.as_bytes());
+            b.push(0);
+        }
         b.push(b'd');
-        b.extend(2u16.to_be_bytes());
-        for (name, oid) in [("id", 2950u32), ("payload", BYTEA_OID)] {
+        b.extend(
+            u16::try_from(columns.len())
+                .unwrap_or(u16::MAX)
+                .to_be_bytes(),
+        );
+        for (name, oid) in columns {
             b.push(0);
             b.extend(name.as_bytes());
             b.push(0);
@@ -191,6 +198,43 @@ mod tests {
             b.extend((-1i32).to_be_bytes());
         }
         b
+    }
+
+    /// An Insert into `relation`: each value as text, or NULL.
+    pub fn insert(relation: u32, values: &[Option<&[u8]>]) -> Vec<u8> {
+        let mut b = vec![b'I'];
+        b.extend(relation.to_be_bytes());
+        b.push(b'N');
+        b.extend(
+            u16::try_from(values.len())
+                .unwrap_or(u16::MAX)
+                .to_be_bytes(),
+        );
+        for value in values {
+            match value {
+                Some(v) => {
+                    b.push(b't');
+                    b.extend(u32::try_from(v.len()).unwrap_or(u32::MAX).to_be_bytes());
+                    b.extend(*v);
+                }
+                None => b.push(b'n'),
+            }
+        }
+        b
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn relation_bytes() -> Vec<u8> {
+        encode::relation(
+            16_385,
+            "public",
+            "outbox",
+            &[("id", 2950), ("payload", BYTEA_OID)],
+        )
     }
 
     #[test]
@@ -219,14 +263,7 @@ mod tests {
 
     #[test]
     fn an_insert_carries_text_and_null_values() {
-        let mut b = vec![b'I'];
-        b.extend(16_385u32.to_be_bytes());
-        b.push(b'N');
-        b.extend(2u16.to_be_bytes());
-        b.push(b't');
-        b.extend(3u32.to_be_bytes());
-        b.extend(b"abc");
-        b.push(b'n');
+        let b = encode::insert(16_385, &[Some(b"abc"), None]);
         assert_eq!(
             decode(&b),
             Ok(Message::Insert {

@@ -14,7 +14,7 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 use crate::config::{redact, OutboxConfig};
 use crate::error::{describe_pg, OutboxError};
 use crate::pgoutput::{self, Message, Value};
-use crate::row::{part_due, topic_for, unroutable, Change, OutboxRow, SourceTxn};
+use crate::row::{topic_for, unroutable, Change, OpenRows, OutboxRow, SourceTxn};
 use crate::tls::{DbTls, TlsMode};
 
 /// Microseconds from the Unix epoch to PostgreSQL's (2000-01-01).
@@ -533,17 +533,13 @@ struct Layout {
 }
 
 struct OpenTxn {
-    /// Its rows not yet handed out (see `Change::Part`), and their bytes.
-    rows: Vec<OutboxRow>,
-    bytes: usize,
+    rows: OpenRows,
     /// The first row that cannot be published; the rows after it are not kept.
     unpublishable: Option<String>,
     /// Published already (it commits before the resume point): its rows are not kept, only
     /// their ids when asked for, handed out at its end.
     published: bool,
     skipped_ids: Vec<String>,
-    /// Rows of it were handed out as parts.
-    streamed: bool,
 }
 
 struct Decoder {
@@ -581,20 +577,20 @@ impl Decoder {
                 // published transaction, or a keepalive's position between transactions) lies
                 // after that record if the transaction was published, else at or before it.
                 let replaced = self.open.replace(OpenTxn {
-                    rows: Vec::new(),
-                    bytes: 0,
+                    rows: OpenRows::default(),
                     unpublishable: None,
                     published: final_lsn.as_u64() < self.resume,
                     skipped_ids: Vec::new(),
-                    streamed: false,
                 });
                 // A Begin inside a transaction (not in pgoutput's protocol): the one before
                 // never committed, and the relay drops what it was sent of it.
-                Ok(replaced.filter(|o| o.streamed).map(|_| Change::Abandoned))
+                Ok(replaced
+                    .filter(|o| o.rows.streamed())
+                    .map(|_| Change::Abandoned))
             }
             ReplicationEvent::XLogData { data, wal_end, .. } => {
                 self.server_wal_end = self.server_wal_end.max(wal_end.as_u64());
-                Ok(self.message(&data)?.map(Change::Part))
+                self.message(&data)
             }
             ReplicationEvent::Commit {
                 end_lsn,
@@ -613,7 +609,7 @@ impl Decoder {
                     end: end_lsn.as_u64(),
                     position: crate::stats::lsn_text(end_lsn.as_u64()),
                     commit_time_us: commit_time_micros.saturating_add(PG_EPOCH_US),
-                    rows: open.rows,
+                    rows: open.rows.into_rows(),
                     begin: None,
                     unpublishable: open.unpublishable,
                     reread_shape: false,
@@ -636,7 +632,7 @@ impl Decoder {
     }
 
     /// Decodes one message; returns the open transaction's rows once they make a part.
-    fn message(&mut self, data: &[u8]) -> Result<Option<Vec<OutboxRow>>, OutboxError> {
+    fn message(&mut self, data: &[u8]) -> Result<Option<Change>, OutboxError> {
         match pgoutput::decode(data).map_err(|e| OutboxError::Stream(e.to_string()))? {
             Message::Relation(r) => {
                 let (schema, table) = self.cfg.table_name();
@@ -673,35 +669,27 @@ impl Decoder {
                 let Some(layout) = layout else {
                     return Ok(None);
                 };
-                let id = match values.get(layout.positions[0]) {
-                    Some(Value::Text(id)) => Some(String::from_utf8_lossy(id).into_owned()),
-                    _ => None,
-                };
-                let published = self.open.as_ref().map(|o| o.published);
-                let row = (published == Some(false)).then(|| self.row(layout, &values));
-                let (max_rows, keep_skipped) = (self.cfg.max_batch_rows, self.keep_skipped);
                 let Some(open) = &mut self.open else {
                     return Err(OutboxError::Stream(
                         "an insert came outside a transaction".into(),
                     ));
                 };
-                let Some(row) = row else {
-                    // Published already: its ids are handed out with its end.
-                    if keep_skipped {
-                        open.skipped_ids.extend(id);
+                if open.published {
+                    // Only its ids are kept, handed out with its end.
+                    if let (true, Some(Value::Text(id))) =
+                        (self.keep_skipped, values.get(layout.positions[0]))
+                    {
+                        open.skipped_ids
+                            .push(String::from_utf8_lossy(id).into_owned());
                     }
                     return Ok(None);
-                };
+                }
+                let row = row(&self.cfg, layout, &values);
                 if open.unpublishable.is_none() {
                     match row {
                         Ok(row) => {
-                            open.bytes += row.size();
                             open.rows.push(row);
-                            if part_due(open.rows.len(), open.bytes, max_rows) {
-                                open.bytes = 0;
-                                open.streamed = true;
-                                return Ok(Some(std::mem::take(&mut open.rows)));
-                            }
+                            return Ok(open.rows.part(self.cfg.max_batch_rows));
                         }
                         Err(e) => open.unpublishable = Some(e.to_string()),
                     }
@@ -711,58 +699,54 @@ impl Decoder {
         }
         Ok(None)
     }
+}
 
-    fn row(&self, layout: &Layout, values: &[Value]) -> Result<OutboxRow, OutboxError> {
-        let text = |i: usize| -> Option<&[u8]> {
-            match values.get(layout.positions[i]) {
-                Some(Value::Text(t)) => Some(t.as_slice()),
-                _ => None,
-            }
-        };
-        let id = text(0).map(|t| String::from_utf8_lossy(t).into_owned());
-        let aggregatetype = text(1).ok_or_else(|| {
+/// An inserted row of the outbox table, routed as `cfg` says.
+fn row(cfg: &OutboxConfig, layout: &Layout, values: &[Value]) -> Result<OutboxRow, OutboxError> {
+    let text = |i: usize| -> Option<&[u8]> {
+        match values.get(layout.positions[i]) {
+            Some(Value::Text(t)) => Some(t.as_slice()),
+            _ => None,
+        }
+    };
+    let id = text(0).map(|t| String::from_utf8_lossy(t).into_owned());
+    let aggregatetype = text(1).ok_or_else(|| {
+        unroutable(
+            id.as_deref(),
+            "its aggregatetype is NULL, so it routes to no topic",
+        )
+    })?;
+    let topic = topic_for(&cfg.topic_prefix, &String::from_utf8_lossy(aggregatetype))
+        .map_err(|why| unroutable(id.as_deref(), &why))?;
+    let payload = match text(4) {
+        Some(t) if layout.payload_bytea => Some(pgoutput::bytea_from_text(t).ok_or_else(|| {
             unroutable(
                 id.as_deref(),
-                "its aggregatetype is NULL, so it routes to no topic",
+                "its bytea payload is not in hex output format",
             )
-        })?;
-        let topic = topic_for(
-            &self.cfg.topic_prefix,
-            &String::from_utf8_lossy(aggregatetype),
-        )
-        .map_err(|why| unroutable(id.as_deref(), &why))?;
-        let payload = match text(4) {
-            Some(t) if layout.payload_bytea => {
-                Some(pgoutput::bytea_from_text(t).ok_or_else(|| {
-                    unroutable(
-                        id.as_deref(),
-                        "its bytea payload is not in hex output format",
-                    )
-                })?)
-            }
-            Some(t) => Some(t.to_vec()),
-            None => None,
-        };
-        let mut headers = Vec::new();
-        if let Some(id) = &id {
-            headers.push(("id".to_string(), id.as_bytes().to_vec()));
-        }
-        if let Some(kind) = text(3) {
-            headers.push(("type".to_string(), kind.to_vec()));
-        }
-        for (n, name) in self.cfg.columns.headers.iter().enumerate() {
-            if let Some(v) = text(5 + n) {
-                headers.push((name.clone(), v.to_vec()));
-            }
-        }
-        Ok(OutboxRow {
-            id,
-            topic,
-            key: text(2).map(<[u8]>::to_vec),
-            payload,
-            headers,
-        })
+        })?),
+        Some(t) => Some(t.to_vec()),
+        None => None,
+    };
+    let mut headers = Vec::new();
+    if let Some(id) = &id {
+        headers.push(("id".to_string(), id.as_bytes().to_vec()));
     }
+    if let Some(kind) = text(3) {
+        headers.push(("type".to_string(), kind.to_vec()));
+    }
+    for (n, name) in cfg.columns.headers.iter().enumerate() {
+        if let Some(v) = text(5 + n) {
+            headers.push((name.clone(), v.to_vec()));
+        }
+    }
+    Ok(OutboxRow {
+        id,
+        topic,
+        key: text(2).map(<[u8]>::to_vec),
+        payload,
+        headers,
+    })
 }
 
 #[cfg(test)]
@@ -771,33 +755,14 @@ mod tests {
 
     /// The outbox table's Relation message (relation 7, the default columns, payload text).
     fn relation() -> Vec<u8> {
-        let mut b = vec![b'R'];
-        b.extend(7u32.to_be_bytes());
-        b.extend(b"public\0outbox\0");
-        b.push(b'd');
-        b.extend(5u16.to_be_bytes());
-        for name in ["id", "aggregatetype", "aggregateid", "type", "payload"] {
-            b.push(0);
-            b.extend(name.as_bytes());
-            b.push(0);
-            b.extend(25u32.to_be_bytes()); // text
-            b.extend((-1i32).to_be_bytes());
-        }
-        b
+        let columns = ["id", "aggregatetype", "aggregateid", "type", "payload"].map(|c| (c, 25));
+        pgoutput::encode::relation(7, "public", "outbox", &columns)
     }
 
     /// An Insert of row `id` into relation 7.
     fn insert(id: &str) -> Vec<u8> {
-        let mut b = vec![b'I'];
-        b.extend(7u32.to_be_bytes());
-        b.push(b'N');
-        b.extend(5u16.to_be_bytes());
-        for value in [id, "order", "agg-1", "created", "{}"] {
-            b.push(b't');
-            b.extend(u32::try_from(value.len()).unwrap_or(0).to_be_bytes());
-            b.extend(value.as_bytes());
-        }
-        b
+        let values = [id, "order", "agg-1", "created", "{}"].map(|v| Some(v.as_bytes()));
+        pgoutput::encode::insert(7, &values)
     }
 
     fn data(bytes: Vec<u8>) -> ReplicationEvent {

@@ -401,7 +401,6 @@ async fn publish_streamed(
         };
     };
     if let Some(why) = txn.unpublishable {
-        block_in_place(|| sink.abort());
         return Err(stop_before(why, txn.reread_shape, txn.end, reread_at));
     }
     send_part(cfg, sink, &txn.rows, &mut sent, &mut ids).await?;
@@ -415,20 +414,9 @@ async fn publish_streamed(
     // A relay that lost its lease publishes nothing more.
     source.verify_lease().await?;
     block_in_place(|| sink.commit(&progress))?;
-    stats
-        .rows
-        .fetch_add(u64::try_from(sent).unwrap_or(u64::MAX), Ordering::Relaxed);
-    stats.txns.fetch_add(1, Ordering::Relaxed);
-    stats.batches.fetch_add(1, Ordering::Relaxed);
-    for chunk in ids.chunks(cfg.max_batch_rows) {
-        delete_rows(source, chunk.iter().map(String::as_str).collect()).await?;
-    }
-    stream.confirm(txn.end);
-    stats.set_position(txn.end, cfg.is_mysql().then_some(txn.position.as_str()));
-    stats.lag_us.store(
-        crate::clock::now_us().saturating_sub(txn.commit_time_us),
-        Ordering::Relaxed,
-    );
+    count_published(stats, sent, 1);
+    delete_rows(source, ids.iter().map(String::as_str).collect()).await?;
+    confirm_published(cfg, stream, stats, &txn);
     before.rows = progress.rows;
     before.position = Some((txn.end, txn.position));
     Ok(true)
@@ -447,9 +435,7 @@ async fn send_part(
     if rows.is_empty() {
         return Ok(());
     }
-    let topics: HashSet<&str> = rows.iter().map(|r| r.topic.as_str()).collect();
-    sink.ensure_topics(&topics.into_iter().collect::<Vec<_>>())
-        .await?;
+    ensure_topics_of(sink, rows.iter()).await?;
     block_in_place(|| sink.send_rows(rows))?;
     *sent += rows.len();
     if cfg.delete_published {
@@ -508,10 +494,9 @@ async fn publish(
                 let one_txn = std::slice::from_ref(txn);
                 publish_txns(sink, one_txn, &one).await?;
                 // Counted at once: an error after it ends the session.
-                count_published(stats, one_txn);
+                count_published(stats, txn.rows.len(), 1);
                 delete_published(cfg, source, one_txn).await?;
-                stream.confirm(txn.end);
-                stats.set_position(txn.end, cfg.is_mysql().then_some(txn.position.as_str()));
+                confirm_published(cfg, stream, stats, txn);
             }
             // Every transaction went through on its own: the refusal did not last.
             tracing::warn!(%why, "a batch was refused, but each of its transactions was taken");
@@ -522,30 +507,39 @@ async fn publish(
     // Deleted before the database may let that WAL go: a relay stopped in between reads the
     // batch again after its restart and deletes its rows then.
     if !deleted_each {
-        count_published(stats, batch);
+        count_published(stats, rows, batch.len());
         delete_published(cfg, source, batch).await?;
     }
-    // Sluice has the rows and the position: the database may let that WAL go.
+    confirm_published(cfg, stream, stats, last);
+    Ok(())
+}
+
+/// Counts `rows` in `txns` database transactions, published in one Sluice transaction, in
+/// the relay's statistics.
+fn count_published(stats: &Stats, rows: usize, txns: usize) {
+    stats
+        .rows
+        .fetch_add(u64::try_from(rows).unwrap_or(u64::MAX), Ordering::Relaxed);
+    stats
+        .txns
+        .fetch_add(u64::try_from(txns).unwrap_or(u64::MAX), Ordering::Relaxed);
+    stats.batches.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Sluice has the rows and the position up to `last`'s end (and, with `--delete-published`,
+/// they are deleted): the database may let that WAL go, and the statistics say so.
+fn confirm_published(
+    cfg: &OutboxConfig,
+    stream: &mut ChangeStream,
+    stats: &Stats,
+    last: &SourceTxn,
+) {
     stream.confirm(last.end);
     stats.set_position(last.end, cfg.is_mysql().then_some(last.position.as_str()));
     stats.lag_us.store(
         crate::clock::now_us().saturating_sub(last.commit_time_us),
         Ordering::Relaxed,
     );
-    Ok(())
-}
-
-/// Counts `txns`, published in one Sluice transaction, in the relay's statistics.
-fn count_published(stats: &Stats, txns: &[SourceTxn]) {
-    let rows: usize = txns.iter().map(|t| t.rows.len()).sum();
-    stats
-        .rows
-        .fetch_add(u64::try_from(rows).unwrap_or(u64::MAX), Ordering::Relaxed);
-    stats.txns.fetch_add(
-        u64::try_from(txns.len()).unwrap_or(u64::MAX),
-        Ordering::Relaxed,
-    );
-    stats.batches.fetch_add(1, Ordering::Relaxed);
 }
 
 /// With `--delete-published`, deletes the rows of `txns` from the outbox table.
@@ -587,13 +581,18 @@ async fn publish_txns(
     txns: &[SourceTxn],
     progress: &Progress,
 ) -> Result<(), OutboxError> {
-    let topics: HashSet<&str> = txns
-        .iter()
-        .flat_map(|t| t.rows.iter().map(|r| r.topic.as_str()))
-        .collect();
-    sink.ensure_topics(&topics.into_iter().collect::<Vec<_>>())
-        .await?;
+    ensure_topics_of(sink, txns.iter().flat_map(|t| &t.rows)).await?;
     block_in_place(|| sink.publish(txns, progress))
+}
+
+/// Creates the topics `rows` go to that Sluice does not have yet.
+async fn ensure_topics_of<'a>(
+    sink: &mut Sink,
+    rows: impl Iterator<Item = &'a OutboxRow>,
+) -> Result<(), OutboxError> {
+    let topics: HashSet<&str> = rows.map(|r| r.topic.as_str()).collect();
+    sink.ensure_topics(&topics.into_iter().collect::<Vec<_>>())
+        .await
 }
 
 /// Prints a progress line every `every` until `stop`: state, rows/s, position and lag.

@@ -60,7 +60,7 @@ pub enum Change {
     /// A committed transaction: all its rows, or those not handed out before as parts.
     Txn(SourceTxn),
     /// Rows of a transaction still being read, handed out before its end once it holds
-    /// [`part_due`] rows, so that a large transaction is never held whole: the relay sends
+    /// enough rows ([`OpenRows::part`]), so that a large transaction is never held whole: the relay sends
     /// them into an open Sluice transaction; more parts may follow, then the transaction's
     /// [`Change::Txn`] with the rest and its position (or with why a row of it cannot be
     /// published, and the relay aborts).
@@ -73,10 +73,48 @@ pub enum Change {
 /// The most bytes of rows an open transaction holds before they are handed out as a part.
 pub const PART_BYTES: usize = 16 << 20;
 
-/// Whether an open transaction's `rows` (of `bytes` in all) are to be handed out as a part:
-/// `max_rows` of them (the relay's batch size), or [`PART_BYTES`].
-pub fn part_due(rows: usize, bytes: usize, max_rows: usize) -> bool {
-    rows >= max_rows || bytes >= PART_BYTES
+/// An open transaction's rows not yet handed out, and whether some were (as parts).
+#[derive(Debug, Default)]
+pub struct OpenRows {
+    rows: Vec<OutboxRow>,
+    bytes: usize,
+    streamed: bool,
+}
+
+impl OpenRows {
+    pub fn push(&mut self, row: OutboxRow) {
+        self.bytes += row.size();
+        self.rows.push(row);
+    }
+
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// Rows of it were handed out as parts.
+    pub fn streamed(&self) -> bool {
+        self.streamed
+    }
+
+    /// The rows, as a [`Change::Part`], once they make one: `max_rows` of them (the relay's
+    /// batch size), or [`PART_BYTES`].
+    pub fn part(&mut self, max_rows: usize) -> Option<Change> {
+        if self.rows.len() < max_rows && self.bytes < PART_BYTES {
+            return None;
+        }
+        self.streamed = true;
+        self.bytes = 0;
+        Some(Change::Part(std::mem::take(&mut self.rows)))
+    }
+
+    /// The rows not handed out, at the transaction's end.
+    pub fn into_rows(self) -> Vec<OutboxRow> {
+        self.rows
+    }
 }
 
 /// A committed database transaction's outbox rows, in the order it wrote them.

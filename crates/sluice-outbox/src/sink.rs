@@ -422,9 +422,7 @@ impl Sink {
     pub fn send_rows(&mut self, rows: &[OutboxRow]) -> Result<(), OutboxError> {
         // A refusal of rows sent before (a large transaction's earlier parts) ends it now.
         self.producer.poll(Duration::ZERO);
-        if self.refusal_reported() {
-            return Err(self.failed(OutboxError::Broker("a row was refused".into())));
-        }
+        self.fail_if_refused()?;
         for row in rows {
             if let Err(e) = self.send_row(row) {
                 return Err(self.failed(e));
@@ -439,6 +437,15 @@ impl Sink {
             .first_failure
             .lock()
             .is_ok_and(|f| f.is_some())
+    }
+
+    /// Once a row's refusal is reported the transaction cannot commit: it is aborted, and the
+    /// error names the row.
+    fn fail_if_refused(&mut self) -> Result<(), OutboxError> {
+        if self.refusal_reported() {
+            return Err(self.failed(OutboxError::Broker("a row was refused".into())));
+        }
+        Ok(())
     }
 
     /// Sends `progress` and commits the open transaction (aborted if that fails). Blocking.
@@ -457,9 +464,7 @@ impl Sink {
             self.producer.poll(Duration::from_millis(1));
         }
         // Committing would first wait for those records, then fail.
-        if self.refusal_reported() {
-            return Err(self.failed(OutboxError::Broker("a row was refused".into())));
-        }
+        self.fail_if_refused()?;
         if let Err(e) = self.producer.commit_transaction(TIMEOUT) {
             return Err(self.failed(broker("committing", &e)));
         }
